@@ -1,0 +1,17 @@
+"""ember: a just-in-time compiler for numerical Python.
+
+``ember.jit`` traces a function to a typed IR once per argument signature,
+compiles it and caches the executable; ``ember.numpy`` is the JAX-style
+NumPy API and ``ember.lax`` the primitive operations and control flow.
+"""
+from ember.config import config  # noqa: F401
+from ember import dtypes  # noqa: F401
+from ember import errors  # noqa: F401
+from ember import tree_util  # noqa: F401
+from ember.api import disable_jit, jit, make_jaxpr  # noqa: F401
+from ember.runtime.array import Array  # noqa: F401
+from ember import lax  # noqa: F401
+from ember import numpy  # noqa: F401
+from ember.runtime.api import block_until_ready, device_put, devices, from_dlpack, ShapeDtypeStruct  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,326 @@
+"""``jit`` and ``make_jaxpr``: argument handling, static arguments, the cache, dispatch.
+
+One call, end to end::
+
+    flatten args -> split static / dynamic -> abstract values
+      -> cache lookup on (treedef, avals, static values, codegen config)
+           hit : run the executable
+           miss: trace -> Jaxpr -> check -> compile (backend) -> store -> run
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from ember import errors, tree_util
+from ember.config import config
+from ember.core.avals import ShapedArray, aval_of_value
+from ember.core.ir import ClosedJaxpr, Jaxpr
+from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
+from ember.core.staging import DebugInfo, trace_to_jaxpr
+from ember.core.trace import Tracer, is_tracing
+from ember.core.verify import check_jaxpr
+
+
+# --- static arguments -------------------------------------------------------------------
+class _Signature:
+    """Maps between positional and keyword arguments so static args can be named either way."""
+
+    def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str]) -> None:
+        self.fun_name = getattr(fun, "__name__", type(fun).__name__)
+        try:
+            self.sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self.sig = None
+        params = list(self.sig.parameters.values()) if self.sig else []
+        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = {p.name for p in params if p.kind != p.VAR_POSITIONAL}
+        has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params)
+        for name in static_argnames:
+            if self.sig is not None and name not in names and not has_var_kw:
+                raise ValueError(f"jit({self.fun_name}): static_argnames names {name!r}, which is not a "
+                                 f"parameter of {self.fun_name}{self.sig}. Parameters: {sorted(names)}.")
+        nums = set()
+        for i in static_argnums:
+            if not isinstance(i, int):
+                raise TypeError(f"static_argnums must be ints, got {i!r}")
+            if self.sig is not None and not any(p.kind == p.VAR_POSITIONAL for p in params):
+                if not -len(positional) <= i < len(positional):
+                    raise ValueError(f"jit({self.fun_name}): static_argnums contains {i}, but "
+                                     f"{self.fun_name} takes {len(positional)} positional arguments.")
+            nums.add(i % len(positional) if i < 0 and positional else i)
+        # Each static positional parameter is static by name too, and vice versa (as in JAX).
+        self.static_names = set(static_argnames) | {positional[i] for i in nums if i < len(positional)}
+        self.static_nums = nums | {positional.index(n) for n in static_argnames if n in positional}
+        self.positional = positional
+
+    def split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
+        """(dynamic args, dynamic kwargs, static key). Positional static args are replaced by None."""
+        statics = []
+        dyn_args = list(args)
+        for i in sorted(self.static_nums):
+            if i < len(args):
+                statics.append(("#", i, args[i]))
+                dyn_args[i] = None
+        dyn_kwargs = {}
+        for k in sorted(kwargs):
+            if k in self.static_names:
+                statics.append(("=", k, kwargs[k]))
+            else:
+                dyn_kwargs[k] = kwargs[k]
+        for _, where, value in statics:
+            try:
+                hash(value)
+            except TypeError:
+                name = self.positional[where] if isinstance(where, int) and where < len(self.positional) else where
+                raise ValueError(
+                    f"Non-hashable static argument {name!r} of {self.fun_name}: a value of type "
+                    f"{type(value).__name__} cannot be a cache key. Pass a hashable value (a tuple instead "
+                    f"of a list, a Python number instead of an array), or make the argument dynamic by "
+                    f"removing it from static_argnums/static_argnames.") from None
+        return tuple(dyn_args), dyn_kwargs, tuple(statics)
+
+    def arg_names(self, args: tuple, kwargs: dict) -> list[str]:
+        """A readable name for every flat dynamic leaf, for error messages."""
+        names = []
+        for i, a in enumerate(args):
+            if i in self.static_nums:
+                continue
+            base = self.positional[i] if i < len(self.positional) else f"args[{i}]"
+            names.extend(base + tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(a)[0])
+        for k in sorted(kwargs):
+            if k not in self.static_names:
+                names.extend(k + tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(kwargs[k])[0])
+        return names
+
+
+def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dict]:
+    args = list(args)
+    kwargs = dict(kwargs)
+    for kind, where, value in statics:
+        if kind == "#":
+            args[where] = value
+        else:
+            kwargs[where] = value
+    return tuple(args), kwargs
+
+
+def _check_leaf(x: Any, where: str) -> Any:
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or hasattr(x, "_value"):
+        return x
+    if isinstance(x, complex):
+        raise TypeError(f"{where}: complex numbers are not supported yet")
+    raise TypeError(f"{where}: a value of type {type(x).__name__} is not an array. ember traces arrays, "
+                    "Python scalars and pytrees (tuples, lists, dicts, None, registered classes) of them; "
+                    "pass other values as static arguments (static_argnums / static_argnames).")
+
+
+# --- the cache --------------------------------------------------------------------------
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    traces: int
+    currsize: int
+
+
+class _Entry(NamedTuple):
+    closed: ClosedJaxpr
+    out_tree: tree_util.PyTreeDef
+    executable: Any  # None until first run (nested uses only need the jaxpr)
+
+
+class JitFunction:
+    """The result of ``jit(f)``: call it like ``f``; it traces once per signature."""
+
+    def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
+                 donate_argnums: Sequence[int], keep_unused: bool, inline: bool) -> None:
+        self.fun = fun
+        self._sig = _Signature(fun, static_argnums, static_argnames)
+        self.donate_argnums = tuple(donate_argnums)
+        self.inline = inline
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.RLock()
+        self._hits = self._misses = self._traces = 0
+        functools.update_wrapper(self, fun)
+
+    # Methods: ``jit`` on a method accesses the bound instance like a function would.
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if config.disable_jit and not is_tracing():
+            return self.fun(*args, **kwargs)
+        dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        entry = self._lookup(leaves, in_tree, statics, args, kwargs)
+        if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
+            outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=_as_call_jaxpr(entry.closed),
+                              name=self._sig.fun_name)
+        else:
+            outs = entry.executable(*leaves)
+        return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> _Entry:
+        avals = tuple(aval_of_value(_check_leaf(x, f"argument of {self._sig.fun_name}")) for x in leaves)
+        key = (in_tree, avals, statics, config.codegen_key())
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._hits += 1
+                self._cache.move_to_end(key)
+                return entry
+            self._misses += 1
+        entry = self._trace_and_compile(avals, in_tree, statics, args, kwargs)
+        if not any(isinstance(c, Tracer) for c in entry.closed.consts):
+            with self._lock:
+                self._cache[key] = entry
+        return entry
+
+    def _trace_and_compile(self, avals: tuple, in_tree: Any, statics: tuple, args: tuple,
+                           kwargs: dict) -> _Entry:
+        start = time.perf_counter()
+        closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs))
+        traced = time.perf_counter()
+        executable = None
+        if not is_tracing():
+            from ember.backends import compile_jaxpr
+
+            executable = compile_jaxpr(closed, name=self._sig.fun_name)
+        if config.log_compiles:
+            print(f"ember: traced {self._sig.fun_name} for {_format_avals(avals)} in "
+                  f"{(traced - start) * 1e3:.1f} ms; compiled in {(time.perf_counter() - traced) * 1e3:.1f} ms",
+                  file=sys.stderr)
+        return _Entry(closed, out_tree, executable)
+
+    def trace(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
+              arg_names: Sequence[str]) -> tuple[ClosedJaxpr, Any]:
+        self._traces += 1
+        out_tree_box = []
+
+        def flat_fun(*flat_args: Any) -> list:
+            dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
+            call_args, call_kwargs = _merge_static(dyn_args, dyn_kwargs, statics)
+            out = self.fun(*call_args, **call_kwargs)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            for leaf in out_leaves:
+                _check_leaf(leaf, f"the output of {self._sig.fun_name}")
+            out_tree_box.append(out_tree)
+            return out_leaves
+
+        debug = DebugInfo("jit", self._sig.fun_name, arg_names)
+        closed = trace_to_jaxpr(flat_fun, avals, debug)
+        if config.check_ir:
+            check_jaxpr(closed)
+        return closed, out_tree_box[0]
+
+    # --- introspection --------------------------------------------------------------
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(self._hits, self._misses, self._traces, len(self._cache))
+
+    def _cache_size(self) -> int:
+        return len(self._cache)
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def __repr__(self) -> str:
+        return f"<ember.jit of {self.fun!r}>"
+
+
+def _format_avals(avals: Iterable[ShapedArray]) -> str:
+    return "(" + ", ".join(a.str_short() for a in avals) + ")"
+
+
+def _as_call_jaxpr(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """The same program with its consts turned into leading inputs (for a call equation)."""
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed
+    return ClosedJaxpr(Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), [])
+
+
+# --- the call primitive that nested jit leaves in the IR ---------------------------------
+def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[ShapedArray]:
+    expected = jaxpr.in_avals
+    if len(avals) != len(expected) or any(a.strip_weak_type() != e.strip_weak_type()
+                                           for a, e in zip(avals, expected)):
+        raise TypeError(f"jit call of {name}: arguments typed {list(avals)}, expected {expected}")
+    return jaxpr.out_avals
+
+
+jit_p = Primitive("jit", multiple_results=True)
+abstract_eval_rules[jit_p] = _jit_rule
+higher_order.add(jit_p)
+
+
+# --- public entry points --------------------------------------------------------------------
+def _as_tuple(x: Any) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (int, str)):
+        return (x,)
+    return tuple(x)
+
+
+def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
+        static_argnames: str | Sequence[str] | None = None, donate_argnums: int | Sequence[int] | None = None,
+        donate_argnames: Any = None, keep_unused: bool = False, device: Any = None, backend: Any = None,
+        inline: bool = False, **unsupported: Any) -> Any:
+    """Compile ``fun`` just in time: trace once per argument signature, cache, and reuse.
+
+    Works as ``jit(f, ...)``, as a decorator, and through ``functools.partial(jit, ...)``.
+    """
+    if unsupported:
+        raise TypeError(f"jit() got unexpected keyword arguments {sorted(unsupported)}")
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                                 keep_unused=keep_unused, inline=inline)
+    if not callable(fun):
+        raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
+    return JitFunction(fun, _as_tuple(static_argnums), _as_tuple(static_argnames), _as_tuple(donate_argnums),
+                       keep_unused, inline)
+
+
+def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
+               static_argnames: str | Sequence[str] = (), return_shape: bool = False) -> Callable[..., Any]:
+    """``make_jaxpr(f)(*args)`` returns the IR that ``jit(f)`` would compile, for reading."""
+    sig = _Signature(fun, _as_tuple(static_argnums), _as_tuple(static_argnames))
+    probe = JitFunction(fun, tuple(sig.static_nums), tuple(sig.static_names), (), False, False)
+
+    @functools.wraps(fun)
+    def make(*args: Any, **kwargs: Any) -> Any:
+        dyn_args, dyn_kwargs, statics = probe._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        avals = [_abstractify(x, fun) for x in leaves]
+        closed, out_tree = probe.trace(avals, in_tree, statics, probe._sig.arg_names(args, kwargs))
+        if return_shape:
+            from ember.runtime.array import ShapeDtypeStruct
+
+            shapes = [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals]
+            return closed, tree_util.tree_unflatten(out_tree, shapes)
+        return closed
+
+    return make
+
+
+def _abstractify(x: Any, fun: Callable) -> ShapedArray:
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
+        from ember import dtypes
+
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), False)
+    return aval_of_value(_check_leaf(x, f"argument of {getattr(fun, '__name__', fun)}"))
+
+
+def disable_jit(disable: bool = True):
+    """Context manager: run jitted functions op by op (for print / pdb debugging)."""
+    return config.override(disable_jit=disable)

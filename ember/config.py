@@ -1,0 +1,73 @@
+"""Global flags. ``ember.config.update(name, value)`` changes one; flags that
+change what a compiled program computes are part of the jit cache key."""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+_DEFAULTS: dict[str, Any] = {
+    # 64-bit types; off as in JAX: float64/int64 requests become float32/int32.
+    "enable_x64": os.environ.get("EMBER_ENABLE_X64", "0") not in ("0", "", "false", "False"),
+    # Report each trace and compile (and its time) on stderr.
+    "log_compiles": False,
+    # Explain why a jitted call missed the cache.
+    "explain_cache_misses": False,
+    # Raise FloatingPointError when a jitted computation produces NaN.
+    "debug_nans": False,
+    # Run jitted functions op by op (for debugging with print / pdb).
+    "disable_jit": False,
+    # Type-check every traced program (the test suite turns this on).
+    "check_ir": False,
+    # Where the persistent compile cache lives.
+    "cache_dir": os.environ.get("EMBER_CACHE_DIR", ""),
+    # Which backend runs jitted programs.
+    "backend": os.environ.get("EMBER_BACKEND", "reference"),
+}
+
+# Flags whose value changes the compiled result, hence part of the cache key.
+CODEGEN_FLAGS = ("enable_x64", "debug_nans", "backend")
+
+
+class _Config:
+    def __init__(self) -> None:
+        object.__setattr__(self, "_values", dict(_DEFAULTS))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.update(name, value)
+
+    def update(self, name: str, value: Any) -> None:
+        """Set flag ``name`` (``jax_`` prefixes are accepted for drop-in compatibility)."""
+        if name.startswith("jax_"):
+            name = name[4:]
+        if name not in self._values:
+            raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
+        self._values[name] = value
+
+    def read(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def codegen_key(self) -> tuple:
+        v = self._values
+        return tuple(v[k] for k in CODEGEN_FLAGS)
+
+    @contextlib.contextmanager
+    def override(self, **flags: Any) -> Iterator[None]:
+        """Temporarily set flags: ``with ember.config.override(enable_x64=True): ...``."""
+        old = {k: getattr(self, k) for k in flags}
+        try:
+            for k, v in flags.items():
+                self.update(k, v)
+            yield
+        finally:
+            for k, v in old.items():
+                self.update(k, v)
+
+
+config = _Config()

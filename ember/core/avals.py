@@ -1,0 +1,45 @@
+"""Abstract values: what a tracer knows about an array (shape, dtype, weak type)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ember import dtypes
+
+
+class ShapedArray(NamedTuple):
+    """An array's type. Hashable, so it can be part of cache keys."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    weak_type: bool = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def str_short(self) -> str:
+        """``f32[3,4]`` as in the IR printer."""
+        return f"{dtypes.SHORT_NAME[self.dtype]}[{','.join(map(str, self.shape))}]"
+
+    def strip_weak_type(self) -> "ShapedArray":
+        return self._replace(weak_type=False) if self.weak_type else self
+
+    def __str__(self) -> str:
+        return self.str_short() + ("{weak}" if self.weak_type else "")
+
+    __repr__ = __str__
+
+
+def aval_of_value(x) -> ShapedArray:
+    """The abstract value of a concrete value (Array, NumPy array or Python scalar)."""
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval
+    dt, weak = dtypes.value_dtype_and_weak(x)
+    return ShapedArray(tuple(np.shape(x)), dt, weak)

@@ -1,0 +1,35 @@
+"""Primitives are names; what they mean lives in rule tables keyed by primitive.
+
+Each subsystem owns its table: abstract evaluation here (the core needs it to
+stage), the reference implementation in ``backends.reference``, native
+lowerings in ``backends.cpu``, and later jvp / transpose / batching rules in
+``transforms``. Adding a primitive means one entry per table.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+class Primitive:
+    """A named operation. ``bind`` hands it to whichever trace is current."""
+
+    __slots__ = ("name", "multiple_results")
+
+    def __init__(self, name: str, multiple_results: bool = False) -> None:
+        self.name = name
+        self.multiple_results = multiple_results
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        from ember.core.trace import current_trace
+
+        return current_trace().process_primitive(self, args, params)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# Shape/dtype rule: (*avals, **params) -> aval, or a list of avals if multiple_results.
+abstract_eval_rules: dict[Primitive, Callable] = {}
+
+# Primitives whose params hold sub-programs (for printers, passes and the checker).
+higher_order: set[Primitive] = set()

@@ -1,0 +1,151 @@
+"""Staging: run a Python function on tracers and record a Jaxpr.
+
+Values the function closes over become constants: scalars are written inline
+as literals, arrays become constvars. Tracers of an enclosing, still-running
+trace (a nested jit closing over an outer traced value) are lifted the same
+way; the caller then passes them in as explicit arguments.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember import errors
+from ember.core.avals import ShapedArray, aval_of_value
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ember.core.primitive import Primitive, abstract_eval_rules
+from ember.core.trace import Trace, Tracer, set_current_trace, unexpected_tracer_error
+
+
+class DebugInfo:
+    """What error messages need to know about the traced function."""
+
+    def __init__(self, kind: str, fun_name: str, arg_names: Sequence[str], static_hint: bool = True) -> None:
+        self.kind = kind                  # "jit", "make_jaxpr", "cond branch", ...
+        self.fun_name = fun_name
+        self.arg_names = list(arg_names)  # one per flat input, e.g. "x", "params['w']"
+        self.static_hint = static_hint    # whether marking the argument static could help
+
+
+class StagingTrace(Trace):
+    """Records each primitive application as an equation."""
+
+    def __init__(self, debug: DebugInfo) -> None:
+        self.debug = debug
+        self.description = f"{debug.kind} of `{debug.fun_name}`"
+        self.invars: list[Var] = []
+        self.eqns: list[Eqn] = []
+        self.constvars: list[Var] = []
+        self.consts: list[Any] = []
+        self._const_ids: dict[int, Var] = {}
+        self._keepalive: list[Any] = []  # ids stay unique while the consts live
+
+    def new_arg(self, aval: ShapedArray) -> Tracer:
+        var = Var(aval)
+        self.invars.append(var)
+        return _StagedTracer(self, aval, var)
+
+    def to_atom(self, x: Any) -> Var | Literal:
+        if isinstance(x, Tracer):
+            if x._trace is self:
+                return x.var
+            if not x._trace.alive:
+                raise unexpected_tracer_error(x)
+            return self._constvar(x, x.aval)  # an outer trace's value: lifted
+        aval = aval_of_value(x)
+        if not aval.shape:
+            return Literal(_scalar_value(x, aval), aval)
+        return self._constvar(x, aval)
+
+    def _constvar(self, x: Any, aval: ShapedArray) -> Var:
+        var = self._const_ids.get(id(x))
+        if var is None:
+            var = Var(aval)
+            self._const_ids[id(x)] = var
+            self._keepalive.append(x)
+            self.constvars.append(var)
+            self.consts.append(x)
+        return var
+
+    def process_primitive(self, primitive: Primitive, args: tuple, params: dict) -> Any:
+        atoms = [self.to_atom(a) for a in args]
+        out = abstract_eval_rules[primitive](*(a.aval for a in atoms), **params)
+        out_avals = out if primitive.multiple_results else [out]
+        outvars = [Var(a) for a in out_avals]
+        self.eqns.append(Eqn(primitive, atoms, params, outvars))
+        tracers = [_StagedTracer(self, v.aval, v) for v in outvars]
+        return tracers if primitive.multiple_results else tracers[0]
+
+    # --- errors that teach -------------------------------------------------
+    def concretization_error(self, tracer: Tracer, what: str, error_type: type) -> Exception:
+        if not self.alive:
+            return unexpected_tracer_error(tracer)
+        names = self._argument_names_behind(tracer)
+        d = self.debug
+        if names:
+            quoted = ", ".join(f"`{n}`" for n in names)
+            why = (f"The value depends on argument{'s' if len(names) > 1 else ''} {quoted} of `{d.fun_name}`, "
+                   f"which {d.kind} traces: only its shape and dtype ({tracer.aval.str_short()}) are known, not its value.")
+        else:
+            why = (f"The value ({tracer.aval.str_short()}) is computed inside the {d.kind} of `{d.fun_name}`, "
+                   "so only its shape and dtype are known while tracing.")
+        fixes = []
+        if names and d.static_hint:
+            params = ", ".join(repr(n.split("[")[0]) for n in names)
+            fixes.append(f"if it is a Python value that selects what to compute, mark it static: "
+                         f"jit({d.fun_name}, static_argnames=({params},))")
+        if error_type is errors.TracerBoolConversionError:
+            fixes.append("for value-dependent control flow use lax.cond / lax.switch, lax.while_loop or "
+                         "lax.fori_loop, or jnp.where to select elementwise")
+        elif error_type is errors.TracerIntegerConversionError:
+            fixes.append("index with a traced value through lax.dynamic_slice / jnp.take, and keep shapes static")
+        else:
+            fixes.append("keep the computation in ember operations (jnp / lax) instead of converting to Python values")
+        return error_type(
+            f"Attempted {what} of a traced array with type {tracer.aval.str_short()} "
+            f"while tracing `{d.fun_name}`.\n{why}\n"
+            f"At {errors.user_location()}\n"
+            "Fix: " + "; or ".join(fixes) + ".")
+
+    def _argument_names_behind(self, tracer: Tracer) -> list[str]:
+        """The names of the function arguments the tracer's value depends on."""
+        wanted = {id(tracer.var)}
+        for eqn in reversed(self.eqns):
+            if any(id(v) in wanted for v in eqn.outvars):
+                wanted.update(id(a) for a in eqn.invars if isinstance(a, Var))
+        return [name for var, name in zip(self.invars, self.debug.arg_names) if id(var) in wanted]
+
+
+class _StagedTracer(Tracer):
+    __slots__ = ("var",)
+
+    def __init__(self, trace: StagingTrace, aval: ShapedArray, var: Var) -> None:
+        super().__init__(trace, aval)
+        self.var = var
+
+
+def _scalar_value(x: Any, aval: ShapedArray) -> Any:
+    """A NumPy scalar of the literal's dtype (validates range, e.g. int32 overflow)."""
+    if hasattr(x, "_value"):
+        x = x._value
+    return np.asarray(x, dtype=aval.dtype)[()]
+
+
+def trace_to_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
+                   debug: DebugInfo) -> ClosedJaxpr:
+    """Trace ``fun`` (flat inputs -> flat outputs) into a ClosedJaxpr.
+
+    Consts of the result may be tracers of an enclosing trace; callers that
+    nest (jit inside jit, control flow) pass them through as operands.
+    """
+    trace = StagingTrace(debug)
+    args = [trace.new_arg(a) for a in in_avals]
+    try:
+        with set_current_trace(trace):
+            outs = fun(*args)
+            outvars = [trace.to_atom(o) for o in outs]
+    finally:
+        trace.alive = False
+    jaxpr = Jaxpr(trace.constvars, trace.invars, trace.eqns, outvars)
+    return ClosedJaxpr(jaxpr, trace.consts)

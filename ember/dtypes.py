@@ -1,0 +1,228 @@
+"""Dtypes, weak types and JAX's type-promotion lattice.
+
+Promotion is the join (least upper bound) of the operands' nodes in a small
+lattice. Python scalars are *weakly typed*: they sit on their own nodes
+(``i*`` and ``f*``) below every concrete integer / floating type, so
+``x_f16 * 2.0`` stays float16 while ``x_i32 * 2.0`` becomes a weak float.
+With x64 off (the default), 64-bit results canonicalize to 32 bits.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ember.config import config
+
+bool_ = np.dtype(np.bool_)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+
+SIGNED = (int8, int16, int32, int64)
+UNSIGNED = (uint8, uint16, uint32, uint64)
+INTEGER = SIGNED + UNSIGNED
+FLOATING = (bfloat16, float16, float32, float64)
+ALL = (bool_,) + INTEGER + FLOATING
+
+# Short names used by the IR printer: f32[3], bf16[], i32[2,2], bool[4].
+SHORT_NAME = {
+    bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
+    uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+    bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
+}
+
+
+def dtype(x: Any) -> np.dtype:
+    """The NumPy dtype of a dtype-like or of a value (not canonicalized)."""
+    if isinstance(x, np.dtype):
+        return x
+    if x is builtins.bool or x is builtins.int or x is builtins.float:
+        return np.dtype(x)
+    if isinstance(x, type) and issubclass(x, np.generic):
+        return np.dtype(x)
+    if isinstance(x, str):
+        return np.dtype(ml_dtypes.bfloat16) if x == "bfloat16" else np.dtype(x)
+    if hasattr(x, "dtype"):
+        return np.dtype(x.dtype)
+    if isinstance(x, builtins.bool):
+        return bool_
+    if isinstance(x, builtins.int):
+        return int64
+    if isinstance(x, builtins.float):
+        return float64
+    if isinstance(x, complex):
+        raise TypeError("ember does not support complex numbers yet")
+    return np.dtype(x)
+
+
+def is_integer(dt: Any) -> builtins.bool:
+    return np.dtype(dt) in INTEGER
+
+
+def is_signed(dt: Any) -> builtins.bool:
+    return np.dtype(dt) in SIGNED
+
+
+def is_unsigned(dt: Any) -> builtins.bool:
+    return np.dtype(dt) in UNSIGNED
+
+
+def is_floating(dt: Any) -> builtins.bool:
+    return np.dtype(dt) in FLOATING
+
+
+def issubdtype(a: Any, b: Any) -> builtins.bool:
+    """``np.issubdtype`` that also knows bfloat16 is floating."""
+    a = dtype(a)
+    if a == bfloat16:
+        return b in (np.floating, np.inexact, np.number, np.generic) or dtype(b) == bfloat16
+    return np.issubdtype(a, b)
+
+
+_TO_32 = {int64: int32, uint64: uint32, float64: float32}
+
+
+@functools.lru_cache(maxsize=None)
+def _canonicalize(dt: np.dtype, x64: builtins.bool) -> np.dtype:
+    if dt not in ALL:
+        raise TypeError(f"ember does not support dtype {dt}")
+    return dt if x64 else _TO_32.get(dt, dt)
+
+
+def canonicalize_dtype(dt: Any) -> np.dtype:
+    """Map a requested dtype to the one ember uses (64-bit -> 32-bit unless x64 is on)."""
+    return _canonicalize(dtype(dt), config.enable_x64)
+
+
+def default_int_dtype() -> np.dtype:
+    return int64 if config.enable_x64 else int32
+
+
+def default_float_dtype() -> np.dtype:
+    return float64 if config.enable_x64 else float32
+
+
+def default_uint_dtype() -> np.dtype:
+    return uint64 if config.enable_x64 else uint32
+
+
+# --- the promotion lattice ----------------------------------------------------
+# Nodes are dtypes plus the two weak nodes for Python int and float.
+WEAK_INT, WEAK_FLOAT = "i*", "f*"
+
+_LATTICE_UP = {
+    bool_: [WEAK_INT],
+    WEAK_INT: [uint8, int8],
+    uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [WEAK_FLOAT],
+    int8: [int16], int16: [int32], int32: [int64], int64: [WEAK_FLOAT],
+    WEAK_FLOAT: [bfloat16, float16],
+    bfloat16: [float32], float16: [float32], float32: [float64], float64: [],
+}
+
+
+def _upper_bounds() -> dict:
+    ub = {}
+    for node in _LATTICE_UP:
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(_LATTICE_UP[n])
+        ub[node] = frozenset(seen)
+    return ub
+
+
+_UPPER = _upper_bounds()
+
+
+def _node(dt: np.dtype, weak: builtins.bool):
+    if weak:
+        if dt in INTEGER:
+            return WEAK_INT
+        if dt in FLOATING:
+            return WEAK_FLOAT
+    return dt
+
+
+@functools.lru_cache(maxsize=4096)
+def _join(nodes: tuple) -> Any:
+    common = functools.reduce(frozenset.intersection, (_UPPER[n] for n in nodes))
+    # The least upper bound is the unique common bound that is below all others.
+    for candidate in common:
+        if all(other in _UPPER[candidate] for other in common):
+            return candidate
+    raise TypeError(f"no common type for {nodes}")  # pragma: no cover - lattice is complete
+
+
+def promote_types_weak(*typed: tuple[np.dtype, builtins.bool]) -> tuple[np.dtype, builtins.bool]:
+    """Join of (dtype, weak_type) pairs; returns a canonical (dtype, weak_type)."""
+    nodes = tuple(_node(np.dtype(d), w) for d, w in typed)
+    j = _join(nodes)
+    if j == WEAK_INT:
+        return default_int_dtype(), True
+    if j == WEAK_FLOAT:
+        return default_float_dtype(), True
+    return canonicalize_dtype(j), False
+
+
+def promote_types(a: Any, b: Any) -> np.dtype:
+    """``jnp.promote_types``: the join of two (strong) dtypes."""
+    return promote_types_weak((dtype(a), False), (dtype(b), False))[0]
+
+
+def is_weakly_typed(x: Any) -> builtins.bool:
+    """Python scalars are weak; arrays carry their own flag."""
+    if type(x) in (builtins.int, builtins.float):
+        return True
+    aval = getattr(x, "aval", None)
+    return bool(aval is not None and aval.weak_type)
+
+
+def value_dtype_and_weak(x: Any) -> tuple[np.dtype, builtins.bool]:
+    """The canonical dtype and weak flag of any value ember accepts."""
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval.dtype, aval.weak_type
+    t = type(x)
+    if t is builtins.bool:
+        return bool_, False
+    if t is builtins.int:
+        return default_int_dtype(), True
+    if t is builtins.float:
+        return default_float_dtype(), True
+    if isinstance(x, complex):
+        raise TypeError("ember does not support complex numbers yet")
+    return canonicalize_dtype(dtype(x)), False
+
+
+def result_type(*args: Any) -> np.dtype:
+    """``jnp.result_type``: promotion over values and dtypes (weak rules for scalars)."""
+    return _result_type_weak(args)[0]
+
+
+def _result_type_weak(args) -> tuple[np.dtype, builtins.bool]:
+    typed = []
+    for a in args:
+        if isinstance(a, (np.dtype, str)) or (isinstance(a, type) and a not in (builtins.int, builtins.float)):
+            typed.append((dtype(a), False))
+        elif a is builtins.int:
+            typed.append((int32, True))
+        elif a is builtins.float:
+            typed.append((float32, True))
+        else:
+            typed.append(value_dtype_and_weak(a))
+    return promote_types_weak(*typed)
+
+
+class finfo(ml_dtypes.finfo):
+    """``jnp.finfo`` (knows bfloat16)."""
+
+
+def iinfo(dt: Any) -> np.iinfo:
+    return np.iinfo(dtype(dt))

@@ -1,0 +1,73 @@
+"""Shared helpers for defining primitives and their shape/dtype rules."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes
+from ember.core.avals import ShapedArray, aval_of_value
+from ember.core.primitive import Primitive, abstract_eval_rules
+from ember.core.trace import Tracer
+
+
+def primitive(name: str, rule: Callable, multiple_results: bool = False) -> Primitive:
+    """A new primitive with its shape/dtype rule registered."""
+    p = Primitive(name, multiple_results)
+    abstract_eval_rules[p] = rule
+    return p
+
+
+def aval(x: Any) -> ShapedArray:
+    return x.aval if isinstance(x, Tracer) else aval_of_value(x)
+
+
+def is_python_scalar(x: Any) -> bool:
+    return type(x) in (bool, int, float)
+
+
+def canonical_axes(axes: Any, ndim: int, name: str = "axis") -> tuple[int, ...]:
+    """Normalize an int / sequence of ints (negative allowed) to sorted-free positive axes."""
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (int, np.integer)):
+        axes = (axes,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise ValueError(f"{name} {a} is out of bounds for an array of dimension {ndim}")
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated {name} in {tuple(axes)}")
+    return tuple(out)
+
+
+def check_dtype(name: str, dt: np.dtype, allowed: str) -> None:
+    """``allowed``: any of 'b' (bool), 'i' (int), 'u' (uint), 'f' (float)."""
+    kind = "b" if dt == dtypes.bool_ else "i" if dt in dtypes.SIGNED else "u" if dt in dtypes.UNSIGNED else "f"
+    if kind not in allowed:
+        names = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "floating"}
+        want = " or ".join(names[k] for k in allowed)
+        raise TypeError(f"{name} does not accept dtype {dt}; it needs {want} operands")
+
+
+def shape_tuple(shape: Any, what: str = "shape") -> tuple[int, ...]:
+    """A static shape from an int or sequence of ints (refuses traced values clearly)."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(int(operator_index(d)) for d in shape)
+    except TypeError as e:
+        if isinstance(e, Exception) and "traced" in str(e):
+            raise
+        raise TypeError(f"{what} must be a sequence of integers, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"{what} {out} has a negative dimension")
+    return out
+
+
+def operator_index(d: Any) -> int:
+    import operator
+
+    return operator.index(d)

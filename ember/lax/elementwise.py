@@ -1,0 +1,256 @@
+"""Elementwise primitives: math, comparisons, logic, conversions, selection.
+
+All share one shape rule: operands have equal shapes, except that rank-0
+operands broadcast (so ``mul x 2.0:f32[]`` needs no broadcast equation).
+Operand dtypes must be equal (``jnp`` promotes first); the result is weakly
+typed only when every operand is.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember import dtypes
+from ember.core.avals import ShapedArray
+from ember.core.primitive import Primitive
+from ember.lax.base import aval, check_dtype, is_python_scalar, primitive
+
+# Every elementwise primitive, for the fusion pass and generic rules.
+ELEMENTWISE: set[Primitive] = set()
+
+FLOAT, INT, NUM, INT_BOOL, ANY, SIGNED_NUM = "f", "iu", "iuf", "biu", "biuf", "if"
+
+
+def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[int, ...]:
+    shapes = {a.shape for a in avals if a.shape != ()}
+    if len(shapes) > 1:
+        listed = ", ".join(str(a.shape) for a in avals)
+        raise TypeError(f"{name} got incompatible shapes {listed}: elementwise operands must have equal "
+                        "shapes (or be scalars). Broadcast them first (jnp broadcasts for you).")
+    return shapes.pop() if shapes else ()
+
+
+def _elementwise_rule(*avals: ShapedArray, name: str, kinds: str, out_dtype: Any = None) -> ShapedArray:
+    shape = broadcast_shapes_scalar(name, avals)
+    dts = {a.dtype for a in avals}
+    if len(dts) > 1:
+        listed = ", ".join(str(a.dtype) for a in avals)
+        raise TypeError(f"{name} requires operands of one dtype, got {listed}. "
+                        "Convert them first (lax.convert_element_type), or use jnp, which promotes.")
+    dt = dts.pop()
+    check_dtype(name, dt, kinds)
+    weak = all(a.weak_type for a in avals) and out_dtype is None
+    return ShapedArray(shape, out_dtype or dt, weak)
+
+
+def _define(name: str, kinds: str, out_dtype: Any = None) -> Primitive:
+    def rule(*avals: ShapedArray, **params: Any) -> ShapedArray:
+        return _elementwise_rule(*avals, name=name, kinds=kinds, out_dtype=out_dtype)
+
+    p = primitive(name, rule)
+    ELEMENTWISE.add(p)
+    return p
+
+
+# --- unary --------------------------------------------------------------------------
+neg_p = _define("neg", NUM)
+sign_p = _define("sign", NUM)
+floor_p = _define("floor", FLOAT)
+ceil_p = _define("ceil", FLOAT)
+abs_p = _define("abs", NUM)
+not_p = _define("not", INT_BOOL)
+population_count_p = _define("population_count", INT)
+is_finite_p = _define("is_finite", FLOAT, out_dtype=dtypes.bool_)
+
+_FLOAT_UNARY = ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
+                "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt",
+                "cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma")
+(exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p, acos_p,
+ atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, erf_p, erfc_p,
+ erf_inv_p, lgamma_p, digamma_p) = (_define(n, FLOAT) for n in _FLOAT_UNARY)
+
+
+def _round_rule(x: ShapedArray, *, rounding_method: int) -> ShapedArray:
+    return _elementwise_rule(x, name="round", kinds=FLOAT)
+
+
+round_p = primitive("round", _round_rule)
+ELEMENTWISE.add(round_p)
+
+
+def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
+    if not isinstance(y, int):
+        raise TypeError(f"integer_pow needs a Python int exponent, got {y!r}")
+    if y < 0 and not dtypes.is_floating(x.dtype):
+        raise TypeError("integer_pow with a negative exponent needs a floating operand")
+    return _elementwise_rule(x, name="integer_pow", kinds=NUM)
+
+
+integer_pow_p = primitive("integer_pow", _integer_pow_rule)
+ELEMENTWISE.add(integer_pow_p)
+
+# --- binary -------------------------------------------------------------------------
+add_p = _define("add", NUM)
+sub_p = _define("sub", NUM)
+mul_p = _define("mul", NUM)
+div_p = _define("div", NUM)
+rem_p = _define("rem", NUM)
+pow_p = _define("pow", FLOAT)
+max_p = _define("max", ANY)
+min_p = _define("min", ANY)
+atan2_p = _define("atan2", FLOAT)
+nextafter_p = _define("nextafter", FLOAT)
+and_p = _define("and", INT_BOOL)
+or_p = _define("or", INT_BOOL)
+xor_p = _define("xor", INT_BOOL)
+shift_left_p = _define("shift_left", INT)
+shift_right_arithmetic_p = _define("shift_right_arithmetic", INT)
+shift_right_logical_p = _define("shift_right_logical", INT)
+eq_p = _define("eq", ANY, out_dtype=dtypes.bool_)
+ne_p = _define("ne", ANY, out_dtype=dtypes.bool_)
+lt_p = _define("lt", ANY, out_dtype=dtypes.bool_)
+le_p = _define("le", ANY, out_dtype=dtypes.bool_)
+gt_p = _define("gt", ANY, out_dtype=dtypes.bool_)
+ge_p = _define("ge", ANY, out_dtype=dtypes.bool_)
+
+
+# --- conversions, selection, clamp -----------------------------------------------------
+def _convert_rule(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bool) -> ShapedArray:
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+convert_element_type_p = primitive("convert_element_type", _convert_rule)
+ELEMENTWISE.add(convert_element_type_p)
+
+
+def _bitcast_rule(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
+    old, new = x.dtype.itemsize, new_dtype.itemsize
+    if old == new:
+        return ShapedArray(x.shape, new_dtype)
+    if old > new:
+        if old % new:
+            raise TypeError(f"cannot bitcast {x.dtype} to {new_dtype}")
+        return ShapedArray(x.shape + (old // new,), new_dtype)
+    if not x.shape or x.shape[-1] != new // old:
+        raise TypeError(f"bitcast from {x.dtype} to the wider {new_dtype} needs a last dimension of "
+                        f"size {new // old}, got shape {x.shape}")
+    return ShapedArray(x.shape[:-1], new_dtype)
+
+
+bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule)
+
+
+def _select_n_rule(which: ShapedArray, *cases: ShapedArray) -> ShapedArray:
+    if not cases:
+        raise TypeError("select_n needs at least one case")
+    if which.dtype != dtypes.bool_ and which.dtype not in dtypes.INTEGER:
+        raise TypeError(f"select_n's selector must be bool or integer, got {which.dtype}")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise TypeError("a boolean selector chooses between at most two cases")
+    out = _elementwise_rule(*cases, name="select_n", kinds=ANY)
+    if which.shape not in ((), out.shape) and out.shape != ():
+        raise TypeError(f"select_n's selector has shape {which.shape}, but the cases have shape {out.shape}")
+    shape = out.shape if out.shape else which.shape
+    return ShapedArray(shape, out.dtype, out.weak_type)
+
+
+select_n_p = primitive("select_n", _select_n_rule)
+ELEMENTWISE.add(select_n_p)
+
+
+def _clamp_rule(lo: ShapedArray, x: ShapedArray, hi: ShapedArray) -> ShapedArray:
+    for bound, label in ((lo, "min"), (hi, "max")):
+        if bound.shape not in ((), x.shape):
+            raise TypeError(f"clamp's {label} must be a scalar or have the operand's shape {x.shape}, "
+                            f"got {bound.shape}")
+    out = _elementwise_rule(lo, x, hi, name="clamp", kinds=ANY)
+    return ShapedArray(x.shape, out.dtype, x.weak_type and out.weak_type)
+
+
+clamp_p = primitive("clamp", _clamp_rule)
+ELEMENTWISE.add(clamp_p)
+
+
+# --- the public lax functions ------------------------------------------------------------
+def _scalars_like(args: tuple) -> tuple:
+    """Give Python scalars the dtype of the array operands (weakly), as lax does."""
+    if not any(is_python_scalar(a) for a in args):
+        return args
+    arrays = [a for a in args if not is_python_scalar(a)]
+    if not arrays:
+        return args
+    dt = aval(arrays[0]).dtype
+    return tuple(_scalar_of_dtype(a, dt) if is_python_scalar(a) else a for a in args)
+
+
+def _scalar_of_dtype(x: Any, dt: np.dtype) -> Any:
+    from ember.lax.conversions import convert_element_type
+
+    return convert_element_type(x, dt, weak_type=True)
+
+
+def _bind(p: Primitive):
+    def op(*args: Any) -> Any:
+        return p.bind(*_scalars_like(args))
+
+    op.__name__ = p.name
+    op.__doc__ = f"Elementwise ``{p.name}`` (operands of one dtype and shape; scalars broadcast)."
+    return op
+
+
+neg, sign, floor, ceil, abs, bitwise_not, population_count, is_finite = map(
+    _bind, (neg_p, sign_p, floor_p, ceil_p, abs_p, not_p, population_count_p, is_finite_p))
+(exp, exp2, log, log1p, expm1, tanh, logistic, sin, cos, tan, asin, acos, atan, sinh, cosh, asinh,
+ acosh, atanh, sqrt, rsqrt, cbrt, erf, erfc, erf_inv, lgamma, digamma) = map(
+    _bind, (exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p,
+            acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, erf_p,
+            erfc_p, erf_inv_p, lgamma_p, digamma_p))
+(add, sub, mul, div, rem, pow, max, min, atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor,
+ shift_left, shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge) = map(
+    _bind, (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, nextafter_p, and_p, or_p,
+            xor_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, eq_p, ne_p, lt_p, le_p,
+            gt_p, ge_p))
+bitwise_not.__name__ = "bitwise_not"
+not_ = bitwise_not
+and_ = bitwise_and
+or_ = bitwise_or
+xor = bitwise_xor
+
+
+class RoundingMethod:
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def round(x: Any, rounding_method: int = RoundingMethod.AWAY_FROM_ZERO) -> Any:
+    """Round to integral values; ``rounding_method`` 0 rounds halves away from zero, 1 to even."""
+    return round_p.bind(x, rounding_method=int(rounding_method))
+
+
+def integer_pow(x: Any, y: int) -> Any:
+    """``x ** y`` for a static Python int ``y``."""
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def square(x: Any) -> Any:
+    return integer_pow(x, 2)
+
+
+def reciprocal(x: Any) -> Any:
+    return integer_pow(x, -1)
+
+
+def select_n(which: Any, *cases: Any) -> Any:
+    """``cases[which]`` elementwise (a bool ``which`` picks ``cases[1]`` where True)."""
+    return select_n_p.bind(which, *_scalars_like(cases))
+
+
+def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """``on_true`` where ``pred`` else ``on_false`` (elementwise)."""
+    return select_n(pred, on_false, on_true)
+
+
+def clamp(min: Any, x: Any, max: Any) -> Any:
+    """``min(max(x, min), max)`` elementwise; bounds may be scalars."""
+    return clamp_p.bind(*_scalars_like((min, x, max)))

@@ -1,0 +1,184 @@
+"""Array creation: zeros, ones, full, arange, linspace, eye, and the ``*_like`` family."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember import dtypes, lax
+from ember.core.trace import Tracer
+from ember.lax.base import aval, shape_tuple
+from ember.numpy.core import asarray, broadcast_to, ensure_array
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    return shape_tuple(shape)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+    """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array)."""
+    shape = _shape(shape)
+    fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.canonicalize_dtype(dtype))
+    # The result is strongly typed even for a Python scalar fill, as in jnp.full.
+    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
+    return broadcast_to(fill, shape)
+
+
+def zeros(shape: Any, dtype: Any = None) -> Any:
+    return full(shape, 0, dtype or dtypes.default_float_dtype())
+
+
+def ones(shape: Any, dtype: Any = None) -> Any:
+    return full(shape, 1, dtype or dtypes.default_float_dtype())
+
+
+def empty(shape: Any, dtype: Any = None) -> Any:
+    """Zeros: ember arrays are immutable, so an uninitialized array has no use."""
+    return zeros(shape, dtype)
+
+
+def _like_shape(a: Any, shape: Any) -> tuple[int, ...]:
+    return aval(ensure_array(a)).shape if shape is None else _shape(shape)
+
+
+def _like_dtype(a: Any, dtype: Any) -> Any:
+    return aval(ensure_array(a)).dtype if dtype is None else dtype
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
+
+
+def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return full(_like_shape(a, shape), 0, _like_dtype(a, dtype))
+
+
+def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return full(_like_shape(a, shape), 1, _like_dtype(a, dtype))
+
+
+def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return zeros_like(a, dtype, shape)
+
+
+def _concrete_scalar(x: Any, what: str) -> Any:
+    if isinstance(x, Tracer):
+        raise x._trace.concretization_error(x, f"use as the {what} of jnp.arange (the length of the result "
+                                               "must be known while tracing)", _concretization_error_type())
+    return x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x
+
+
+def _concretization_error_type() -> type:
+    from ember.errors import ConcretizationTypeError
+
+    return ConcretizationTypeError
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
+    """Evenly spaced values in ``[start, stop)``. The bounds must be concrete."""
+    start = _concrete_scalar(start, "start")
+    stop = _concrete_scalar(stop, "stop") if stop is not None else None
+    step = _concrete_scalar(step, "step") if step is not None else None
+    if stop is None and step is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if dtype is None:
+        dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
+    dtype = dtypes.canonicalize_dtype(dtype)
+    if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)) and dtypes.is_integer(dtype) \
+            and start == 0 and step == 1:
+        return lax.iota(dtype, max(int(stop), 0))
+    return asarray(np.arange(start, stop, step, dtype=np.float64 if dtypes.is_floating(dtype) else None)
+                   .astype(dtype), dtype)
+
+
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: Any = None, axis: int = 0) -> Any:
+    """``num`` evenly spaced samples over ``[start, stop]`` (works with traced endpoints)."""
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    start, stop = ensure_array(start), ensure_array(stop)
+    dt = dtypes.result_type(start, stop, float) if dtype is None else dtypes.canonicalize_dtype(dtype)
+    compute = dt if dtypes.is_floating(dt) else dtypes.default_float_dtype()
+    start_c = lax.convert_element_type(start, compute)
+    stop_c = lax.convert_element_type(stop, compute)
+    bshape = np.broadcast_shapes(aval(start_c).shape, aval(stop_c).shape)
+    start_c, stop_c = broadcast_to(start_c, bshape), broadcast_to(stop_c, bshape)
+    div = (num - 1) if endpoint else num
+    step = lax.div(lax.sub(stop_c, start_c), float(max(div, 1)))
+    out_shape = (num,) + tuple(bshape)
+    i = lax.convert_element_type(lax.broadcasted_iota(dtypes.int32, out_shape, 0), compute)
+    s0 = lax.broadcast_in_dim(start_c, out_shape, tuple(range(1, len(out_shape))))
+    st = lax.broadcast_in_dim(step, out_shape, tuple(range(1, len(out_shape))))
+    out = lax.add(s0, lax.mul(i, st))
+    if endpoint and num > 1:
+        last = lax.broadcast_in_dim(stop_c, (1,) + tuple(bshape), tuple(range(1, len(out_shape))))
+        out = lax.concatenate([lax.slice_in_dim(out, 0, num - 1), last], 0)
+    if axis != 0:
+        from ember.numpy.shape_ops import moveaxis
+
+        out = moveaxis(out, 0, axis)
+    if not dtypes.is_floating(dt):
+        out = lax.floor(out)
+    out = lax.convert_element_type(out, dt)
+    return (out, lax.convert_element_type(step, dt)) if retstep else out
+
+
+def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: float = 10.0,
+             dtype: Any = None, axis: int = 0) -> Any:
+    from ember.numpy.ufuncs import power
+
+    lin = linspace(start, stop, num, endpoint=endpoint, axis=axis)
+    out = power(base, lin)
+    return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize_dtype(dtype))
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
+    """A 2-D array with ones on the ``k``-th diagonal."""
+    M = N if M is None else M
+    N, M, k = operator.index(N), operator.index(M), operator.index(k)
+    dt = dtypes.canonicalize_dtype(dtype or dtypes.default_float_dtype())
+    rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
+    cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
+    return lax.convert_element_type(lax.eq(lax.add(rows, k), cols), dt)
+
+
+def identity(n: int, dtype: Any = None) -> Any:
+    return eye(n, dtype=dtype)
+
+
+def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
+    M = N if M is None else M
+    dt = dtypes.canonicalize_dtype(dtype or dtypes.default_float_dtype())
+    rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
+    cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
+    return lax.convert_element_type(lax.ge(lax.add(rows, k), cols), dt)
+
+
+def meshgrid(*xi: Any, indexing: str = "xy", sparse: bool = False, copy: bool = True) -> list[Any]:
+    arrays = [ensure_array(x).reshape(-1) if aval(ensure_array(x)).ndim != 1 else ensure_array(x) for x in xi]
+    shape = [aval(a).shape[0] for a in arrays]
+    if indexing == "xy" and len(arrays) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, a in enumerate(arrays):
+        dim = i
+        if indexing == "xy" and len(arrays) >= 2 and i < 2:
+            dim = 1 - i
+        if sparse:
+            s = [1] * len(arrays)
+            s[dim] = aval(a).shape[0]
+            out.append(lax.reshape(a, s))
+        else:
+            out.append(lax.broadcast_in_dim(a, tuple(shape), (dim,)))
+    return out
+
+
+def copy(a: Any, order: Any = None) -> Any:
+    return ensure_array(a)
+
+
+def frombuffer(buffer: bytes, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:
+    return asarray(np.frombuffer(buffer, dtype=dtypes.dtype(dtype), count=count, offset=offset))

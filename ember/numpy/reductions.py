@@ -1,0 +1,2 @@
+"""TODO: filled in by its owner."""
+__all__: list[str] = []

@@ -1,0 +1,446 @@
+"""Elementwise ``jnp`` functions: promote dtypes, broadcast, then call lax."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes, lax
+from ember.lax.base import aval
+from ember.numpy.core import (broadcast_operands, ensure_array, promote_and_broadcast, promote_dtypes,
+                              promote_dtypes_inexact)
+
+
+def _unary_inexact(op: Callable, name: str) -> Callable:
+    def f(x: Any, /) -> Any:
+        (x,) = promote_dtypes_inexact(ensure_array(x))
+        return op(x)
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} (integers are promoted to the default float type)."
+    return f
+
+
+def _unary(op: Callable, name: str) -> Callable:
+    def f(x: Any, /) -> Any:
+        return op(ensure_array(x))
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name}."
+    return f
+
+
+def _binary(op: Callable, name: str, inexact: bool = False) -> Callable:
+    def f(x1: Any, x2: Any, /) -> Any:
+        if inexact:
+            return op(*broadcast_operands(*promote_dtypes_inexact(x1, x2)))
+        return op(*promote_and_broadcast(x1, x2))
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} with NumPy broadcasting and JAX type promotion."
+    return f
+
+
+exp = _unary_inexact(lax.exp, "exp")
+exp2 = _unary_inexact(lax.exp2, "exp2")
+expm1 = _unary_inexact(lax.expm1, "expm1")
+log = _unary_inexact(lax.log, "log")
+log1p = _unary_inexact(lax.log1p, "log1p")
+sin = _unary_inexact(lax.sin, "sin")
+cos = _unary_inexact(lax.cos, "cos")
+tan = _unary_inexact(lax.tan, "tan")
+arcsin = _unary_inexact(lax.asin, "arcsin")
+arccos = _unary_inexact(lax.acos, "arccos")
+arctan = _unary_inexact(lax.atan, "arctan")
+sinh = _unary_inexact(lax.sinh, "sinh")
+cosh = _unary_inexact(lax.cosh, "cosh")
+tanh = _unary_inexact(lax.tanh, "tanh")
+arcsinh = _unary_inexact(lax.asinh, "arcsinh")
+arccosh = _unary_inexact(lax.acosh, "arccosh")
+arctanh = _unary_inexact(lax.atanh, "arctanh")
+sqrt = _unary_inexact(lax.sqrt, "sqrt")
+cbrt = _unary_inexact(lax.cbrt, "cbrt")
+asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+
+negative = _unary(lax.neg, "negative")
+sign = _unary(lambda x: lax.sign(x) if x.dtype != dtypes.bool_ else x, "sign")
+invert = _unary(lax.bitwise_not, "invert")
+bitwise_not = bitwise_invert = invert
+
+
+def positive(x: Any, /) -> Any:
+    return ensure_array(x)
+
+
+def absolute(x: Any, /) -> Any:
+    x = ensure_array(x)
+    return x if x.dtype == dtypes.bool_ or dtypes.is_unsigned(x.dtype) else lax.abs(x)
+
+
+abs = absolute
+
+
+def _float_or_identity(op: Callable, name: str) -> Callable:
+    """floor/ceil/trunc/rint keep integer dtypes unchanged, as NumPy does."""
+    def f(x: Any, /) -> Any:
+        x = ensure_array(x)
+        if not dtypes.is_floating(x.dtype):
+            return x if x.dtype != dtypes.bool_ else lax.convert_element_type(x, dtypes.default_float_dtype())
+        return op(x)
+
+    f.__name__ = name
+    return f
+
+
+floor = _float_or_identity(lax.floor, "floor")
+ceil = _float_or_identity(lax.ceil, "ceil")
+rint = _float_or_identity(lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), "rint")
+trunc = _float_or_identity(lambda x: lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "trunc")
+fix = trunc
+
+
+def round(a: Any, decimals: int = 0, out: Any = None) -> Any:
+    """Round half to even, to ``decimals`` places (as NumPy)."""
+    a = ensure_array(a)
+    if not dtypes.is_floating(a.dtype):
+        if decimals >= 0:
+            return a
+        factor = 10 ** (-decimals)
+        return multiply(floor_divide(add(a, factor // 2), factor), factor)
+    if decimals == 0:
+        return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
+    factor = np.asarray(10.0 ** decimals, dtype=np.float32 if a.dtype != dtypes.float64 else np.float64)
+    scaled = lax.mul(a, lax.convert_element_type(factor, a.dtype))
+    return lax.div(lax.round(scaled, lax.RoundingMethod.TO_NEAREST_EVEN), lax.convert_element_type(factor, a.dtype))
+
+
+around = round
+
+add = _binary(lambda x, y: lax.bitwise_or(x, y) if x.dtype == dtypes.bool_ else lax.add(x, y), "add")
+subtract = _binary(lax.sub, "subtract")
+multiply = _binary(lambda x, y: lax.bitwise_and(x, y) if x.dtype == dtypes.bool_ else lax.mul(x, y), "multiply")
+maximum = _binary(lax.max, "maximum")
+minimum = _binary(lax.min, "minimum")
+arctan2 = _binary(lax.atan2, "arctan2", inexact=True)
+atan2 = arctan2
+nextafter = _binary(lax.nextafter, "nextafter", inexact=True)
+bitwise_and = _binary(lax.bitwise_and, "bitwise_and")
+bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
+bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
+equal = _binary(lax.eq, "equal")
+not_equal = _binary(lax.ne, "not_equal")
+less = _binary(lax.lt, "less")
+less_equal = _binary(lax.le, "less_equal")
+greater = _binary(lax.gt, "greater")
+greater_equal = _binary(lax.ge, "greater_equal")
+
+
+def _logical(op: Callable, name: str) -> Callable:
+    def f(x1: Any, x2: Any, /) -> Any:
+        x1, x2 = (lax.ne(ensure_array(x), 0) if ensure_array(x).dtype != dtypes.bool_ else ensure_array(x)
+                  for x in (x1, x2))
+        return op(*broadcast_operands(x1, x2))
+
+    f.__name__ = name
+    return f
+
+
+logical_and = _logical(lax.bitwise_and, "logical_and")
+logical_or = _logical(lax.bitwise_or, "logical_or")
+logical_xor = _logical(lax.bitwise_xor, "logical_xor")
+
+
+def logical_not(x: Any, /) -> Any:
+    x = ensure_array(x)
+    return lax.bitwise_not(x if x.dtype == dtypes.bool_ else lax.ne(x, 0))
+
+
+def left_shift(x1: Any, x2: Any, /) -> Any:
+    return lax.shift_left(*promote_and_broadcast(x1, x2))
+
+
+def right_shift(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = promote_and_broadcast(x1, x2)
+    op = lax.shift_right_arithmetic if dtypes.is_signed(x1.dtype) else lax.shift_right_logical
+    return op(x1, x2)
+
+
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+
+def true_divide(x1: Any, x2: Any, /) -> Any:
+    return lax.div(*broadcast_operands(*promote_dtypes_inexact(x1, x2)))
+
+
+divide = true_divide
+
+
+def floor_divide(x1: Any, x2: Any, /) -> Any:
+    """Python's ``//``: rounds toward negative infinity."""
+    x1, x2 = promote_and_broadcast(x1, x2)
+    if x1.dtype == dtypes.bool_:
+        raise TypeError("floor_divide does not accept boolean operands")
+    if dtypes.is_floating(x1.dtype):
+        mod = lax.rem(x1, x2)
+        div = lax.div(lax.sub(x1, mod), x2)
+        # NumPy's floor_divide: correct div by one where the remainder's sign differs from the divisor's.
+        fix = lax.bitwise_and(lax.ne(mod, 0), lax.ne(lax.lt(mod, 0), lax.lt(x2, 0)))
+        div = lax.select(fix, lax.sub(div, 1), div)
+        floored = lax.floor(div)
+        div = lax.select(lax.gt(lax.sub(div, floored), 0.5), lax.add(floored, 1), floored)
+        return lax.select(lax.eq(x2, 0), lax.div(x1, x2), div)
+    if dtypes.is_unsigned(x1.dtype):
+        return lax.div(x1, x2)
+    quotient = lax.div(x1, x2)
+    remainder = lax.rem(x1, x2)
+    needs_fix = lax.bitwise_and(lax.ne(remainder, 0), lax.ne(lax.lt(remainder, 0), lax.lt(x2, 0)))
+    return lax.select(needs_fix, lax.sub(quotient, 1), quotient)
+
+
+def remainder(x1: Any, x2: Any, /) -> Any:
+    """Python's ``%``: the result has the sign of the divisor."""
+    x1, x2 = promote_and_broadcast(x1, x2)
+    if x1.dtype == dtypes.bool_:
+        raise TypeError("remainder does not accept boolean operands")
+    r = lax.rem(x1, x2)
+    if dtypes.is_unsigned(x1.dtype):
+        return r
+    needs_fix = lax.bitwise_and(lax.ne(r, 0), lax.ne(lax.lt(r, 0), lax.lt(x2, 0)))
+    return lax.select(needs_fix, lax.add(r, x2), r)
+
+
+mod = remainder
+
+
+def fmod(x1: Any, x2: Any, /) -> Any:
+    return lax.rem(*promote_and_broadcast(x1, x2))
+
+
+def divmod(x1: Any, x2: Any, /) -> tuple[Any, Any]:
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
+def power(x1: Any, x2: Any, /) -> Any:
+    """``x1 ** x2``. A static integer exponent becomes ``integer_pow`` (exact, and fast)."""
+    if isinstance(x2, (int, np.integer)) and not isinstance(x2, bool):
+        x1 = ensure_array(x1)
+        if not dtypes.is_floating(x1.dtype) and x2 < 0:
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        if x1.dtype == dtypes.bool_:
+            return full_bool(x1, True) if x2 == 0 else x1
+        return lax.integer_pow(x1, int(x2))
+    x1, x2 = promote_and_broadcast(x1, x2)
+    if dtypes.is_floating(x1.dtype):
+        return lax.pow(x1, x2)
+    return _integer_power(x1, x2)
+
+
+def _integer_power(x: Any, y: Any) -> Any:
+    """Integer ``x ** y`` for traced ``y``: square-and-multiply over the exponent's bits."""
+    if x.dtype == dtypes.bool_:
+        return logical_or(x, lax.eq(y, False))
+    bits = y.dtype.itemsize * 8
+    acc = full_like_value(x, 1)
+    base = x
+    e = y
+    for _ in range(bits):
+        acc = lax.select(lax.eq(lax.bitwise_and(e, 1), 1), lax.mul(acc, base), acc)
+        base = lax.mul(base, base)
+        e = lax.shift_right_logical(e, 1)
+    return lax.select(lax.lt(y, 0), lax.mul(acc, 0), acc)
+
+
+pow = power
+
+
+def float_power(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = (lax.convert_element_type(ensure_array(v), dtypes.canonicalize_dtype(dtypes.float64)) for v in (x1, x2))
+    return lax.pow(*broadcast_operands(x1, x2))
+
+
+def square(x: Any, /) -> Any:
+    return lax.integer_pow(ensure_array(x), 2)
+
+
+def reciprocal(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return lax.integer_pow(x, -1)
+
+
+def log2(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return lax.div(lax.log(x), lax.log(lax.convert_element_type(2.0, x.dtype)))
+
+
+def log10(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return lax.div(lax.log(x), lax.log(lax.convert_element_type(10.0, x.dtype)))
+
+
+def logaddexp(x1: Any, x2: Any, /) -> Any:
+    """``log(exp(x1) + exp(x2))`` without overflow."""
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+    # delta is NaN when both are infinite with one sign (answer: amax) or when an input is NaN.
+    either_nan = lax.bitwise_or(lax.ne(x1, x1), lax.ne(x2, x2))
+    return lax.select(lax.ne(delta, delta), lax.select(either_nan, lax.add(x1, x2), amax), out)
+
+
+def logaddexp2(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    ln2 = np.log(2.0)
+    return lax.div(logaddexp(lax.mul(x1, ln2), lax.mul(x2, ln2)), ln2)
+
+
+def isfinite(x: Any, /) -> Any:
+    x = ensure_array(x)
+    if not dtypes.is_floating(x.dtype):
+        return full_bool(x, True)
+    return lax.is_finite(x)
+
+
+def full_bool(x: Any, value: bool) -> Any:
+    from ember.numpy.creation import full
+
+    return full(aval(x).shape, value, dtype=dtypes.bool_)
+
+
+def isinf(x: Any, /) -> Any:
+    x = ensure_array(x)
+    if not dtypes.is_floating(x.dtype):
+        return full_bool(x, False)
+    return lax.eq(lax.abs(x), float("inf"))
+
+
+def isposinf(x: Any, /) -> Any:
+    x = ensure_array(x)
+    return lax.eq(x, float("inf")) if dtypes.is_floating(x.dtype) else full_bool(x, False)
+
+
+def isneginf(x: Any, /) -> Any:
+    x = ensure_array(x)
+    return lax.eq(x, float("-inf")) if dtypes.is_floating(x.dtype) else full_bool(x, False)
+
+
+def isnan(x: Any, /) -> Any:
+    x = ensure_array(x)
+    if not dtypes.is_floating(x.dtype):
+        return full_bool(x, False)
+    return lax.ne(x, x)
+
+
+def signbit(x: Any, /) -> Any:
+    x = ensure_array(x)
+    if dtypes.is_unsigned(x.dtype) or x.dtype == dtypes.bool_:
+        return full_bool(x, False)
+    if dtypes.is_integer(x.dtype):
+        return lax.lt(x, 0)
+    bits = x.dtype.itemsize * 8
+    as_int = lax.bitcast_convert_type(x, np.dtype(f"int{bits}"))
+    return lax.lt(as_int, 0)
+
+
+def copysign(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    return lax.select(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
+
+
+def deg2rad(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return lax.mul(x, np.pi / 180)
+
+
+def rad2deg(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return lax.mul(x, 180 / np.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def hypot(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    a, b = lax.abs(x1), lax.abs(x2)
+    hi, lo = lax.max(a, b), lax.min(a, b)
+    safe_hi = lax.select(lax.eq(hi, 0), lax.add(hi, 1), hi)
+    r = lax.div(lo, safe_hi)
+    out = lax.mul(hi, lax.sqrt(lax.add(1, lax.mul(r, r))))
+    return lax.select(lax.eq(hi, float("inf")), hi, out)
+
+
+def sinc(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    pix = lax.mul(x, np.pi)
+    safe = lax.select(lax.eq(x, 0), lax.add(pix, 1), pix)
+    return lax.select(lax.eq(x, 0), lax.add(lax.mul(x, 0), 1), lax.div(lax.sin(safe), safe))
+
+
+def heaviside(x1: Any, x2: Any, /) -> Any:
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    return lax.select(lax.lt(x1, 0), lax.mul(x2, 0), lax.select(lax.gt(x1, 0), lax.add(lax.mul(x2, 0), 1), x2))
+
+
+def conjugate(x: Any, /) -> Any:
+    return ensure_array(x)
+
+
+conj = conjugate
+
+
+def real(x: Any, /) -> Any:
+    return ensure_array(x)
+
+
+def fabs(x: Any, /) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return lax.abs(x)
+
+
+def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
+    """``x`` where ``condition`` else ``y`` (the 3-argument form; the 1-argument form needs a
+    concrete condition, as its shape depends on the values)."""
+    if x is None and y is None:
+        from ember.numpy.indexing import nonzero
+
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("jnp.where takes either 1 or 3 arguments")
+    condition = ensure_array(condition)
+    if condition.dtype != dtypes.bool_:
+        condition = lax.ne(condition, 0)
+    x, y = promote_dtypes(x, y)
+    condition, x, y = broadcast_operands(condition, x, y)
+    return lax.select(condition, x, y)
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None, /, *, min: Any = None, max: Any = None) -> Any:
+    """Limit values to ``[min, max]`` (either may be None)."""
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
+    a = ensure_array(a)
+    if lo is not None:
+        a = maximum(a, lo)
+    if hi is not None:
+        a = minimum(a, hi)
+    return a
+
+
+def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Any:
+    x = ensure_array(x)
+    if not dtypes.is_floating(x.dtype):
+        return x
+    info = dtypes.finfo(x.dtype)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    x = lax.select(lax.ne(x, x), full_like_value(x, nan), x)
+    x = lax.select(lax.eq(x, float("inf")), full_like_value(x, posinf), x)
+    return lax.select(lax.eq(x, float("-inf")), full_like_value(x, neginf), x)
+
+
+def full_like_value(x: Any, value: float) -> Any:
+    from ember.numpy.creation import full
+
+    return full(aval(x).shape, value, dtype=aval(x).dtype)

@@ -1,0 +1,1 @@
+"""Runtime objects: Array, executables and caches."""

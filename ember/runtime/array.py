@@ -1,0 +1,187 @@
+"""``ember.Array``: an immutable array living on the CPU.
+
+It wraps a read-only NumPy buffer plus its abstract value (which carries the
+weak-type flag). Operators and methods are attached by ``ember.numpy``, the
+same functions that tracers use, so eager and traced code behave alike.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from ember import dtypes
+from ember.core.avals import ShapedArray
+
+
+class Device:
+    """The one device ember runs on for now."""
+
+    platform = "cpu"
+    device_kind = "cpu"
+    id = 0
+
+    def __repr__(self) -> str:
+        return "CpuDevice(id=0)"
+
+
+CPU = Device()
+
+
+class Array:
+    __slots__ = ("_value", "aval", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, value: np.ndarray, aval: ShapedArray | None = None) -> None:
+        if aval is None:
+            value = np.asarray(value)
+            aval = ShapedArray(value.shape, dtypes.canonicalize_dtype(value.dtype), False)
+        if value.dtype != aval.dtype or not isinstance(value, np.ndarray):
+            value = np.asarray(value, dtype=aval.dtype)
+        # Arrays are immutable. The constructor takes ownership of ``value``;
+        # code that wraps a user's buffer copies it first (see ``jnp.asarray``).
+        value.flags.writeable = False
+        self._value = value
+        self.aval = aval
+
+    # --- metadata --------------------------------------------------------------
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+    itemsize = property(lambda self: self.aval.dtype.itemsize)
+    nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
+
+    @property
+    def device(self) -> Device:
+        return CPU
+
+    def devices(self) -> set[Device]:
+        return {CPU}
+
+    # --- conversion to Python / NumPy -------------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy:
+            return np.array(self._value, dtype=dtype)
+        return self._value if dtype is None else self._value.astype(dtype, copy=False)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator["Array"]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def _scalar(self, what: str) -> Any:
+        if self.size != 1:
+            raise TypeError(f"only single-element arrays can be converted to Python {what}s; "
+                            f"this one has shape {self.shape}")
+        return self._value.reshape(())[()]
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"The truth value of an array with shape {self.shape} is ambiguous. "
+                             "Use a.any() or a.all()")
+        return bool(self._value.reshape(())[()])
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def __index__(self) -> int:
+        if not dtypes.is_integer(self.dtype) and self.dtype != dtypes.bool_:
+            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
+        return int(self._scalar("int"))
+
+    def item(self, *args: Any) -> Any:
+        return self._value.item(*args)
+
+    def tolist(self) -> Any:
+        return self._value.tolist()
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:
+            return format(self._value[()], spec)
+        return format(str(self), spec)
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as in JAX
+
+    def __repr__(self) -> str:
+        if self.size == 0 and self.ndim > 0:
+            body = f"[], shape={self.shape}"
+        else:
+            body = np.array2string(self._value, separator=", ", prefix="Array(",
+                                   max_line_width=80, threshold=1000)
+        extra = ", weak_type=True" if self.weak_type else ""
+        name = self.dtype.name
+        return f"Array({body}, dtype={name}{extra})"
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    # --- lifecycle ------------------------------------------------------------------
+    def block_until_ready(self) -> "Array":
+        return self
+
+    def copy_to_host_async(self) -> None:
+        return None
+
+    def is_deleted(self) -> bool:
+        return False
+
+    def delete(self) -> None:
+        return None
+
+    def __reduce__(self):
+        return (_rebuild, (self._value, self.aval))
+
+    # --- DLPack ---------------------------------------------------------------------
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._value.__dlpack__(*args, **kwargs)
+        except BufferError:
+            # Old DLPack consumers cannot be told a buffer is read-only; give them a copy.
+            return self._value.copy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._value.__dlpack_device__()
+
+
+def _rebuild(value: np.ndarray, aval: ShapedArray) -> Array:
+    return Array(value, aval)
+
+
+class ShapeDtypeStruct:
+    """A shape and dtype without data: describes arguments to ``make_jaxpr`` / ``eval_shape``."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape: tuple, dtype: Any, weak_type: bool = False) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.canonicalize_dtype(dtype)
+        self.weak_type = weak_type
+
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self.shape, self.dtype, self.weak_type)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"

@@ -1,0 +1,36 @@
+"""Executables: what a cache hit runs."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.backends.reference import eval_jaxpr, to_numpy
+from ember.config import config
+from ember.core.ir import ClosedJaxpr
+from ember.runtime.array import Array
+
+
+class ReferenceExecutable:
+    """Runs a program on the NumPy reference interpreter."""
+
+    def __init__(self, closed: ClosedJaxpr, name: str) -> None:
+        self.closed = closed
+        self.name = name
+        self.in_avals = closed.in_avals
+        self.out_avals = closed.out_avals
+        self.consts = [to_numpy(c, v.aval) for c, v in zip(closed.consts, closed.jaxpr.constvars)]
+
+    def __call__(self, *args: Any) -> list[Array]:
+        vals = [to_numpy(x, a) for x, a in zip(args, self.in_avals)]
+        outs = eval_jaxpr(self.closed.jaxpr, self.consts, *vals)
+        if config.debug_nans:
+            _check_nans(self.name, outs)
+        return [Array(o, a) for o, a in zip(outs, self.out_avals)]
+
+
+def _check_nans(name: str, outs: list[np.ndarray]) -> None:
+    for i, o in enumerate(outs):
+        if o.dtype.kind == "f" or o.dtype.name == "bfloat16":
+            if np.isnan(o.astype(np.float32)).any():
+                raise FloatingPointError(f"debug_nans: output {i} of {name} contains NaN")

@@ -1,0 +1,27 @@
+"""Test-suite settings: every traced program is type-checked; hypothesis is kept quick."""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import ember
+
+ember.config.update("check_ir", True)
+
+settings.register_profile(
+    "ember", max_examples=int(os.environ.get("EMBER_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile("ember")
+
+
+@pytest.fixture
+def x64():
+    """Run a test with 64-bit types on."""
+    with ember.config.override(enable_x64=True):
+        yield
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -1,0 +1,50 @@
+"""Helpers for differential tests: run a function eagerly and under jit, compare with NumPy."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+import ember
+from ember import dtypes
+
+
+def tolerance(dtype: Any) -> dict:
+    dt = np.dtype(dtype)
+    if dt == dtypes.bfloat16:
+        return dict(rtol=2e-2, atol=2e-2)
+    if dt == np.float16:
+        return dict(rtol=2e-3, atol=2e-3)
+    if dt == np.float32:
+        return dict(rtol=2e-6, atol=2e-6)
+    return dict(rtol=1e-12, atol=1e-12)
+
+
+def assert_allclose(actual: Any, expected: Any, dtype: Any = None, check_dtype: bool = True, **tol: Any) -> None:
+    """Compare an ember result with an expected NumPy value: dtype (if asked), shape and values."""
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if check_dtype:
+        want = np.dtype(dtype) if dtype is not None else e.dtype
+        assert a.dtype == want, f"dtype {a.dtype} != {want}"
+    assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
+    if a.dtype.kind in "biu" and e.dtype.kind in "biu":
+        np.testing.assert_array_equal(a, e)
+    else:
+        t = tolerance(a.dtype) if a.dtype.kind == "f" or a.dtype == dtypes.bfloat16 else {}
+        t.update(tol)
+        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), equal_nan=True, **t)
+
+
+def check_eager_and_jit(fn: Callable, *args: Any, expected: Any = None, **kwargs: Any) -> Any:
+    """Run ``fn`` eagerly and under ``jit``; both must agree (exactly in dtype and shape) with
+    ``expected`` if given, else with each other. Returns the eager result."""
+    eager = fn(*args)
+    jitted = ember.jit(fn)(*args)
+    for e_leaf, j_leaf in zip(ember.tree_util.tree_leaves(eager), ember.tree_util.tree_leaves(jitted)):
+        assert e_leaf.dtype == j_leaf.dtype and e_leaf.shape == j_leaf.shape
+        assert_allclose(j_leaf, e_leaf)
+    if expected is not None:
+        for leaf, exp in zip(ember.tree_util.tree_leaves(eager), ember.tree_util.tree_leaves(expected)):
+            assert_allclose(leaf, exp, **kwargs)
+    return eager
