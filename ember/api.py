@@ -137,6 +137,31 @@ class _Entry(NamedTuple):
     executable: Any  # None until first run (nested uses only need the jaxpr)
 
 
+class _FunctionCache:
+    """Traced and compiled entries of one function under one set of jit options.
+
+    Shared by every ``jit`` wrapper of the same function object, so that
+    ``jit(f)`` written inside a loop finds what an earlier wrapper compiled.
+    """
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict = OrderedDict()
+        self.lock = threading.RLock()
+        self.hits = self.misses = self.traces = 0
+
+
+# function -> {jit options -> _FunctionCache}; entries go away with the function.
+_function_caches: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
+
+
+def _cache_for(fun: Callable, options: tuple) -> _FunctionCache:
+    try:
+        per_options = _function_caches.setdefault(fun, {})
+    except TypeError:  # not weak-referenceable (e.g. some builtins): a private cache
+        return _FunctionCache()
+    return per_options.setdefault(options, _FunctionCache())
+
+
 class JitFunction:
     """The result of ``jit(f)``: call it like ``f``; it traces once per signature."""
 
@@ -146,9 +171,8 @@ class JitFunction:
         self._sig = _Signature(fun, static_argnums, static_argnames)
         self.donate_argnums = tuple(donate_argnums)
         self.inline = inline
-        self._cache: OrderedDict = OrderedDict()
-        self._lock = threading.RLock()
-        self._hits = self._misses = self._traces = 0
+        options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)))
+        self._cache = _cache_for(fun, options)
         functools.update_wrapper(self, fun)
 
     # Methods: ``jit`` on a method accesses the bound instance like a function would.
@@ -171,17 +195,19 @@ class JitFunction:
     def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> _Entry:
         avals = tuple(aval_of_value(_check_leaf(x, f"argument of {self._sig.fun_name}")) for x in leaves)
         key = (in_tree, avals, statics, config.codegen_key())
-        with self._lock:
-            entry = self._cache.get(key)
+        cache = self._cache
+        with cache.lock:
+            entry = cache.entries.get(key)
             if entry is not None:
-                self._hits += 1
-                self._cache.move_to_end(key)
+                cache.hits += 1
+                cache.entries.move_to_end(key)
                 return entry
-            self._misses += 1
+            cache.misses += 1
         entry = self._trace_and_compile(avals, in_tree, statics, args, kwargs)
+        # A program closing over another trace's values is only valid inside that trace.
         if not any(isinstance(c, Tracer) for c in entry.closed.consts):
-            with self._lock:
-                self._cache[key] = entry
+            with cache.lock:
+                cache.entries[key] = entry
         return entry
 
     def _trace_and_compile(self, avals: tuple, in_tree: Any, statics: tuple, args: tuple,
@@ -202,7 +228,7 @@ class JitFunction:
 
     def trace(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
               arg_names: Sequence[str]) -> tuple[ClosedJaxpr, Any]:
-        self._traces += 1
+        self._cache.traces += 1
         out_tree_box = []
 
         def flat_fun(*flat_args: Any) -> list:
@@ -223,14 +249,15 @@ class JitFunction:
 
     # --- introspection --------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
-        return CacheInfo(self._hits, self._misses, self._traces, len(self._cache))
+        c = self._cache
+        return CacheInfo(c.hits, c.misses, c.traces, len(c.entries))
 
     def _cache_size(self) -> int:
-        return len(self._cache)
+        return len(self._cache.entries)
 
     def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        with self._cache.lock:
+            self._cache.entries.clear()
 
     def __repr__(self) -> str:
         return f"<ember.jit of {self.fun!r}>"
@@ -296,6 +323,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
     """``make_jaxpr(f)(*args)`` returns the IR that ``jit(f)`` would compile, for reading."""
     sig = _Signature(fun, _as_tuple(static_argnums), _as_tuple(static_argnames))
     probe = JitFunction(fun, tuple(sig.static_nums), tuple(sig.static_names), (), False, False)
+    probe._cache = _FunctionCache()  # reading the IR does not count as a trace of jit(fun)
 
     @functools.wraps(fun)
     def make(*args: Any, **kwargs: Any) -> Any:

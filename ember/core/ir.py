@@ -193,4 +193,6 @@ def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, indent: int) -> str:
     body = "".join(f"\n{pad}{pp_eqn(e, namer, indent + 4)}" for e in jaxpr.eqns)
     outs = ", ".join(_pp_atom(a, namer) for a in jaxpr.outvars)
     outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
+    if not jaxpr.eqns:
+        return f"{{ lambda {consts}; {ins}. let  in {outs} }}"
     return f"{{ lambda {consts}; {ins}. let{body}\n{' ' * (indent + 2)}in {outs} }}"

@@ -86,7 +86,7 @@ class StagingTrace(Trace):
         if names:
             quoted = ", ".join(f"`{n}`" for n in names)
             why = (f"The value depends on argument{'s' if len(names) > 1 else ''} {quoted} of `{d.fun_name}`, "
-                   f"which {d.kind} traces: only its shape and dtype ({tracer.aval.str_short()}) are known, not its value.")
+                   f"which {d.kind} traces: while tracing, only shapes and dtypes are known, not values.")
         else:
             why = (f"The value ({tracer.aval.str_short()}) is computed inside the {d.kind} of `{d.fun_name}`, "
                    "so only its shape and dtype are known while tracing.")

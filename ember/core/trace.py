@@ -63,17 +63,17 @@ class Tracer:
         return (self[i] for i in range(self.shape[0]))
 
     def __bool__(self) -> bool:
-        raise self._trace.concretization_error(self, "bool() / if / while", errors.TracerBoolConversionError)
+        raise self._trace.concretization_error(self, "boolean conversion (if, while, and/or, bool())", errors.TracerBoolConversionError)
 
     def __int__(self) -> int:
-        raise self._trace.concretization_error(self, "int()", errors.TracerIntegerConversionError)
+        raise self._trace.concretization_error(self, "integer conversion (int())", errors.TracerIntegerConversionError)
 
     def __index__(self) -> int:
         raise self._trace.concretization_error(
             self, "use as a Python integer (an index, a shape or a range bound)", errors.TracerIntegerConversionError)
 
     def __float__(self) -> float:
-        raise self._trace.concretization_error(self, "float()", errors.ConcretizationTypeError)
+        raise self._trace.concretization_error(self, "float conversion (float())", errors.ConcretizationTypeError)
 
     def __complex__(self) -> complex:
         raise self._trace.concretization_error(self, "complex()", errors.ConcretizationTypeError)

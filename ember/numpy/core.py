@@ -82,20 +82,20 @@ def result_type_weak(*args: Any) -> tuple[np.dtype, bool]:
 
 def promote_dtypes(*args: Any) -> list[Any]:
     """Convert every operand to the promoted dtype (weak types follow JAX's lattice)."""
+    args = [ensure_array(a) for a in args]
     if len(args) < 2:
-        return [asarray(a) if not is_python_scalar(a) else a for a in args]
+        return args
     dt, weak = result_type_weak(*args)
-    return [lax.convert_element_type(a if is_array(a) or is_python_scalar(a) else asarray(a), dt, weak)
-            for a in args]
+    return [lax.convert_element_type(a, dt, weak) for a in args]
 
 
 def promote_dtypes_inexact(*args: Any) -> list[Any]:
     """Like promote_dtypes, then integers and bools become the default float (as ``jnp.sin(1)``)."""
+    args = [ensure_array(a) for a in args]
     dt, weak = result_type_weak(*args)
     if not dtypes.is_floating(dt):
         dt = dtypes.default_float_dtype()
-    return [lax.convert_element_type(a if is_array(a) or is_python_scalar(a) else asarray(a), dt, weak)
-            for a in args]
+    return [lax.convert_element_type(a, dt, weak) for a in args]
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
