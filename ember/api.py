@@ -193,7 +193,13 @@ class JitFunction:
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> _Entry:
-        avals = tuple(aval_of_value(_check_leaf(x, f"argument of {self._sig.fun_name}")) for x in leaves)
+        try:
+            avals = tuple(map(aval_of_value, leaves))
+        except TypeError:
+            names = self._sig.arg_names(args, kwargs)
+            for name, x in zip(names, leaves):
+                _check_leaf(x, f"argument `{name}` of {self._sig.fun_name}")
+            raise
         key = (in_tree, avals, statics, config.codegen_key())
         cache = self._cache
         with cache.lock:

@@ -8,6 +8,8 @@ import traceback
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_DIRS = (_EMBER_DIR, os.path.dirname(os.__file__))
+# Files inside the package that are user-level programs, not library internals.
+_USER_FILES_IN_PACKAGE = (os.path.join(_EMBER_DIR, "demo.py"),)
 
 
 class JAXTypeError(TypeError):
@@ -42,7 +44,8 @@ def user_frame() -> traceback.FrameSummary | None:
     """The innermost stack frame that belongs to user code (not ember, not the stdlib)."""
     for frame in reversed(traceback.extract_stack(sys._getframe(1))):
         path = os.path.abspath(frame.filename)
-        if not path.startswith(_SKIP_DIRS) and not frame.filename.startswith("<frozen"):
+        internal = path.startswith(_SKIP_DIRS) and path not in _USER_FILES_IN_PACKAGE
+        if not internal and not frame.filename.startswith("<frozen"):
             return frame
     return None
 

@@ -1,6 +1,7 @@
 """Shared helpers for defining primitives and their shape/dtype rules."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import numpy as np
@@ -9,6 +10,7 @@ from ember import dtypes
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.core.trace import Tracer
+from ember.errors import JAXTypeError
 
 
 def primitive(name: str, rule: Callable, multiple_results: bool = False) -> Primitive:
@@ -54,20 +56,14 @@ def check_dtype(name: str, dt: np.dtype, allowed: str) -> None:
 
 def shape_tuple(shape: Any, what: str = "shape") -> tuple[int, ...]:
     """A static shape from an int or sequence of ints (refuses traced values clearly)."""
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0:
         shape = (shape,)
     try:
-        out = tuple(int(operator_index(d)) for d in shape)
-    except TypeError as e:
-        if isinstance(e, Exception) and "traced" in str(e):
-            raise
+        out = tuple(operator.index(d) for d in shape)
+    except JAXTypeError:  # a traced value: its own error says what to do
+        raise
+    except TypeError:
         raise TypeError(f"{what} must be a sequence of integers, got {shape!r}") from None
     if any(d < 0 for d in out):
         raise ValueError(f"{what} {out} has a negative dimension")
     return out
-
-
-def operator_index(d: Any) -> int:
-    import operator
-
-    return operator.index(d)

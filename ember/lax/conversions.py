@@ -36,13 +36,16 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     a = aval(x)
     if a.dtype == new_dtype and a.weak_type == weak_type:
         return x
-    if isinstance(x, Tracer) or hasattr(x, "_value"):
+    if isinstance(x, Tracer):
         return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
-    # A Python or NumPy constant: fold now, so the IR sees a literal.
+    # A concrete value: fold now (also while tracing, so the IR sees a constant, not an equation).
     from ember.runtime.array import Array
 
-    value = convert_values(np.asarray(x, dtype=a.dtype if type(x) in (int, float, bool) else None), new_dtype)
-    return Array(np.array(value, dtype=new_dtype), ShapedArray(np.shape(value), new_dtype, bool(weak_type)))
+    value = getattr(x, "_value", None)
+    if value is None:
+        value = np.asarray(x, dtype=a.dtype if type(x) in (int, float, bool) else None)
+    value = np.array(convert_values(value, new_dtype), dtype=new_dtype)
+    return Array(value, ShapedArray(value.shape, new_dtype, bool(weak_type)))
 
 
 def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:

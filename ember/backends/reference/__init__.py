@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ember.api import jit_p
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ember.core.primitive import Primitive, abstract_eval_rules
@@ -73,6 +74,13 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[np.ndarr
             o = np.asarray(o)
             env[id(v)] = o if o.dtype == v.aval.dtype else o.astype(v.aval.dtype)
     return [_as_type(read(a), a.aval) for a in jaxpr.outvars]
+
+
+def _call(*args: Any, jaxpr: ClosedJaxpr, name: str) -> list[np.ndarray]:
+    return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+
+
+impl_rules[jit_p] = _call
 
 
 def eval_closed(closed: ClosedJaxpr, *args: Any) -> list[np.ndarray]:
