@@ -67,3 +67,6 @@ def shape_tuple(shape: Any, what: str = "shape") -> tuple[int, ...]:
     if any(d < 0 for d in out):
         raise ValueError(f"{what} {out} has a negative dimension")
     return out
+
+
+operator_index = operator.index

@@ -51,7 +51,7 @@ def _as_type(v: Any, a: ShapedArray) -> np.ndarray:
     if v.shape != a.shape:  # rank-0 results of broadcasting rules, e.g. select_n with scalar cases
         v = np.broadcast_to(v, a.shape)
     if not v.flags.owndata or not v.flags.c_contiguous:
-        v = np.ascontiguousarray(v).copy() if v.base is not None else np.ascontiguousarray(v)
+        v = np.array(v, order="C")  # a private, contiguous copy (also of views of inputs)
     return v
 
 

@@ -38,7 +38,7 @@ def _vectorized(scalar_fn: Callable) -> Callable:
     vec = np.frompyfunc(scalar_fn, 1, 1)
 
     def fn(x: np.ndarray) -> np.ndarray:
-        return vec(x.astype(np.float64)).astype(np.float64).astype(x.dtype)
+        return np.asarray(vec(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
     return fn
 
 
@@ -274,7 +274,7 @@ impl_rules.update({
 
 
 def _bitcast(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")
     if x.dtype.itemsize < new_dtype.itemsize:
         return x.view(new_dtype).reshape(x.shape[:-1])
     return x.view(new_dtype).reshape(x.shape + ((x.dtype.itemsize // new_dtype.itemsize,)

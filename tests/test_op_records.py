@@ -1,0 +1,111 @@
+"""Every op record against NumPy, eagerly and under jit, over hypothesis-drawn shapes,
+dtypes and values; plus coverage of the primitive rule tables."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ember
+from ember import dtypes
+from ember.backends.reference import impl_rules
+from ember.core.primitive import abstract_eval_rules
+
+from op_records import BINARY_RECORDS, UNARY_RECORDS, expected_dtype
+from util import tolerance
+
+SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
+
+
+def _values(draw, dtype, shape, record):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return draw(hnp.arrays(np.bool_, shape))
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = max(int(info.min), -100), min(int(info.max), 100)
+        return draw(hnp.arrays(dtype, shape, elements=st.integers(lo, hi)))
+    lo, hi = record.domain
+    values = draw(hnp.arrays(np.float64, shape, elements=st.floats(lo, hi, allow_nan=False)))
+    return values.astype(dtype)
+
+
+def _reference(record, args, out_dtype):
+    widen = record.result == "inexact" or out_dtype.kind == "f" or out_dtype == dtypes.bfloat16
+    wide = [a.astype(np.float64) if widen or a.dtype == dtypes.bfloat16 else a for a in args]
+    with np.errstate(all="ignore"):
+        expected = np.asarray(record.reference(*wide))
+    if expected.dtype.kind == "f" and out_dtype.kind in "biu":
+        return expected.astype(out_dtype)
+    return expected
+
+
+def _compare(record, got, args, dtype):
+    want_dtype = expected_dtype(record, dtype)
+    assert got.dtype == want_dtype, f"{record.name}: dtype {got.dtype} != {want_dtype}"
+    expected = _reference(record, args, want_dtype)
+    assert got.shape == expected.shape
+    got64 = np.asarray(got).astype(np.float64) if want_dtype.kind not in "biu" else np.asarray(got)
+    if want_dtype.kind in "biu":
+        np.testing.assert_array_equal(got64, expected.astype(want_dtype), err_msg=record.name)
+        return
+    tol = tolerance(want_dtype)
+    if record.tolerance and want_dtype == np.float32:
+        tol = dict(rtol=record.tolerance, atol=record.tolerance)
+    if want_dtype == np.float32:  # one rounding of the input and a few ulp in the function
+        tol = dict(rtol=max(tol["rtol"], 4e-6), atol=max(tol["atol"], 1e-6))
+    # Compare against the float64 reference rounded to the result type (as a correctly
+    # rounded implementation would return).
+    rounded = expected.astype(want_dtype).astype(np.float64)
+    np.testing.assert_allclose(got64, rounded, equal_nan=True, err_msg=record.name, **tol)
+
+
+def _ids(records):
+    return [r.name for r in records]
+
+
+@pytest.mark.parametrize("record", UNARY_RECORDS, ids=_ids(UNARY_RECORDS))
+@given(data=st.data())
+def test_unary_records(record, data):
+    dtype = data.draw(st.sampled_from(record.dtypes))
+    shape = data.draw(SHAPES)
+    x = _values(data.draw, dtype, shape, record)
+    eager = record.fn(ember.numpy.asarray(x))
+    _compare(record, eager, [x], dtype)
+    jitted = ember.jit(record.fn)(x)
+    assert jitted.dtype == eager.dtype and jitted.shape == eager.shape
+    np.testing.assert_array_equal(np.asarray(jitted), np.asarray(eager))
+
+
+@pytest.mark.parametrize("record", BINARY_RECORDS, ids=_ids(BINARY_RECORDS))
+@given(data=st.data())
+def test_binary_records_with_broadcasting(record, data):
+    dtype = data.draw(st.sampled_from(record.dtypes))
+    shape_x, shape_y = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
+    x = _values(data.draw, dtype, shape_x, record)
+    y = _values(data.draw, dtype, shape_y, record)
+    if record.nonzero_divisor:
+        y = np.where(y == 0, np.ones((), y.dtype), y)
+    eager = record.fn(ember.numpy.asarray(x), ember.numpy.asarray(y))
+    _compare(record, eager, [x, y], dtype)
+    jitted = ember.jit(record.fn)(x, y)
+    assert jitted.dtype == eager.dtype and jitted.shape == eager.shape
+    np.testing.assert_array_equal(np.asarray(jitted), np.asarray(eager))
+
+
+@pytest.mark.parametrize("record", [r for r in BINARY_RECORDS if r.dtypes != [np.bool_]],
+                         ids=_ids([r for r in BINARY_RECORDS if r.dtypes != [np.bool_]]))
+def test_binary_records_with_python_scalars(record):
+    """A Python scalar operand is weakly typed: the array's dtype wins."""
+    dtype = record.dtypes[-1]
+    x = np.arange(1, 5).astype(dtype)
+    scalar = True if np.dtype(dtype) == np.bool_ else 2
+    out = record.fn(ember.numpy.asarray(x), scalar)
+    assert out.dtype == expected_dtype(record, dtype)
+
+
+def test_every_primitive_has_a_reference_rule():
+    missing = sorted(p.name for p in abstract_eval_rules if p not in impl_rules)
+    assert not missing, f"primitives without a reference implementation: {missing}"
