@@ -8,7 +8,7 @@ from ember.config import config  # noqa: F401
 from ember import dtypes  # noqa: F401
 from ember import errors  # noqa: F401
 from ember import tree_util  # noqa: F401
-from ember.api import disable_jit, jit, make_jaxpr  # noqa: F401
+from ember.api import disable_jit, eval_shape, jit, make_jaxpr  # noqa: F401
 from ember.runtime.array import Array  # noqa: F401
 from ember import lax  # noqa: F401
 from ember import numpy  # noqa: F401

@@ -347,6 +347,13 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
     return make
 
 
+def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+    """The output shapes and dtypes of ``fun(*args)``, as ShapeDtypeStructs, computed by
+    tracing alone (nothing runs). Arguments may be arrays or ShapeDtypeStructs."""
+    _, shapes = make_jaxpr(fun, return_shape=True)(*args, **kwargs)
+    return shapes
+
+
 def _abstractify(x: Any, fun: Callable) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
         from ember import dtypes

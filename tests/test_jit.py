@@ -189,3 +189,27 @@ def test_numpy_inputs_are_not_aliased():
     x[0] = 5.0
     assert out.tolist() == [1.0, 1.0, 1.0]
     assert x.flags.writeable
+
+
+def test_make_jaxpr_with_static_arguments():
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2.0
+        return x
+
+    text = str(ember.make_jaxpr(f, static_argnums=1)(jnp.ones(2), 3))
+    assert text.count("mul") == 3
+    text = str(ember.make_jaxpr(f, static_argnames="n")(jnp.ones(2), n=2))
+    assert text.count("mul") == 2
+
+
+def test_eval_shape_runs_nothing():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return {"sum": x + y, "cast": x.astype(jnp.int8)}
+
+    out = ember.eval_shape(f, ember.ShapeDtypeStruct((2, 3), jnp.float32), jnp.ones(3))
+    assert out["sum"] == ember.ShapeDtypeStruct((2, 3), jnp.float32)
+    assert out["cast"].dtype == jnp.int8 and len(calls) == 1
