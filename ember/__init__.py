@@ -7,7 +7,7 @@ NumPy API and ``ember.lax`` the primitive operations and control flow.
 from ember.config import config  # noqa: F401
 from ember import dtypes  # noqa: F401
 from ember import errors  # noqa: F401
-from ember import tree_util  # noqa: F401
+from ember import tree, tree_util  # noqa: F401
 from ember.api import disable_jit, eval_shape, jit, make_jaxpr  # noqa: F401
 from ember.runtime.array import Array  # noqa: F401
 from ember import lax  # noqa: F401

@@ -213,3 +213,10 @@ def test_eval_shape_runs_nothing():
     out = ember.eval_shape(f, ember.ShapeDtypeStruct((2, 3), jnp.float32), jnp.ones(3))
     assert out["sum"] == ember.ShapeDtypeStruct((2, 3), jnp.float32)
     assert out["cast"].dtype == jnp.int8 and len(calls) == 1
+
+
+def test_tree_namespace():
+    assert ember.tree.map(lambda v: v * 2, {"a": (1, 2), "b": None}) == {"a": (2, 4), "b": None}
+    leaves, treedef = ember.tree.flatten([1, (2, 3)])
+    assert leaves == [1, 2, 3] and ember.tree.unflatten(treedef, [4, 5, 6]) == [4, (5, 6)]
+    assert ember.tree.reduce(lambda a, b: a + b, [1, 2, 3]) == 6
