@@ -20,12 +20,12 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from ember import errors, tree_util
+from ember import tree_util
 from ember.config import config
 from ember.core.avals import ShapedArray, aval_of_value
-from ember.core.ir import ClosedJaxpr, Jaxpr
+from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
-from ember.core.staging import DebugInfo, trace_to_jaxpr
+from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, is_tracing
 from ember.core.verify import check_jaxpr
 
@@ -186,7 +186,7 @@ class JitFunction:
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
-            outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=_as_call_jaxpr(entry.closed),
+            outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
                               name=self._sig.fun_name)
         else:
             outs = entry.executable(*leaves)
@@ -271,14 +271,6 @@ class JitFunction:
 
 def _format_avals(avals: Iterable[ShapedArray]) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
-
-
-def _as_call_jaxpr(closed: ClosedJaxpr) -> ClosedJaxpr:
-    """The same program with its consts turned into leading inputs (for a call equation)."""
-    j = closed.jaxpr
-    if not j.constvars:
-        return closed
-    return ClosedJaxpr(Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), [])
 
 
 # --- the call primitive that nested jit leaves in the IR ---------------------------------

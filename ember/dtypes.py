@@ -111,6 +111,15 @@ def default_uint_dtype() -> np.dtype:
     return uint64 if config.enable_x64 else uint32
 
 
+def to_inexact_dtype(dt: Any) -> np.dtype:
+    """The floating type an integer or bool converts to in ``jnp.sin(x)`` / ``jnp.mean(x)``:
+    float32 for up to 32 bits, float64 for 64-bit integers (then canonicalized), as in JAX."""
+    dt = dtype(dt)
+    if dt in FLOATING:
+        return dt
+    return canonicalize_dtype(float64 if dt in (int64, uint64) else float32)
+
+
 # --- the promotion lattice ----------------------------------------------------
 # Nodes are dtypes plus the two weak nodes for Python int and float.
 WEAK_INT, WEAK_FLOAT = "i*", "f*"

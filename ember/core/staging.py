@@ -149,3 +149,25 @@ def trace_to_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedA
         trace.alive = False
     jaxpr = Jaxpr(trace.constvars, trace.invars, trace.eqns, outvars)
     return ClosedJaxpr(jaxpr, trace.consts)
+
+
+def consts_as_inputs(programs: Sequence[ClosedJaxpr]) -> tuple[list[ClosedJaxpr], list]:
+    """Every program takes the consts of all of them as leading inputs (ignoring others' ones).
+
+    The consts are returned in that order; the caller passes them as operands,
+    so a const that is a tracer of an enclosing trace becomes a use of it.
+    """
+    consts: list = []
+    const_avals: dict[int, ShapedArray] = {}
+    for p in programs:
+        for x, v in zip(p.consts, p.jaxpr.constvars):
+            if id(x) not in const_avals:
+                const_avals[id(x)] = v.aval
+                consts.append(x)
+    opened = []
+    for p in programs:
+        own = {id(x): v for x, v in zip(p.consts, p.jaxpr.constvars)}
+        leading = [own.get(id(x)) or Var(const_avals[id(x)]) for x in consts]
+        j = p.jaxpr
+        opened.append(ClosedJaxpr(Jaxpr([], leading + j.invars, j.eqns, j.outvars), []))
+    return opened, consts

@@ -93,8 +93,7 @@ def promote_dtypes_inexact(*args: Any) -> list[Any]:
     """Like promote_dtypes, then integers and bools become the default float (as ``jnp.sin(1)``)."""
     args = [ensure_array(a) for a in args]
     dt, weak = result_type_weak(*args)
-    if not dtypes.is_floating(dt):
-        dt = dtypes.default_float_dtype()
+    dt = dtypes.to_inexact_dtype(dt)
     return [lax.convert_element_type(a, dt, weak) for a in args]
 
 

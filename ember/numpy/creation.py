@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

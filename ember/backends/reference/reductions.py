@@ -1,1 +1,102 @@
-"""TODO: filled in by its owner."""
+"""Reference rules for reductions, scans, sorting and top-k.
+
+Half-precision floats are accumulated in float32 and rounded once at the end, so
+a long float16 sum does not stall when the running total outgrows the spacing
+of float16. Empty max/min reductions give the identity (-inf, the lowest
+integer, False), as XLA does, where NumPy would raise.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes
+from ember.backends.reference import impl_rules
+from ember.backends.reference.elementwise import _float_math as in_float32
+from ember.lax import reductions as red
+
+
+def _lowest(dt: np.dtype) -> Any:
+    if dt == np.bool_:
+        return False
+    return -np.inf if dtypes.is_floating(dt) else np.iinfo(dt).min
+
+
+def _highest(dt: np.dtype) -> Any:
+    if dt == np.bool_:
+        return True
+    return np.inf if dtypes.is_floating(dt) else np.iinfo(dt).max
+
+
+def _reduce_max(x: np.ndarray, *, axes: tuple) -> np.ndarray:
+    return np.max(x, axis=axes, initial=_lowest(x.dtype))  # np.maximum propagates NaN
+
+
+def _reduce_min(x: np.ndarray, *, axes: tuple) -> np.ndarray:
+    return np.min(x, axis=axes, initial=_highest(x.dtype))
+
+
+def _bitwise_reduce(ufunc: np.ufunc) -> Callable:
+    return lambda x, *, axes: ufunc.reduce(x, axis=axes)
+
+
+def _arg_reduce(np_fn: Callable) -> Callable:
+    """np.argmax / np.argmin already pick the first NaN, as the primitives promise."""
+    def impl(x: np.ndarray, *, axis: int, index_dtype: np.dtype) -> np.ndarray:
+        if x.dtype == dtypes.bfloat16:
+            x = x.astype(np.float32)  # exact, and NumPy's arg-reductions know float32's NaNs
+        return np_fn(x, axis=axis).astype(index_dtype)
+    return impl
+
+
+def _scan(accumulate: Callable) -> Callable:
+    def impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
+        if reverse:
+            return np.flip(accumulate(np.flip(x, axis), axis=axis), axis)
+        return accumulate(x, axis=axis)
+    return in_float32(impl)
+
+
+def sort_key(x: np.ndarray) -> np.ndarray:
+    """A key NumPy's sorts order as the primitives do: NaNs last, -0.0 == 0.0 (widened half floats)."""
+    return x.astype(np.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+
+
+def _sort(*operands: np.ndarray, dimension: int, is_stable: bool, num_keys: int) -> list[np.ndarray]:
+    # A stable sort is also a valid unstable one. np.lexsort's primary key is its last.
+    keys = [np.moveaxis(sort_key(k), dimension, -1) for k in operands[:num_keys]]
+    order = np.lexsort(keys[::-1], axis=-1)
+    return [np.moveaxis(np.take_along_axis(np.moveaxis(x, dimension, -1), order, -1), -1, dimension)
+            for x in operands]
+
+
+def _top_k(x: np.ndarray, *, k: int, axis: int) -> list[np.ndarray]:
+    # Descending with ties by ascending index: a stable ascending sort of the reversed
+    # array, read backwards. NaNs sort last ascending, so they come out first.
+    last = np.moveaxis(x, axis, -1)
+    n = last.shape[-1]
+    ascending_of_reversed = np.argsort(sort_key(last[..., ::-1]), axis=-1, kind="stable")
+    order = (n - 1 - ascending_of_reversed[..., ::-1])[..., :k]
+    values = np.take_along_axis(last, order, -1)
+    return [np.moveaxis(values, -1, axis), np.moveaxis(order, -1, axis).astype(np.int32)]
+
+
+impl_rules.update({
+    red.reduce_sum_p: in_float32(lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype)),
+    red.reduce_prod_p: in_float32(lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype)),
+    red.reduce_max_p: in_float32(_reduce_max),
+    red.reduce_min_p: in_float32(_reduce_min),
+    red.reduce_and_p: _bitwise_reduce(np.bitwise_and),
+    red.reduce_or_p: _bitwise_reduce(np.bitwise_or),
+    red.reduce_xor_p: _bitwise_reduce(np.bitwise_xor),
+    red.argmax_p: _arg_reduce(np.argmax),
+    red.argmin_p: _arg_reduce(np.argmin),
+    red.cumsum_p: _scan(lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype)),
+    red.cumprod_p: _scan(lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype)),
+    red.cummax_p: _scan(np.maximum.accumulate),
+    red.cummin_p: _scan(np.minimum.accumulate),
+    red.cumlogsumexp_p: _scan(np.logaddexp.accumulate),
+    red.sort_p: _sort,
+    red.top_k_p: _top_k,
+})

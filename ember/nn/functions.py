@@ -1,0 +1,205 @@
+"""Activation functions, softmax and friends, as ``jax.nn`` defines them.
+
+Written with ``ember.numpy`` and ``ember.lax`` only. Formulations are the
+numerically stable ones: softmax and logsumexp subtract the maximum before
+exponentiating, softplus is ``logaddexp(x, 0)``, and ELU-style functions never
+evaluate ``exp`` of a large positive input.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+import ember.numpy as jnp
+from ember import dtypes, lax
+from ember.lax.reductions import static_axis
+from ember.numpy.core import ensure_array, promote_dtypes_inexact
+from ember.numpy.reductions import reduction_axes
+
+__all__ = [
+    "relu", "relu6", "gelu", "sigmoid", "log_sigmoid", "softplus", "silu", "swish", "elu", "selu",
+    "leaky_relu", "celu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "softmax", "log_softmax",
+    "logsumexp", "standardize", "one_hot",
+]
+
+
+def _inexact(x: Any) -> Any:
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    return x
+
+
+# --- elementwise activations -----------------------------------------------------------------
+def relu(x: Any) -> Any:
+    """``max(x, 0)``."""
+    return jnp.maximum(x, 0)
+
+
+def relu6(x: Any) -> Any:
+    """``min(max(x, 0), 6)``."""
+    return jnp.minimum(jnp.maximum(x, 0), 6.0)
+
+
+def sigmoid(x: Any) -> Any:
+    """``1 / (1 + exp(-x))``."""
+    return lax.logistic(_inexact(x))
+
+
+def softplus(x: Any) -> Any:
+    """``log(1 + exp(x))``, computed as ``logaddexp(x, 0)`` so large ``x`` does not overflow."""
+    return jnp.logaddexp(x, 0)
+
+
+def log_sigmoid(x: Any) -> Any:
+    """``log(sigmoid(x)) = -softplus(-x)``."""
+    return jnp.negative(softplus(jnp.negative(x)))
+
+
+def silu(x: Any) -> Any:
+    """``x * sigmoid(x)`` (also known as swish)."""
+    x = _inexact(x)
+    return jnp.multiply(x, sigmoid(x))
+
+
+swish = silu
+
+
+def gelu(x: Any, approximate: bool = True) -> Any:
+    """Gaussian error linear unit: ``x * Phi(x)``; ``approximate`` uses the tanh formula."""
+    x = _inexact(x)
+    if approximate:
+        inner = jnp.multiply(math.sqrt(2 / math.pi), jnp.add(x, jnp.multiply(0.044715, lax.integer_pow(x, 3))))
+        return jnp.multiply(x, jnp.multiply(0.5, jnp.add(1.0, jnp.tanh(inner))))
+    return jnp.multiply(jnp.multiply(0.5, x), lax.erfc(jnp.multiply(jnp.negative(x), math.sqrt(0.5))))
+
+
+def elu(x: Any, alpha: Any = 1.0) -> Any:
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    x = ensure_array(x)
+    positive = jnp.greater(x, 0)
+    safe_x = jnp.where(positive, 0.0, x)  # exp of a large positive x would overflow (and poison grads)
+    return jnp.where(positive, x, jnp.multiply(alpha, jnp.expm1(safe_x)))
+
+
+def selu(x: Any) -> Any:
+    """Scaled ELU with the self-normalizing constants."""
+    alpha = 1.6732632423543772848170429916717
+    scale = 1.0507009873554804934193349852946
+    return jnp.multiply(scale, elu(x, alpha))
+
+
+def celu(x: Any, alpha: Any = 1.0) -> Any:
+    """``max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1)``."""
+    return jnp.add(jnp.maximum(x, 0.0), jnp.multiply(alpha, jnp.expm1(jnp.divide(jnp.minimum(x, 0.0), alpha))))
+
+
+def leaky_relu(x: Any, negative_slope: Any = 1e-2) -> Any:
+    """``x`` for ``x >= 0``, else ``negative_slope * x``."""
+    x = ensure_array(x)
+    return jnp.where(jnp.greater_equal(x, 0), x, jnp.multiply(negative_slope, x))
+
+
+def hard_tanh(x: Any) -> Any:
+    """``x`` clipped to ``[-1, 1]``."""
+    x = ensure_array(x)
+    return jnp.where(jnp.greater(x, 1), 1, jnp.where(jnp.less(x, -1), -1, x))
+
+
+def hard_sigmoid(x: Any) -> Any:
+    """``relu6(x + 3) / 6``: a piecewise-linear sigmoid."""
+    return jnp.divide(relu6(jnp.add(x, 3.0)), 6.0)
+
+
+def hard_silu(x: Any) -> Any:
+    """``x * hard_sigmoid(x)``."""
+    return jnp.multiply(x, hard_sigmoid(x))
+
+
+hard_swish = hard_silu
+
+
+# --- normalizations over axes ------------------------------------------------------------------
+def _shifted_by_max(x: Any, axis: Any, where: Any) -> Any:
+    """``x - max(x)`` over ``axis`` (kept), with masked-out elements at -inf."""
+    x_max = jnp.max(x, axis, keepdims=True, where=where, initial=-np.inf)
+    if where is not None:
+        x = jnp.where(where, x, -np.inf)
+    return jnp.subtract(x, x_max)
+
+
+def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
+    """``exp(x) / sum(exp(x))`` over ``axis``; masked-out elements get 0."""
+    x = _inexact(x)
+    unnormalized = jnp.exp(_shifted_by_max(x, axis, where))
+    result = jnp.divide(unnormalized, jnp.sum(unnormalized, axis, keepdims=True, where=where))
+    return result if where is None else jnp.where(where, result, 0)
+
+
+def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
+    """``x - logsumexp(x)`` over ``axis``; masked-out elements get -inf."""
+    x = _inexact(x)
+    shifted = _shifted_by_max(x, axis, where)
+    result = jnp.subtract(shifted, jnp.log(jnp.sum(jnp.exp(shifted), axis, keepdims=True, where=where)))
+    return result if where is None else jnp.where(where, result, -np.inf)
+
+
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
+              where: Any = None) -> Any:
+    """``log(sum(b * exp(a)))`` over ``axis`` without overflow. Rows of -inf give -inf, a +inf
+    gives +inf. With ``return_sign``, returns ``(log(abs(s)), sign(s))``; otherwise a negative
+    sum gives NaN."""
+    if b is None:
+        a = _inexact(a)
+    else:
+        a, b = promote_dtypes_inexact(ensure_array(a), ensure_array(b))
+        a = jnp.where(jnp.not_equal(b, 0), a, -np.inf)  # b == 0 terms drop out even where a is inf
+    axes = reduction_axes(axis, a.ndim)
+    a_max = jnp.max(a, axes, keepdims=True, where=where, initial=-np.inf)
+    # Shifting by a non-finite max would give inf - inf; shift by 0 there instead.
+    a_max = jnp.where(jnp.isfinite(a_max), a_max, 0)
+    exp_a = jnp.exp(jnp.subtract(a, a_max))
+    if b is not None:
+        exp_a = jnp.multiply(exp_a, b)
+    total = jnp.sum(exp_a, axes, keepdims=True, where=where)
+    sign = jnp.sign(total)
+    out = jnp.add(jnp.log(jnp.abs(total)), a_max)
+    if not keepdims:
+        out, sign = (lax.squeeze(v, axes) for v in (out, sign))
+    if return_sign:
+        return out, sign
+    if b is not None:
+        out = jnp.where(jnp.less(sign, 0), np.nan, out)
+    return out
+
+
+def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
+                where: Any = None, *, algorithm: str = "fast") -> Any:
+    """``(x - mean) / sqrt(variance + epsilon)`` over ``axis``. ``algorithm='fast'`` computes the
+    variance as ``mean(x**2) - mean(x)**2`` (clipped at 0); ``'stable'`` as ``mean((x - mean)**2)``."""
+    x = _inexact(x)
+    if mean is None:
+        mean = jnp.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        if algorithm == "stable":
+            variance = jnp.mean(jnp.square(jnp.subtract(x, mean)), axis, keepdims=True, where=where)
+        elif algorithm == "fast":
+            variance = jnp.maximum(jnp.subtract(jnp.mean(jnp.square(x), axis, keepdims=True, where=where),
+                                                jnp.square(mean)), 0)
+        else:
+            raise ValueError(f"Unknown algorithm {algorithm!r}. Expected 'fast' or 'stable'.")
+    return jnp.multiply(jnp.subtract(x, mean), lax.rsqrt(jnp.add(variance, epsilon)))
+
+
+def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> Any:
+    """A new ``axis`` of length ``num_classes`` that is 1 where it equals ``x`` (all 0 for
+    values outside ``[0, num_classes)``)."""
+    x = ensure_array(x)
+    num_classes = operator.index(num_classes)
+    dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_float_dtype()
+    axis = static_axis(axis, x.ndim + 1)
+    shape = x.shape[:axis] + (num_classes,) + x.shape[axis:]
+    classes = lax.broadcasted_iota(x.dtype, shape, axis)
+    kept = tuple(d for d in range(len(shape)) if d != axis)
+    return lax.convert_element_type(lax.eq(lax.broadcast_in_dim(x, shape, kept), classes), dtype)
