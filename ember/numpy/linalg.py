@@ -1,2 +1,546 @@
-"""TODO: filled in by its owner."""
-__all__: list[str] = []
+"""Products and contractions (dot, matmul, tensordot, einsum), diagonals, triangles and norms.
+
+Every product lowers to ``lax.dot_general`` (einsum: one per pair of operands), so a
+backend that makes ``dot_general`` fast makes all of them fast. Operands promote as
+JAX does (``result_type``; Python scalars are weak).
+
+This module is also the ``jnp.linalg`` namespace: ``jnp.linalg.norm``,
+``vector_norm``, ``matrix_norm``, ``matmul``, ``outer``, ... live here but only the
+names in ``__all__`` are re-exported as ``jnp.*``.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from ember import dtypes, lax
+from ember.lax.base import canonical_axes
+from ember.numpy.core import broadcast_shapes, ensure_array, promote_dtypes, promote_dtypes_inexact
+from ember.numpy.shape_ops import matrix_transpose, moveaxis, ravel, stack  # noqa: F401  (jnp.linalg.*)
+from ember.numpy.ufuncs import multiply, subtract
+
+__all__ = ["cross", "diag", "diagonal", "dot", "einsum", "inner", "kron", "matmul", "outer", "tensordot",
+           "trace", "tril", "triu", "vdot", "vecdot"]
+
+
+def _promote_pair(a: Any, b: Any) -> tuple[Any, Any]:
+    a, b = promote_dtypes(a, b)
+    return ensure_array(a), ensure_array(b)
+
+
+def _check_aligned(name: str, a_shape: tuple, b_shape: tuple, a_axis: int, b_axis: int) -> None:
+    if a_shape[a_axis] != b_shape[b_axis]:
+        raise TypeError(f"{name}: shapes {a_shape} and {b_shape} are not aligned: dimension {a_axis} of the first "
+                        f"(size {a_shape[a_axis]}) must equal dimension {b_axis} of the second "
+                        f"(size {b_shape[b_axis]})")
+
+
+def _dot_general(a: Any, b: Any, dimension_numbers: Any, precision: Any, preferred_element_type: Any) -> Any:
+    """``lax.dot_general``, asking for a preferred type only when it differs from the operands'
+    (so weak types propagate as in JAX)."""
+    preferred = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
+    if preferred == a.dtype:
+        preferred = None
+    return lax.dot_general(a, b, dimension_numbers, precision, preferred)
+
+
+def _scaled(a: Any, b: Any, preferred_element_type: Any) -> Any:
+    """The product with a 0-d operand: an elementwise multiply."""
+    out = multiply(a, b)
+    if preferred_element_type is None:
+        return out
+    return lax.convert_element_type(out, dtypes.canonicalize_dtype(preferred_element_type))
+
+
+# --- products -------------------------------------------------------------------------------
+def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """NumPy's ``dot``: contracts the last axis of ``a`` with the second-to-last of ``b`` (its only
+    axis if ``b`` is 1-D); a 0-d operand multiplies elementwise."""
+    a, b = _promote_pair(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return _scaled(a, b, preferred_element_type)
+    b_axis = max(b.ndim - 2, 0)
+    _check_aligned("dot", a.shape, b.shape, a.ndim - 1, b_axis)
+    return _dot_general(a, b, (((a.ndim - 1,), (b_axis,)), ((), ())), precision, preferred_element_type)
+
+
+class _BatchPlan(NamedTuple):
+    """How matmul maps broadcast batch positions onto one dot_general (see ``_plan_batch``)."""
+
+    pairs: list[tuple[int, int, int]]  # (a dim, b dim, broadcast position) batched together
+    a_free: list[int]                  # positions only ``a`` spans (b's size is 1 or missing)
+    b_free: list[int]
+    a_squeezed: list[int]              # a's size-1 dims that broadcast against b
+    b_squeezed: list[int]
+
+
+def _plan_batch(a_batch: tuple[int, ...], b_batch: tuple[int, ...], ndim: int) -> _BatchPlan:
+    """A broadcast batch position is a dot_general batch dimension when both operands have it with
+    one size; otherwise it is a free dimension of the operand whose size is not 1, and the other
+    operand's size-1 dimension is squeezed away. So broadcasting never copies an operand."""
+    plan = _BatchPlan([], [], [], [], [])
+    for pos in range(ndim):
+        i, j = pos - (ndim - len(a_batch)), pos - (ndim - len(b_batch))
+        a_size, b_size = (a_batch[i] if i >= 0 else None), (b_batch[j] if j >= 0 else None)
+        if a_size is not None and a_size == b_size:
+            plan.pairs.append((i, j, pos))
+            continue
+        for size, dim, free, squeezed in ((a_size, i, plan.a_free, plan.a_squeezed),
+                                          (b_size, j, plan.b_free, plan.b_squeezed)):
+            if size == 1:
+                squeezed.append(dim)
+            elif size is not None:
+                free.append(pos)
+    return plan
+
+
+def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """Matrix product with NumPy broadcasting of the leading (batch) dimensions; a 1-D operand is
+    a vector (a row on the left, a column on the right) whose dimension is dropped from the result."""
+    a, b = _promote_pair(a, b)
+    for i, x in enumerate((a, b)):
+        if x.ndim == 0:
+            raise ValueError(f"matmul input operand {i} must have ndim at least 1, but it has ndim 0")
+    a_shape, b_shape = a.shape, b.shape
+    _check_aligned("matmul", a_shape, b_shape, len(a_shape) - 1, max(len(b_shape) - 2, 0))
+    a = lax.expand_dims(a, (0,)) if len(a_shape) == 1 else a
+    b = lax.expand_dims(b, (1,)) if len(b_shape) == 1 else b
+    try:
+        batch_shape = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except TypeError:
+        raise TypeError(f"matmul: the batch dimensions of shapes {a_shape} and {b_shape} do not broadcast") from None
+    plan = _plan_batch(a.shape[:-2], b.shape[:-2], len(batch_shape))
+    a, b = lax.squeeze(a, plan.a_squeezed), lax.squeeze(b, plan.b_squeezed)
+
+    def after_squeeze(d: int, squeezed: list[int]) -> int:
+        return d - sum(s < d for s in squeezed)
+
+    numbers = (((a.ndim - 1,), (b.ndim - 2,)),
+               (tuple(after_squeeze(i, plan.a_squeezed) for i, _, _ in plan.pairs),
+                tuple(after_squeeze(j, plan.b_squeezed) for _, j, _ in plan.pairs)))
+    out = _dot_general(a, b, numbers, precision, preferred_element_type)
+    # dot_general gives [batch, a's free batch dims, rows, b's free batch dims, columns]; put the
+    # batch positions back in broadcast order, then drop the rows / columns of vector operands.
+    rows, columns = len(batch_shape), len(batch_shape) + 1
+    positions = [pos for _, _, pos in plan.pairs] + plan.a_free + [rows] + plan.b_free + [columns]
+    out = lax.transpose(out, tuple(np.argsort(positions)))
+    out_shape = batch_shape + a.shape[-2:-1] * (len(a_shape) > 1) + b.shape[-1:] * (len(b_shape) > 1)
+    return lax.reshape(out, out_shape)
+
+
+def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """The dot product of the flattened operands."""
+    a, b = _promote_pair(a, b)
+    if a.size != b.size:
+        raise TypeError(f"vdot: operands of shapes {a.shape} and {b.shape} have different sizes "
+                        f"({a.size} and {b.size})")
+    return _dot_general(ravel(a), ravel(b), (((0,), (0,)), ((), ())), precision, preferred_element_type)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """Dot products of vectors along ``axis``, broadcasting the other dimensions."""
+    x1, x2 = _promote_pair(x1, x2)
+    shapes = (x1.shape, x2.shape)
+    x1, x2 = moveaxis(x1, axis, -1), moveaxis(x2, axis, -1)
+    _check_aligned("vecdot", x1.shape, x2.shape, x1.ndim - 1, x2.ndim - 1)
+    try:
+        broadcast_shapes(x1.shape[:-1], x2.shape[:-1])
+    except TypeError:
+        raise TypeError(f"vecdot: shapes {shapes[0]} and {shapes[1]} do not broadcast") from None
+    rows = lax.expand_dims(x1, (x1.ndim - 1,))  # [..., 1, k] @ [..., k, 1] -> [..., 1, 1]
+    columns = lax.expand_dims(x2, (x2.ndim,))
+    out = matmul(rows, columns, precision=precision, preferred_element_type=preferred_element_type)
+    return lax.squeeze(out, (out.ndim - 2, out.ndim - 1))
+
+
+def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """Contract the last axes of both operands."""
+    a, b = _promote_pair(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return _scaled(a, b, preferred_element_type)
+    _check_aligned("inner", a.shape, b.shape, a.ndim - 1, b.ndim - 1)
+    return _dot_general(a, b, (((a.ndim - 1,), (b.ndim - 1,)), ((), ())), precision, preferred_element_type)
+
+
+def outer(a: Any, b: Any, out: None = None) -> Any:
+    """``ravel(a)[:, None] * ravel(b)[None, :]``."""
+    a, b = ravel(ensure_array(a)), ravel(ensure_array(b))
+    return multiply(lax.expand_dims(a, (1,)), lax.expand_dims(b, (0,)))
+
+
+def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2, *, precision: Any = None,
+              preferred_element_type: Any = None) -> Any:
+    """Contract the last ``axes`` axes of ``a`` with the first ``axes`` of ``b``, or the axes
+    listed in a pair ``(a_axes, b_axes)``."""
+    a, b = _promote_pair(a, b)
+    if not isinstance(axes, (list, tuple)):
+        count = operator.index(axes)
+        if not 0 <= count <= min(a.ndim, b.ndim):
+            raise ValueError(f"tensordot: axes={count} must be between 0 and the smaller rank of shapes "
+                             f"{a.shape} and {b.shape}")
+        a_axes, b_axes = tuple(range(a.ndim - count, a.ndim)), tuple(range(count))
+    else:
+        if len(axes) != 2:
+            raise TypeError(f"tensordot: axes must be an int or a pair of axis sequences, got {axes!r}")
+        a_axes, b_axes = canonical_axes(axes[0], a.ndim), canonical_axes(axes[1], b.ndim)
+        if len(a_axes) != len(b_axes):
+            raise TypeError(f"tensordot: the axis lists {tuple(axes[0])} and {tuple(axes[1])} must have equal "
+                            "lengths")
+    for i, j in zip(a_axes, b_axes):
+        _check_aligned("tensordot", a.shape, b.shape, i, j)
+    return _dot_general(a, b, ((a_axes, b_axes), ((), ())), precision, preferred_element_type)
+
+
+def kron(a: Any, b: Any) -> Any:
+    """The Kronecker product: blocks ``a[i, j] * b``."""
+    a, b = _promote_pair(a, b)
+    ndim = max(a.ndim, b.ndim)
+    a_dims, b_dims = (1,) * (ndim - a.ndim) + a.shape, (1,) * (ndim - b.ndim) + b.shape
+    # [a0, 1, a1, 1] * [1, b0, 1, b1] -> [a0 * b0, a1 * b1]
+    spread_a = lax.reshape(a, tuple(d for n in a_dims for d in (n, 1)))
+    spread_b = lax.reshape(b, tuple(d for n in b_dims for d in (1, n)))
+    return lax.reshape(multiply(spread_a, spread_b), tuple(m * n for m, n in zip(a_dims, b_dims)))
+
+
+def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
+    """Cross products of 3-vectors (2-vectors have a zero third component; two 2-vectors give the
+    scalar z component)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = _promote_pair(a, b)
+    a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise ValueError(f"cross: incompatible vector dimensions of shapes {a.shape} and {b.shape} "
+                         "(the vectors must have 2 or 3 components)")
+    a0, a1, *a_rest = (lax.index_in_dim(a, i, a.ndim - 1, keepdims=False) for i in range(a.shape[-1]))
+    b0, b1, *b_rest = (lax.index_in_dim(b, i, b.ndim - 1, keepdims=False) for i in range(b.shape[-1]))
+    z = subtract(multiply(a0, b1), multiply(a1, b0))
+    if not a_rest and not b_rest:
+        return z
+    a2, b2 = (a_rest or [0])[0], (b_rest or [0])[0]
+    x = subtract(multiply(a1, b2), multiply(a2, b1))
+    y = subtract(multiply(a2, b0), multiply(a0, b2))
+    return moveaxis(stack([x, y, z], axis=-1), -1, axisc)
+
+
+# --- einsum ----------------------------------------------------------------------------------
+def _parse_terms(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """Labels per operand and for the output. Letters label themselves; the dimensions an
+    ellipsis covers get labels '...0', '...1', ..., aligned from the right across operands."""
+    spec = subscripts.replace(" ", "")
+    if spec.count("->") > 1:
+        raise ValueError(f"einsum: subscripts {subscripts!r} contain more than one '->'")
+    inputs_spec, _, output_spec = spec.partition("->")
+    terms = inputs_spec.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum: subscripts {subscripts!r} name {len(terms)} operands, but {len(shapes)} "
+                         "were given")
+    ellipsis_ranks = []
+    for k, (term, shape) in enumerate(zip(terms, shapes)):
+        letters = term.replace("...", "", 1)
+        bad = [c for c in letters if not c.isalpha()]
+        if bad:
+            raise ValueError(f"einsum: invalid subscript {bad[0]!r} in {subscripts!r} (labels are letters, "
+                             "plus at most one '...' per operand)")
+        if len(letters) > len(shape) or ("..." not in term and len(letters) != len(shape)):
+            raise ValueError(f"einsum: subscript {term!r} does not match operand {k} of shape {shape}")
+        ellipsis_ranks.append(len(shape) - len(letters))
+    ellipsis = tuple(f"...{i}" for i in range(max(ellipsis_ranks, default=0)))
+
+    def labels(term: str, rank: int) -> tuple[str, ...]:
+        before, dots, after = term.partition("...")
+        return tuple(before) + (ellipsis[len(ellipsis) - rank:] if dots else ()) + tuple(after)
+
+    inputs = [labels(t, r) for t, r in zip(terms, ellipsis_ranks)]
+    if "->" not in spec:
+        counts = [label for term in inputs for label in term if label not in ellipsis]
+        return inputs, ellipsis + tuple(sorted(c for c in set(counts) if counts.count(c) == 1))
+    if any(not c.isalpha() for c in output_spec.replace("...", "", 1)):
+        raise ValueError(f"einsum: invalid output subscripts {output_spec!r}")
+    output = labels(output_spec, len(ellipsis))
+    for label in output:
+        if output.count(label) > 1:
+            raise ValueError(f"einsum: output subscript {label!r} appears more than once in {subscripts!r}")
+        if not any(label in term for term in inputs):
+            raise ValueError(f"einsum: output subscript {label!r} does not appear in the inputs of {subscripts!r}")
+    return inputs, output
+
+
+def _label_sizes(inputs: list[tuple[str, ...]], shapes: list[tuple[int, ...]]) -> dict[str, int]:
+    """Each label's size; size-1 dimensions broadcast against the others."""
+    sizes: dict[str, int] = {}
+    for k, (labels, shape) in enumerate(zip(inputs, shapes)):
+        for label, n in zip(labels, shape):
+            known = sizes.get(label, 1)
+            if n != 1 and known not in (1, n):
+                raise ValueError(f"einsum: label {label!r} has size {n} in operand {k} of shape {shape}, but "
+                                 f"size {known} elsewhere")
+            sizes[label] = n if known == 1 else known
+    return sizes
+
+
+def _sum_over(x: Any, axes: Sequence[int]) -> Any:
+    if not axes:
+        return x
+    return lax.reduce_or(x, axes) if x.dtype == dtypes.bool_ else lax.reduce_sum(x, axes)
+
+
+def _diagonals_and_broadcasts(x: Any, labels: tuple[str, ...], sizes: dict[str, int]) -> tuple[Any, tuple[str, ...]]:
+    """Take the diagonal of each repeated label (moved last) and drop size-1 dimensions that
+    broadcast against a larger size elsewhere."""
+    while len(set(labels)) < len(labels):
+        label = next(lb for lb in labels if labels.count(lb) > 1)
+        first = labels.index(label)
+        second = labels.index(label, first + 1)
+        if x.shape[first] != x.shape[second]:
+            raise ValueError(f"einsum: repeated label {label!r} needs equal sizes, got {x.shape[first]} and "
+                             f"{x.shape[second]}")
+        x = diagonal_last(x, first, second)
+        labels = tuple(lb for i, lb in enumerate(labels) if i not in (first, second)) + (label,)
+    broadcast = tuple(i for i, lb in enumerate(labels) if x.shape[i] == 1 and sizes[lb] != 1)
+    return lax.squeeze(x, broadcast), tuple(lb for i, lb in enumerate(labels) if i not in broadcast)
+
+
+def _sum_unused(x: Any, labels: tuple[str, ...], needed: set[str]) -> tuple[Any, tuple[str, ...]]:
+    """Sum the labels that neither another operand nor the output uses."""
+    summed = tuple(i for i, lb in enumerate(labels) if lb not in needed)
+    return _sum_over(x, summed), tuple(lb for i, lb in enumerate(labels) if i not in summed)
+
+
+def _contract_pair(x: Any, x_labels: tuple, y: Any, y_labels: tuple, needed_later: set[str], precision: Any,
+                   preferred: np.dtype | None) -> tuple[Any, tuple[str, ...]]:
+    shared = [lb for lb in x_labels if lb in y_labels]
+    batch = [lb for lb in shared if lb in needed_later]
+    contracted = [lb for lb in shared if lb not in needed_later]
+    if x.dtype != y.dtype:  # an earlier result already has the preferred type
+        x, y = lax.convert_element_type(x, preferred), lax.convert_element_type(y, preferred)
+    numbers = ((tuple(x_labels.index(lb) for lb in contracted), tuple(y_labels.index(lb) for lb in contracted)),
+               (tuple(x_labels.index(lb) for lb in batch), tuple(y_labels.index(lb) for lb in batch)))
+    out = _dot_general(x, y, numbers, precision, preferred)
+    return out, tuple(batch) + tuple(lb for lb in x_labels if lb not in shared) + tuple(
+        lb for lb in y_labels if lb not in shared)
+
+
+def _greedy_pair(operands: list[tuple[Any, tuple]], sizes: dict[str, int], output: tuple) -> tuple[int, int]:
+    """The pair whose contraction shrinks the total size the most (opt_einsum's greedy rule)."""
+    def cost(i: int, j: int) -> int:
+        keep = set(output).union(*(lb for k, (_, lb) in enumerate(operands) if k not in (i, j)))
+        (_, xl), (_, yl) = operands[i], operands[j]
+        result = {lb for lb in xl + yl if lb in keep}
+        return math.prod(sizes[lb] for lb in result) - math.prod(sizes[lb] for lb in xl) - math.prod(
+            sizes[lb] for lb in yl)
+
+    pairs = [(i, j) for i in range(len(operands)) for j in range(i + 1, len(operands))]
+    return min(pairs, key=lambda p: cost(*p))
+
+
+def _contraction_path(optimize: Any) -> list[tuple[int, int]]:
+    """The pairs to contract, from an explicit path (``['einsum_path', (0, 1), ...]`` as
+    ``np.einsum_path`` gives, or ``[(0, 1), ...]``). Other ``optimize`` values mean the greedy order.
+    Each step removes its two operands and appends their result, as in opt_einsum."""
+    if not isinstance(optimize, (list, tuple)):
+        return []
+    path = [tuple(step) for step in optimize if step != "einsum_path"]
+    if any(len(step) != 2 for step in path):
+        raise ValueError(f"einsum: each step of an explicit contraction path must name two operands, got {optimize}")
+    return path
+
+
+def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any = "auto", precision: Any = None,
+           preferred_element_type: Any = None) -> Any:
+    """Einstein summation: ``'ij,jk->ik'``, ``'...ij,...jk'`` (implicit output: the labels used once,
+    sorted), ``'ii->i'`` (diagonals), ``'ij->'`` (sums). Operands are contracted pairwise with
+    ``dot_general`` in a greedy order (or the path given as ``optimize``)."""
+    if out is not None:
+        raise NotImplementedError("jnp.einsum does not support `out`; use the return value")
+    if not isinstance(subscripts, str):
+        subscripts, operands = _interleaved_to_subscripts(subscripts, operands)
+    if not operands:
+        raise ValueError("einsum needs at least one operand")
+    operands = [ensure_array(x) for x in promote_dtypes(*operands)]
+    preferred = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
+    shapes = [x.shape for x in operands]
+    inputs, output = _parse_terms(subscripts, shapes)
+    sizes = _label_sizes(inputs, shapes)
+    pending = [_diagonals_and_broadcasts(x, labels, sizes) for x, labels in zip(operands, inputs)]
+    pending = [_sum_unused(x, labels, set(output).union(*(lb for j, (_, lb) in enumerate(pending) if j != k)))
+               for k, (x, labels) in enumerate(pending)]
+    # Now every label outside the output is shared by two operands, and stays so until contracted.
+    path = _contraction_path(optimize)
+    while len(pending) > 1:
+        i, j = sorted(path.pop(0) if path else _greedy_pair(pending, sizes, output))
+        y, y_labels = pending.pop(j)
+        x, x_labels = pending.pop(i)
+        needed_later = set(output).union(*(lb for _, lb in pending))
+        pending.append(_contract_pair(x, x_labels, y, y_labels, needed_later, precision, preferred))
+    result, labels = pending[0]
+    result = lax.transpose(result, tuple(labels.index(lb) for lb in output))
+    return result if preferred is None else lax.convert_element_type(result, preferred)
+
+
+def _interleaved_to_subscripts(first: Any, rest: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``einsum(x, [0, 1], y, [1, 2], [0, 2])`` -> ``('ab,bc->ac', [x, y])`` (``Ellipsis`` allowed)."""
+    args = [first, *rest]
+    output = args.pop() if len(args) % 2 else None
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def term(sublist: Sequence[Any]) -> str:
+        return "".join("..." if s is Ellipsis else letters[operator.index(s)] for s in sublist)
+
+    spec = ",".join(term(s) for s in args[1::2])
+    return (spec if output is None else f"{spec}->{term(output)}"), args[0::2]
+
+
+# --- diagonals and triangles ---------------------------------------------------------------------
+def diagonal_last(x: Any, axis1: int, axis2: int, offset: int = 0) -> Any:
+    """The ``offset`` diagonal of dimensions ``axis1`` and ``axis2``, as the last dimension.
+
+    Element (i, i + offset) of an r x c matrix sits at i * (c + 1) + offset of the flattened
+    matrix, so the diagonal is one strided slice of a reshape.
+    """
+    rest = [d for d in range(x.ndim) if d not in (axis1, axis2)]
+    x = lax.transpose(x, rest + [axis1, axis2])
+    rows, cols = x.shape[-2:]
+    count = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    start = offset if offset >= 0 else -offset * cols
+    flat = lax.reshape(x, x.shape[:-2] + (rows * cols,))
+    if count == 0:
+        return lax.slice_in_dim(flat, 0, 0, axis=flat.ndim - 1)
+    return lax.slice_in_dim(flat, start, start + (count - 1) * (cols + 1) + 1, cols + 1, axis=flat.ndim - 1)
+
+
+def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """The ``offset`` diagonal over axes ``axis1`` and ``axis2``, appended as the last axis."""
+    a = ensure_array(a)
+    if a.ndim < 2:
+        raise ValueError(f"diagonal needs an array of at least 2 dimensions, got shape {a.shape}")
+    first, second = canonical_axes(axis1, a.ndim)[0], canonical_axes(axis2, a.ndim)[0]
+    if first == second:
+        raise ValueError(f"diagonal: axis1 and axis2 must differ, got {axis1} and {axis2}")
+    return diagonal_last(a, first, second, operator.index(offset))
+
+
+def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
+    """The sum along a diagonal (summed as ``jnp.sum`` does: small integers widen)."""
+    from ember.numpy.reductions import sum as jnp_sum
+
+    return jnp_sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def diag(v: Any, k: int = 0) -> Any:
+    """The ``k``-th diagonal of a 2-D array, or a 2-D array with the 1-D ``v`` on its ``k``-th diagonal."""
+    v = ensure_array(v)
+    k = operator.index(k)
+    if v.ndim == 2:
+        return diagonal_last(v, 0, 1, k)
+    if v.ndim != 1:
+        raise ValueError(f"diag needs a 1-D or 2-D array, got shape {v.shape}")
+    # Spread v with m zeros between elements (interior padding) so that it lands on the diagonal
+    # of the flattened m x m result.
+    n = v.shape[0]
+    m = n + abs(k)
+    start = k if k >= 0 else -k * m
+    spread = n + max(n - 1, 0) * m
+    return lax.reshape(lax.pad(v, 0, [(start, m * m - start - spread, m)]), (m, m))
+
+
+def _triangle(m: Any, k: int, name: str) -> Any:
+    m = ensure_array(m)
+    if m.ndim < 2:
+        raise ValueError(f"jnp.{name} needs an array of at least 2 dimensions, got shape {m.shape}")
+    rows, cols = m.shape[-2:]
+    shifted_rows = lax.add(lax.broadcasted_iota(dtypes.int32, (rows, cols), 0), operator.index(k))
+    columns = lax.broadcasted_iota(dtypes.int32, (rows, cols), 1)
+    keep = lax.ge(shifted_rows, columns) if name == "tril" else lax.le(shifted_rows, columns)
+    keep = lax.broadcast_in_dim(keep, m.shape, (m.ndim - 2, m.ndim - 1))
+    return lax.select(keep, m, 0)
+
+
+def tril(m: Any, k: int = 0) -> Any:
+    """Zero the entries above the ``k``-th diagonal (of the last two dimensions)."""
+    return _triangle(m, k, "tril")
+
+
+def triu(m: Any, k: int = 0) -> Any:
+    """Zero the entries below the ``k``-th diagonal (of the last two dimensions)."""
+    return _triangle(m, k, "triu")
+
+
+# --- norms (jnp.linalg) -------------------------------------------------------------------------
+def _reduce(op: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
+    out = op(x, axes)
+    if keepdims:
+        out = lax.reshape(out, tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
+    return out
+
+
+def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
+    if ord is None or ord == 2:
+        return lax.sqrt(_reduce(lax.reduce_sum, lax.mul(x, x), axes, keepdims))
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid order '{ord}' for vector norm.")
+    if ord == np.inf:
+        return _reduce(lax.reduce_max, lax.abs(x), axes, keepdims)
+    if ord == -np.inf:
+        return _reduce(lax.reduce_min, lax.abs(x), axes, keepdims)
+    if ord == 0:
+        return _reduce(lax.reduce_sum, lax.convert_element_type(lax.ne(x, 0), x.dtype), axes, keepdims)
+    if ord == 1:
+        return _reduce(lax.reduce_sum, lax.abs(x), axes, keepdims)
+    power = lax.convert_element_type(float(ord), x.dtype)
+    summed = _reduce(lax.reduce_sum, lax.pow(lax.abs(x), power), axes, keepdims)
+    return lax.pow(summed, lax.div(lax.convert_element_type(1.0, x.dtype), power))
+
+
+def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any:
+    row_axis, col_axis = axes
+    if ord is None or ord == "fro":
+        return lax.sqrt(_reduce(lax.reduce_sum, lax.mul(x, x), axes, keepdims))
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(f"norm with ord={ord!r} needs singular values (an SVD), which ember does not "
+                                  "implement yet")
+    if ord not in (1, -1, np.inf, -np.inf):
+        raise ValueError(f"Invalid order '{ord}' for matrix norm.")
+    # ord=+-1: extreme column sum (sum over rows); ord=+-inf: extreme row sum (sum over columns).
+    sum_axis, pick_axis = (row_axis, col_axis) if ord in (1, -1) else (col_axis, row_axis)
+    pick = lax.reduce_max if ord > 0 else lax.reduce_min
+    sums = _reduce(lax.reduce_sum, lax.abs(x), (sum_axis,), True)
+    out = _reduce(pick, sums, (pick_axis,), True)
+    return out if keepdims else lax.squeeze(out, axes)
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    """Vector norms (over one axis) and matrix norms (over two): ``ord`` None/2, 1, inf, -inf, 0,
+    p for vectors; None/'fro', 1, -1, inf, -inf for matrices. Integers promote to float."""
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    x = ensure_array(x)
+    if axis is None:
+        if ord is None:
+            return _vector_norm(x, None, tuple(range(x.ndim)), keepdims)
+        if x.ndim not in (1, 2):
+            raise ValueError(f"norm with ord={ord!r} and axis=None needs a 1-D or 2-D array, got shape {x.shape}")
+        axis = tuple(range(x.ndim))
+    axes = canonical_axes(axis, x.ndim)
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes, keepdims)
+    if len(axes) == 2:
+        return _matrix_norm(x, ord, axes, keepdims)
+    raise ValueError(f"Improper number of axes for norm: axis={axis}. Pass one axis for a vector norm or two "
+                     "for a matrix norm.")
+
+
+def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
+    """The vector norm over ``axis`` (all axes, flattened, when None)."""
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    x = ensure_array(x)
+    axes = tuple(range(x.ndim)) if axis is None else canonical_axes(axis, x.ndim)
+    return _vector_norm(x, ord, axes, keepdims)
+
+
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
+    """The matrix norm of the last two dimensions."""
+    x = ensure_array(x)
+    return norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)

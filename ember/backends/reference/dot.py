@@ -1,1 +1,46 @@
-"""TODO: filled in by its owner."""
+"""Reference rule for ``dot_general``: transpose to ``[batch, free, contract]`` and ``np.matmul``.
+
+Accumulation types (what the compiled backend must match): half-precision floats
+accumulate in float32, other floats in their own type, integers in the result type
+(wrapping on overflow), and booleans compute "any(a and b)".
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes
+from ember.backends.reference import impl_rules
+from ember.lax.dot import dot_general_p
+
+
+def _accumulation_dtype(result: np.dtype) -> np.dtype:
+    if result == dtypes.bool_:
+        return dtypes.int32  # counts of true products; nonzero means true
+    if result in (dtypes.float16, dtypes.bfloat16):
+        return dtypes.float32
+    return result
+
+
+def _as_matrices(x: np.ndarray, batch: tuple, first: tuple, second: tuple) -> np.ndarray:
+    """``x`` transposed to ``batch + first + second`` and flattened to ``[B, prod(first), prod(second)]``."""
+    sizes = [int(np.prod([x.shape[d] for d in dims], dtype=np.int64)) for dims in (batch, first, second)]
+    return np.transpose(x, batch + first + second).reshape(sizes)
+
+
+def _dot_general(lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers, precision,
+                 preferred_element_type) -> np.ndarray:
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    lhs_free = tuple(d for d in range(lhs.ndim) if d not in lhs_contract + lhs_batch)
+    rhs_free = tuple(d for d in range(rhs.ndim) if d not in rhs_contract + rhs_batch)
+    result_dtype = preferred_element_type or lhs.dtype
+    acc = _accumulation_dtype(result_dtype)
+    lhs_m = _as_matrices(lhs, lhs_batch, lhs_free, lhs_contract).astype(acc)
+    rhs_m = _as_matrices(rhs, rhs_batch, rhs_contract, rhs_free).astype(acc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = np.matmul(lhs_m, rhs_m)
+    out_shape = tuple(lhs.shape[d] for d in lhs_batch + lhs_free) + tuple(rhs.shape[d] for d in rhs_free)
+    product = product.reshape(out_shape)
+    return product != 0 if result_dtype == dtypes.bool_ else product.astype(result_dtype)
+
+
+impl_rules[dot_general_p] = _dot_general
