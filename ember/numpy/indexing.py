@@ -1,2 +1,950 @@
-"""TODO: filled in by its owner."""
-__all__: list[str] = []
+"""NumPy indexing: ``x[idx]``, ``x.at[idx].<op>(v)``, and the index functions (take, nonzero, ...).
+
+An index is parsed into one entry per operand dimension (static slices, static or
+traced integers, integer arrays, new axes). Basic indices (no arrays) lower to cheap
+primitives: static slice, rev, dynamic_slice, squeeze, expand_dims. Anything else
+becomes one gather, laid out by a ``_GatherPlan`` exactly as NumPy lays out the
+result; ``.at[idx]`` updates scatter through the same plan, so reads and writes agree.
+
+Out-of-bounds semantics are JAX's: reads clamp, writes are dropped.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ember import dtypes, errors, lax
+from ember.core.avals import ShapedArray
+from ember.core.trace import Tracer
+from ember.lax.base import aval, canonical_axes
+from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, promote_dtypes
+from ember.runtime.array import Array
+
+__all__ = [
+    "argwhere", "choose", "compress", "diag_indices", "diag_indices_from", "extract", "flatnonzero", "ix_",
+    "nonzero", "ravel_multi_index", "select", "take", "take_along_axis", "tril_indices", "tril_indices_from",
+    "triu_indices", "triu_indices_from", "unravel_index",
+]
+
+_INVALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or "
+                  "boolean arrays are valid indices")
+
+
+# --- parsing ---------------------------------------------------------------------------------
+class _NewAxis(NamedTuple):
+    pass
+
+
+class _Slice(NamedTuple):
+    """``size`` elements starting at ``start`` with stride ``step`` (any sign, never 0)."""
+
+    dim: int
+    start: int
+    size: int
+    step: int
+
+
+class _Int(NamedTuple):
+    """A static integer (as given: may be negative or out of bounds)."""
+
+    dim: int
+    index: int
+
+
+class _DynamicInt(NamedTuple):
+    """A traced integer scalar."""
+
+    dim: int
+    index: Any
+
+
+class _ArrayIndex(NamedTuple):
+    """An integer array: a NumPy constant, or a tracer."""
+
+    dim: int
+    index: Any
+
+
+_Entry = _NewAxis | _Slice | _Int | _DynamicInt | _ArrayIndex
+_ADVANCED = (_Int, _DynamicInt, _ArrayIndex)
+
+
+class _ParsedIndex(NamedTuple):
+    entries: tuple
+    # Dimensions inserted into the operand for scalar boolean indices (``x[True]``), which index them.
+    scalar_bool_dims: tuple[int, ...]
+
+    @property
+    def has_arrays(self) -> bool:
+        return any(isinstance(e, _ArrayIndex) for e in self.entries)
+
+
+def _non_concrete_mask_error(mask: Tracer) -> errors.NonConcreteBooleanIndexError:
+    return errors.NonConcreteBooleanIndexError(
+        f"Array boolean indices must be concrete; got a traced mask {mask.aval.str_short()} at "
+        f"{errors.user_location()}\nThe shape of x[mask] depends on the values in the mask, which are not "
+        "known while tracing. Fixes: keep the shape with jnp.where(mask, x, fill_value); or get a fixed "
+        "number of indices with jnp.nonzero(mask, size=N, fill_value=...) and index with those; or pass "
+        "the mask as a static argument.")
+
+
+def _classify(item: Any) -> tuple[str, Any]:
+    """One raw index item as (kind, value); arrays come back as NumPy arrays or tracers."""
+    if item is None:
+        return "newaxis", None
+    if item is Ellipsis:
+        return "ellipsis", None
+    if isinstance(item, slice):
+        return "slice", item
+    if isinstance(item, (bool, np.bool_)):
+        return "scalar_bool", bool(item)
+    if isinstance(item, (int, np.integer)):
+        return "int", int(item)
+    if isinstance(item, Tracer):
+        if item.dtype == dtypes.bool_:
+            raise _non_concrete_mask_error(item)
+        if item.dtype not in dtypes.INTEGER:
+            raise IndexError(f"{_INVALID_INDEX}; got a traced array of dtype {item.dtype}")
+        return ("dynamic_int" if item.ndim == 0 else "array"), item
+    if isinstance(item, (list, tuple)) and any(isinstance(v, Tracer) for v in _leaves(item)):
+        return _classify(asarray(item))
+    try:
+        value = np.asarray(item)
+    except Exception:
+        raise IndexError(f"{_INVALID_INDEX}; got {type(item).__name__}") from None
+    if isinstance(item, (list, tuple)) and value.size == 0:
+        value = value.astype(np.intp)  # NumPy reads an empty list as an empty integer index
+    if value.dtype == np.bool_:
+        return ("scalar_bool", bool(value)) if value.ndim == 0 else ("mask", value)
+    if value.dtype.kind not in "iu":
+        raise IndexError(f"{_INVALID_INDEX}; got {item!r} of dtype {value.dtype}")
+    return ("int", int(value)) if value.ndim == 0 else ("array", value)
+
+
+def _leaves(seq: Any) -> list:
+    return [leaf for v in seq for leaf in _leaves(v)] if isinstance(seq, (list, tuple)) else [seq]
+
+
+def _static_slice_bound(bound: Any, s: slice) -> int | None:
+    if bound is None:
+        return None
+    if isinstance(bound, Tracer):
+        raise IndexError(
+            f"Array slice indices must have static start/stop/step to be used with NumPy indexing syntax. "
+            f"Found {s}. To index a statically sized array at a dynamic position, use lax.dynamic_slice or "
+            "lax.dynamic_update_slice (array shapes must be static inside jit).")
+    try:
+        return operator.index(bound)
+    except TypeError:
+        raise TypeError(f"slice indices must be integers or None or have an __index__ method, got {s}") from None
+
+
+def _parse_slice(s: slice, dim: int, n: int) -> _Slice:
+    start, stop, step = (_static_slice_bound(b, s) for b in (s.start, s.stop, s.step))
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    start, stop, step = slice(start, stop, step).indices(n)
+    size = len(range(start, stop, step))
+    return _Slice(dim, start if size else 0, size, step)
+
+
+def _parse_index(shape: tuple[int, ...], index: Any) -> _ParsedIndex:
+    """Expand Ellipsis and boolean masks; give every entry the operand dimension it indexes."""
+    raw = [_classify(item) for item in (index if isinstance(index, tuple) else (index,))]
+    kinds = [k for k, _ in raw]
+    if kinds.count("ellipsis") > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(v.ndim if k == "mask" else k in ("slice", "int", "dynamic_int", "array") for k, v in raw)
+    if consumed > len(shape):
+        raise IndexError(f"Too many indices for array of shape {shape}: the array is {len(shape)}-dimensional, "
+                         f"but {consumed} were indexed")
+    if "ellipsis" not in kinds:
+        raw.append(("ellipsis", None))
+    entries: list[_Entry] = []
+    scalar_bool_dims: list[int] = []
+    dim = 0  # position in the operand after scalar-boolean dimensions are inserted
+    source = 0  # position in the original operand
+    for kind, value in raw:
+        if kind == "newaxis":
+            entries.append(_NewAxis())
+        elif kind == "ellipsis":
+            for _ in range(len(shape) - consumed):
+                entries.append(_Slice(dim, 0, shape[source], 1))
+                dim, source = dim + 1, source + 1
+        elif kind == "scalar_bool":
+            scalar_bool_dims.append(dim)
+            entries.append(_ArrayIndex(dim, np.zeros(int(value), np.intp)))
+            dim += 1
+        elif kind == "mask":
+            _check_mask_shape(value, shape, source)
+            entries.extend(_ArrayIndex(dim + j, idx) for j, idx in enumerate(np.nonzero(value)))
+            dim, source = dim + value.ndim, source + value.ndim
+        else:
+            entries.append(_one_dimension_entry(kind, value, dim, shape[source]))
+            dim, source = dim + 1, source + 1
+    return _ParsedIndex(tuple(entries), tuple(scalar_bool_dims))
+
+
+def _one_dimension_entry(kind: str, value: Any, dim: int, n: int) -> _Entry:
+    if kind == "slice":
+        return _parse_slice(value, dim, n)
+    if kind == "int":
+        return _Int(dim, value)
+    return (_DynamicInt if kind == "dynamic_int" else _ArrayIndex)(dim, value)
+
+
+def _check_mask_shape(mask: np.ndarray, shape: tuple, first: int) -> None:
+    for j, size in enumerate(mask.shape):
+        if size != shape[first + j]:
+            raise IndexError(f"boolean index did not match indexed array along axis {first + j}; size of axis is "
+                             f"{shape[first + j]} but size of corresponding boolean axis is {size}")
+
+
+# --- index arithmetic ----------------------------------------------------------------------------
+def _index_dtype() -> np.dtype:
+    return dtypes.default_int_dtype()
+
+
+def _normalize(index: Any, n: int, wrap_negative: bool) -> Any:
+    """Negative indices count from the end (``i + n``); a NumPy index stays a NumPy constant."""
+    if isinstance(index, Tracer):
+        index = lax.convert_element_type(index, _index_dtype())
+        return lax.select(lax.lt(index, 0), lax.add(index, n), index) if wrap_negative else index
+    index = np.asarray(index).astype(_index_dtype())
+    return np.where(index < 0, index + n, index).astype(_index_dtype()) if wrap_negative else index
+
+
+def _check_nonempty_axis(n: int, d: int) -> None:
+    if n == 0:
+        raise IndexError(f"index is out of bounds for axis {d} with size 0")
+
+
+# --- basic indexing: static slices, reversal, dynamic slices ---------------------------------
+def _ascending_bounds(s: _Slice) -> tuple[int, int, int]:
+    """(start, limit, stride) of the same elements in ascending order (reverse after if step < 0)."""
+    if s.size == 0:
+        return 0, 0, 1
+    last = s.start + (s.size - 1) * s.step
+    low = min(s.start, last)
+    return low, low + (s.size - 1) * abs(s.step) + 1, abs(s.step)
+
+
+def _basic_take(x: Any, entries: tuple, wrap_negative: bool) -> Any:
+    shape = aval(x).shape
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    reversed_dims, squeezed_dims, newaxis_dims = [], [], []
+    dynamic_starts: dict[int, Any] = {}
+    out_pos = 0
+    for e in entries:
+        if isinstance(e, _NewAxis):
+            newaxis_dims.append(out_pos)
+        elif isinstance(e, _Slice):
+            starts[e.dim], limits[e.dim], strides[e.dim] = _ascending_bounds(e)
+            if e.step < 0 and e.size > 1:
+                reversed_dims.append(e.dim)
+        elif isinstance(e, _Int):
+            _check_nonempty_axis(shape[e.dim], e.dim)
+            i = min(max(int(_normalize(e.index, shape[e.dim], wrap_negative)), 0), shape[e.dim] - 1)
+            starts[e.dim], limits[e.dim] = i, i + 1
+            squeezed_dims.append(e.dim)
+        else:  # _DynamicInt: dynamic_slice clamps the start into bounds
+            _check_nonempty_axis(shape[e.dim], e.dim)
+            dynamic_starts[e.dim] = _normalize(e.index, shape[e.dim], wrap_negative)
+            squeezed_dims.append(e.dim)
+        out_pos += not isinstance(e, (_Int, _DynamicInt))
+    y = lax.slice(x, starts, limits, strides)
+    if dynamic_starts:
+        sizes = [1 if d in dynamic_starts else n for d, n in enumerate(aval(y).shape)]
+        y = lax.dynamic_slice(y, [dynamic_starts.get(d, 0) for d in range(len(shape))], sizes)
+    y = lax.rev(y, reversed_dims)
+    y = lax.squeeze(y, squeezed_dims)
+    return lax.expand_dims(y, newaxis_dims) if newaxis_dims else y
+
+
+# --- advanced indexing: one gather / scatter, laid out as NumPy's result --------------------------
+class _GatherPlan(NamedTuple):
+    indices: Any                              # integer array: batch shape + (index vector,)
+    dimension_numbers: GatherDimensionNumbers
+    slice_sizes: tuple[int, ...]
+    gather_shape: tuple[int, ...]             # the gather's result: NumPy's result without new axes
+    newaxis_dims: tuple[int, ...]             # where new axes go in NumPy's result
+
+    @property
+    def result_shape(self) -> tuple[int, ...]:
+        shape = list(self.gather_shape)
+        for d in self.newaxis_dims:
+            shape.insert(d, 1)
+        return tuple(shape)
+
+    @property
+    def scatter_dimension_numbers(self) -> ScatterDimensionNumbers:
+        dn = self.dimension_numbers
+        return ScatterDimensionNumbers(dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map)
+
+
+def _advanced_shape(entries: Sequence[_Entry]) -> tuple[int, ...]:
+    shapes = [np.shape(e.index) if not isinstance(e.index, Tracer) else e.index.shape for e in entries]
+    try:
+        return broadcast_shapes(*shapes)
+    except TypeError:
+        listed = " ".join(str(tuple(s)) for s in shapes)
+        raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together with shapes "
+                         f"{listed}") from None
+
+
+def _result_layout(entries: tuple) -> list:
+    """NumPy's result dimensions in order: slices and new axes as they come, and the broadcast
+    block of all integer indices ("advanced") where the first of them is if they are adjacent,
+    else in front."""
+    advanced = [i for i, e in enumerate(entries) if isinstance(e, _ADVANCED)]
+    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1)) if advanced else True
+    layout: list = [] if adjacent else ["advanced"]
+    for i, e in enumerate(entries):
+        if not isinstance(e, _ADVANCED):
+            layout.append(e)
+        elif adjacent and i == advanced[0]:
+            layout.append("advanced")
+    return layout
+
+
+def _gather_plan(shape: tuple[int, ...], entries: tuple, wrap_negative: bool) -> _GatherPlan:
+    """Gather parameters whose output is NumPy's result for ``entries`` (less its new axes).
+
+    Step-1 slices become window (offset) dimensions; other slices and all integer indices
+    become columns of the index array, whose batch dimensions are ordered as they appear in
+    the result, so the gather needs no transpose after it.
+    """
+    advanced_shape = _advanced_shape([e for e in entries if isinstance(e, _ADVANCED)])
+    gather_shape: list[int] = []
+    offset_dims: list[int] = []
+    newaxis_dims: list[int] = []
+    batch_dims_of: dict[Any, tuple] = {}  # layout item -> its dimensions in the index batch shape
+    batch_rank = 0
+    for item in _result_layout(entries):
+        if isinstance(item, _NewAxis):
+            newaxis_dims.append(len(gather_shape) + len(newaxis_dims))
+            continue
+        if isinstance(item, _Slice) and item.step == 1:
+            offset_dims.append(len(gather_shape))
+            gather_shape.append(item.size)
+            continue
+        key, sizes = ("advanced", advanced_shape) if item == "advanced" else (item.dim, (item.size,))
+        batch_dims_of[key] = tuple(range(batch_rank, batch_rank + len(sizes)))
+        batch_rank += len(sizes)
+        gather_shape.extend(sizes)
+    batch_shape = tuple(s for d, s in enumerate(gather_shape) if d not in offset_dims)
+
+    slice_sizes = list(shape)
+    collapsed: list[int] = []
+    columns: list[tuple[int, Any, tuple]] = []  # (operand dim, values, their batch dims)
+    for e in entries:
+        if isinstance(e, _Slice) and e.step == 1:
+            slice_sizes[e.dim] = e.size
+            if e.size != shape[e.dim]:
+                columns.append((e.dim, np.asarray(e.start, _index_dtype()), ()))
+        elif isinstance(e, _Slice):
+            slice_sizes[e.dim] = 1
+            collapsed.append(e.dim)
+            positions = np.arange(e.size, dtype=_index_dtype()) * e.step + e.start
+            columns.append((e.dim, positions, batch_dims_of[e.dim]))
+        elif isinstance(e, _ADVANCED):
+            if 0 not in gather_shape:  # (an empty result needs no gather)
+                _check_nonempty_axis(shape[e.dim], e.dim)
+            slice_sizes[e.dim] = 1
+            collapsed.append(e.dim)
+            block = batch_dims_of["advanced"]
+            values = _normalize(e.index, shape[e.dim], wrap_negative)
+            columns.append((e.dim, values, block[len(block) - np.ndim(values):]))
+    indices = _stack_columns([(v, dims) for _, v, dims in columns], batch_shape)
+    dnums = GatherDimensionNumbers(offset_dims=tuple(offset_dims), collapsed_slice_dims=tuple(collapsed),
+                                   start_index_map=tuple(d for d, _, _ in columns))
+    return _GatherPlan(indices, dnums, tuple(slice_sizes), tuple(gather_shape), tuple(newaxis_dims))
+
+
+def _stack_columns(columns: list[tuple[Any, tuple]], batch_shape: tuple) -> Any:
+    """The index array: each column broadcast to ``batch_shape``, stacked along a new last axis."""
+    if all(not isinstance(v, Tracer) for v, _ in columns):
+        stacked = np.zeros(batch_shape + (len(columns),), _index_dtype())
+        for k, (values, dims) in enumerate(columns):
+            stacked[..., k] = _numpy_broadcast_in_dim(values, batch_shape, dims)
+        return asarray(stacked)
+    out_shape = batch_shape + (1,)
+    parts = [lax.broadcast_in_dim(ensure_array(v), out_shape, dims) for v, dims in columns]
+    return lax.concatenate(parts, len(batch_shape))
+
+
+def _numpy_broadcast_in_dim(values: np.ndarray, shape: tuple, dims: tuple) -> np.ndarray:
+    expanded = [1] * len(shape)
+    for i, d in enumerate(dims):
+        expanded[d] = values.shape[i]
+    return np.broadcast_to(values.reshape(expanded), shape)
+
+
+# --- x[idx] --------------------------------------------------------------------------------------
+def _expand_for_scalar_bools(x: Any, parsed: _ParsedIndex) -> Any:
+    return lax.expand_dims(x, parsed.scalar_bool_dims) if parsed.scalar_bool_dims else x
+
+
+def _filled(like: ShapedArray, value: int) -> Any:
+    """An array of the type ``like`` filled with ``value``."""
+    return lax.broadcast(lax.convert_element_type(value, like.dtype, like.weak_type), like.shape)
+
+
+def _take(x: Any, index: Any, *, mode: Any = None, fill_value: Any = None, wrap_negative: bool = True,
+          indices_are_sorted: bool = False, unique_indices: bool = False) -> Any:
+    x = ensure_array(x)
+    parsed = _parse_index(aval(x).shape, index)
+    if mode is None:
+        mode = GatherScatterMode.CLIP if fill_value is None else GatherScatterMode.FILL_OR_DROP
+    mode = GatherScatterMode.from_any(mode)
+    if not parsed.has_arrays and mode != GatherScatterMode.FILL_OR_DROP:
+        return _basic_take(x, parsed.entries, wrap_negative)
+    y = _expand_for_scalar_bools(x, parsed)
+    plan = _gather_plan(aval(y).shape, parsed.entries, wrap_negative)
+    if 0 in plan.gather_shape:
+        return _filled(aval(x)._replace(shape=plan.result_shape), 0)
+    out = lax.gather(y, plan.indices, plan.dimension_numbers, plan.slice_sizes, mode=mode, fill_value=fill_value,
+                     indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+    return lax.expand_dims(out, plan.newaxis_dims) if plan.newaxis_dims else out
+
+
+def getitem(x: Any, index: Any) -> Any:
+    """``x[index]`` with NumPy's indexing rules; out-of-bounds integer indices are clamped."""
+    return _take(x, index)
+
+
+# --- x.at[idx].op(v) -------------------------------------------------------------------------------
+def _logical_or_add(a: Any, b: Any) -> Any:
+    return lax.bitwise_or(a, b) if aval(a).dtype == dtypes.bool_ else lax.add(a, b)
+
+
+def _logical_and_mul(a: Any, b: Any) -> Any:
+    return lax.bitwise_and(a, b) if aval(a).dtype == dtypes.bool_ else lax.mul(a, b)
+
+
+class _UpdateOp(NamedTuple):
+    scatter: Callable
+    combine: Callable | None  # how a window combines with the updates (None: replace)
+
+
+_UPDATE_OPS = {
+    "set": _UpdateOp(lax.scatter, None),
+    "add": _UpdateOp(lax.scatter_add, _logical_or_add),
+    "subtract": _UpdateOp(lax.scatter_sub, lax.sub),
+    "multiply": _UpdateOp(lax.scatter_mul, _logical_and_mul),
+    "min": _UpdateOp(lax.scatter_min, lax.min),
+    "max": _UpdateOp(lax.scatter_max, lax.max),
+}
+
+
+def _update_slice_starts(shape: tuple, entries: tuple, mode: GatherScatterMode,
+                         wrap_negative: bool) -> tuple[list, list[int]] | None:
+    """(starts, window shape) if the index is one contiguous block that can be written with
+    ``dynamic_update_slice`` with the same result as a scatter, else None."""
+    starts: list = [0] * len(shape)
+    window = list(shape)
+    for e in entries:
+        if isinstance(e, _Slice):
+            if e.step != 1 and e.size > 1:
+                return None
+            starts[e.dim], window[e.dim] = e.start, e.size
+        elif isinstance(e, _Int):
+            i = int(_normalize(e.index, shape[e.dim], wrap_negative))
+            if not 0 <= i < shape[e.dim]:
+                return None  # a scatter drops it; dynamic_update_slice would clamp it
+            starts[e.dim], window[e.dim] = i, 1
+        elif isinstance(e, _DynamicInt):
+            if mode == GatherScatterMode.FILL_OR_DROP:
+                return None
+            starts[e.dim], window[e.dim] = _normalize(e.index, shape[e.dim], wrap_negative), 1
+        elif not isinstance(e, _NewAxis):
+            return None
+    return starts, window
+
+
+def _scatter_update(x: Any, index: Any, values: Any, op: str, *, mode: Any = None, wrap_negative: bool = True,
+                    indices_are_sorted: bool = False, unique_indices: bool = False) -> Any:
+    """``x`` with ``x[index] op= values``; ``values`` broadcast to ``x[index]``'s shape.
+
+    As in JAX, the update happens in the promoted dtype of ``x`` and ``values``, and the result is
+    cast back to ``x``'s dtype (so ``int_x.at[i].add(0.6)`` twice adds 1, not 0).
+    """
+    x = ensure_array(x)
+    x_aval = aval(x)
+    parsed = _parse_index(x_aval.shape, index)
+    mode = GatherScatterMode.from_any(mode)
+    update = _UPDATE_OPS[op]
+    promoted, values = promote_dtypes(x, values)
+    block = _update_slice_starts(x_aval.shape, parsed.entries, mode, wrap_negative)
+    if block is not None:
+        starts, window = block
+        values = lax.reshape(broadcast_to(values, _basic_result_shape(parsed.entries, window)), window)
+        if update.combine is not None:
+            values = update.combine(_read_block(promoted, starts, window), values)
+        out = lax.dynamic_update_slice(promoted, values, starts)
+    else:
+        expanded = _expand_for_scalar_bools(promoted, parsed)
+        plan = _gather_plan(aval(expanded).shape, parsed.entries, wrap_negative)
+        values = broadcast_to(values, plan.result_shape)
+        if 0 in plan.gather_shape:
+            return x
+        out = update.scatter(expanded, plan.indices, lax.reshape(values, plan.gather_shape),
+                             plan.scatter_dimension_numbers, mode=mode, indices_are_sorted=indices_are_sorted,
+                             unique_indices=unique_indices)
+        out = lax.squeeze(out, parsed.scalar_bool_dims) if parsed.scalar_bool_dims else out
+    return lax.convert_element_type(out, x_aval.dtype, x_aval.weak_type)
+
+
+def _basic_result_shape(entries: tuple, window: list[int]) -> tuple[int, ...]:
+    """The shape of ``x[index]`` for a basic index, given each operand dimension's window size."""
+    return tuple(1 if isinstance(e, _NewAxis) else window[e.dim] for e in entries
+                 if not isinstance(e, (_Int, _DynamicInt)))
+
+
+def _read_block(x: Any, starts: list, window: list[int]) -> Any:
+    if any(isinstance(s, Tracer) for s in starts):
+        return lax.dynamic_slice(x, starts, window)
+    return lax.slice(x, starts, [s + w for s, w in zip(starts, window)])
+
+
+def _update_method(op: str, doc: str) -> Callable:
+    def method(self: "IndexUpdateRef", values: Any, *, indices_are_sorted: bool = False,
+               unique_indices: bool = False, mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        return _scatter_update(self.array, self.index, values, op, mode=mode, wrap_negative=wrap_negative_indices,
+                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+    method.__name__ = op
+    method.__doc__ = doc
+    return method
+
+
+class IndexUpdateRef:
+    """``x.at[index]``: methods return a copy of ``x`` updated at ``index`` (pure ``x[index] op= v``).
+
+    Every method takes ``mode`` ('clip', 'drop'/'fill', 'promise_in_bounds'; updates default to
+    dropping out-of-bounds indices, ``get`` to clamping), ``indices_are_sorted`` and
+    ``unique_indices`` (hints) and ``wrap_negative_indices``.
+    """
+
+    __slots__ = ("array", "index")
+
+    def __init__(self, array: Any, index: Any) -> None:
+        self.array = array
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
+            fill_value: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index]``; with ``mode='fill'`` out-of-bounds reads give ``fill_value`` (default NaN / extreme)."""
+        return _take(self.array, self.index, mode=mode, fill_value=fill_value, wrap_negative=wrap_negative_indices,
+                     indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+    set = _update_method("set", "``x[index] = values`` (with repeated indices, one of the values wins).")
+    add = _update_method("add", "``x[index] += values``; repeated indices accumulate.")
+    subtract = _update_method("subtract", "``x[index] -= values``; repeated indices accumulate.")
+    multiply = mul = _update_method("multiply", "``x[index] *= values``; repeated indices accumulate.")
+    min = _update_method("min", "``x[index] = minimum(x[index], values)``.")
+    max = _update_method("max", "``x[index] = maximum(x[index], values)``.")
+
+    def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+               mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index] /= values``, as JAX computes it: ``x / ones_like(x).at[index].multiply(values)``
+        (so repeated indices divide repeatedly, and integer arrays become floating)."""
+        from ember.numpy.ufuncs import true_divide
+
+        divisors = IndexUpdateRef(_filled(aval(self.array), 1), self.index).multiply(
+            values, mode=mode, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+            wrap_negative_indices=wrap_negative_indices)
+        return true_divide(self.array, divisors)
+
+    def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index] **= values``, as JAX computes it: ``x ** ones_like(x).at[index].multiply(values)``."""
+        from ember.numpy.ufuncs import power
+
+        exponents = IndexUpdateRef(_filled(aval(self.array), 1), self.index).multiply(
+            values, mode=mode, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+            wrap_negative_indices=wrap_negative_indices)
+        return power(self.array, exponents)
+
+    def apply(self, func: Callable[[Any], Any], *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index] = func(x[index])`` for an elementwise ``func``. Unlike JAX, a repeated index gets
+        ``func`` applied once, not once per repetition."""
+        current = self.get(mode="clip", wrap_negative_indices=wrap_negative_indices)
+        return self.set(func(current), mode=mode, indices_are_sorted=indices_are_sorted,
+                        unique_indices=unique_indices, wrap_negative_indices=wrap_negative_indices)
+
+
+class IndexUpdateHelper:
+    """``x.at``: index it (``x.at[index]``) to get the update methods."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __getitem__(self, index: Any) -> IndexUpdateRef:
+        return IndexUpdateRef(self.array, index)
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateHelper({self.array!r})"
+
+
+# --- jnp index functions ------------------------------------------------------------------------------
+def _ravel(x: Any) -> Any:
+    """Flatten. A concrete array stays concrete (under jit, lax would stage it), so functions
+    whose result shape depends on values (nonzero, compress) still accept it."""
+    x = ensure_array(x)
+    if isinstance(x, Tracer):
+        return lax.reshape(x, (x.size,))
+    return Array(np.ravel(x), x.aval._replace(shape=(x.size,)))
+
+
+def _integer_array(x: Any, what: str) -> Any:
+    x = ensure_array(x)
+    if x.dtype not in dtypes.INTEGER:
+        raise TypeError(f"{what} must be an integer array, got dtype {x.dtype}")
+    return x
+
+
+def _concrete(x: Any, message: str) -> np.ndarray:
+    if isinstance(x, Tracer):
+        raise x._trace.concretization_error(x, message, errors.ConcretizationTypeError)
+    return np.asarray(x)
+
+
+def _take_mode(mode: str | None) -> tuple[GatherScatterMode, bool]:
+    """jnp.take's mode: (gather mode, whether negative indices wrap)."""
+    if mode is None or mode == "fill":
+        return GatherScatterMode.FILL_OR_DROP, True
+    if mode == "clip":
+        return GatherScatterMode.CLIP, False
+    if mode == "wrap":
+        return GatherScatterMode.PROMISE_IN_BOUNDS, False
+    if mode == "raise":
+        raise NotImplementedError("The 'raise' mode to jnp.take is not supported (it would need a runtime "
+                                  "check); use mode='fill', 'clip' or 'wrap'.")
+    raise ValueError(f"Invalid mode {mode!r} for jnp.take; expected 'fill', 'clip', 'wrap' or None")
+
+
+def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
+         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
+    """Elements of ``a`` at ``indices`` along ``axis`` (``a`` flattened if None).
+
+    By default (``mode='fill'``) out-of-bounds indices give ``fill_value`` (NaN for floats);
+    ``'clip'`` clamps and ``'wrap'`` wraps around.
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    a = ensure_array(a)
+    indices = _integer_array(indices, "jnp.take indices")
+    if axis is None:
+        a, axis = _ravel(a), 0
+    axis = canonical_axes(axis, a.ndim)[0]
+    n = a.shape[axis]
+    out_shape = a.shape[:axis] + indices.shape + a.shape[axis + 1:]
+    gather_mode, wrap_negative = _take_mode(mode)
+    if n == 0 and indices.size:
+        raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
+    if 0 in out_shape:
+        return _filled(aval(a)._replace(shape=out_shape), 0)
+    if mode == "wrap":
+        from ember.numpy.ufuncs import remainder
+
+        indices = remainder(indices, n)
+    index = tuple(slice(None) for _ in range(axis)) + (indices,)
+    return _take(a, index, mode=gather_mode, fill_value=fill_value, wrap_negative=wrap_negative,
+                 indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+
+def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None = None,
+                    fill_value: Any = None) -> Any:
+    """``arr`` indexed along ``axis`` by ``indices`` of the same rank (other dimensions broadcast),
+    e.g. with the result of ``argsort``. Out-of-bounds indices give ``fill_value`` unless ``mode='clip'``."""
+    arr = ensure_array(arr)
+    indices = _integer_array(indices, "take_along_axis indices")
+    if axis is None:
+        if indices.ndim != 1:
+            raise ValueError(f"when axis=None, indices must have a single dimension, got shape {indices.shape}")
+        arr, axis = _ravel(arr), 0
+    if arr.ndim != indices.ndim:
+        raise ValueError(f"indices and arr must have the same number of dimensions; {indices.ndim} vs. {arr.ndim}")
+    axis = canonical_axes(axis, arr.ndim)[0]
+    gather_mode = GatherScatterMode.from_any("fill" if mode is None else mode)
+    try:
+        batch_shape = broadcast_shapes(*(tuple(s for d, s in enumerate(x.shape) if d != axis) for x in (arr, indices)))
+    except TypeError:
+        raise ValueError(f"take_along_axis: indices of shape {indices.shape} do not broadcast with arr of shape "
+                         f"{arr.shape} outside axis {axis}") from None
+    out_shape = batch_shape[:axis] + (indices.shape[axis],) + batch_shape[axis:]
+    if 0 in out_shape:
+        return _filled(aval(arr)._replace(shape=out_shape), 0)
+    _check_nonempty_axis(arr.shape[axis], axis)
+    arr = broadcast_to(arr, batch_shape[:axis] + (arr.shape[axis],) + batch_shape[axis:])
+    indices = _normalize(broadcast_to(indices, out_shape), arr.shape[axis],
+                         gather_mode != GatherScatterMode.PROMISE_IN_BOUNDS)
+    batch_dims = tuple(d for d in range(arr.ndim) if d != axis)
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
+                                   operand_batching_dims=batch_dims, start_indices_batching_dims=batch_dims)
+    return lax.gather(arr, lax.expand_dims(ensure_array(indices), (arr.ndim,)), dnums, (1,) * arr.ndim,
+                      mode=gather_mode, fill_value=fill_value)
+
+
+def _inclusive_cumsum(x: Any) -> Any:
+    """Prefix sums of a 1-D array by doubling (log2(n) shifted adds)."""
+    n = aval(x).shape[0]
+    shift = 1
+    while shift < n:
+        x = lax.add(x, lax.pad(lax.slice(x, (0,), (n - shift,)), 0, ((shift, 0, 0),)))
+        shift *= 2
+    return x
+
+
+def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
+    """Indices of the nonzero elements, one array per dimension.
+
+    The result's length depends on the values, so a traced ``a`` needs a static ``size``: the first
+    ``size`` indices are returned, padded with ``fill_value`` (default 0).
+    """
+    a = ensure_array(a)
+    if a.ndim == 0:
+        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use jnp.atleast_1d(scalar).nonzero() "
+                         "instead.")
+    if size is None:
+        value = _concrete(a, "jnp.nonzero without size= (the number of nonzero elements must be known while "
+                             "tracing: pass size=N, and fill_value= for the padding)")
+        return tuple(asarray(i, _index_dtype()) for i in np.nonzero(value))
+    size = operator.index(size)
+    int_dtype = _index_dtype()
+    if a.size == 0 or size == 0:
+        return tuple(_filled(ShapedArray((size,), int_dtype), 0) for _ in a.shape)
+    mask = _ravel(a if a.dtype == dtypes.bool_ else lax.ne(a, lax.convert_element_type(0, a.dtype)))
+    counts = _inclusive_cumsum(lax.convert_element_type(mask, int_dtype))
+    slots = lax.select(mask, lax.sub(counts, 1), lax.convert_element_type(size, int_dtype))  # size: dropped
+    flat = _scatter_update(_filled(ShapedArray((size,), int_dtype), 0), slots, lax.iota(int_dtype, a.size), "set",
+                           mode="drop", unique_indices=True)
+    strides = np.cumprod((1,) + a.shape[:0:-1])[::-1]
+    out = [lax.rem(lax.div(flat, int(stride)), n) for stride, n in zip(strides, a.shape)]
+    if fill_value is not None:
+        fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * a.ndim
+        if len(fills) != a.ndim or any(np.ndim(f) != 0 for f in fills):
+            raise ValueError(f"fill_value must be a scalar or a tuple of length {a.ndim}; got {fill_value}")
+        total = lax.reshape(lax.slice(counts, (a.size - 1,), (a.size,)), ())
+        padding = lax.ge(lax.iota(int_dtype, size), total)
+        out = [lax.select(padding, lax.convert_element_type(ensure_array(f), int_dtype), o) for f, o in zip(fills, out)]
+    return tuple(out)
+
+
+def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """Indices of the nonzero elements of ``ravel(a)`` (see ``nonzero`` for ``size``)."""
+    return nonzero(_ravel(a), size=size, fill_value=fill_value)[0]
+
+
+def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """Indices of the nonzero elements as rows: shape ``(count, a.ndim)``."""
+    a = ensure_array(a)
+    columns = nonzero(a if a.ndim else _ravel(a), size=size, fill_value=fill_value)
+    count = aval(columns[0]).shape[0]
+    if a.ndim == 0:
+        return _filled(ShapedArray((count, 0), aval(columns[0]).dtype), 0)
+    return lax.concatenate([lax.reshape(c, (count, 1)) for c in columns], 1)
+
+
+def diag_indices(n: int, ndim: int = 2) -> tuple[Any, ...]:
+    """Indices of the main diagonal of an ``(n,) * ndim`` array."""
+    n, ndim = operator.index(n), operator.index(ndim)
+    if n < 0:
+        raise ValueError(f"n argument to diag_indices must be nonnegative, got {n}")
+    if ndim < 0:
+        raise ValueError(f"ndim argument to diag_indices must be nonnegative, got {ndim}")
+    return (lax.iota(_index_dtype(), n),) * ndim
+
+
+def diag_indices_from(arr: Any) -> tuple[Any, ...]:
+    shape = aval(ensure_array(arr)).shape
+    if len(shape) < 2:
+        raise ValueError("input array must be at least 2-d")
+    if len(set(shape)) != 1:
+        raise ValueError(f"All dimensions of input must be of equal length, got shape {shape}")
+    return diag_indices(shape[0], len(shape))
+
+
+def _static_indices(values: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
+    return tuple(asarray(v.astype(_index_dtype())) for v in values)
+
+
+def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
+    """Row and column indices of the lower triangle of an ``(n, m)`` array (static)."""
+    return _static_indices(np.tril_indices(operator.index(n), operator.index(k), m and operator.index(m)))
+
+
+def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
+    """Row and column indices of the upper triangle of an ``(n, m)`` array (static)."""
+    return _static_indices(np.triu_indices(operator.index(n), operator.index(k), m and operator.index(m)))
+
+
+def _shape_2d(arr: Any, name: str) -> tuple[int, int]:
+    shape = aval(ensure_array(arr)).shape
+    if len(shape) != 2:
+        raise ValueError(f"{name}: input array must be 2-d, got shape {shape}")
+    return shape
+
+
+def tril_indices_from(arr: Any, k: int = 0) -> tuple[Any, Any]:
+    n, m = _shape_2d(arr, "tril_indices_from")
+    return tril_indices(n, k, m)
+
+
+def triu_indices_from(arr: Any, k: int = 0) -> tuple[Any, Any]:
+    n, m = _shape_2d(arr, "triu_indices_from")
+    return triu_indices(n, k, m)
+
+
+def ix_(*args: Any) -> tuple[Any, ...]:
+    """Open mesh from 1-D index sequences: ``x[ix_(rows, cols)]`` selects a sub-grid."""
+    out = []
+    for i, a in enumerate(args):
+        a = asarray(a, _index_dtype()) if isinstance(a, (list, tuple)) and not a else ensure_array(a)
+        if a.ndim != 1:
+            raise ValueError(f"Arguments to jnp.ix_ must be 1-dimensional, got shape {a.shape}")
+        if a.dtype == dtypes.bool_:
+            a = nonzero(a)[0]
+        elif a.dtype not in dtypes.INTEGER:
+            raise TypeError(f"Arguments to jnp.ix_ must be integer or boolean, got dtype {a.dtype}")
+        shape = [1] * len(args)
+        shape[i] = a.shape[0]
+        out.append(lax.reshape(a, shape))
+    return tuple(out)
+
+
+def unravel_index(indices: Any, shape: Sequence[int]) -> tuple[Any, ...]:
+    """Flat indices into coordinate arrays for ``shape``. As in JAX, negative indices count from the
+    end and out-of-bounds indices are clamped (NumPy raises)."""
+    from ember.numpy.ufuncs import divmod as _divmod
+
+    indices = _integer_array(indices, "unravel_index indices")
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    coordinates: list[Any] = [0] * len(shape)
+    rest = indices
+    for i in reversed(range(len(shape))):
+        rest, coordinates[i] = _divmod(rest, operator.index(shape[i]))
+    too_high = lax.gt(rest, lax.convert_element_type(0, rest.dtype))
+    too_low = lax.lt(rest, lax.convert_element_type(-1, rest.dtype)) if dtypes.is_signed(rest.dtype) else None
+    out = []
+    for n, c in zip(shape, coordinates):
+        c = lax.select(too_high, lax.convert_element_type(n - 1, c.dtype), c)
+        out.append(c if too_low is None else lax.select(too_low, lax.convert_element_type(0, c.dtype), c))
+    return tuple(out)
+
+
+def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise",
+                      order: str = "C") -> Any:
+    """Coordinate arrays into flat indices for an array of shape ``dims``. ``mode='raise'`` needs
+    concrete indices (it checks bounds now); 'clip' and 'wrap' work under jit."""
+    from ember.numpy.ufuncs import add, clip, multiply, remainder
+
+    if len(multi_index) != len(dims):
+        raise ValueError(f"ravel_multi_index: {len(multi_index)} index arrays for {len(dims)} dimensions")
+    dims = tuple(operator.index(d) for d in dims)
+    arrays = [_integer_array(i, "ravel_multi_index indices") for i in multi_index]
+    if mode == "raise":
+        for i, n in zip(arrays, dims):
+            value = _concrete(i, "ravel_multi_index with mode='raise' (use mode='clip' or 'wrap' under jit)")
+            if np.any((value < 0) | (value >= n)):
+                raise ValueError("invalid entry in coordinates array")
+    elif mode == "clip":
+        arrays = [clip(i, 0, n - 1) for i, n in zip(arrays, dims)]
+    elif mode == "wrap":
+        arrays = [remainder(i, n) for i, n in zip(arrays, dims)]
+    else:
+        raise ValueError(f"invalid mode={mode!r}; expected 'raise', 'wrap' or 'clip'")
+    if order not in ("C", "F"):
+        raise ValueError(f"invalid order={order!r}; expected 'C' or 'F'")
+    strides = np.cumprod((1,) + (dims[1:][::-1] if order == "C" else dims[:-1]))
+    strides = strides[::-1] if order == "C" else strides
+    out_dtype = dtypes.result_type(int, *arrays)
+    result = lax.convert_element_type(0, out_dtype)
+    for i, stride in zip(arrays, strides):
+        result = add(result, multiply(lax.convert_element_type(i, out_dtype), int(stride)))
+    return result
+
+
+def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
+    """Elementwise: the choice of the first true condition, else ``default``."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(f"condlist must have length equal to choicelist ({len(condlist)} vs {len(choicelist)})")
+    if not condlist:
+        raise ValueError("condlist must be non-empty")
+    conditions = [ensure_array(c) for c in condlist]
+    conditions = [c if c.dtype == dtypes.bool_ else lax.ne(c, lax.convert_element_type(0, c.dtype))
+                  for c in conditions]
+    default, *choices = promote_dtypes(default, *choicelist)
+    shape = broadcast_shapes(*(aval(v).shape for v in (*conditions, default, *choices)))
+    result = broadcast_to(default, shape)
+    for condition, choice in reversed(list(zip(conditions, choices))):
+        result = lax.select(broadcast_to(condition, shape), broadcast_to(choice, shape), result)
+    return result
+
+
+def choose(a: Any, choices: Sequence[Any], out: None = None, mode: str = "raise") -> Any:
+    """``choices[a[i]][i]`` elementwise (all broadcast together)."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
+    a = ensure_array(a)
+    if a.dtype not in dtypes.INTEGER:
+        raise ValueError("`a` array must be integer typed")
+    choices = list(choices)
+    n = len(choices)
+    if mode == "raise":
+        value = _concrete(a, "jnp.choose with mode='raise' (use mode='wrap' or mode='clip' under jit)")
+        if np.any((value < 0) | (value >= n)):
+            raise ValueError("invalid entry in choice array")
+    elif mode == "wrap":
+        from ember.numpy.ufuncs import remainder
+
+        a = remainder(a, n)
+    elif mode == "clip":
+        a = lax.clamp(lax.convert_element_type(0, a.dtype), a, lax.convert_element_type(n - 1, a.dtype))
+    else:
+        raise ValueError(f"mode={mode!r} not understood. Must be 'raise', 'wrap', or 'clip'")
+    choices = promote_dtypes(*choices) if n > 1 else [ensure_array(choices[0])]
+    shape = broadcast_shapes(a.shape, *(aval(c).shape for c in choices))
+    return lax.select_n(broadcast_to(a, shape), *(broadcast_to(c, shape) for c in choices))
+
+
+def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | None = None, fill_value: Any = 0,
+             out: None = None) -> Any:
+    """The slices of ``a`` along ``axis`` where ``condition`` is true. Without ``size`` the condition
+    must be concrete; with it the result has ``size`` slices, padded with ``fill_value``."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
+    condition = ensure_array(condition)
+    if condition.ndim != 1:
+        raise ValueError(f"condition must be a 1D array, got shape {condition.shape}")
+    a = ensure_array(a)
+    if axis is None:
+        a, axis = _ravel(a), 0
+    axis = canonical_axes(axis, a.ndim)[0]
+    n = a.shape[axis]
+    if size is None:
+        value = _concrete(condition, "jnp.compress without size= (the result's length must be known while "
+                                     "tracing)").astype(bool)
+        if value[n:].any():
+            raise ValueError("condition contains entries that are out of bounds")
+        return take(a, np.nonzero(value[:n])[0], axis=axis)
+    if not 0 <= size <= n:
+        raise ValueError(f"size must be positive and not greater than the size of the array axis; got size={size} "
+                         f"for a.shape[axis]={n}")
+    selected = nonzero(condition[:n], size=size, fill_value=n)[0]
+    return take(a, selected, axis=axis, mode="fill", fill_value=fill_value)
+
+
+def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:
+    """The elements of ``arr`` where ``condition`` is true (both flattened); see ``compress``."""
+    return compress(_ravel(condition), _ravel(arr), size=size, fill_value=fill_value)
