@@ -21,12 +21,14 @@ _DEFAULTS: dict[str, Any] = {
     "check_ir": False,
     # Where the persistent compile cache lives.
     "cache_dir": os.environ.get("EMBER_CACHE_DIR", ""),
+    # Compiler passes to skip, by name (see ember.compiler.pipeline.PIPELINE).
+    "disabled_passes": (),
     # Which backend runs jitted programs.
     "backend": os.environ.get("EMBER_BACKEND", "reference"),
 }
 
 # Flags whose value changes the compiled result, hence part of the cache key.
-CODEGEN_FLAGS = ("enable_x64", "debug_nans", "backend")
+CODEGEN_FLAGS = ("enable_x64", "debug_nans", "backend", "disabled_passes")
 
 
 class _Config:

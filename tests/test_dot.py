@@ -256,6 +256,7 @@ def test_preferred_element_type(rng):
     assert jnp.dot(2, jnp.ones(3, np.int8), preferred_element_type=np.int32).dtype == np.int32
 
 
+@pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors:DeprecationWarning")  # NumPy's, in the oracle
 def test_vdot_inner_outer_tensordot_vecdot_kron_cross(rng):
     a, b = rand(rng, (2, 3, 4)), rand(rng, (3, 4, 5))
     tol = contraction_tol(12)

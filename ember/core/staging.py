@@ -164,6 +164,8 @@ def consts_as_inputs(programs: Sequence[ClosedJaxpr]) -> tuple[list[ClosedJaxpr]
             if id(x) not in const_avals:
                 const_avals[id(x)] = v.aval
                 consts.append(x)
+    if not consts:  # unchanged: calls of one cached body keep sharing it (CSE compares bodies by identity)
+        return list(programs), consts
     opened = []
     for p in programs:
         own = {id(x): v for x, v in zip(p.consts, p.jaxpr.constvars)}

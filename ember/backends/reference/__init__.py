@@ -38,7 +38,8 @@ def apply_primitive(p: Primitive, args: Sequence[Any], params: dict) -> Any:
 
     avals = [aval_of_value(a) for a in args]
     out = abstract_eval_rules[p](*avals, **params)
-    vals = impl_rules[p](*(to_numpy(x, a) for x, a in zip(args, avals)), **params)
+    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
+        vals = impl_rules[p](*(to_numpy(x, a) for x, a in zip(args, avals)), **params)
     if p.multiple_results:
         return [Array(_as_type(v, o), o) for v, o in zip(vals, out)]
     return Array(_as_type(vals, out), out)
@@ -66,13 +67,14 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[np.ndarr
         env[id(v)] = to_numpy(x, v.aval)
     for v, x in zip(jaxpr.invars, args):
         env[id(v)] = x
-    for eqn in jaxpr.eqns:
-        outs = impl_rules[eqn.primitive](*map(read, eqn.invars), **eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = (outs,)
-        for v, o in zip(eqn.outvars, outs):
-            o = np.asarray(o)
-            env[id(v)] = o if o.dtype == v.aval.dtype else o.astype(v.aval.dtype)
+    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
+        for eqn in jaxpr.eqns:
+            outs = impl_rules[eqn.primitive](*map(read, eqn.invars), **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = (outs,)
+            for v, o in zip(eqn.outvars, outs):
+                o = np.asarray(o)
+                env[id(v)] = o if o.dtype == v.aval.dtype else o.astype(v.aval.dtype)
     return [_as_type(read(a), a.aval) for a in jaxpr.outvars]
 
 
@@ -92,3 +94,6 @@ def eval_closed(closed: ClosedJaxpr, *args: Any) -> list[np.ndarray]:
 from ember.backends.reference import (  # noqa: E402,F401  (register rules)
     control_flow, dot, elementwise, indexing, reductions, shapes,
 )
+from ember.compiler.fusion import fusion_p  # noqa: E402  (after impl_rules: the compiler reads it)
+
+impl_rules[fusion_p] = _call  # a fused kernel runs as its sub-program

@@ -1,0 +1,137 @@
+"""The fusion pass: group elementwise, index-remapping and reduction equations into kernels.
+
+A kernel is one equation of the higher-order primitive ``fusion`` whose
+``jaxpr`` param holds the grouped equations. Its type is the sub-program's
+output type, so the printer, the type checker and the reference interpreter
+need nothing special; a native backend compiles each kernel into one loop
+nest that computes every element of the kernel's single output by index
+arithmetic (no temporaries for the equations inside).
+
+Grouping is producer-into-consumer, walking the program backwards: an
+equation joins the kernel of its users when *all* of its users are in that
+one kernel (so nothing is computed twice at the same index and no cycle can
+form). Two cases keep a producer out although its users agree:
+
+* it is a program output (kernels have one output: the root's);
+* it would be evaluated under a broadcast that re-reads each element many
+  times from an inner loop (``(1024,) -> (4096, 1024)``): there a reduction
+  or an expensive operation would be recomputed per reuse, so it is
+  materialized instead. Broadcasts that only add trailing dimensions (row-wise
+  patterns such as softmax) are free, because the backend hoists a value out
+  of the loops it does not depend on.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
+from ember.core.avals import ShapedArray
+from ember.lax import elementwise as ew
+from ember.lax import reductions
+from ember.lax.shapes import INDEX_REMAPPING, broadcast_in_dim_p, iota_p
+
+fusion_p = Primitive("fusion", multiple_results=True)
+higher_order.add(fusion_p)
+
+
+def _fusion_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[ShapedArray]:
+    expected = jaxpr.in_avals
+    if [a.strip_weak_type() for a in avals] != [e.strip_weak_type() for e in expected]:
+        raise TypeError(f"fusion {name}: operands typed {list(avals)}, but its program takes {expected}")
+    return jaxpr.out_avals
+
+
+abstract_eval_rules[fusion_p] = _fusion_rule
+
+# Cheap enough to recompute for every reuse under a broadcast.
+_CHEAP = {ew.neg_p, ew.abs_p, ew.add_p, ew.sub_p, ew.mul_p, ew.max_p, ew.min_p, ew.select_n_p, ew.clamp_p,
+          ew.convert_element_type_p, ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p, ew.and_p, ew.or_p,
+          ew.xor_p, ew.not_p, ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, iota_p} | INDEX_REMAPPING
+
+FUSIBLE: set[Primitive] = (ew.ELEMENTWISE - {ew.bitcast_convert_type_p}) | INDEX_REMAPPING | {iota_p} | set(
+    reductions.REDUCTIONS)
+
+
+def default_can_fuse(eqn: Eqn) -> bool:
+    return eqn.primitive in FUSIBLE
+
+
+def _reuses_elements(eqn: Eqn) -> bool:
+    """A broadcast that re-reads operand elements from an inner loop: one that expands a
+    dimension lying before a dimension it keeps. Expanding only trailing dimensions (a row
+    value spread over its row) reads each element within one iteration of the outer loops."""
+    if eqn.primitive is not broadcast_in_dim_p:
+        return False
+    operand, out_shape = eqn.invars[0].aval, eqn.params["shape"]
+    kept = {d for i, d in enumerate(eqn.params["broadcast_dimensions"])
+            if operand.shape[i] == out_shape[d]}
+    expanded = [d for d in range(len(out_shape)) if d not in kept and out_shape[d] != 1]
+    return bool(expanded) and any(d > expanded[0] and out_shape[d] != 1 for d in kept)
+
+
+def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse) -> ClosedJaxpr:
+    """``closed`` with its fusible equations grouped into ``fusion`` equations."""
+    jaxpr = closed.jaxpr
+    eqns = jaxpr.eqns
+    users: dict[int, list[int]] = {}
+    for i, eqn in enumerate(eqns):
+        for a in eqn.invars:
+            if isinstance(a, Var):
+                users.setdefault(id(a), []).append(i)
+    outputs = {id(a) for a in jaxpr.outvars if isinstance(a, Var)}
+
+    group_of: list[int | None] = [None] * len(eqns)  # group id = index of its root equation
+    replicated = [False] * len(eqns)  # evaluated many times per element, under a reusing broadcast
+    for i in reversed(range(len(eqns))):
+        eqn = eqns[i]
+        if not can_fuse(eqn):
+            continue
+        group_of[i] = i
+        out = eqn.outvars[0]
+        uses = users.get(id(out), [])
+        if id(out) in outputs or not uses:
+            continue
+        groups = {group_of[u] for u in uses}
+        if len(groups) != 1 or None in groups:
+            continue
+        under_broadcast = any(replicated[u] or _reuses_elements(eqns[u]) for u in uses)
+        if under_broadcast and eqn.primitive not in _CHEAP:
+            continue
+        group_of[i] = groups.pop()
+        replicated[i] = under_broadcast
+
+    members: dict[int, list[int]] = {}
+    for i, g in enumerate(group_of):
+        if g is not None:
+            members.setdefault(g, []).append(i)
+    new_eqns = []
+    for i, eqn in enumerate(eqns):
+        g = group_of[i]
+        if g is None:
+            new_eqns.append(eqn)
+        elif g == i:
+            new_eqns.append(_kernel_eqn([eqns[k] for k in members[g]], len(new_eqns)))
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, new_eqns, jaxpr.outvars), closed.consts)
+
+
+def _kernel_eqn(group: list[Eqn], position: int) -> Eqn:
+    """One ``fusion`` equation computing the last equation's output from the group."""
+    defined = {id(v) for e in group for v in e.outvars}
+    inputs: list[Var] = []
+    seen: set[int] = set()
+    for e in group:
+        for a in e.invars:
+            if isinstance(a, Var) and id(a) not in defined and id(a) not in seen:
+                seen.add(id(a))
+                inputs.append(a)
+    root = group[-1]
+    # The sub-program gets its own input and output variables: each Var is bound once.
+    fresh = {id(v): Var(v.aval) for v in inputs}
+    body = [e.replace(invars=[fresh.get(id(a), a) if isinstance(a, Var) else a for a in e.invars])
+            for e in group]
+    body[-1] = body[-1].replace(outvars=[Var(v.aval) for v in root.outvars])
+    sub = Jaxpr([], [fresh[id(v)] for v in inputs], body, list(body[-1].outvars))
+    name = "_".join(dict.fromkeys(e.primitive.name for e in group))[:40]
+    return Eqn(fusion_p, inputs, {"jaxpr": ClosedJaxpr(sub, []), "name": f"{name}_{position}"},
+               list(root.outvars))
