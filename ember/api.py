@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
-import threading
 import time
-import weakref
-from collections import OrderedDict
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+import warnings
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -28,6 +25,7 @@ from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, is_tracing
 from ember.core.verify import check_jaxpr
+from ember.runtime.cache import CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
 
 
 # --- static arguments -------------------------------------------------------------------
@@ -123,45 +121,6 @@ def _check_leaf(x: Any, where: str) -> Any:
                     "pass other values as static arguments (static_argnums / static_argnames).")
 
 
-# --- the cache --------------------------------------------------------------------------
-class CacheInfo(NamedTuple):
-    hits: int
-    misses: int
-    traces: int
-    currsize: int
-
-
-class _Entry(NamedTuple):
-    closed: ClosedJaxpr
-    out_tree: tree_util.PyTreeDef
-    executable: Any  # None until first run (nested uses only need the jaxpr)
-
-
-class _FunctionCache:
-    """Traced and compiled entries of one function under one set of jit options.
-
-    Shared by every ``jit`` wrapper of the same function object, so that
-    ``jit(f)`` written inside a loop finds what an earlier wrapper compiled.
-    """
-
-    def __init__(self) -> None:
-        self.entries: OrderedDict = OrderedDict()
-        self.lock = threading.RLock()
-        self.hits = self.misses = self.traces = 0
-
-
-# function -> {jit options -> _FunctionCache}; entries go away with the function.
-_function_caches: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
-
-
-def _cache_for(fun: Callable, options: tuple) -> _FunctionCache:
-    try:
-        per_options = _function_caches.setdefault(fun, {})
-    except TypeError:  # not weak-referenceable (e.g. some builtins): a private cache
-        return _FunctionCache()
-    return per_options.setdefault(options, _FunctionCache())
-
-
 class JitFunction:
     """The result of ``jit(f)``: call it like ``f``; it traces once per signature."""
 
@@ -172,7 +131,7 @@ class JitFunction:
         self.donate_argnums = tuple(donate_argnums)
         self.inline = inline
         options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)))
-        self._cache = _cache_for(fun, options)
+        self._cache = cache_for(fun, options)
         functools.update_wrapper(self, fun)
 
     # Methods: ``jit`` on a method accesses the bound instance like a function would.
@@ -189,10 +148,10 @@ class JitFunction:
             outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
                               name=self._sig.fun_name)
         else:
-            outs = entry.executable(*leaves)
+            outs = entry.get_executable(self._cache, self._sig.fun_name)(*leaves)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
-    def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> _Entry:
+    def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> Entry:
         try:
             avals = tuple(map(aval_of_value, leaves))
         except TypeError:
@@ -200,37 +159,48 @@ class JitFunction:
             for name, x in zip(names, leaves):
                 _check_leaf(x, f"argument `{name}` of {self._sig.fun_name}")
             raise
-        key = (in_tree, avals, statics, config.codegen_key())
+        key = CacheKey(in_tree, avals, statics, config.codegen_key())
         cache = self._cache
-        with cache.lock:
-            entry = cache.entries.get(key)
-            if entry is not None:
-                cache.hits += 1
-                cache.entries.move_to_end(key)
-                return entry
-            cache.misses += 1
-        entry = self._trace_and_compile(avals, in_tree, statics, args, kwargs)
+        entry, claim = cache.lookup_or_claim(key)
+        if entry is not None:
+            return entry
+        try:
+            arg_names = self._sig.arg_names(args, kwargs)
+            if config.explain_cache_misses:
+                logger.warning("ember: cache miss for %s: %s", self._sig.fun_name,
+                               explain_miss(key, list(cache.entries), arg_names, self._sig.positional))
+            entry = self._trace(avals, in_tree, statics, arg_names)
+        except BaseException:
+            cache.store(key, None, claim)
+            raise
         # A program closing over another trace's values is only valid inside that trace.
-        if not any(isinstance(c, Tracer) for c in entry.closed.consts):
-            with cache.lock:
-                cache.entries[key] = entry
+        cacheable = not any(isinstance(c, Tracer) for c in entry.closed.consts)
+        cache.store(key, entry if cacheable else None, claim)
+        self._warn_if_retracing_often(key, arg_names)
         return entry
 
-    def _trace_and_compile(self, avals: tuple, in_tree: Any, statics: tuple, args: tuple,
-                           kwargs: dict) -> _Entry:
+    def _trace(self, avals: tuple, in_tree: Any, statics: tuple, arg_names: list[str]) -> Entry:
         start = time.perf_counter()
-        closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs))
-        traced = time.perf_counter()
-        executable = None
-        if not is_tracing():
-            from ember.backends import compile_jaxpr
-
-            executable = compile_jaxpr(closed, name=self._sig.fun_name)
+        closed, out_tree = self.trace(avals, in_tree, statics, arg_names)
         if config.log_compiles:
-            print(f"ember: traced {self._sig.fun_name} for {_format_avals(avals)} in "
-                  f"{(traced - start) * 1e3:.1f} ms; compiled in {(time.perf_counter() - traced) * 1e3:.1f} ms",
-                  file=sys.stderr)
-        return _Entry(closed, out_tree, executable)
+            logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
+                           (time.perf_counter() - start) * 1e3)
+        return Entry(closed, out_tree)
+
+    def _warn_if_retracing_often(self, key: CacheKey, arg_names: list[str]) -> None:
+        cache = self._cache
+        threshold = int(config.retrace_warning_threshold)
+        if not threshold or cache.traces < threshold or cache.warned_about_retraces:
+            return
+        cache.warned_about_retraces = True
+        others = [k for k in cache.entries if k != key]
+        warnings.warn(
+            f"ember.jit: `{self._sig.fun_name}` has been traced {cache.traces} times. The latest retrace: "
+            f"{explain_miss(key, others, arg_names, self._sig.positional)}. Each new shape, dtype or static value "
+            "traces and compiles again. Fix: keep shapes fixed (pad inputs to a few sizes), pass values that vary "
+            "as array arguments instead of static ones, and create the jit wrapper once, outside loops. "
+            "Set ember.config.update('explain_cache_misses', True) to see every miss.",
+            RuntimeWarning, stacklevel=4)
 
     def trace(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
               arg_names: Sequence[str]) -> tuple[ClosedJaxpr, Any]:
@@ -253,17 +223,26 @@ class JitFunction:
             check_jaxpr(closed)
         return closed, out_tree_box[0]
 
+    def lower(self, *args: Any, **kwargs: Any) -> "Lowered":
+        """Trace for these arguments without running: ``f.lower(x).compile()(x)`` (ahead of time)."""
+        from ember.runtime.stages import Lowered
+
+        dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        avals = [_abstractify(x, self.fun) for x in leaves]
+        closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs))
+        return Lowered(self, closed, in_tree, out_tree, statics)
+
     # --- introspection --------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
-        c = self._cache
-        return CacheInfo(c.hits, c.misses, c.traces, len(c.entries))
+        """Hits, misses, traces, compiles, compile seconds and current size of this function's cache."""
+        return self._cache.info()
 
     def _cache_size(self) -> int:
         return len(self._cache.entries)
 
     def clear_cache(self) -> None:
-        with self._cache.lock:
-            self._cache.entries.clear()
+        self._cache.clear()
 
     def __repr__(self) -> str:
         return f"<ember.jit of {self.fun!r}>"
@@ -321,7 +300,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
     """``make_jaxpr(f)(*args)`` returns the IR that ``jit(f)`` would compile, for reading."""
     sig = _Signature(fun, _as_tuple(static_argnums), _as_tuple(static_argnames))
     probe = JitFunction(fun, tuple(sig.static_nums), tuple(sig.static_names), (), False, False)
-    probe._cache = _FunctionCache()  # reading the IR does not count as a trace of jit(fun)
+    probe._cache = FunctionCache()  # reading the IR does not count as a trace of jit(fun)
 
     @functools.wraps(fun)
     def make(*args: Any, **kwargs: Any) -> Any:

@@ -19,6 +19,10 @@ _DEFAULTS: dict[str, Any] = {
     "disable_jit": False,
     # Type-check every traced program (the test suite turns this on).
     "check_ir": False,
+    # Most signatures kept per jitted function (least recently used ones are dropped).
+    "jit_cache_max_entries": 1024,
+    # Warn once when a function has been traced this many times (0: never).
+    "retrace_warning_threshold": 32,
     # Where the persistent compile cache lives.
     "cache_dir": os.environ.get("EMBER_CACHE_DIR", ""),
     # Compiler passes to skip, by name (see ember.compiler.pipeline.PIPELINE).

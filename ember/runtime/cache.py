@@ -1,0 +1,181 @@
+"""The in-memory jit cache: traced programs and executables per function and signature.
+
+Keys are ``(input tree, abstract values, static values, codegen config)``.
+Each function's cache is a bounded LRU, shared by every ``jit`` wrapper of
+the same function object, safe for concurrent callers (a signature is traced
+and compiled once even when many threads miss at the same time), and able to
+explain a miss by comparing the new key with the nearest cached one.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, NamedTuple, Sequence
+
+from ember.config import CODEGEN_FLAGS, config
+from ember.core.ir import ClosedJaxpr
+
+logger = logging.getLogger("ember")
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    traces: int
+    compiles: int
+    compile_seconds: float
+    currsize: int
+
+
+class CacheKey(NamedTuple):
+    in_tree: Any
+    avals: tuple
+    statics: tuple
+    codegen: tuple
+
+
+class Entry:
+    """A traced program; its executable is compiled the first time it runs at top level
+    (a signature first seen inside an outer trace only needs the program)."""
+
+    __slots__ = ("closed", "out_tree", "executable", "_lock")
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any) -> None:
+        self.closed = closed
+        self.out_tree = out_tree
+        self.executable = None
+        self._lock = threading.Lock()
+
+    def get_executable(self, cache: "FunctionCache", name: str) -> Any:
+        executable = self.executable
+        if executable is None:
+            with self._lock:
+                if self.executable is None:
+                    from ember.backends import compile_jaxpr
+
+                    start = time.perf_counter()
+                    self.executable = compile_jaxpr(self.closed, name=name)
+                    seconds = time.perf_counter() - start
+                    cache.record_compile(seconds)
+                    if config.log_compiles:
+                        logger.warning("ember: compiled %s in %.1f ms", name, seconds * 1e3)
+                executable = self.executable
+        return executable
+
+
+class FunctionCache:
+    """Entries of one function under one set of jit options."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[CacheKey, Entry] = OrderedDict()
+        self.pending: dict[CacheKey, threading.Event] = {}
+        self.lock = threading.Lock()
+        self.hits = self.misses = self.traces = self.compiles = 0
+        self.compile_seconds = 0.0
+        self.warned_about_retraces = False
+
+    def record_compile(self, seconds: float) -> None:
+        with self.lock:
+            self.compiles += 1
+            self.compile_seconds += seconds
+
+    def lookup_or_claim(self, key: CacheKey) -> tuple[Entry | None, threading.Event | None]:
+        """(entry, None) on a hit; (None, event) if this caller must trace, and set ``event``
+        when done; waits while another thread is tracing the same key."""
+        while True:
+            with self.lock:
+                entry = self.entries.get(key)
+                if entry is not None:
+                    self.hits += 1
+                    self.entries.move_to_end(key)
+                    return entry, None
+                waiting = self.pending.get(key)
+                if waiting is None:
+                    self.misses += 1
+                    event = self.pending[key] = threading.Event()
+                    return None, event
+            waiting.wait()
+
+    def store(self, key: CacheKey, entry: Entry | None, event: threading.Event) -> None:
+        """Publish a traced entry (None: tracing failed or must not be cached) and wake waiters."""
+        with self.lock:
+            if entry is not None:
+                self.entries[key] = entry
+                while len(self.entries) > max(int(config.jit_cache_max_entries), 1):
+                    self.entries.popitem(last=False)
+            del self.pending[key]
+        event.set()
+
+    def info(self) -> CacheInfo:
+        return CacheInfo(self.hits, self.misses, self.traces, self.compiles, self.compile_seconds,
+                         len(self.entries))
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+# function -> {jit options -> FunctionCache}; entries go away with the function.
+_function_caches: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
+_registry_lock = threading.Lock()
+
+
+def cache_for(fun: Callable, options: tuple) -> FunctionCache:
+    with _registry_lock:
+        try:
+            per_options = _function_caches.setdefault(fun, {})
+        except TypeError:  # not weak-referenceable (e.g. some builtins): a private cache
+            return FunctionCache()
+        return per_options.setdefault(options, FunctionCache())
+
+
+def clear_caches() -> None:
+    """Empty every jit cache (traced programs and executables)."""
+    with _registry_lock:
+        caches = [c for per in _function_caches.values() for c in per.values()]
+    for c in caches:
+        c.clear()
+
+
+# --- explanations ------------------------------------------------------------------------
+def explain_miss(key: CacheKey, cached: Sequence[CacheKey], arg_names: Sequence[str],
+                 static_names: Sequence[str]) -> str:
+    """Why ``key`` missed: what differs from the nearest cached signature."""
+    if not cached:
+        return "first call: nothing cached yet for this function"
+    nearest = min(cached, key=lambda old: len(_differences(old, key, arg_names, static_names)))
+    changes = _differences(nearest, key, arg_names, static_names)
+    return "; ".join(changes) if changes else "the cached entry was evicted (the cache is bounded)"
+
+
+def _differences(old: CacheKey, new: CacheKey, arg_names: Sequence[str], static_names: Sequence[str]) -> list[str]:
+    out = []
+    if old.in_tree != new.in_tree:
+        return [f"the argument structure changed: {old.in_tree} -> {new.in_tree}"]
+    for name, a, b in zip(arg_names, old.avals, new.avals):
+        if a == b:
+            continue
+        if a.shape != b.shape:
+            what = "shape"
+        elif a.dtype != b.dtype:
+            what = "dtype"
+        else:
+            what = "weak type"
+        out.append(f"argument `{name}` changed {what}: {a} -> {b}")
+    old_static, new_static = dict(_static_items(old.statics)), dict(_static_items(new.statics))
+    for where in sorted(set(old_static) | set(new_static), key=str):
+        if old_static.get(where, "<absent>") != new_static.get(where, "<absent>"):
+            label = static_names[where] if isinstance(where, int) and where < len(static_names) else where
+            out.append(f"static argument `{label}` changed value: {old_static.get(where, '<absent>')!r} -> "
+                       f"{new_static.get(where, '<absent>')!r}")
+    for flag, a, b in zip(CODEGEN_FLAGS, old.codegen, new.codegen):
+        if a != b:
+            out.append(f"config `{flag}` changed: {a!r} -> {b!r}")
+    return out
+
+
+def _static_items(statics: tuple) -> list[tuple[Any, Any]]:
+    return [(where, value) for _, where, value in statics]

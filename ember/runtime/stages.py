@@ -1,0 +1,93 @@
+"""Ahead-of-time stages, as JAX's: ``jit(f).lower(*args)`` -> ``Lowered`` -> ``.compile()`` -> ``Compiled``.
+
+``Lowered`` holds the traced program for one signature and shows the
+optimized IR (``as_text()``); ``Compiled`` runs like ``f`` on arguments of
+that signature and reports a static cost model (``cost_analysis()``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ember import tree_util
+from ember.core.avals import aval_of_value
+from ember.core.ir import ClosedJaxpr
+
+
+class Lowered:
+    def __init__(self, jitted: Any, closed: ClosedJaxpr, in_tree: Any, out_tree: Any, statics: tuple) -> None:
+        self._jitted = jitted
+        self._closed = closed
+        self._in_tree = in_tree
+        self._out_tree = out_tree
+        self._statics = statics
+
+    @property
+    def in_avals(self) -> list:
+        return self._closed.in_avals
+
+    @property
+    def out_info(self) -> Any:
+        from ember.runtime.array import ShapeDtypeStruct
+
+        return tree_util.tree_unflatten(self._out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                                         for a in self._closed.out_avals])
+
+    def jaxpr(self) -> ClosedJaxpr:
+        """The program as traced, before optimization."""
+        return self._closed
+
+    def optimized(self) -> ClosedJaxpr:
+        from ember.compiler import optimize
+
+        return optimize(self._closed)
+
+    def as_text(self, dialect: str | None = None) -> str:
+        """The optimized IR; ``dialect="llvm"`` gives the native backend's LLVM IR."""
+        if dialect in (None, "ir", "jaxpr"):
+            return str(self.optimized())
+        if dialect == "llvm":
+            return self.compile().as_text("llvm")
+        raise ValueError(f"unknown dialect {dialect!r}: use None (the IR) or 'llvm'")
+
+    def compile(self) -> "Compiled":
+        from ember.backends import compile_jaxpr
+
+        return Compiled(self, compile_jaxpr(self._closed, name=self._jitted.__name__))
+
+    def cost_analysis(self) -> dict[str, float]:
+        from ember.compiler.cost import cost_analysis
+
+        return cost_analysis(self.optimized())
+
+
+class Compiled:
+    def __init__(self, lowered: Lowered, executable: Any) -> None:
+        self._lowered = lowered
+        self._executable = executable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        lowered = self._lowered
+        dyn_args, dyn_kwargs, statics = lowered._jitted._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        avals = [aval_of_value(x) for x in leaves]
+        if in_tree != lowered._in_tree or statics != lowered._statics or avals != lowered.in_avals:
+            got = ", ".join(a.str_short() for a in avals)
+            want = ", ".join(a.str_short() for a in lowered.in_avals)
+            raise TypeError(f"this compiled function was lowered for arguments ({want}) with static values "
+                            f"{[v for *_, v in lowered._statics]}, but was called with ({got}) and "
+                            f"{[v for *_, v in statics]}. Lower and compile again for the new signature, "
+                            "or call the jitted function, which compiles as needed.")
+        return tree_util.tree_unflatten(lowered._out_tree, self._executable(*leaves))
+
+    def as_text(self, dialect: str | None = None) -> str:
+        if dialect == "llvm":
+            text = getattr(self._executable, "llvm_ir", None)
+            if text is None:
+                raise ValueError("this executable has no LLVM IR (it runs on the reference backend); "
+                                 "use ember.config.update('backend', 'cpu')")
+            return text() if callable(text) else text
+        return self._lowered.as_text(dialect)
+
+    def cost_analysis(self) -> dict[str, float]:
+        """Static estimate: ``flops``, ``transcendentals`` and ``bytes accessed``."""
+        return self._lowered.cost_analysis()

@@ -1,0 +1,160 @@
+"""The jit cache: explanations, logging, retrace warnings, bounds, threads, AOT stages."""
+import logging
+import threading
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+
+
+def test_explain_cache_misses_names_the_argument_and_the_change(caplog):
+    def f(x, y, n):
+        return x * n + y
+
+    jf = ember.jit(f, static_argnames="n")
+    with ember.config.override(explain_cache_misses=True), caplog.at_level(logging.WARNING, logger="ember"):
+        jf(jnp.ones(10), jnp.ones(10), n=2)
+        jf(jnp.ones(20), jnp.ones(20), n=2)
+        jf(jnp.ones(20, jnp.int32), jnp.ones(20), n=2)
+        jf(jnp.ones(20), jnp.ones(20), n=3)
+        jf(jnp.ones(20), 1.0, n=3)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "first call" in messages[0]
+    assert "argument `x` changed shape: f32[10] -> f32[20]" in messages[1]
+    assert "argument `x` changed dtype: f32[20] -> i32[20]" in messages[2]
+    assert "static argument `n` changed value: 2 -> 3" in messages[3]
+    assert "argument `y` changed shape" in messages[4] or "weak type" in messages[4]
+
+
+def test_log_compiles_reports_trace_and_compile(caplog):
+    with ember.config.override(log_compiles=True), caplog.at_level(logging.WARNING, logger="ember"):
+        ember.jit(lambda x: x + 1)(jnp.ones(3))
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "traced <lambda> for (f32[3])" in text and "compiled <lambda>" in text
+
+
+def test_many_retraces_warn_once_with_the_fix():
+    f = ember.jit(lambda x: x * 2)
+    with ember.config.override(retrace_warning_threshold=3), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 7):
+            f(jnp.ones(n))
+    retrace = [w for w in caught if "traced 3 times" in str(w.message)]
+    assert len(retrace) == 1 and "pad inputs" in str(retrace[0].message)
+    assert "changed shape" in str(retrace[0].message)
+
+
+def test_cache_info_counts_traces_and_compiles():
+    f = ember.jit(lambda x: x - 1)
+    f(jnp.ones(2))
+    f(jnp.ones(2))
+    info = f.cache_info()
+    assert (info.hits, info.misses, info.traces, info.compiles, info.currsize) == (1, 1, 1, 1, 1)
+    assert info.compile_seconds >= 0
+
+
+def test_a_signature_first_traced_inside_another_jit_compiles_at_top_level():
+    inner = ember.jit(lambda x: x * 3)
+    ember.jit(lambda x: inner(x) + 1)(jnp.ones(2))   # inner traced, not compiled
+    assert inner(jnp.ones(2)).tolist() == [3.0, 3.0]  # now compiled on first top-level use
+    assert inner.cache_info().traces == 1
+
+
+def test_the_cache_is_bounded():
+    f = ember.jit(lambda x: x + 1)
+    with ember.config.override(jit_cache_max_entries=3):
+        for n in range(1, 7):
+            f(jnp.ones(n))
+    assert f.cache_info().currsize == 3
+    f(jnp.ones(6))                                     # most recent: still cached
+    assert f.cache_info().traces == 6
+    f(jnp.ones(1))                                     # evicted: traced again
+    assert f.cache_info().traces == 7
+
+
+def test_clear_caches():
+    f = ember.jit(lambda x: x + 2)
+    f(jnp.ones(2))
+    ember.clear_caches()
+    assert f.cache_info().currsize == 0
+    f(jnp.ones(2))
+    assert f.cache_info().traces == 2
+
+
+def test_many_threads_compile_each_signature_once():
+    calls = []
+
+    def body(x):
+        calls.append(x.shape)
+        return jnp.sin(x) * 2
+
+    f = ember.jit(body)
+    shapes = [(3,), (4,), (5, 2), (7,)]
+    inputs = {s: jnp.ones(s) for s in shapes}
+    expected = {s: np.sin(np.ones(s, np.float32)) * 2 for s in shapes}
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(1000):
+                s = shapes[rng.integers(len(shapes))]
+                np.testing.assert_allclose(np.asarray(f(inputs[s])), expected[s], rtol=1e-6)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(calls) == sorted(shapes)  # each signature traced exactly once
+    assert f.cache_info().compiles == len(shapes)
+
+
+def test_repeated_calls_do_not_grow_memory():
+    f = ember.jit(lambda x: x + 1.0)
+    x = jnp.ones(10)
+    for _ in range(1000):
+        f(x)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(100_000):
+        f(x)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 1_000_000, f"memory grew by {grown} bytes over 10^5 calls"
+
+
+def test_lower_compile_and_cost_analysis():
+    def mlp(w, x):
+        return jnp.tanh(x @ w).sum()
+
+    w, x = jnp.ones((8, 4)), jnp.ones((16, 8))
+    lowered = ember.jit(mlp).lower(w, x)
+    text = lowered.as_text()
+    assert "dot_general" in text and "tanh" in text
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(w, x), np.tanh(np.ones((16, 8)) @ np.ones((8, 4))).sum(), rtol=1e-6)
+    cost = compiled.cost_analysis()
+    assert cost["flops"] >= 2 * 16 * 8 * 4 and cost["transcendentals"] == 16 * 4
+    assert cost["bytes accessed"] > 0
+    with pytest.raises(TypeError, match="lowered for arguments"):
+        compiled(jnp.ones((8, 5)), x)
+    shapes = ember.jit(mlp).lower(ember.ShapeDtypeStruct((8, 4), jnp.float32), x).out_info
+    assert shapes.shape == () and shapes.dtype == jnp.float32
+
+
+def test_lower_handles_static_arguments_and_control_flow():
+    def f(x, n):
+        return lax.fori_loop(0, n, lambda i, c: c * 2.0, x)
+
+    compiled = ember.jit(f, static_argnums=1).lower(jnp.ones(3), 4).compile()
+    assert compiled(jnp.ones(3), 4).tolist() == [16.0, 16.0, 16.0]
+    assert compiled.cost_analysis()["flops"] >= 4 * 3
