@@ -62,6 +62,8 @@ class _Signature:
 
     def split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
         """(dynamic args, dynamic kwargs, static key). Positional static args are replaced by None."""
+        if not self.static_nums and not self.static_names:
+            return args, kwargs, ()
         statics = []
         dyn_args = list(args)
         for i in sorted(self.static_nums):

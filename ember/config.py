@@ -38,6 +38,7 @@ CODEGEN_FLAGS = ("enable_x64", "debug_nans", "backend", "disabled_passes")
 class _Config:
     def __init__(self) -> None:
         object.__setattr__(self, "_values", dict(_DEFAULTS))
+        object.__setattr__(self, "_codegen_key", tuple(_DEFAULTS[k] for k in CODEGEN_FLAGS))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -55,13 +56,15 @@ class _Config:
         if name not in self._values:
             raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
         self._values[name] = value
+        if name in CODEGEN_FLAGS:
+            object.__setattr__(self, "_codegen_key", tuple(self._values[k] for k in CODEGEN_FLAGS))
 
     def read(self, name: str) -> Any:
         return getattr(self, name)
 
     def codegen_key(self) -> tuple:
-        v = self._values
-        return tuple(v[k] for k in CODEGEN_FLAGS)
+        """The flags that change compiled code, for cache keys (kept up to date by ``update``)."""
+        return self._codegen_key
 
     @contextlib.contextmanager
     def override(self, **flags: Any) -> Iterator[None]:
