@@ -71,7 +71,7 @@ def _erf_inv(x: np.ndarray) -> np.ndarray:
     erf = np.frompyfunc(math.erf, 1, 1)
     for _ in range(2):  # Newton on erf(y) - x: y -= (erf(y) - x) / (2/sqrt(pi) exp(-y^2))
         finite = np.isfinite(y)
-        err = erf(np.where(finite, y, 0.0)).astype(np.float64) - x64
+        err = np.asarray(erf(np.where(finite, y, 0.0)), dtype=np.float64) - x64  # a float for 0-d input
         y = np.where(finite, y - err / (2.0 / math.sqrt(math.pi) * np.exp(-y * y)), y)
     y = np.where(x64 == 1, np.inf, np.where(x64 == -1, -np.inf, y))
     y = np.where(np.abs(x64) > 1, np.nan, y)
@@ -136,10 +136,10 @@ def _shift(kind: str) -> Callable:
         if kind == "left":
             r = np.left_shift(x, ys)
             fill = np.zeros_like(r)
-        elif kind == "arith":
-            r = np.right_shift(x, ys)
-            fill = np.where(x < 0, np.array(-1).astype(x.dtype), np.zeros_like(x)) if dtypes.is_signed(x.dtype) \
-                else np.zeros_like(x)
+        elif kind == "arith":  # on the bits as signed, as XLA does, also for unsigned types
+            signed = np.asarray(x).view(f"int{bits}")
+            r = np.right_shift(signed, ys.astype(signed.dtype)).view(x.dtype)
+            fill = np.right_shift(signed, bits - 1).view(x.dtype)
         else:
             unsigned = np.dtype(f"uint{bits}")
             r = np.right_shift(x.astype(unsigned), ys.astype(unsigned)).astype(x.dtype)
@@ -164,11 +164,19 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 
 
 def _max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.maximum(x, y)  # NaN-propagating, as in NumPy and XLA
+    """NaN-propagating (as NumPy and XLA); +0 is larger than -0 whatever the order (as XLA)."""
+    out = np.maximum(x, y)
+    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
+        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), out)
+    return out
 
 
 def _min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.minimum(x, y)
+    """NaN-propagating; -0 is smaller than +0 whatever the order (as XLA)."""
+    out = np.minimum(x, y)
+    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
+        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)
+    return out
 
 
 def _sign(x: np.ndarray) -> np.ndarray:
@@ -277,8 +285,9 @@ def _bitcast(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
     x = np.asarray(x, order="C")
     if x.dtype.itemsize < new_dtype.itemsize:
         return x.view(new_dtype).reshape(x.shape[:-1])
-    return x.view(new_dtype).reshape(x.shape + ((x.dtype.itemsize // new_dtype.itemsize,)
-                                                if x.dtype.itemsize > new_dtype.itemsize else ()))
+    if x.dtype.itemsize > new_dtype.itemsize:  # view a trailing axis: a 0-d array cannot change its itemsize
+        return x.reshape(x.shape + (1,)).view(new_dtype)
+    return x.view(new_dtype)
 
 
 def _select_n(which: np.ndarray, cases: tuple) -> np.ndarray:
