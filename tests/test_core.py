@@ -152,3 +152,14 @@ def test_elementwise_shape_mismatch_names_both_shapes():
         ember.jit(lambda a, b: a * b)(jnp.ones(3), jnp.ones(4))
     with pytest.raises(TypeError, match="add requires operands of one dtype"):
         lax.add(jnp.ones(3, jnp.float32), jnp.ones(3, jnp.int32))
+
+
+def test_array_methods_work_on_tracers():
+    """Tracer attributes must not shadow array methods (x.var(), x.sum(), ...)."""
+    def f(x):
+        return x.var(), x.std(), x.mean(axis=0), x.sum(), x.T
+
+    eager = f(jnp.arange(6.0).reshape(2, 3))
+    jitted = ember.jit(f)(jnp.arange(6.0).reshape(2, 3))
+    for a, b in zip(eager, jitted):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -49,7 +49,7 @@ class StagingTrace(Trace):
     def to_atom(self, x: Any) -> Var | Literal:
         if isinstance(x, Tracer):
             if x._trace is self:
-                return x.var
+                return x.ir_var
             if not x._trace.alive:
                 raise unexpected_tracer_error(x)
             return self._constvar(x, x.aval)  # an outer trace's value: lifted
@@ -110,7 +110,7 @@ class StagingTrace(Trace):
 
     def _argument_names_behind(self, tracer: Tracer) -> list[str]:
         """The names of the function arguments the tracer's value depends on."""
-        wanted = {id(tracer.var)}
+        wanted = {id(tracer.ir_var)}
         for eqn in reversed(self.eqns):
             if any(id(v) in wanted for v in eqn.outvars):
                 wanted.update(id(a) for a in eqn.invars if isinstance(a, Var))
@@ -118,11 +118,12 @@ class StagingTrace(Trace):
 
 
 class _StagedTracer(Tracer):
-    __slots__ = ("var",)
+    # Not ``var``: that name is the array method ``x.var()``.
+    __slots__ = ("ir_var",)
 
     def __init__(self, trace: StagingTrace, aval: ShapedArray, var: Var) -> None:
         super().__init__(trace, aval)
-        self.var = var
+        self.ir_var = var
 
 
 def _scalar_value(x: Any, aval: ShapedArray) -> Any:
