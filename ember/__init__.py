@@ -9,11 +9,13 @@ from ember import dtypes  # noqa: F401
 from ember import errors  # noqa: F401
 from ember import tree, tree_util  # noqa: F401
 from ember.api import disable_jit, eval_shape, jit, make_jaxpr  # noqa: F401
+from ember.runtime.cache import clear_caches  # noqa: F401
 from ember.runtime.array import Array  # noqa: F401
 from ember import lax  # noqa: F401
 from ember import numpy  # noqa: F401
 from ember.transforms.api import (  # noqa: F401
     custom_jvp, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp)
+from ember.transforms.batching import vmap  # noqa: F401
 from ember import nn  # noqa: F401
 from ember import compiler  # noqa: F401  (ember.compiler.optimize: the IR pass pipeline)
 from ember.runtime.api import block_until_ready, device_put, devices, from_dlpack, ShapeDtypeStruct  # noqa: F401

@@ -21,7 +21,7 @@ from ember import tree_util
 from ember.config import config
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr
-from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
+from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, is_tracing
 from ember.core.verify import check_jaxpr
@@ -134,7 +134,8 @@ class JitFunction:
         self.inline = inline
         options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)))
         self._cache = cache_for(fun, options)
-        functools.update_wrapper(self, fun)
+        # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
+        functools.update_wrapper(self, fun, updated=())
 
     # Methods: ``jit`` on a method accesses the bound instance like a function would.
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -266,6 +267,7 @@ def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[Shaped
 jit_p = Primitive("jit", multiple_results=True)
 abstract_eval_rules[jit_p] = _jit_rule
 higher_order.add(jit_p)
+call_params[jit_p] = "jaxpr"
 
 
 # --- public entry points --------------------------------------------------------------------

@@ -220,3 +220,12 @@ def test_tree_namespace():
     leaves, treedef = ember.tree.flatten([1, (2, 3)])
     assert leaves == [1, 2, 3] and ember.tree.unflatten(treedef, [4, 5, 6]) == [4, (5, 6)]
     assert ember.tree.reduce(lambda a, b: a + b, [1, 2, 3]) == 6
+
+
+def test_jit_of_jit_keeps_each_wrapper_state():
+    f = counting(lambda x: x * 2)
+    inner = ember.jit(f)
+    outer = ember.jit(inner, static_argnums=())
+    assert outer(jnp.ones(2)).tolist() == [2.0, 2.0]
+    assert outer.fun is inner and inner.fun is f
+    assert outer.__name__ == inner.__name__ == "<lambda>"

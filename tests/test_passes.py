@@ -615,3 +615,14 @@ def test_random_programs_keep_their_values_under_every_pass(shape, dtypes, steps
         run_pass(transform, closed, *args)
     optimized = run_pass(compiler.optimize, closed, *args)
     assert count(optimized) <= count(closed)
+
+
+def test_simplify_logical_identities_and_custom_calls_inline():
+    def f(x):
+        mask = jnp.isnan(x)
+        return ember.lax.bitwise_or(mask, False), ember.lax.bitwise_and(mask, True), ember.nn.relu(x)
+
+    closed = ember.compiler.optimize(ember.make_jaxpr(f)(jnp.ones(3)))
+    names = [e.primitive.name for e in closed.eqns]
+    assert "or" not in names and "and" not in names
+    assert "custom_jvp_call" not in names and "max" in names

@@ -1,22 +1,24 @@
-"""Inlining: replace nested ``jit`` call equations by the equations of their bodies.
+"""Inlining: replace call equations by the equations of their bodies.
 
 A nested ``jit`` leaves a call equation whose ``jaxpr`` param holds the
-callee (its consts already turned into leading inputs). Inlining it lets every
+callee (its consts already turned into leading inputs); ``custom_jvp`` /
+``custom_vjp`` functions leave calls too. ``ember.core.primitive.call_params``
+names every call-like primitive and the param holding its callee. Inlining it lets every
 later pass see across the call boundary. Calls inside calls and inside
 control-flow bodies are inlined too; each inlined copy gets fresh variables,
 so a body called twice stays in SSA form.
 """
 from __future__ import annotations
 
-from ember.api import jit_p
 from ember.core.avals import ShapedArray
 from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.core.primitive import call_params
 from ember.compiler.rewrite import Substitution, SubprogramRewriter, on_closed, rebuild
 from ember.lax.elementwise import convert_element_type_p
 
 
 def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
-    """``closed`` with every nested ``jit`` call replaced by its body, recursively."""
+    """``closed`` with every call equation replaced by its body, recursively."""
     return on_closed(closed, _inline_jaxpr)
 
 
@@ -25,8 +27,9 @@ def _inline_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
     eqns: list[Eqn] = []
     for eqn in jaxpr.eqns:
         eqn = subprograms(subst.apply(eqn))  # the callee is inlined before it is copied
-        callee = eqn.params.get("jaxpr") if eqn.primitive is jit_p else None
-        if callee is None or callee.consts:  # a call with consts never occurs (see api._as_call_jaxpr)
+        param = call_params.get(eqn.primitive)
+        callee = eqn.params.get(param) if param else None
+        if callee is None or callee.consts:  # calls carry their consts as operands (consts_as_inputs)
             eqns.append(eqn)
             continue
         for var, atom in zip(eqn.outvars, _splice(callee.jaxpr, eqn.invars, eqns)):

@@ -138,6 +138,31 @@ def _neg(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
         yield inner.invars[0]  # -(-x) -> x (also for the most negative integer: both negations wrap)
 
 
+def _is_all_ones_or_true(atom: Atom) -> bool:
+    if not isinstance(atom, Literal):
+        return False
+    value = np.asarray(atom.val, dtype=atom.aval.dtype)
+    return bool(value) if value.dtype == np.bool_ else bool(value == np.invert(np.zeros((), value.dtype)))
+
+
+@_rule(ew.or_p)
+def _or(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
+    x, y = eqn.invars
+    if _is_zero(y, negative=False):
+        yield x  # x | 0 -> x (x | False -> x)
+    if _is_zero(x, negative=False):
+        yield y  # 0 | x -> x
+
+
+@_rule(ew.and_p)
+def _and(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
+    x, y = eqn.invars
+    if _is_all_ones_or_true(y):
+        yield x  # x & ~0 -> x (x & True -> x)
+    if _is_all_ones_or_true(x):
+        yield y  # ~0 & x -> x
+
+
 @_rule(ew.integer_pow_p)
 def _integer_pow(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
     if eqn.params["y"] == 1:

@@ -33,3 +33,7 @@ abstract_eval_rules: dict[Primitive, Callable] = {}
 
 # Primitives whose params hold sub-programs (for printers, passes and the checker).
 higher_order: set[Primitive] = set()
+
+# Call-like primitives: the name of the param holding the callee (a ClosedJaxpr applied to
+# the equation's operands). Calls add nothing to the computation, so passes may inline them.
+call_params: dict[Primitive, str] = {}

@@ -18,6 +18,7 @@ from ember import dtypes, lax
 from ember.lax.reductions import static_axis
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 from ember.numpy.reductions import reduction_axes
+from ember.transforms import stable
 
 __all__ = [
     "relu", "relu6", "gelu", "sigmoid", "log_sigmoid", "softplus", "silu", "swish", "elu", "selu",
@@ -33,8 +34,8 @@ def _inexact(x: Any) -> Any:
 
 # --- elementwise activations -----------------------------------------------------------------
 def relu(x: Any) -> Any:
-    """``max(x, 0)``."""
-    return jnp.maximum(x, 0)
+    """``max(x, 0)``; its derivative at 0 is 0, as in JAX."""
+    return stable.relu(ensure_array(x))
 
 
 def relu6(x: Any) -> Any:
@@ -123,7 +124,7 @@ hard_swish = hard_silu
 # --- normalizations over axes ------------------------------------------------------------------
 def _shifted_by_max(x: Any, axis: Any, where: Any) -> Any:
     """``x - max(x)`` over ``axis`` (kept), with masked-out elements at -inf."""
-    x_max = jnp.max(x, axis, keepdims=True, where=where, initial=-np.inf)
+    x_max = lax.stop_gradient(jnp.max(x, axis, keepdims=True, where=where, initial=-np.inf))  # results ignore it
     if where is not None:
         x = jnp.where(where, x, -np.inf)
     return jnp.subtract(x, x_max)
@@ -158,7 +159,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     axes = reduction_axes(axis, a.ndim)
     a_max = jnp.max(a, axes, keepdims=True, where=where, initial=-np.inf)
     # Shifting by a non-finite max would give inf - inf; shift by 0 there instead.
-    a_max = jnp.where(jnp.isfinite(a_max), a_max, 0)
+    a_max = lax.stop_gradient(jnp.where(jnp.isfinite(a_max), a_max, 0))  # the result does not depend on it
     exp_a = jnp.exp(jnp.subtract(a, a_max))
     if b is not None:
         exp_a = jnp.multiply(exp_a, b)

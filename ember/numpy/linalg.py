@@ -21,6 +21,7 @@ from ember.lax.base import canonical_axes
 from ember.numpy.core import broadcast_shapes, ensure_array, promote_dtypes, promote_dtypes_inexact
 from ember.numpy.shape_ops import matrix_transpose, moveaxis, ravel, stack  # noqa: F401  (jnp.linalg.*)
 from ember.numpy.ufuncs import multiply, subtract
+from ember.transforms.stable import euclidean_norm
 
 __all__ = ["cross", "diag", "diagonal", "dot", "einsum", "inner", "kron", "matmul", "outer", "tensordot",
            "trace", "tril", "triu", "vdot", "vecdot"]
@@ -479,7 +480,7 @@ def _reduce(op: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
 
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     if ord is None or ord == 2:
-        return lax.sqrt(_reduce(lax.reduce_sum, lax.mul(x, x), axes, keepdims))
+        return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0
     if isinstance(ord, str):
         raise ValueError(f"Invalid order '{ord}' for vector norm.")
     if ord == np.inf:
@@ -498,7 +499,7 @@ def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any
 def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any:
     row_axis, col_axis = axes
     if ord is None or ord == "fro":
-        return lax.sqrt(_reduce(lax.reduce_sum, lax.mul(x, x), axes, keepdims))
+        return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0
     if ord in ("nuc", 2, -2):
         raise NotImplementedError(f"norm with ord={ord!r} needs singular values (an SVD), which ember does not "
                                   "implement yet")

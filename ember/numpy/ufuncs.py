@@ -9,6 +9,7 @@ from ember import dtypes, lax
 from ember.lax.base import aval
 from ember.numpy.core import (broadcast_operands, ensure_array, promote_and_broadcast, promote_dtypes,
                               promote_dtypes_inexact)
+from ember.transforms import stable
 
 
 def _unary_inexact(op: Callable, name: str) -> Callable:
@@ -254,8 +255,8 @@ pow = power
 
 
 def float_power(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = (lax.convert_element_type(ensure_array(v), dtypes.canonicalize_dtype(dtypes.float64)) for v in (x1, x2))
-    return lax.pow(*broadcast_operands(x1, x2))
+    """``x1 ** x2`` in the promoted inexact type (JAX's rule; NumPy always uses float64)."""
+    return lax.pow(*broadcast_operands(*promote_dtypes_inexact(x1, x2)))
 
 
 def square(x: Any, /) -> Any:
@@ -280,17 +281,12 @@ def log10(x: Any, /) -> Any:
 def logaddexp(x1: Any, x2: Any, /) -> Any:
     """``log(exp(x1) + exp(x2))`` without overflow."""
     x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
-    amax = lax.max(x1, x2)
-    delta = lax.sub(x1, x2)
-    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-    # delta is NaN when both are infinite with one sign (answer: amax) or when an input is NaN.
-    either_nan = lax.bitwise_or(lax.ne(x1, x1), lax.ne(x2, x2))
-    return lax.select(lax.ne(delta, delta), lax.select(either_nan, lax.add(x1, x2), amax), out)
+    return stable.logaddexp(x1, x2)  # the formula, with a derivative that is 1/2 each at x1 == x2
 
 
 def logaddexp2(x1: Any, x2: Any, /) -> Any:
     x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
-    ln2 = np.log(2.0)
+    ln2 = float(np.log(2.0))  # a Python float: weakly typed, so float16 stays float16
     return lax.div(logaddexp(lax.mul(x1, ln2), lax.mul(x2, ln2)), ln2)
 
 

@@ -1,0 +1,412 @@
+"""The differentiation API, with JAX's signatures: ``jvp``, ``linearize``, ``vjp``, ``grad``,
+``value_and_grad``, ``jacfwd``, ``jacrev``, ``hessian`` (and the custom-rule decorators).
+
+Everything here works on pytrees and flattens to the flat functions of the
+transformation modules: ``jvp_flat`` (forward mode), ``linearize_flat`` (jvp plus
+partial evaluation) and ``backward_pass`` (transposition of the linear program).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember import lax, tree_util
+from ember.core.avals import ShapedArray
+from ember.core.trace import Tracer
+from ember.lax.base import aval
+from ember.numpy.core import ensure_array
+from ember.runtime.array import Array
+from ember.transforms import rules  # noqa: F401  (registers the rules)
+from ember.transforms.batching import vmap
+from ember.transforms.custom import custom_jvp, custom_vjp
+from ember.transforms.jvp import jvp_flat
+from ember.transforms.partial_eval import linearize_flat
+from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by
+from ember.transforms.tangents import Zero, float0, float0_zeros, is_differentiable, match_type, zeros
+from ember.transforms.transpose import UndefinedPrimal, backward_pass
+
+__all__ = ["jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "custom_jvp",
+           "custom_vjp"]
+
+
+# --- flattening user functions ---------------------------------------------------------------
+class _FlatFunction:
+    """``fun`` as a function of flat leaves returning flat leaves; remembers the output structure.
+
+    With ``has_aux``, the array leaves of the auxiliary data are returned as extra outputs, so
+    that they leave the transformation as plain values (``split`` separates them again).
+    """
+
+    def __init__(self, fun: Callable, in_tree: Any, has_aux: bool, api: str) -> None:
+        self.fun, self.in_tree, self.has_aux, self.api = fun, in_tree, has_aux, api
+        self.out_tree: Any = None
+        self.aux_leaves: list = []
+        self.aux_tree: Any = None
+
+    def __call__(self, *leaves: Any) -> list:
+        out = self.fun(*tree_util.tree_unflatten(self.in_tree, list(leaves)))
+        aux_arrays: list = []
+        if self.has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(f"{self.api} with has_aux=True requires the function to return a pair "
+                                f"(output, auxiliary data), got {type(out).__name__}")
+            out, aux = out
+            self.aux_leaves, self.aux_tree = tree_util.tree_flatten(aux)
+            aux_arrays = [x for x in self.aux_leaves if _is_array_like(x)]
+        out_leaves, self.out_tree = tree_util.tree_flatten(out)
+        return [_array_leaf(x, f"output of the function passed to {self.api}") for x in out_leaves] + aux_arrays
+
+    @property
+    def num_aux(self) -> int:
+        return sum(map(_is_array_like, self.aux_leaves))
+
+    def split(self, outs: Sequence[Any]) -> tuple[list, Any]:
+        """(the function's output leaves, its auxiliary data) from the flat outputs."""
+        if not self.has_aux:
+            return list(outs), None
+        n = len(outs) - self.num_aux
+        arrays = iter(outs[n:])
+        aux = [next(arrays) if _is_array_like(x) else x for x in self.aux_leaves]
+        return list(outs[:n]), tree_util.tree_unflatten(self.aux_tree, aux)
+
+
+def _is_array_like(x: Any) -> bool:
+    return isinstance(x, (Tracer, np.ndarray, np.generic)) or hasattr(x, "_value")
+
+
+def _array_leaf(x: Any, where: str) -> Any:
+    if _is_array_like(x) or isinstance(x, (bool, int, float)):
+        return ensure_array(x)
+    raise TypeError(f"{where}: a value of type {type(x).__name__} is not an array. Differentiated functions "
+                    "take and return arrays, Python scalars and pytrees (tuples, lists, dicts) of them.")
+
+
+def _flat_inputs(args: Sequence[Any], api: str) -> tuple[list, Any]:
+    leaves, tree = tree_util.tree_flatten(tuple(args))
+    return [_array_leaf(x, f"argument of {api}") for x in leaves], tree
+
+
+def _public_tangent(t: Any, primal_aval: ShapedArray) -> Any:
+    """What users see for a (co)tangent: an array, zeros for a symbolic zero, float0 for integers."""
+    if not is_differentiable(primal_aval.dtype):
+        return float0_zeros(primal_aval.shape)
+    return zeros(primal_aval) if isinstance(t, Zero) else t
+
+
+# --- forward mode -------------------------------------------------------------------------------
+def _check_tangent(primal: Any, tangent: Any, api: str) -> Any:
+    """The tangent as the JVP trace takes it (symbolic zero for integer primals), checked like JAX."""
+    p = aval(primal)
+
+    def mismatch(expected: Any, got: Any) -> TypeError:
+        return TypeError(f"primal and tangent arguments to {api} do not match; dtypes must be equal, or in case of "
+                         f"int/bool primal dtype the tangent dtype must be float0. Got primal dtype {p.dtype} and so "
+                         f"expected tangent dtype {expected}, but got tangent dtype {got} instead.")
+
+    if not is_differentiable(p.dtype):
+        t_dtype = np.dtype(getattr(tangent, "dtype", None) or aval(ensure_array(tangent)).dtype)
+        if t_dtype != float0:
+            raise mismatch("float0", t_dtype)
+        return Zero(p)
+    tangent = ensure_array(tangent)
+    t = aval(tangent)
+    if t.dtype != p.dtype:
+        raise mismatch(p.dtype, t.dtype)
+    if t.shape != p.shape:
+        raise ValueError(f"{api} called with different primal and tangent shapes; got primal shape {p.shape} and "
+                         f"tangent shape {t.shape}")
+    return match_type(tangent, p)
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
+    """``(fun(*primals), d fun(primals) . tangents)``: forward-mode differentiation.
+
+    ``primals`` and ``tangents`` are tuples (or lists) of pytrees of the same structure.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to ember.jvp must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}.")
+    primal_leaves, in_tree = _flat_inputs(primals, "ember.jvp")
+    tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
+    if tangent_tree != in_tree:
+        raise TypeError("primal and tangent arguments to ember.jvp must have the same tree structure; primals "
+                        f"have tree structure {in_tree} whereas tangents have tree structure {tangent_tree}.")
+    tangent_leaves = [_check_tangent(p, t, "ember.jvp") for p, t in zip(primal_leaves, tangent_leaves)]
+    flat = _FlatFunction(fun, in_tree, has_aux, "ember.jvp")
+    outs, out_tangents = jvp_flat(flat, primal_leaves, tangent_leaves)
+    outs, aux = flat.split(outs)
+    out_tangents = [_public_tangent(t, aval(o)) for t, o in zip(out_tangents, outs)]
+    result = (tree_util.tree_unflatten(flat.out_tree, outs), tree_util.tree_unflatten(flat.out_tree, out_tangents))
+    return result + (aux,) if has_aux else result
+
+
+def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the derivative at ``primals``
+    without re-running ``fun``: the primal computation happens once, here."""
+    primal_leaves, in_tree = _flat_inputs(primals, "ember.linearize")
+    flat = _FlatFunction(fun, in_tree, has_aux, "ember.linearize")
+    outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, getattr(fun, "__name__", "fun"))
+    outs, aux = flat.split(outs)
+    out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
+
+    def f_jvp(*tangents: Any) -> Any:
+        tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
+        if tangent_tree != in_tree:
+            raise TypeError(f"linearized function called on tangents of structure {tangent_tree}, but the primals "
+                            f"had structure {in_tree}")
+        checked = [_check_tangent(p, t, "the linearized function") for p, t in zip(primal_leaves, tangent_leaves)]
+        inputs = [t for t in checked if not isinstance(t, Zero)]  # integer inputs have no tangent
+        out_tangents = eval_closed_by_binding(linear, *inputs)
+        out_tangents = merge_by(out_nonzero, out_tangents, [None] * out_nonzero.count(False))[:len(out_avals)]
+        return tree_util.tree_unflatten(out_tree, [_public_tangent(t, a) for t, a in zip(out_tangents, out_avals)])
+
+    result = (tree_util.tree_unflatten(out_tree, outs), f_jvp)
+    return result + (aux,) if has_aux else result
+
+
+# --- reverse mode -------------------------------------------------------------------------------
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns the cotangent of every primal
+    (a tuple), transposing the linearized program. Integer inputs get float0 cotangents."""
+    primal_leaves, in_tree = _flat_inputs(primals, "ember.vjp")
+    flat = _FlatFunction(fun, in_tree, has_aux, "ember.vjp")
+    outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, getattr(fun, "__name__", "fun"))
+    outs, aux = flat.split(outs)
+    out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
+    in_avals = [aval(p) for p in primal_leaves]
+
+    def vjp_fn(cotangent: Any) -> tuple:
+        ct_leaves, ct_tree = tree_util.tree_flatten(cotangent)
+        if ct_tree != out_tree:
+            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match structure of primal "
+                            f"output {out_tree}.")
+        cts = [_check_cotangent(ct, a) for ct, a in zip(ct_leaves, out_avals)]
+        cts += [None] * flat.num_aux  # auxiliary outputs are not differentiated
+        args = [UndefinedPrimal(v.aval) for v in linear.jaxpr.invars]
+        cts_in = backward_pass(linear.jaxpr, linear.consts, args, select_by(out_nonzero, cts))
+        differentiable = [is_differentiable(a.dtype) for a in in_avals]
+        cts_in = merge_by(differentiable, cts_in, [None] * differentiable.count(False))
+        return tree_util.tree_unflatten(in_tree, [_public_tangent(ct, a) for ct, a in zip(cts_in, in_avals)])
+
+    result = (tree_util.tree_unflatten(out_tree, outs), vjp_fn)
+    return result + (aux,) if has_aux else result
+
+
+def _check_cotangent(ct: Any, out_aval: ShapedArray) -> Any:
+    if not is_differentiable(out_aval.dtype):
+        return Zero(out_aval)
+    ct = ensure_array(ct)
+    a = aval(ct)
+    if a.shape != out_aval.shape:
+        raise ValueError(f"Shape of cotangent input to vjp pullback function {a.shape} must be the same as the "
+                         f"shape of corresponding primal input {out_aval.shape}.")
+    if a.dtype != out_aval.dtype:
+        raise TypeError(f"Type of cotangent input to vjp pullback function ({a.dtype}) is not the expected tangent "
+                        f"type ({out_aval.dtype}) of corresponding primal output with dtype {out_aval.dtype}.")
+    return match_type(ct, out_aval)
+
+
+def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(i, int) for i in nums):
+        raise TypeError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    return nums
+
+
+def _split_args(args: tuple, argnums: tuple[int, ...]) -> tuple[Callable, tuple]:
+    """The arguments to differentiate, and a function putting them back among the others."""
+    if max(argnums) >= len(args) or min(argnums) < -len(args):
+        raise TypeError(f"differentiating with respect to argnums={argnums} requires at least {max(argnums) + 1} "
+                        f"positional arguments to be passed by the caller, but got only {len(args)} positional "
+                        "arguments.")
+    positions = [i % len(args) for i in argnums]
+
+    def with_args(dynamic: Sequence[Any]) -> list:
+        full = list(args)
+        for i, x in zip(positions, dynamic):
+            full[i] = x
+        return full
+
+    return with_args, tuple(args[i] for i in positions)
+
+
+def _check_inputs(api: str, args: Sequence[Any], allow_int: bool) -> None:
+    for leaf in tree_util.tree_leaves(args):
+        dt = aval(_array_leaf(leaf, f"argument of {api}")).dtype
+        if not is_differentiable(dt) and not allow_int:
+            raise TypeError(f"{api} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
+                            f"np.inexact), but got {dt.name}. If you want to use Boolean- or integer-valued inputs, "
+                            "use vjp or set allow_int to True.")
+
+
+def _check_scalar_output(out: Any) -> None:
+    if not _is_array_like(out):
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output was {out!r}.")
+    a = aval(out)
+    if a.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {a.shape}.")
+    if not is_differentiable(a.dtype):
+        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but "
+                        f"got {a.dtype.name}. For differentiation of functions with integer outputs, use "
+                        "ember.vjp directly.")
+
+
+def _no_complex(holomorphic: bool) -> None:
+    if holomorphic:
+        raise NotImplementedError("holomorphic differentiation needs complex numbers, which ember does not support")
+
+
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False, allow_int: bool = False) -> Callable:
+    """A function returning ``(fun(*args), gradient)``; the gradient is with respect to the
+    argument(s) ``argnums``, and ``fun`` must return a real scalar (plus aux data if ``has_aux``)."""
+    _no_complex(holomorphic)
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
+        with_args, dynamic = _split_args(args, nums)
+        _check_inputs("grad", dynamic, allow_int)
+        result = vjp(lambda *dyn: fun(*with_args(dyn), **kwargs), *dynamic, has_aux=has_aux)
+        out, vjp_fn = result[:2]
+        _check_scalar_output(out)
+        grads = vjp_fn(lax.convert_element_type(1.0, aval(out).dtype, aval(out).weak_type))
+        grads = grads[0] if isinstance(argnums, int) else grads
+        return ((out, result[2]) if has_aux else out), grads
+
+    return value_and_grad_f
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False) -> Callable:
+    """The gradient of ``fun`` (which returns a real scalar) with respect to argument(s) ``argnums``."""
+    value_and_grad_f = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+
+    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
+        value, g = value_and_grad_f(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return grad_f
+
+
+# --- Jacobians ------------------------------------------------------------------------------------
+def _standard_basis(avals: Sequence[ShapedArray]) -> list:
+    """The rows of an identity matrix over all elements of the given values, split per value:
+    value ``i``'s part has shape ``(total size,) + avals[i].shape``."""
+    total = sum(a.size for a in avals)
+    parts, start = [], 0
+    for a in avals:
+        rows = np.eye(total, a.size, -start, dtype=a.dtype).reshape((total,) + a.shape)
+        parts.append(Array(rows, ShapedArray(rows.shape, a.dtype, a.weak_type)))
+        start += a.size
+    return parts
+
+
+def _rows_per_value(batched: Any, avals: Sequence[ShapedArray]) -> list:
+    """Cut a ``(total size, ...)`` array into one block per value: ``avals[i].shape + ...``."""
+    blocks, start = [], 0
+    rest = aval(batched).shape[1:]
+    for a in avals:
+        block = lax.slice_in_dim(batched, start, start + a.size, axis=0)
+        blocks.append(lax.reshape(block, a.shape + rest))
+        start += a.size
+    return blocks
+
+
+def _float_leaves_only(fun: Callable, tree_avals: Sequence[ShapedArray]) -> Callable:
+    """``fun`` returning only its floating-point leaves (the others have float0 derivatives)."""
+    def floats(*args: Any) -> list:
+        return [x for x, a in zip(tree_util.tree_leaves(fun(*args)), tree_avals) if is_differentiable(a.dtype)]
+    return floats
+
+
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
+    """The Jacobian of ``fun`` by forward mode (cheap for few inputs): the linearized function,
+    applied to every input direction at once with ``vmap``. Each output leaf's Jacobian block has
+    shape ``out.shape + in.shape`` (output structure outside, input structure inside, as JAX)."""
+    _no_complex(holomorphic)
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    def jacfwd_f(*args: Any, **kwargs: Any) -> Any:
+        with_args, dynamic = _split_args(args, nums)
+        for leaf in tree_util.tree_leaves(dynamic):
+            dt = aval(_array_leaf(leaf, "argument of jacfwd")).dtype
+            if not is_differentiable(dt):
+                raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                                f"np.floating), but got {dt.name}. For differentiation of functions with integer "
+                                "inputs, use ember.jvp directly.")
+        target = dynamic[0] if isinstance(argnums, int) else dynamic
+        result = linearize(lambda x: fun(*with_args((x,) if isinstance(argnums, int) else x), **kwargs), target,
+                           has_aux=has_aux)
+        out, f_jvp = result[:2]
+        in_leaves, in_tree = tree_util.tree_flatten(target)
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        in_avals, out_avals = [aval(x) for x in in_leaves], [aval(o) for o in out_leaves]
+        basis = tree_util.tree_unflatten(in_tree, _standard_basis(in_avals))
+        columns = iter(vmap(_float_leaves_only(f_jvp, out_avals))(basis))  # each: (inputs size,) + out.shape
+        blocks = []
+        for a in out_avals:
+            if not is_differentiable(a.dtype):
+                blocks.append([float0_zeros(a.shape + in_a.shape) for in_a in in_avals])
+                continue
+            # (inputs size,) + out.shape -> out.shape + (inputs size,), then split the last axis per input.
+            moved = lax.transpose(next(columns), tuple(range(1, a.ndim + 1)) + (0,))
+            blocks.append([lax.reshape(lax.slice_in_dim(moved, start, start + in_a.size, axis=a.ndim),
+                                       a.shape + in_a.shape)
+                           for in_a, start in zip(in_avals, np.cumsum([0] + [x.size for x in in_avals]))])
+        jac = _jacobian_tree(out_tree, in_tree, blocks)
+        return (jac, result[2]) if has_aux else jac
+
+    return jacfwd_f
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable:
+    """The Jacobian of ``fun`` by reverse mode (cheap for few outputs): the transposed linear
+    function, applied to every output direction at once with ``vmap``. Each output leaf's
+    Jacobian block has shape ``out.shape + in.shape``."""
+    _no_complex(holomorphic)
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    def jacrev_f(*args: Any, **kwargs: Any) -> Any:
+        with_args, dynamic = _split_args(args, nums)
+        _check_inputs("jacrev", dynamic, allow_int)
+        target = dynamic[0] if isinstance(argnums, int) else dynamic
+        result = vjp(lambda x: fun(*with_args((x,) if isinstance(argnums, int) else x), **kwargs), target,
+                     has_aux=has_aux)
+        out, vjp_fn = result[:2]
+        in_leaves, in_tree = tree_util.tree_flatten(target)
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        in_avals, out_avals = [aval(x) for x in in_leaves], [aval(o) for o in out_leaves]
+        for a in out_avals:
+            if not is_differentiable(a.dtype):
+                raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
+                                f"np.floating), but got {a.dtype.name}. For differentiation of functions with "
+                                "integer outputs, use ember.vjp directly.")
+        basis = tree_util.tree_unflatten(out_tree, _standard_basis(out_avals))
+        rows = iter(vmap(_float_leaves_only(lambda ct: vjp_fn(ct)[0], in_avals))(basis))  # (outputs size,) + in
+        per_input = [_rows_per_value(next(rows), out_avals) if is_differentiable(a.dtype)
+                     else [float0_zeros(o.shape + a.shape) for o in out_avals] for a in in_avals]
+        jac = _jacobian_tree(out_tree, in_tree, [list(blocks) for blocks in zip(*per_input)])
+        return (jac, result[2]) if has_aux else jac
+
+    return jacrev_f
+
+
+def _jacobian_tree(out_tree: Any, in_tree: Any, blocks: list[list[Any]]) -> Any:
+    """Output structure outside, input structure inside (as JAX lays out Jacobians)."""
+    return tree_util.tree_unflatten(out_tree, [tree_util.tree_unflatten(in_tree, row) for row in blocks])
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
+    """The Hessian of a scalar function: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
+                  holomorphic=holomorphic)
+

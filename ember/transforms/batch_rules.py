@@ -1,0 +1,327 @@
+"""Batching rules of the array primitives: elementwise, shapes, reductions, sorting,
+contractions, gather and scatter.
+
+A rule receives ``(axis_size, values, dims, **params)`` (``dims[i]``: where operand
+i's batch dimension is, or None) and runs in the parent trace. Where it can, a
+rule leaves the batch dimension where it is and shifts the primitive's axes
+around it (``_batched_axis``); otherwise it moves it to the front.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember import dtypes, lax
+from ember.core.primitive import Primitive
+from ember.lax import elementwise, indexing, reductions, shapes
+from ember.lax.base import aval
+from ember.lax.dot import dot_general_p
+from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
+
+
+def _batched_axis(axis: int, dim: int) -> int:
+    """The axis of the batched value that is ``axis`` of one example."""
+    return axis + (axis >= dim)
+
+
+def _batched_axes(axes: Sequence[int], dim: int) -> tuple[int, ...]:
+    return tuple(_batched_axis(a, dim) for a in axes)
+
+
+def _after_front(axes: Sequence[int]) -> tuple[int, ...]:
+    """Axes of one example, in a value whose batch dimension is at the front."""
+    return tuple(a + 1 for a in axes)
+
+
+def _example_shape(x: Any, dim: BatchDim) -> tuple[int, ...]:
+    shape = aval(x).shape
+    return shape if dim is None else shape[:dim] + shape[dim + 1:]
+
+
+# --- elementwise ---------------------------------------------------------------------------------
+def batch_elementwise(p: Primitive, axis_size: int, values: tuple, dims: tuple, **params: Any) -> tuple[Any, int]:
+    """Operands of one shape, or rank-0 ones that broadcast implicitly.
+
+    When every batched operand has its batch dimension at the same place and the
+    unbatched ones are scalars, nothing moves. Otherwise batch dimensions go to the
+    front, and operands that differ from the batched shape (unbatched arrays, and
+    batched scalars, which are now vectors) are broadcast to it.
+    """
+    batch_dims = {d for d in dims if d is not None}
+    batched_ranks = {aval(v).ndim for v, d in zip(values, dims) if d is not None}
+    if len(batch_dims) == 1 and len(batched_ranks) == 1 and all(
+            aval(v).ndim == 0 for v, d in zip(values, dims) if d is None):
+        return p.bind(*values, **params), batch_dims.pop()
+    shape = (axis_size,) + max((_example_shape(v, d) for v, d in zip(values, dims)), key=len)
+    operands = []
+    for v, d in zip(values, dims):
+        if d is not None or aval(v).ndim:
+            v = move_batch_axis(v, d, axis_size)
+            v = v if aval(v).shape == shape else lax.broadcast_in_dim(v, shape, (0,))
+        operands.append(v)
+    return p.bind(*operands, **params), 0
+
+
+def _batch_clamp(axis_size: int, values: tuple, dims: tuple) -> tuple[Any, int]:
+    lo, x, hi = values
+    if dims[1] is None:  # batched bounds need an operand of their shape
+        values, dims = (lo, move_batch_axis(x, None, axis_size), hi), (dims[0], 0, dims[2])
+    return batch_elementwise(elementwise.clamp_p, axis_size, values, dims)
+
+
+def _batch_bitcast(axis_size: int, values: tuple, dims: tuple, *, new_dtype: np.dtype) -> tuple[Any, int]:
+    # A change of width adds or consumes a last dimension: keep the batch dimension out of its way.
+    return lax.bitcast_convert_type(move_batch_axis(values[0], dims[0], axis_size), new_dtype), 0
+
+
+batching_rules[elementwise.clamp_p] = _batch_clamp
+batching_rules[elementwise.bitcast_convert_type_p] = _batch_bitcast
+
+
+# --- shapes ----------------------------------------------------------------------------------------
+def _batch_broadcast_in_dim(axis_size: int, values: tuple, dims: tuple, *, shape: tuple,
+                            broadcast_dimensions: tuple) -> tuple[Any, int]:
+    x = move_batch_axis(values[0], dims[0], axis_size)
+    return lax.broadcast_in_dim(x, (axis_size, *shape), (0, *_after_front(broadcast_dimensions))), 0
+
+
+def _batch_reshape(axis_size: int, values: tuple, dims: tuple, *, new_sizes: tuple, dimensions: Any) -> tuple[Any, int]:
+    return lax.reshape(move_batch_axis(values[0], dims[0], axis_size), (axis_size, *new_sizes)), 0
+
+
+def _batch_transpose(axis_size: int, values: tuple, dims: tuple, *, permutation: tuple) -> tuple[Any, int]:
+    [x], [d] = values, dims
+    return lax.transpose(x, (d, *_batched_axes(permutation, d))), 0
+
+
+def _batch_squeeze(axis_size: int, values: tuple, dims: tuple, *, dimensions: tuple) -> tuple[Any, int]:
+    [x], [d] = values, dims
+    return lax.squeeze(x, _batched_axes(dimensions, d)), d - sum(a < d for a in dimensions)
+
+
+def _batch_rev(axis_size: int, values: tuple, dims: tuple, *, dimensions: tuple) -> tuple[Any, int]:
+    [x], [d] = values, dims
+    return lax.rev(x, _batched_axes(dimensions, d)), d
+
+
+def _batch_slice(axis_size: int, values: tuple, dims: tuple, *, start_indices: tuple, limit_indices: tuple,
+                 strides: Any) -> tuple[Any, int]:
+    [x], [d] = values, dims
+
+    def insert(xs: tuple, value: int) -> tuple:
+        return xs[:d] + (value,) + xs[d:]
+
+    return lax.slice(x, insert(start_indices, 0), insert(limit_indices, axis_size),
+                     None if strides is None else insert(strides, 1)), d
+
+
+def _batch_concatenate(axis_size: int, values: tuple, dims: tuple, *, dimension: int) -> tuple[Any, int]:
+    return lax.concatenate([move_batch_axis(v, d, axis_size) for v, d in zip(values, dims)], dimension + 1), 0
+
+
+def _batch_pad(axis_size: int, values: tuple, dims: tuple, *, padding_config: tuple) -> tuple[Any, int]:
+    (x, padding_value), (xd, vd) = values, dims
+    if vd is None:
+        return lax.pad(x, padding_value, padding_config[:xd] + ((0, 0, 0),) + padding_config[xd:]), xd
+    # One padding value per example: pad with zeros, then select it where the padding lies.
+    x = move_batch_axis(x, xd, axis_size)
+    config = ((0, 0, 0),) + padding_config
+    padded = lax.pad(x, 0, config)
+    inside = lax.pad(lax.broadcast_in_dim(np.bool_(True), aval(x).shape, ()), False, config)
+    x_type = aval(x)
+    fill = lax.convert_element_type(move_batch_axis(padding_value, vd, axis_size), x_type.dtype, x_type.weak_type)
+    return lax.select(inside, padded, lax.broadcast_in_dim(fill, aval(padded).shape, (0,))), 0
+
+
+def _index_vectors(axis_size: int, starts: Sequence[Any], dims: Sequence[BatchDim]) -> Any:
+    """Scalar start indices (some batched) as one ``(axis_size, len(starts))`` index array."""
+    kinds = {aval(s).dtype for s in starts}
+    dtype = kinds.pop() if len(kinds) == 1 else dtypes.canonicalize_dtype(np.int64)
+    columns = [lax.expand_dims(move_batch_axis(lax.convert_element_type(s, dtype), d, axis_size), (1,))
+               for s, d in zip(starts, dims)]
+    return lax.concatenate(columns, 1)
+
+
+def _batch_dynamic_slice(axis_size: int, values: tuple, dims: tuple, *, slice_sizes: tuple) -> tuple[Any, int]:
+    (x, *starts), (xd, *start_dims) = values, dims
+    if all(d is None for d in start_dims):
+        return lax.dynamic_slice(x, starts[:xd] + [0] + starts[xd:],
+                                 slice_sizes[:xd] + (axis_size,) + slice_sizes[xd:]), xd
+    # Per-example starts: a gather of one window per example (CLIP clamps starts as dynamic_slice does).
+    window_dims = tuple(range(len(starts)))
+    numbers = GatherDimensionNumbers(offset_dims=window_dims, collapsed_slice_dims=(), start_index_map=window_dims)
+    return _batch_gather(axis_size, (x, _index_vectors(axis_size, starts, start_dims)), (xd, 0),
+                         dimension_numbers=numbers, slice_sizes=slice_sizes, mode=GatherScatterMode.CLIP,
+                         fill_value=None, indices_are_sorted=False, unique_indices=False)
+
+
+def _batch_dynamic_update_slice(axis_size: int, values: tuple, dims: tuple) -> tuple[Any, int]:
+    (x, update, *starts), (xd, ud, *start_dims) = values, dims
+    if all(d is None for d in start_dims):
+        return lax.dynamic_update_slice(move_batch_axis(x, xd, axis_size), move_batch_axis(update, ud, axis_size),
+                                        [0, *starts]), 0
+    # Per-example starts: a scatter of one window per example (CLIP clamps as dynamic_update_slice does).
+    window_dims = tuple(range(len(starts)))
+    numbers = ScatterDimensionNumbers(update_window_dims=window_dims, inserted_window_dims=(),
+                                      scatter_dims_to_operand_dims=window_dims)
+    return _batch_scatter(indexing.scatter_p, axis_size, (x, _index_vectors(axis_size, starts, start_dims), update),
+                          (xd, 0, ud), dimension_numbers=numbers, mode=GatherScatterMode.CLIP,
+                          indices_are_sorted=True, unique_indices=True)
+
+
+batching_rules.update({
+    shapes.broadcast_in_dim_p: _batch_broadcast_in_dim,
+    shapes.reshape_p: _batch_reshape,
+    shapes.transpose_p: _batch_transpose,
+    shapes.squeeze_p: _batch_squeeze,
+    shapes.rev_p: _batch_rev,
+    shapes.slice_p: _batch_slice,
+    shapes.concatenate_p: _batch_concatenate,
+    shapes.pad_p: _batch_pad,
+    shapes.dynamic_slice_p: _batch_dynamic_slice,
+    shapes.dynamic_update_slice_p: _batch_dynamic_update_slice,
+})
+
+
+# --- reductions, cumulative reductions, sorting --------------------------------------------------
+def _batch_reduction(p: Primitive):
+    def rule(axis_size: int, values: tuple, dims: tuple, *, axes: tuple) -> tuple[Any, int]:
+        [x], [d] = values, dims
+        return p.bind(x, axes=_batched_axes(axes, d)), d - sum(a < d for a in axes)
+
+    return rule
+
+
+def _batch_arg_reduction(p: Primitive):
+    def rule(axis_size: int, values: tuple, dims: tuple, *, axis: int, index_dtype: np.dtype) -> tuple[Any, int]:
+        [x], [d] = values, dims
+        return p.bind(x, axis=_batched_axis(axis, d), index_dtype=index_dtype), d - (axis < d)
+
+    return rule
+
+
+def _batch_cumulative(p: Primitive):
+    def rule(axis_size: int, values: tuple, dims: tuple, *, axis: int, reverse: bool) -> tuple[Any, int]:
+        [x], [d] = values, dims
+        return p.bind(x, axis=_batched_axis(axis, d), reverse=reverse), d
+
+    return rule
+
+
+def _batch_sort(axis_size: int, values: tuple, dims: tuple, *, dimension: int, **params: Any) -> tuple[list, list]:
+    batch_dims = set(dims)
+    if len(batch_dims) == 1:  # every operand batched at the same place
+        d = batch_dims.pop()
+        return reductions.sort_p.bind(*values, dimension=_batched_axis(dimension, d), **params), [d] * len(values)
+    operands = [move_batch_axis(v, d, axis_size) for v, d in zip(values, dims)]
+    return reductions.sort_p.bind(*operands, dimension=dimension + 1, **params), [0] * len(values)
+
+
+def _batch_top_k(axis_size: int, values: tuple, dims: tuple, *, k: int, axis: int) -> tuple[list, list]:
+    [x], [d] = values, dims
+    return reductions.top_k_p.bind(x, k=k, axis=_batched_axis(axis, d)), [d, d]
+
+
+batching_rules.update({p: _batch_reduction(p) for p in reductions.REDUCTIONS})
+batching_rules.update({p: _batch_cumulative(p) for p in reductions.CUMULATIVE})
+batching_rules.update({
+    reductions.argmax_p: _batch_arg_reduction(reductions.argmax_p),
+    reductions.argmin_p: _batch_arg_reduction(reductions.argmin_p),
+    reductions.sort_p: _batch_sort,
+    reductions.top_k_p: _batch_top_k,
+})
+
+
+# --- dot_general -----------------------------------------------------------------------------------
+def _batch_dot_general(axis_size: int, values: tuple, dims: tuple, *, dimension_numbers: tuple,
+                       **params: Any) -> tuple[Any, int]:
+    """Both operands batched: the batch axis becomes a dot batch dimension (the first one, so it
+    leads the result). One operand batched: it is a free dimension of that operand."""
+    (lhs, rhs), (ld, rd) = values, dims
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    if ld is not None and rd is not None:
+        lhs, rhs = move_batch_axis(lhs, ld, axis_size), move_batch_axis(rhs, rd, axis_size)
+        numbers = ((_after_front(lhs_contract), _after_front(rhs_contract)),
+                   ((0, *_after_front(lhs_batch)), (0, *_after_front(rhs_batch))))
+        return dot_general_p.bind(lhs, rhs, dimension_numbers=numbers, **params), 0
+    if ld is not None:
+        lhs_contract, lhs_batch = _batched_axes(lhs_contract, ld), _batched_axes(lhs_batch, ld)
+        lhs_free = [a for a in range(aval(lhs).ndim) if a not in lhs_contract + lhs_batch]
+        out_dim = len(lhs_batch) + lhs_free.index(ld)
+    else:
+        rhs_contract, rhs_batch = _batched_axes(rhs_contract, rd), _batched_axes(rhs_batch, rd)
+        rhs_free = [a for a in range(aval(rhs).ndim) if a not in rhs_contract + rhs_batch]
+        num_lhs_free = aval(lhs).ndim - len(lhs_contract) - len(lhs_batch)
+        out_dim = len(rhs_batch) + num_lhs_free + rhs_free.index(rd)
+    numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=numbers, **params), out_dim
+
+
+batching_rules[dot_general_p] = _batch_dot_general
+
+
+# --- gather / scatter --------------------------------------------------------------------------------
+def _batch_gather(axis_size: int, values: tuple, dims: tuple, *, dimension_numbers: GatherDimensionNumbers,
+                  slice_sizes: tuple, **params: Any) -> tuple[Any, int]:
+    """Batched indices gain a leading batch dimension (the result's first); a batched operand
+    is one more window dimension when the indices are shared, else an operand batching
+    dimension that pairs with the indices' (JAX's ``operand_batching_dims``)."""
+    (operand, indices), (od, idim) = values, dims
+    dn = dimension_numbers
+    if idim is None:
+        operand = move_batch_axis(operand, od, axis_size)
+        dn = GatherDimensionNumbers(
+            offset_dims=(0, *_after_front(dn.offset_dims)),
+            collapsed_slice_dims=_after_front(dn.collapsed_slice_dims),
+            start_index_map=_after_front(dn.start_index_map),
+            operand_batching_dims=_after_front(dn.operand_batching_dims),
+            start_indices_batching_dims=dn.start_indices_batching_dims)
+        slice_sizes = (axis_size, *slice_sizes)
+    elif od is None:
+        indices = move_batch_axis(indices, idim, axis_size)
+        dn = dn._replace(offset_dims=_after_front(dn.offset_dims),
+                         start_indices_batching_dims=_after_front(dn.start_indices_batching_dims))
+    else:
+        operand, indices = move_batch_axis(operand, od, axis_size), move_batch_axis(indices, idim, axis_size)
+        dn = GatherDimensionNumbers(
+            offset_dims=_after_front(dn.offset_dims),
+            collapsed_slice_dims=_after_front(dn.collapsed_slice_dims),
+            start_index_map=_after_front(dn.start_index_map),
+            operand_batching_dims=(0, *_after_front(dn.operand_batching_dims)),
+            start_indices_batching_dims=(0, *_after_front(dn.start_indices_batching_dims)))
+        slice_sizes = (1, *slice_sizes)
+    return indexing.gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=slice_sizes, **params), 0
+
+
+def _batch_scatter(p: Primitive, axis_size: int, values: tuple, dims: tuple, *,
+                   dimension_numbers: ScatterDimensionNumbers, **params: Any) -> tuple[Any, int]:
+    """Every example updates its own copy of the operand (batched at the front). Shared indices:
+    the batch axis is one more window dimension; batched ones: an operand batching dimension."""
+    (operand, indices, updates), (od, idim, ud) = values, dims
+    dn = dimension_numbers
+    operand, updates = move_batch_axis(operand, od, axis_size), move_batch_axis(updates, ud, axis_size)
+    if idim is None:
+        dn = ScatterDimensionNumbers(
+            update_window_dims=(0, *_after_front(dn.update_window_dims)),
+            inserted_window_dims=_after_front(dn.inserted_window_dims),
+            scatter_dims_to_operand_dims=_after_front(dn.scatter_dims_to_operand_dims),
+            operand_batching_dims=_after_front(dn.operand_batching_dims),
+            scatter_indices_batching_dims=dn.scatter_indices_batching_dims)
+    else:
+        indices = move_batch_axis(indices, idim, axis_size)
+        dn = ScatterDimensionNumbers(
+            update_window_dims=_after_front(dn.update_window_dims),
+            inserted_window_dims=_after_front(dn.inserted_window_dims),
+            scatter_dims_to_operand_dims=_after_front(dn.scatter_dims_to_operand_dims),
+            operand_batching_dims=(0, *_after_front(dn.operand_batching_dims)),
+            scatter_indices_batching_dims=(0, *_after_front(dn.scatter_indices_batching_dims)))
+    return p.bind(operand, indices, updates, dimension_numbers=dn, **params), 0
+
+
+batching_rules[indexing.gather_p] = _batch_gather
+batching_rules.update({p: functools.partial(_batch_scatter, p) for p in (
+    indexing.scatter_p, indexing.scatter_add_p, indexing.scatter_sub_p, indexing.scatter_mul_p, indexing.scatter_min_p,
+    indexing.scatter_max_p)})

@@ -1,0 +1,336 @@
+"""User-defined derivatives: ``custom_jvp`` and ``custom_vjp`` (as in JAX), and the
+derivative of ``stop_gradient``.
+
+A decorated function runs as itself when nothing is traced. Under a trace it is
+one equation, ``custom_jvp_call`` / ``custom_vjp_call``, holding the traced
+function (to evaluate or compile) and the user's rules (to differentiate), so
+``grad(jit(f))`` still finds the rule inside the jitted program.
+
+Reverse mode through ``custom_vjp``: the jvp of a call runs the user's ``fwd``
+and records ``custom_vjp_lin(residuals, tangents)``, a linear equation whose
+transpose is the user's ``bwd``. It cannot be evaluated forward, which is why
+forward mode through a ``custom_vjp`` function is an error, as in JAX.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Sequence
+
+from ember import tree_util
+from ember.backends.reference import eval_closed, impl_rules
+from ember.core.avals import ShapedArray
+from ember.core.ir import ClosedJaxpr
+from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
+from ember.core.trace import is_tracing
+from ember.lax.base import aval
+from ember.numpy.core import ensure_array
+from ember.transforms.jvp import defzero, jvp_rules
+from ember.transforms.programs import trace_program
+from ember.transforms.stop_gradient import stop_gradient_p
+from ember.transforms.tangents import Zero, instantiate, is_differentiable, match_type, zeros
+from ember.transforms.transpose import transpose_rules
+
+defzero(stop_gradient_p)
+impl_rules[stop_gradient_p] = lambda x: x
+
+
+# --- the primitives -----------------------------------------------------------------------------
+def _call_rule(*avals: ShapedArray, call: ClosedJaxpr, **params: Any) -> list[ShapedArray]:
+    return call.out_avals
+
+
+def _call_impl(*args: Any, call: ClosedJaxpr, **params: Any) -> list:
+    return eval_closed(call, *args)
+
+
+def _call_primitive(name: str) -> Primitive:
+    p = Primitive(name, multiple_results=True)
+    abstract_eval_rules[p] = _call_rule
+    higher_order.add(p)
+    call_params[p] = "call"  # once differentiation is done, the call is just its body
+    impl_rules[p] = _call_impl
+    return p
+
+
+custom_jvp_call_p = _call_primitive("custom_jvp_call")
+custom_vjp_call_p = _call_primitive("custom_vjp_call")
+
+custom_vjp_lin_p = Primitive("custom_vjp_lin", multiple_results=True)
+abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list(out_avals)
+
+
+def _forward_through_custom_vjp(*args: Any, **params: Any) -> Any:
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+impl_rules[custom_vjp_lin_p] = _forward_through_custom_vjp
+
+
+# --- shared argument handling -------------------------------------------------------------------
+def _function_name(fun: Callable) -> str:
+    return getattr(fun, "__name__", type(fun).__name__)
+
+
+def _positional(fun: Callable, args: tuple, kwargs: dict) -> tuple:
+    """All arguments as positional ones (keywords resolved against the signature, defaults applied)."""
+    if not kwargs:
+        return args
+    bound = inspect.signature(fun).bind(*args, **kwargs)
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(f"keyword-only arguments are not supported by custom_jvp / custom_vjp functions "
+                        f"({_function_name(fun)} got {sorted(bound.kwargs)}); pass them positionally")
+    return bound.args
+
+
+class _Arguments:
+    """A call's arguments split into static ones (``nondiff_argnums``) and flat dynamic leaves."""
+
+    def __init__(self, args: tuple, nondiff_argnums: tuple[int, ...]) -> None:
+        self.args = args
+        self.nondiff_argnums = nondiff_argnums
+        self.static = [args[i] for i in nondiff_argnums]
+        dynamic = tuple(a for i, a in enumerate(args) if i not in nondiff_argnums)
+        leaves, self.tree = tree_util.tree_flatten(dynamic)
+        self.leaves = [ensure_array(x) for x in leaves]
+
+    def dynamic(self, leaves: Sequence[Any]) -> tuple:
+        return tree_util.tree_unflatten(self.tree, list(leaves))
+
+    def full(self, leaves: Sequence[Any]) -> tuple:
+        """The arguments in their original positions, with the given dynamic leaves."""
+        dynamic = iter(self.dynamic(leaves))
+        static = iter(self.static)
+        return tuple(next(static) if i in self.nondiff_argnums else next(dynamic) for i in range(len(self.args)))
+
+
+def _check_closure_tangents(kind: str, name: str, const_tangents: Sequence[Any]) -> None:
+    if any(not isinstance(t, Zero) for t in const_tangents):
+        raise TypeError(f"The {kind} function {name} closes over a value that is being differentiated, so its "
+                        "custom rule cannot account for it. Pass that value as an argument of the function instead.")
+
+
+def _flatten_like(kind: str, tree: Any, reference_tree: Any, what: str) -> list:
+    leaves, treedef = tree_util.tree_flatten(tree)
+    if treedef != reference_tree:
+        raise TypeError(f"{kind} rule must produce {what} with the same container (pytree) structure as the "
+                        f"primal output, got {treedef} and {reference_tree}")
+    return leaves
+
+
+# --- custom_jvp ----------------------------------------------------------------------------------
+class custom_jvp:
+    """A function with a user-given forward-mode derivative (reverse mode is derived from it).
+
+    ::
+
+        @custom_jvp
+        def f(x):
+            return ...
+
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            (x,), (t,) = primals, tangents
+            return f(x), ...
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()) -> None:
+        functools.update_wrapper(self, fun, updated=())  # the function is ``self.__wrapped__``
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp: Callable | None = None
+
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
+        """Set the rule ``jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``."""
+        if symbolic_zeros:
+            raise NotImplementedError("custom_jvp.defjvp: symbolic_zeros=True is not supported; "
+                                      "the rule receives zero arrays for inputs that are not differentiated")
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *jvps: Callable | None) -> None:
+        """Set one rule per argument: ``jvp_i(tangent_i, primal_out, *primals)``; their results add up."""
+        def jvp(primals: tuple, tangents: tuple) -> tuple:
+            out = self(*primals)
+            total = None
+            for rule, t in zip(jvps, tangents):
+                if rule is not None:
+                    term = rule(t, out, *primals)
+                    total = term if total is None else tree_util.tree_map(lambda a, b: a + b, total, term)
+            return out, total if total is not None else tree_util.tree_map(lambda o: zeros(aval(o)), out)
+
+        self.defjvp(jvp)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _function_name(self.__wrapped__)
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
+        args = _positional(self.__wrapped__, args, kwargs)
+        if not is_tracing():
+            return self.__wrapped__(*args)
+        arguments = _Arguments(args, self.nondiff_argnums)
+        out_tree: list = []
+
+        def flat_fun(*leaves: Any) -> list:
+            out_leaves, tree = tree_util.tree_flatten(self.__wrapped__(*arguments.full(leaves)))
+            out_tree.append(tree)
+            return [ensure_array(x) for x in out_leaves]
+
+        call, consts = trace_program(flat_fun, [aval(x) for x in arguments.leaves], f"custom_jvp of `{name}`")
+        user_jvp = self.jvp
+
+        def flat_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
+            out, out_tangent = user_jvp(*arguments.static, arguments.dynamic(primals),
+                                        arguments.dynamic([instantiate(t) for t in tangents]))
+            outs = [ensure_array(o) for o in _flatten_like("Custom JVP", out, out_tree[0], "primal outputs")]
+            out_tangents = _flatten_like("Custom JVP", out_tangent, out_tree[0], "tangent outputs")
+            checked = []
+            for o, t, expected in zip(outs, out_tangents, call.out_avals):
+                if not is_differentiable(expected.dtype):  # integer outputs: the rule's tangent is ignored
+                    checked.append(Zero(expected))
+                    continue
+                t = ensure_array(t)
+                if aval(o).shape != expected.shape or aval(t).shape != expected.shape:
+                    raise TypeError(f"Custom JVP rule of {name} must produce primal and tangent outputs with the "
+                                    f"shapes of the function's output: expected {expected.str_short()}, got primal "
+                                    f"{aval(o).str_short()} and tangent {aval(t).str_short()}")
+                checked.append(match_type(t, expected))
+            return outs, checked
+
+        flat_jvp.__name__ = name  # how the IR printer shows the rule
+        outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=flat_jvp, num_consts=len(consts))
+        return tree_util.tree_unflatten(out_tree[0], outs)
+
+
+def _custom_jvp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, jvp: Callable,
+                         num_consts: int) -> tuple:
+    _check_closure_tangents("custom_jvp", jvp.__name__, tangents[:num_consts])
+    return jvp(primals[num_consts:], tangents[num_consts:])
+
+
+jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
+
+
+# --- custom_vjp ----------------------------------------------------------------------------------
+class custom_vjp:
+    """A function with a user-given reverse-mode derivative.
+
+    ::
+
+        @custom_vjp
+        def f(x):
+            return ...
+
+        def f_fwd(x):
+            return f(x), residuals
+
+        def f_bwd(residuals, g):
+            return (cotangent_of_x,)
+
+        f.defvjp(f_fwd, f_bwd)
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()) -> None:
+        functools.update_wrapper(self, fun, updated=())  # the function is ``self.__wrapped__``
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False) -> None:
+        """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff_args, residuals, out_cotangent)`` returns a
+        tuple with one cotangent per (differentiable) argument."""
+        if symbolic_zeros:
+            raise NotImplementedError("custom_vjp.defvjp: symbolic_zeros=True is not supported")
+        self.fwd, self.bwd = fwd, bwd
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _function_name(self.__wrapped__)
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
+        args = _positional(self.__wrapped__, args, kwargs)
+        if not is_tracing():
+            return self.__wrapped__(*args)
+        arguments = _Arguments(args, self.nondiff_argnums)
+        out_tree: list = []
+
+        def flat_fun(*leaves: Any) -> list:
+            out_leaves, tree = tree_util.tree_flatten(self.__wrapped__(*arguments.full(leaves)))
+            out_tree.append(tree)
+            return [ensure_array(x) for x in out_leaves]
+
+        call, consts = trace_program(flat_fun, [aval(x) for x in arguments.leaves], f"custom_vjp of `{name}`")
+        rules = _VJPRules(self, name, arguments, out_tree[0])
+        outs = custom_vjp_call_p.bind(*consts, *arguments.leaves, call=call, rules=rules, num_consts=len(consts))
+        return tree_util.tree_unflatten(out_tree[0], outs)
+
+
+class _VJPRules:
+    """The user's fwd and bwd of one call, on flat lists of arrays.
+
+    The ``rules`` param of ``custom_vjp_call``; other transformations wrap it keeping this
+    interface: ``fn`` (the custom_vjp), ``fwd(primals) -> (outputs, residuals)`` and
+    ``bwd(residuals, output cotangents, input avals) -> input cotangents`` (Zero where none).
+    """
+
+    def __init__(self, fn: custom_vjp, name: str, arguments: _Arguments, out_tree: Any) -> None:
+        self.fn, self.name, self.arguments, self.out_tree = fn, name, arguments, out_tree
+        self.residual_tree: Any = None  # known once fwd has run
+
+    def fwd(self, primals: Sequence[Any]) -> tuple[list, list]:
+        result = self.fn.fwd(*self.arguments.full(primals))
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise TypeError(f"Custom VJP fwd rule of {self.name} must return a pair (output, residuals), "
+                            f"got {type(result).__name__}")
+        out, residuals = result
+        outs = [ensure_array(o) for o in _flatten_like("Custom VJP fwd", out, self.out_tree, "primal outputs")]
+        residual_leaves, self.residual_tree = tree_util.tree_flatten(residuals)
+        return outs, [ensure_array(r) for r in residual_leaves]
+
+    def bwd(self, residuals: Sequence[Any], cts: Sequence[Any], in_avals: Sequence[ShapedArray]) -> list:
+        ct_tree = tree_util.tree_unflatten(self.out_tree, list(cts))
+        result = self.fn.bwd(*self.arguments.static, tree_util.tree_unflatten(self.residual_tree, list(residuals)),
+                             ct_tree)
+        dynamic_count = len(self.arguments.args) - len(self.arguments.nondiff_argnums)
+        if not isinstance(result, (tuple, list)) or len(result) != dynamic_count:
+            raise TypeError(f"Custom VJP bwd rule of {self.name} must return a tuple with one cotangent per "
+                            f"differentiable argument ({dynamic_count}), got {result!r:.200}")
+        flat = []
+        for arg, ct in zip(self.arguments.dynamic(self.arguments.leaves), result):
+            arg_leaves = tree_util.tree_leaves(arg)
+            ct_leaves = [None] * len(arg_leaves) if ct is None else tree_util.tree_leaves(ct)
+            if len(ct_leaves) != len(arg_leaves):
+                raise TypeError(f"Custom VJP bwd rule of {self.name} returned a cotangent whose structure differs "
+                                "from its argument's")
+            flat.extend(ct_leaves)
+        return [Zero(a) if ct is None or not is_differentiable(a.dtype) else match_type(ensure_array(ct), a)
+                for ct, a in zip(flat, in_avals)]
+
+
+def _custom_vjp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, rules: _VJPRules,
+                         num_consts: int) -> tuple:
+    _check_closure_tangents("custom_vjp", _function_name(rules.fn.__wrapped__), tangents[:num_consts])
+    outs, residuals = rules.fwd(primals[num_consts:])
+    args = primals[num_consts:]
+    differentiable = [is_differentiable(aval(x).dtype) for x in args]
+    in_tangents = [instantiate(t) for t, d in zip(tangents[num_consts:], differentiable) if d]
+    out_tangents = custom_vjp_lin_p.bind(
+        *residuals, *in_tangents, num_residuals=len(residuals), rules=rules,
+        in_avals=tuple(aval(x) for x in args), out_avals=tuple(call.out_avals))
+    return outs, [t if is_differentiable(a.dtype) else Zero(a) for t, a in zip(out_tangents, call.out_avals)]
+
+
+def _custom_vjp_lin_transpose(cts: list, *args: Any, num_residuals: int, rules: _VJPRules, in_avals: tuple,
+                              out_avals: tuple) -> list:
+    cts = [match_type(instantiate(ct), a) for ct, a in zip(cts, out_avals)]
+    cts_in = rules.bwd(args[:num_residuals], cts, in_avals)
+    return [None] * num_residuals + [ct for ct, a in zip(cts_in, in_avals) if is_differentiable(a.dtype)]
+
+
+jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
+transpose_rules[custom_vjp_lin_p] = _custom_vjp_lin_transpose

@@ -1,0 +1,253 @@
+"""Derivatives of elementwise primitives (jvp), and transposes of the linear ones.
+
+Partials are written as ``g * f'(x)`` with the coefficient ``f'(x)`` computed from
+primal values only, so under ``linearize`` it becomes a residual and the
+tangent program is a chain of multiplications by constants.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ember import lax
+from ember.lax import elementwise as ew
+from ember.lax.base import aval
+from ember.transforms.jvp import deflinear, defjvp, defzero, jvp_rules
+from ember.transforms.tangents import Zero, instantiate, is_differentiable, sum_to_shape, zeros
+from ember.transforms.transpose import is_undefined, transpose_rules
+
+
+def const(like: Any, value: float) -> Any:
+    """A scalar of ``like``'s dtype, weakly typed so it never changes a result's type."""
+    return lax.convert_element_type(value, aval(like).dtype, weak_type=True)
+
+
+def one_minus_square(x: Any) -> Any:
+    return lax.sub(const(x, 1.0), lax.mul(x, x))
+
+
+defzero(ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, ew.is_finite_p, ew.not_p, ew.population_count_p,
+        ew.and_p, ew.or_p, ew.xor_p, ew.shift_left_p, ew.shift_right_arithmetic_p,
+        ew.shift_right_logical_p, ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p,
+        ew.bitcast_convert_type_p)
+
+# --- unary math: g * f'(x) ----------------------------------------------------------
+defjvp(ew.abs_p, lambda g, ans, x: lax.select(lax.ge(x, const(x, 0.0)), g, lax.neg(g)))  # 1 at 0, as JAX
+defjvp(ew.exp_p, lambda g, ans, x: lax.mul(g, ans))
+defjvp(ew.exp2_p, lambda g, ans, x: lax.mul(g, lax.mul(ans, const(x, math.log(2.0)))))
+defjvp(ew.log_p, lambda g, ans, x: lax.div(g, x))
+defjvp(ew.log1p_p, lambda g, ans, x: lax.div(g, lax.add(x, const(x, 1.0))))
+defjvp(ew.expm1_p, lambda g, ans, x: lax.mul(g, lax.add(ans, const(x, 1.0))))
+defjvp(ew.tanh_p, lambda g, ans, x: lax.mul(g, one_minus_square(ans)))
+defjvp(ew.logistic_p, lambda g, ans, x: lax.mul(g, lax.mul(ans, lax.sub(const(x, 1.0), ans))))
+defjvp(ew.sin_p, lambda g, ans, x: lax.mul(g, lax.cos(x)))
+defjvp(ew.cos_p, lambda g, ans, x: lax.mul(g, lax.neg(lax.sin(x))))
+defjvp(ew.tan_p, lambda g, ans, x: lax.mul(g, lax.add(const(x, 1.0), lax.mul(ans, ans))))
+defjvp(ew.asin_p, lambda g, ans, x: lax.mul(g, lax.rsqrt(one_minus_square(x))))
+defjvp(ew.acos_p, lambda g, ans, x: lax.mul(g, lax.neg(lax.rsqrt(one_minus_square(x)))))
+defjvp(ew.atan_p, lambda g, ans, x: lax.div(g, lax.add(const(x, 1.0), lax.mul(x, x))))
+defjvp(ew.sinh_p, lambda g, ans, x: lax.mul(g, lax.cosh(x)))
+defjvp(ew.cosh_p, lambda g, ans, x: lax.mul(g, lax.sinh(x)))
+defjvp(ew.asinh_p, lambda g, ans, x: lax.mul(g, lax.rsqrt(lax.add(lax.mul(x, x), const(x, 1.0)))))
+defjvp(ew.acosh_p, lambda g, ans, x: lax.mul(
+    g, lax.rsqrt(lax.mul(lax.sub(x, const(x, 1.0)), lax.add(x, const(x, 1.0))))))
+defjvp(ew.atanh_p, lambda g, ans, x: lax.div(g, one_minus_square(x)))
+defjvp(ew.sqrt_p, lambda g, ans, x: lax.mul(g, lax.div(const(x, 0.5), ans)))
+defjvp(ew.rsqrt_p, lambda g, ans, x: lax.mul(g, lax.mul(const(x, -0.5), lax.div(ans, x))))
+defjvp(ew.cbrt_p, lambda g, ans, x: lax.mul(g, lax.mul(const(x, 1 / 3), lax.integer_pow(ans, -2))))
+defjvp(ew.erf_p, lambda g, ans, x: lax.mul(
+    g, lax.mul(const(x, 2 / math.sqrt(math.pi)), lax.exp(lax.neg(lax.mul(x, x))))))
+defjvp(ew.erfc_p, lambda g, ans, x: lax.mul(
+    g, lax.mul(const(x, -2 / math.sqrt(math.pi)), lax.exp(lax.neg(lax.mul(x, x))))))
+defjvp(ew.erf_inv_p, lambda g, ans, x: lax.mul(
+    g, lax.mul(const(x, math.sqrt(math.pi) / 2), lax.exp(lax.mul(ans, ans)))))
+defjvp(ew.lgamma_p, lambda g, ans, x: lax.mul(g, lax.digamma(x)))
+
+
+def trigamma(x: Any) -> Any:
+    """psi'(x), the derivative of digamma, built from lax operations (so it is differentiable too).
+
+    Recurrence psi'(x) = psi'(x + 6) + sum_k 1/(x + k)^2 moves the argument to >= 6, where
+    the asymptotic series is accurate to ~1e-10; negative arguments use the reflection
+    psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x).
+    """
+    negative = lax.lt(x, const(x, 0.0))
+    z = lax.select(negative, lax.sub(const(x, 1.0), x), x)
+    total = lax.mul(z, const(x, 0.0))
+    for _ in range(6):
+        total = lax.add(total, lax.integer_pow(z, -2))
+        z = lax.add(z, const(x, 1.0))
+    inv = lax.integer_pow(z, -1)
+    inv2 = lax.mul(inv, inv)
+    series = const(x, 0.0)
+    for coefficient in (-1 / 30, 1 / 42, -1 / 30, 1 / 6):  # Bernoulli terms, innermost first
+        series = lax.add(lax.mul(series, inv2), const(x, coefficient))
+    asymptotic = lax.add(lax.add(inv, lax.mul(const(x, 0.5), inv2)), lax.mul(lax.mul(series, inv2), inv))
+    positive_value = lax.add(total, asymptotic)
+    sin_pi_x = lax.sin(lax.mul(const(x, math.pi), x))
+    reflected = lax.sub(lax.div(const(x, math.pi ** 2), lax.mul(sin_pi_x, sin_pi_x)), positive_value)
+    return lax.select(negative, reflected, positive_value)
+
+
+defjvp(ew.digamma_p, lambda g, ans, x: lax.mul(g, trigamma(x)))
+
+
+def _integer_pow_partial(g: Any, ans: Any, x: Any, *, y: int) -> Any:
+    if y == 0:
+        return Zero(aval(g))
+    if y == 1:
+        return g
+    power = x if y == 2 else lax.integer_pow(x, y - 1)
+    return lax.mul(g, lax.mul(const(x, float(y)), power))
+
+
+defjvp(ew.integer_pow_p, _integer_pow_partial)
+
+# --- binary ----------------------------------------------------------------------------
+defjvp(ew.add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+defjvp(ew.sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: lax.neg(g))
+defjvp(ew.mul_p, lambda g, ans, x, y: lax.mul(g, y), lambda g, ans, x, y: lax.mul(x, g))
+defjvp(ew.div_p, lambda g, ans, x, y: lax.div(g, y), lambda g, ans, x, y: lax.mul(g, lax.neg(lax.div(ans, y))))
+
+
+def _rem_partial_y(g: Any, ans: Any, x: Any, y: Any) -> Any:
+    quotient = lax.div(x, y)  # d rem(x, y) / dy = -trunc(x / y)
+    return lax.mul(g, lax.neg(lax.mul(lax.sign(quotient), lax.floor(lax.abs(quotient)))))
+
+
+defjvp(ew.rem_p, lambda g, ans, x, y: g, _rem_partial_y)
+defjvp(ew.nextafter_p, lambda g, ans, x, y: g, None)  # x moved by one ulp: slope 1 in x, flat in y
+
+
+def _replace_zero(x: Any) -> Any:
+    return lax.select(lax.eq(x, const(x, 0.0)), const(x, 1.0), x)
+
+
+def _pow_partial_x(g: Any, ans: Any, x: Any, y: Any) -> Any:
+    # y * x^(y-1), with 0 (not 0 * inf) where y == 0
+    coefficient = lax.mul(_replace_zero(y), lax.pow(x, lax.sub(y, const(y, 1.0))))
+    return lax.mul(g, lax.select(lax.eq(y, const(y, 0.0)), const(x, 0.0), coefficient))
+
+
+def _pow_partial_y(g: Any, ans: Any, x: Any, y: Any) -> Any:
+    return lax.mul(g, lax.mul(lax.log(_replace_zero(x)), ans))  # log(x) * x^y, taken as 0 at x == 0
+
+
+defjvp(ew.pow_p, _pow_partial_x, _pow_partial_y)
+
+
+def _balanced_choice(x: Any, ans: Any, other: Any) -> Any:
+    """1 where ``x`` was chosen by max/min, 0.5 on ties (as JAX), else 0."""
+    chosen = lax.eq(x, ans)
+    half_or_one = lax.select(lax.eq(other, ans), const(x, 0.5), const(x, 1.0))
+    return lax.select(chosen, half_or_one, const(x, 0.0))
+
+
+for _p in (ew.max_p, ew.min_p):
+    defjvp(_p, lambda g, ans, x, y: lax.mul(g, _balanced_choice(x, ans, y)),
+           lambda g, ans, x, y: lax.mul(g, _balanced_choice(y, ans, x)))
+
+
+def _atan2_partial(numerator_is_x: bool):
+    def partial(g: Any, ans: Any, x: Any, y: Any) -> Any:
+        denominator = lax.add(lax.mul(x, x), lax.mul(y, y))
+        coefficient = lax.div(y, denominator) if numerator_is_x else lax.neg(lax.div(x, denominator))
+        return lax.mul(g, coefficient)
+    return partial
+
+
+defjvp(ew.atan2_p, _atan2_partial(True), _atan2_partial(False))
+
+
+def _masked(g: Any, mask: Any) -> Any:
+    return lax.select(mask, g, const(g, 0.0))
+
+
+defjvp(ew.clamp_p,
+       lambda g, ans, lo, x, hi: _masked(g, lax.bitwise_and(lax.gt(lo, x), lax.lt(lo, hi))),
+       lambda g, ans, lo, x, hi: _masked(g, lax.bitwise_and(lax.gt(x, lo), lax.lt(x, hi))),
+       lambda g, ans, lo, x, hi: _masked(g, lax.lt(hi, x)))
+
+
+# --- conversion and selection -----------------------------------------------------------------
+def _convert_jvp(primals: tuple, tangents: tuple, *, new_dtype: Any, weak_type: bool) -> tuple:
+    [x], [t] = primals, tangents
+    ans = ew.convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+    if not is_differentiable(new_dtype):
+        return ans, Zero(aval(ans))
+    return ans, ew.convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+jvp_rules[ew.convert_element_type_p] = _convert_jvp
+
+
+def _select_n_jvp(primals: tuple, tangents: tuple) -> tuple:
+    which, *cases = primals
+    ans = ew.select_n_p.bind(which, *cases)
+    case_tangents = tangents[1:]
+    if all(isinstance(t, Zero) for t in case_tangents):
+        return ans, Zero(aval(ans))
+    return ans, ew.select_n_p.bind(which, *map(instantiate, case_tangents))
+
+
+jvp_rules[ew.select_n_p] = _select_n_jvp
+deflinear(ew.neg_p)
+
+
+# --- transposes of the linear primitives -----------------------------------------------------
+def _linear_operand_count_check(name: str, operands: tuple) -> None:
+    if sum(map(is_undefined, operands)) != 1:
+        raise NotImplementedError(f"transpose of {name}: expected exactly one linear operand (the product of "
+                                  "two values being differentiated is not linear)")
+
+
+def _add_transpose(ct: Any, x: Any, y: Any) -> list:
+    return [sum_to_shape(ct, x.aval.shape) if is_undefined(x) else None,
+            sum_to_shape(ct, y.aval.shape) if is_undefined(y) else None]
+
+
+def _sub_transpose(ct: Any, x: Any, y: Any) -> list:
+    return [sum_to_shape(ct, x.aval.shape) if is_undefined(x) else None,
+            sum_to_shape(lax.neg(ct), y.aval.shape) if is_undefined(y) else None]
+
+
+def _mul_transpose(ct: Any, x: Any, y: Any) -> list:
+    _linear_operand_count_check("mul", (x, y))
+    if is_undefined(x):
+        return [sum_to_shape(lax.mul(ct, y), x.aval.shape), None]
+    return [None, sum_to_shape(lax.mul(x, ct), y.aval.shape)]
+
+
+def _div_transpose(ct: Any, x: Any, y: Any) -> list:
+    if is_undefined(y):
+        raise NotImplementedError("transpose of div: the divisor is being differentiated, which is not linear")
+    return [sum_to_shape(lax.div(ct, y), x.aval.shape), None]
+
+
+def _convert_transpose(ct: Any, x: Any, *, new_dtype: Any, weak_type: bool) -> list:
+    return [lax.convert_element_type(ct, x.aval.dtype, x.aval.weak_type)]
+
+
+def _select_n_transpose(ct: Any, which: Any, *cases: Any) -> list:
+    if is_undefined(which):
+        raise NotImplementedError("transpose of select_n: the selector cannot be differentiated")
+    zero = zeros(aval(ct))
+    out: list = [None]
+    for i, case in enumerate(cases):
+        if is_undefined(case):
+            chosen = lax.select_n(which, *[ct if j == i else zero for j in range(len(cases))])
+            out.append(sum_to_shape(chosen, case.aval.shape))
+        else:
+            out.append(None)
+    return out
+
+
+transpose_rules.update({
+    ew.neg_p: lambda ct, x: [lax.neg(ct)],
+    ew.add_p: _add_transpose,
+    ew.sub_p: _sub_transpose,
+    ew.mul_p: _mul_transpose,
+    ew.div_p: _div_transpose,
+    ew.convert_element_type_p: _convert_transpose,
+    ew.select_n_p: _select_n_transpose,
+})

@@ -1,0 +1,83 @@
+"""Library functions whose naive derivative misbehaves, with custom rules.
+
+``ember.numpy`` and ``ember.nn`` call these where the derivative of the formula
+they compute is not the one users want:
+
+- ``euclidean_norm``: ``sqrt(sum(x**2))`` has derivative ``x / |x|``, which the
+  chain rule evaluates as ``0 * inf = NaN`` at ``x = 0``; the rule gives 0 there
+  (a subgradient), so ``grad(jnp.linalg.norm)(zeros)`` is finite.
+- ``logaddexp`` (and so ``softplus``): the chain rule through its stable formula
+  ``max(a, b) + log1p(exp(-|a - b|))`` gives 0 instead of 1/2 at ``a == b`` (where
+  ``|.|``'s derivative is 1, as in JAX); the rule is ``exp(a - out)``, ``exp(b - out)``.
+- ``relu``: ``max(x, 0)`` would split the derivative at 0 as ``max`` does on ties
+  (0.5); as in JAX, the derivative of relu at 0 is 0.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ember import lax
+from ember.lax.base import aval
+from ember.transforms.custom import custom_jvp
+
+
+def _sum(x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
+    total = lax.reduce_sum(x, axes)
+    return lax.expand_dims(total, axes) if keepdims else total
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1, 2))
+def euclidean_norm(x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
+    """``sqrt(sum(x**2))`` over ``axes`` of a floating ``x``; its derivative is 0 where the norm is 0."""
+    return lax.sqrt(_sum(lax.mul(x, x), axes, keepdims))
+
+
+@euclidean_norm.defjvp
+def _euclidean_norm_jvp(axes: tuple[int, ...], keepdims: bool, primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    norm = euclidean_norm(x, axes, keepdims)
+    zero = lax.convert_element_type(0, aval(norm).dtype)
+    at_zero = lax.eq(norm, zero)
+    safe_norm = lax.select(at_zero, lax.convert_element_type(1, aval(norm).dtype), norm)
+    return norm, lax.select(at_zero, zero, lax.div(_sum(lax.mul(x, t), axes, keepdims), safe_norm))
+
+
+@custom_jvp
+def logaddexp(x1: Any, x2: Any) -> Any:
+    """``log(exp(x1) + exp(x2))`` of floating arrays of one dtype and shape, without overflow."""
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+    # delta is NaN when both are infinite with one sign (answer: amax) or when an input is NaN.
+    either_nan = lax.bitwise_or(lax.ne(x1, x1), lax.ne(x2, x2))
+    return lax.select(lax.ne(delta, delta), lax.select(either_nan, lax.add(x1, x2), amax), out)
+
+
+def _finite_at_plus_inf(x: Any) -> Any:
+    """``x`` with +inf replaced by 0, so ``exp(x - out)`` is 1, not NaN, where both are +inf (as JAX)."""
+    dtype = aval(x).dtype
+    return lax.select(lax.eq(x, lax.convert_element_type(np.inf, dtype)), lax.convert_element_type(0, dtype), x)
+
+
+@logaddexp.defjvp
+def _logaddexp_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x1, x2), (t1, t2) = primals, tangents
+    out = logaddexp(x1, x2)
+    share = [lax.exp(lax.sub(_finite_at_plus_inf(x), _finite_at_plus_inf(out))) for x in (x1, x2)]
+    return out, lax.add(lax.mul(t1, share[0]), lax.mul(t2, share[1]))
+
+
+@custom_jvp
+def relu(x: Any) -> Any:
+    """``max(x, 0)`` of an array ``x``, with derivative 0 at 0 (as in JAX)."""
+    return lax.max(x, lax.convert_element_type(0, aval(x).dtype, weak_type=True))
+
+
+@relu.defjvp
+def _relu_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    zero = lax.convert_element_type(0, aval(x).dtype, weak_type=True)
+    return relu(x), lax.select(lax.gt(x, zero), t, zero)

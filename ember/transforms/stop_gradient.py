@@ -1,0 +1,34 @@
+"""``lax.stop_gradient``: the identity, with a zero derivative.
+
+Only the primitive and the lax function live here (``ember.lax`` imports this
+module while it initializes, so it depends on nothing above ``lax.base``); its
+derivative rule and reference implementation are registered in
+``ember.transforms.custom``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ember import dtypes, tree_util
+from ember.core.avals import ShapedArray
+from ember.lax.base import aval, primitive
+from ember.lax.elementwise import ELEMENTWISE
+
+
+def _identity_rule(x: ShapedArray) -> ShapedArray:
+    return x
+
+
+stop_gradient_p = primitive("stop_gradient", _identity_rule)
+ELEMENTWISE.add(stop_gradient_p)  # an elementwise identity: fuses, batches and lowers like one
+
+
+def stop_gradient(x: Any) -> Any:
+    """``x`` (a pytree), treated as a constant by differentiation: its derivative is zero.
+
+    Integer and boolean leaves are returned unchanged (they have no derivative anyway).
+    """
+    def stop(leaf: Any) -> Any:
+        return stop_gradient_p.bind(leaf) if dtypes.is_floating(aval(leaf).dtype) else leaf
+
+    return tree_util.tree_map(stop, x)

@@ -1,0 +1,90 @@
+"""Tangent values: symbolic zeros, zero instantiation and addition.
+
+A tangent that is known to be zero is carried as ``Zero(aval)`` instead of an
+array, so differentiating a function with respect to one of many inputs does no
+work for the others. Integer and boolean values are not differentiable: their
+tangents are always symbolic zeros inside ember, and the public API shows them
+as arrays of ``float0``, the zero-size dtype JAX uses for that purpose.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember import dtypes, lax
+from ember.core.avals import ShapedArray
+from ember.lax.base import aval
+
+# The dtype of tangents and cotangents of integer and boolean values (as jax.dtypes.float0).
+float0 = np.dtype([("float0", "V")])
+
+
+class Zero:
+    """A tangent (or cotangent) that is zero, known without computing anything."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray) -> None:
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Zero({self.aval})"
+
+
+def is_differentiable(dtype: np.dtype) -> bool:
+    return dtypes.is_floating(dtype)
+
+
+def zeros(a: ShapedArray) -> Any:
+    """An array of zeros of type ``a`` (a broadcast scalar, so the IR stays small)."""
+    scalar = lax.convert_element_type(0, a.dtype, a.weak_type)
+    return lax.broadcast_in_dim(scalar, a.shape, ()) if a.shape else scalar
+
+
+def instantiate(t: Any) -> Any:
+    """A concrete array for a tangent: zeros for a symbolic zero."""
+    return zeros(t.aval) if isinstance(t, Zero) else t
+
+
+def add_tangents(a: Any, b: Any) -> Any:
+    """``a + b``, skipping symbolic zeros."""
+    if isinstance(a, Zero):
+        return b
+    if isinstance(b, Zero):
+        return a
+    return lax.add(a, b)
+
+
+def broadcast_to_shape(t: Any, shape: tuple) -> Any:
+    """A rank-0 tangent of an elementwise operand, broadcast to the result's shape."""
+    if isinstance(t, Zero):
+        return Zero(t.aval._replace(shape=shape))
+    if aval(t).shape == shape:
+        return t
+    return lax.broadcast_in_dim(t, shape, ())
+
+
+def match_type(x: Any, target: ShapedArray) -> Any:
+    """``x`` with exactly the type ``target`` (dtype and weak flag), e.g. a carry's tangent."""
+    if isinstance(x, Zero):
+        return Zero(target)
+    a = aval(x)
+    if a.dtype == target.dtype and a.weak_type == target.weak_type:
+        return x
+    return lax.convert_element_type(x, target.dtype, target.weak_type)
+
+
+def sum_to_shape(x: Any, shape: tuple) -> Any:
+    """Undo an elementwise operand's rank-0 broadcast: sum a cotangent back to ``shape``."""
+    if isinstance(x, Zero):
+        return Zero(x.aval._replace(shape=shape))
+    a = aval(x)
+    if a.shape == shape:
+        return x
+    assert shape == (), f"cannot sum a cotangent of shape {a.shape} to {shape}"
+    return lax.reduce_sum(x, tuple(range(a.ndim)))
+
+
+def float0_zeros(shape: tuple) -> np.ndarray:
+    return np.zeros(shape, float0)
