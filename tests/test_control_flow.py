@@ -508,8 +508,17 @@ def test_map_matches_stacking():
     out = lax.map(lambda t: {"s": t["a"] + t["b"]}, {"a": xs, "b": 2 * xs})
     assert_allclose(out["s"], 3 * xs)
     assert "scan[" in ir(lambda xs: lax.map(jnp.sin, xs), xs)
-    with pytest.raises(NotImplementedError, match="batch_size"):
-        lax.map(jnp.sin, xs, batch_size=2)
+
+
+
+@pytest.mark.parametrize("n,batch_size", [(6, 2), (7, 3), (2, 5), (4, 4)])
+def test_map_with_batch_size(n, batch_size):
+    xs = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    fn = lambda xs: lax.map(lambda r: {"y": r.sum() * r}, xs, batch_size=batch_size)  # noqa: E731
+    out = check_eager_and_jit(fn, xs)
+    assert_allclose(out["y"], xs.sum(axis=1, keepdims=True) * xs)
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        lax.map(jnp.sin, xs, batch_size=0)
 
 
 # --- nesting, closures, jit inside bodies ---------------------------------------------------------------

@@ -32,7 +32,7 @@ from ember.core.verify import check_jaxpr
 from ember.lax.base import aval, operator_index, primitive
 from ember.lax.conversions import convert_element_type
 from ember.lax.elementwise import add, clamp, lt, ne
-from ember.lax.shapes import concatenate, expand_dims, index_in_dim
+from ember.lax.shapes import concatenate, expand_dims, index_in_dim, reshape, slice_in_dim
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 
@@ -552,13 +552,41 @@ def _scan_in_python(f: Callable, carry: Any, xs_leaves: list, xs_tree: tree_util
 
 
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:
-    """``np.stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``, as one ``scan``."""
+    """``np.stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``, as one ``scan``.
+
+    With ``batch_size``, each step applies ``vmap(f)`` to ``batch_size`` elements (the
+    remainder runs as one more batch), trading memory for fewer, wider steps.
+    """
     if batch_size is not None:
-        raise NotImplementedError("lax.map: batch_size needs vmap, which ember does not have yet; "
-                                  "leave it unset (one element per step).")
+        return _batched_map(f, xs, operator_index(batch_size))
 
     def step(carry: tuple, x: Any) -> tuple:
         return carry, f(x)
 
     _, ys = _scan(step, (), xs, None, False, 1, _Caller("lax.map", "f", f))
     return ys
+
+
+def _batched_map(f: Callable, xs: Any, batch_size: int) -> Any:
+    from ember.transforms.batching import vmap
+
+    leaves, tree = tree_util.tree_flatten(xs)
+    if batch_size < 1:
+        raise ValueError(f"lax.map: batch_size must be positive, got {batch_size}")
+    if not leaves:
+        raise ValueError("lax.map: xs has no arrays to map over")
+    n = aval(leaves[0]).shape[0]
+    full, rest = divmod(n, batch_size)
+    batched_f = vmap(f)
+    outs = []
+    if full:
+        blocks = [reshape(slice_in_dim(x, 0, full * batch_size), (full, batch_size) + aval(x).shape[1:])
+                  for x in leaves]
+        ys = map(batched_f, tree_util.tree_unflatten(tree, blocks))
+        outs.append(tree_util.tree_map(lambda y: reshape(y, (full * batch_size,) + aval(y).shape[2:]), ys))
+    if rest:
+        tail = [slice_in_dim(x, full * batch_size, n) for x in leaves]
+        outs.append(batched_f(tree_util.tree_unflatten(tree, tail)))
+    if len(outs) == 1:
+        return outs[0]
+    return tree_util.tree_map(lambda a, b: concatenate([a, b], 0), outs[0], outs[1])

@@ -14,10 +14,8 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.core.avals import ShapedArray
+from ember.dtypes import float0
 from ember.lax.base import aval
-
-# The dtype of tangents and cotangents of integer and boolean values (as jax.dtypes.float0).
-float0 = np.dtype([("float0", "V")])
 
 
 class Zero:
