@@ -36,6 +36,21 @@ class ShapedArray(NamedTuple):
     __repr__ = __str__
 
 
+class AvalProperties:
+    """Array metadata read from ``self.aval``: shared by ``Array`` and ``Tracer``."""
+
+    __slots__ = ()
+    aval: ShapedArray
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+    itemsize = property(lambda self: self.aval.dtype.itemsize)
+    nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
+
+
 def aval_of_value(x) -> ShapedArray:
     """The abstract value of a concrete value (Array, NumPy array or Python scalar)."""
     aval = getattr(x, "aval", None)

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ember import errors
-from ember.core.avals import ShapedArray
+from ember.core.avals import AvalProperties, ShapedArray
 
 
 class Trace:
@@ -31,7 +31,7 @@ class Trace:
         return error_type(f"{what} of a traced value.")
 
 
-class Tracer:
+class Tracer(AvalProperties):
     """Stands in for an array while a function is traced.
 
     Operators and array methods are attached by ``ember.numpy`` (they are the
@@ -45,12 +45,6 @@ class Tracer:
     def __init__(self, trace: Trace, aval: ShapedArray) -> None:
         self._trace = trace
         self.aval = aval
-
-    shape = property(lambda self: self.aval.shape)
-    dtype = property(lambda self: self.aval.dtype)
-    ndim = property(lambda self: self.aval.ndim)
-    size = property(lambda self: self.aval.size)
-    weak_type = property(lambda self: self.aval.weak_type)
 
     def __len__(self) -> int:
         if not self.shape:

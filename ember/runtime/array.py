@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ember import dtypes
-from ember.core.avals import ShapedArray
+from ember.core.avals import AvalProperties, ShapedArray
 
 
 class Device:
@@ -28,7 +28,7 @@ class Device:
 CPU = Device()
 
 
-class Array:
+class Array(AvalProperties):
     __slots__ = ("_value", "aval", "__weakref__")
     __array_priority__ = 100
 
@@ -44,15 +44,7 @@ class Array:
         self._value = value
         self.aval = aval
 
-    # --- metadata --------------------------------------------------------------
-    shape = property(lambda self: self.aval.shape)
-    dtype = property(lambda self: self.aval.dtype)
-    ndim = property(lambda self: self.aval.ndim)
-    size = property(lambda self: self.aval.size)
-    weak_type = property(lambda self: self.aval.weak_type)
-    itemsize = property(lambda self: self.aval.dtype.itemsize)
-    nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
-
+    # --- metadata (shape, dtype, ndim, size, ... come from AvalProperties) ------------
     @property
     def device(self) -> Device:
         return CPU
