@@ -299,9 +299,27 @@ def _index_operand(i: Any) -> Any:
     return convert_element_type(i, dtypes.int32) if type(i) is int else i
 
 
-def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
-    """``x[start:start+size]`` with traced starts, clamped so the slice stays in bounds."""
-    return dynamic_slice_p.bind(x, *map(_index_operand, start_indices), slice_sizes=shape_tuple(slice_sizes))
+def _wrap_negative(starts: Sequence[Any], shape: tuple[int, ...]) -> list[Any]:
+    """``start + size`` for negative starts (Python style), as JAX's ``allow_negative_indices``."""
+    from ember.lax.elementwise import add, lt, select
+
+    out = []
+    for start, size in zip(starts, shape):
+        if isinstance(start, (int, np.integer)):
+            out.append(start + size if start < 0 else start)
+        else:
+            out.append(select(lt(start, 0), add(start, size), start))
+    return out
+
+
+def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool = True) -> Any:
+    """``x[start:start+size]`` with traced starts, clamped so the slice stays in bounds.
+    Negative starts count from the end (as in JAX) unless ``allow_negative_indices=False``."""
+    starts = list(map(_index_operand, start_indices))
+    if allow_negative_indices:
+        starts = _wrap_negative(starts, aval(x).shape)
+    return dynamic_slice_p.bind(x, *starts, slice_sizes=shape_tuple(slice_sizes))
 
 
 def _dynamic_update_slice_rule(x: ShapedArray, update: ShapedArray, *starts: ShapedArray) -> ShapedArray:
@@ -316,9 +334,14 @@ def _dynamic_update_slice_rule(x: ShapedArray, update: ShapedArray, *starts: Sha
 dynamic_update_slice_p = primitive("dynamic_update_slice", _dynamic_update_slice_rule)
 
 
-def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any]) -> Any:
-    """``x`` with ``update`` written at ``start_indices`` (clamped to stay in bounds)."""
-    return dynamic_update_slice_p.bind(x, update, *map(_index_operand, start_indices))
+def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any], *,
+                         allow_negative_indices: bool = True) -> Any:
+    """``x`` with ``update`` written at ``start_indices`` (clamped to stay in bounds).
+    Negative starts count from the end (as in JAX) unless ``allow_negative_indices=False``."""
+    starts = list(map(_index_operand, start_indices))
+    if allow_negative_indices:
+        starts = _wrap_negative(starts, aval(x).shape)
+    return dynamic_update_slice_p.bind(x, update, *starts)
 
 
 def dynamic_slice_in_dim(x: Any, start_index: Any, slice_size: int, axis: int = 0) -> Any:
