@@ -48,7 +48,8 @@ def main() -> None:
     jitted = median_seconds(lambda: selu_jit(x).block_until_ready())
     print(f"eager: {eager * 1e3:8.2f} ms (median of 7)")
     print(f"jit:   {jitted * 1e3:8.2f} ms (median of 7)   eager/jit = {eager / jitted:.1f}x")
-    np.testing.assert_allclose(np.asarray(selu_jit(x)), np.asarray(selu(x)), rtol=1e-6)
+    # exp differs by at most an ulp between backends; alpha*exp(x) - alpha magnifies that near 0.
+    np.testing.assert_allclose(np.asarray(selu_jit(x)), np.asarray(selu(x)), rtol=1e-5, atol=1e-6)
     print("results agree")
 
     section("2. the IR of selu (ember.make_jaxpr)")
