@@ -1,5 +1,7 @@
 """``ember.numpy``: the NumPy API as JAX's ``jax.numpy`` defines it (float32 by default),
 written only in terms of ``ember.lax``."""
+import builtins as _builtins
+
 import numpy as _np
 
 from ember import dtypes as _dtypes
@@ -37,9 +39,15 @@ floating, inexact, number, generic = _np.floating, _np.inexact, _np.number, _np.
 dtype = _np.dtype
 
 
-def isdtype(dtype, kind):  # noqa: D103
-    return _np.isdtype(_dtypes.dtype(dtype), kind) if _dtypes.dtype(dtype) != bfloat16 else kind in (
-        "real floating", "numeric")
+def isdtype(dtype, kind):
+    """NumPy's ``isdtype``; ``kind`` is a kind name, a dtype, or a tuple of them. bfloat16,
+    unknown to NumPy, is of the kinds float32 is of."""
+    if isinstance(kind, tuple):
+        return _builtins.any(isdtype(dtype, k) for k in kind)
+    dtype = _dtypes.dtype(dtype)
+    if not isinstance(kind, str):
+        return dtype == _dtypes.dtype(kind)
+    return _np.isdtype(_np.dtype(float32) if dtype == bfloat16 else dtype, kind)
 
 
 from ember.numpy.shape_ops import *  # noqa: E402,F401,F403

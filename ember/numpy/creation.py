@@ -123,7 +123,11 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     if not dtypes.is_floating(dt):
         out = lax.floor(out)
     out = lax.convert_element_type(out, dt)
-    return (out, lax.convert_element_type(step, dt)) if retstep else out
+    if not retstep:
+        return out
+    if div <= 0:  # fewer than two samples span the interval: NumPy's step is NaN
+        step = lax.mul(step, float("nan"))
+    return out, lax.convert_element_type(step, dt)
 
 
 def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: float = 10.0,
