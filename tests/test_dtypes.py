@@ -129,3 +129,25 @@ def test_finfo_and_iinfo():
     assert jnp.finfo(jnp.bfloat16).bits == 16
     assert jnp.finfo(jnp.float32).eps == np.finfo(np.float32).eps
     assert jnp.iinfo(jnp.int8).max == 127
+
+
+def test_scalar_types_are_dtypes_and_constructors():
+    x = jnp.float32(1.5)
+    assert isinstance(x, ember.Array) and x.dtype == jnp.float32 and not x.weak_type
+    assert jnp.int8(300 - 256).dtype == jnp.int8
+    assert jnp.float64(1.0).dtype == jnp.float32  # canonicalized with x64 off
+    assert np.dtype(jnp.bfloat16) == dtypes.bfloat16 and np.zeros(2, jnp.int16).dtype == np.int16
+    assert jnp.float32 == np.float32 and jnp.float32 != jnp.float16
+    assert isinstance(np.float32(1), jnp.float32)
+    assert {jnp.float32: 1}[np.float32] == 1
+
+
+def test_like_functions_keep_a_weak_type():
+    assert jnp.zeros_like(2.0).weak_type and jnp.full_like(2.0, 3).weak_type
+    assert not jnp.ones_like(jnp.float32(2)).weak_type
+    assert (jnp.zeros_like(2.0) + jnp.ones(2, jnp.float16)).dtype == jnp.float16
+
+
+def test_integer_exponent_and_boolean_shifts_as_jax():
+    assert ember.lax.pow(jnp.full(3, 2.0), jnp.int32(3)).tolist() == [8.0, 8.0, 8.0]
+    assert jnp.left_shift(jnp.array([True]), 1).dtype == jnp.int32

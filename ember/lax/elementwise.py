@@ -206,7 +206,7 @@ neg, sign, floor, ceil, abs, bitwise_not, population_count, is_finite = map(
     _bind, (exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p,
             acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, erf_p,
             erfc_p, erf_inv_p, lgamma_p, digamma_p))
-(add, sub, mul, div, rem, pow, max, min, atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor,
+(add, sub, mul, div, rem, _pow_same_dtype, max, min, atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor,
  shift_left, shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge) = map(
     _bind, (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, nextafter_p, and_p, or_p,
             xor_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, eq_p, ne_p, lt_p, le_p,
@@ -221,6 +221,15 @@ xor = bitwise_xor
 class RoundingMethod:
     AWAY_FROM_ZERO = 0
     TO_NEAREST_EVEN = 1
+
+
+def pow(x: Any, y: Any) -> Any:
+    """``x ** y`` elementwise for a floating ``x``; ``y`` is of ``x``'s dtype or an integer (as in JAX)."""
+    if not is_python_scalar(y) and dtypes.is_integer(aval(y).dtype) and dtypes.is_floating(aval(x).dtype):
+        from ember.lax.conversions import convert_element_type
+
+        y = convert_element_type(y, aval(x).dtype, weak_type=aval(y).weak_type)
+    return _pow_same_dtype(x, y)
 
 
 def round(x: Any, rounding_method: int = RoundingMethod.AWAY_FROM_ZERO) -> Any:

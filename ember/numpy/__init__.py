@@ -5,9 +5,9 @@ import builtins as _builtins
 import numpy as _np
 
 from ember import dtypes as _dtypes
-from ember.dtypes import (  # noqa: F401
+from ember.dtypes import finfo, iinfo, issubdtype, promote_types, result_type  # noqa: F401
+from ember.numpy.scalar_types import (  # noqa: F401
     bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64,
-    finfo, iinfo, promote_types, result_type, issubdtype,
 )
 from ember.runtime.array import Array as ndarray  # noqa: F401
 from ember.numpy.core import array, asarray, broadcast_shapes, broadcast_to  # noqa: F401

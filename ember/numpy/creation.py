@@ -47,15 +47,19 @@ def _like_dtype(a: Any, dtype: Any) -> Any:
 
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
+    """``full`` with ``a``'s shape and dtype; a weakly typed ``a`` gives a weak result (as in JAX)."""
+    out = full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
+    if dtype is None and aval(ensure_array(a)).weak_type:
+        out = lax.convert_element_type(out, aval(out).dtype, weak_type=True)
+    return out
 
 
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return full(_like_shape(a, shape), 0, _like_dtype(a, dtype))
+    return full_like(a, 0, dtype, shape)
 
 
 def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return full(_like_shape(a, shape), 1, _like_dtype(a, dtype))
+    return full_like(a, 1, dtype, shape)
 
 
 def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:

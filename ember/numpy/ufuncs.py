@@ -156,12 +156,20 @@ def logical_not(x: Any, /) -> Any:
     return lax.bitwise_not(x if x.dtype == dtypes.bool_ else lax.ne(x, 0))
 
 
+def _shift_operands(x1: Any, x2: Any) -> list[Any]:
+    """Promoted and broadcast; booleans shift as int32, as in JAX."""
+    x1, x2 = promote_and_broadcast(x1, x2)
+    if x1.dtype == dtypes.bool_:
+        x1, x2 = (lax.convert_element_type(v, dtypes.int32) for v in (x1, x2))
+    return [x1, x2]
+
+
 def left_shift(x1: Any, x2: Any, /) -> Any:
-    return lax.shift_left(*promote_and_broadcast(x1, x2))
+    return lax.shift_left(*_shift_operands(x1, x2))
 
 
 def right_shift(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = promote_and_broadcast(x1, x2)
+    x1, x2 = _shift_operands(x1, x2)
     op = lax.shift_right_arithmetic if dtypes.is_signed(x1.dtype) else lax.shift_right_logical
     return op(x1, x2)
 

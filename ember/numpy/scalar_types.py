@@ -1,0 +1,56 @@
+"""``jnp.float32`` and friends: usable as dtypes *and* callable to make scalar arrays.
+
+JAX programs write both ``jnp.zeros(3, jnp.float32)`` and ``jnp.float32(1.5)``;
+NumPy's scalar types would make the second a NumPy scalar (and float64 would
+ignore x64 being off), so these classes build ember arrays of the canonical
+dtype instead. ``np.dtype(jnp.float32)`` works through the ``dtype`` attribute.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember import dtypes
+
+
+class _ScalarMeta(type):
+    dtype: np.dtype
+
+    def __call__(cls, x: Any = 0) -> Any:
+        from ember.numpy.core import asarray
+
+        return asarray(x, dtype=cls.dtype)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, cls.dtype.type)
+
+    def __eq__(cls, other: Any) -> bool:
+        if other is cls:
+            return True
+        try:
+            return dtypes.dtype(other) == cls.dtype
+        except TypeError:
+            return False
+
+    def __ne__(cls, other: Any) -> bool:
+        return not cls == other
+
+    def __hash__(cls) -> int:
+        return hash(cls.dtype.type)
+
+    def __repr__(cls) -> str:
+        return f"<class 'ember.numpy.{cls.__name__}'>"
+
+
+def _scalar_type(name: str, dt: np.dtype) -> type:
+    return _ScalarMeta(name, (), {"dtype": dt, "__doc__": f"The {dt.name} dtype; ``{name}(x)`` makes an array."})
+
+
+bool_ = _scalar_type("bool_", dtypes.bool_)
+int8, int16, int32, int64 = (_scalar_type(n, d) for n, d in zip(
+    ("int8", "int16", "int32", "int64"), dtypes.SIGNED))
+uint8, uint16, uint32, uint64 = (_scalar_type(n, d) for n, d in zip(
+    ("uint8", "uint16", "uint32", "uint64"), dtypes.UNSIGNED))
+bfloat16, float16, float32, float64 = (_scalar_type(n, d) for n, d in zip(
+    ("bfloat16", "float16", "float32", "float64"), dtypes.FLOATING))
