@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
+import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.config import config
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr
@@ -25,6 +27,7 @@ from ember.core.primitive import Primitive, abstract_eval_rules, call_params, hi
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, is_tracing
 from ember.core.verify import check_jaxpr
+from ember.runtime.stages import Lowered
 from ember.runtime.cache import CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
 
 
@@ -226,10 +229,8 @@ class JitFunction:
             check_jaxpr(closed)
         return closed, out_tree_box[0]
 
-    def lower(self, *args: Any, **kwargs: Any) -> "Lowered":
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Trace for these arguments without running: ``f.lower(x).compile()(x)`` (ahead of time)."""
-        from ember.runtime.stages import Lowered
-
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, self.fun) for x in leaves]
@@ -295,8 +296,55 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
                                  keep_unused=keep_unused, inline=inline)
     if not callable(fun):
         raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
+    _note_new_wrapper(fun)
     return JitFunction(fun, _as_tuple(static_argnums), _as_tuple(static_argnames), _as_tuple(donate_argnums),
                        keep_unused, inline)
+
+
+class _WrapperChurn:
+    """How many distinct function objects with the same code were given to ``jit``."""
+
+    def __init__(self) -> None:
+        self.seen: "weakref.WeakSet[Callable]" = weakref.WeakSet()
+        self.count = 0
+        self.warned = False
+
+
+_churn: dict[Any, _WrapperChurn] = {}
+_churn_lock = threading.Lock()
+
+
+def _code_of(fun: Callable) -> Any:
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    return getattr(fun, "__code__", None)
+
+
+def _note_new_wrapper(fun: Callable) -> None:
+    """Warn once when ``jit`` keeps being applied to fresh function objects of one piece of code
+    (a lambda, closure or ``functools.partial`` made anew in a loop): each is traced again."""
+    threshold = int(config.jit_churn_warning_threshold)
+    code = _code_of(fun)
+    if not threshold or code is None:
+        return
+    with _churn_lock:
+        churn = _churn.setdefault(code, _WrapperChurn())
+        try:
+            if fun in churn.seen:
+                return
+            churn.seen.add(fun)
+        except TypeError:  # not weak-referenceable
+            return
+        churn.count += 1
+        if churn.count < threshold or churn.warned:
+            return
+        churn.warned = True
+    warnings.warn(
+        f"ember.jit has wrapped {churn.count} different function objects made from the same code "
+        f"({code.co_name} at {code.co_filename}:{code.co_firstlineno}); each new wrapper traces again. "
+        f"The wrappers are created at {errors.user_location()}\n"
+        "Fix: create the jitted function once, outside the loop (e.g. `step = ember.jit(f)` at module level), "
+        "and pass what changes as arguments (static_argnames for Python values).", RuntimeWarning, stacklevel=3)
 
 
 def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),

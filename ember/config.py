@@ -21,14 +21,16 @@ _DEFAULTS: dict[str, Any] = {
     "check_ir": False,
     # Most signatures kept per jitted function (least recently used ones are dropped).
     "jit_cache_max_entries": 1024,
+    # Warn once when jit wraps this many fresh function objects of one piece of code (0: never).
+    "jit_churn_warning_threshold": 8,
     # Warn once when a function has been traced this many times (0: never).
     "retrace_warning_threshold": 32,
     # Where the persistent compile cache lives.
     "cache_dir": os.environ.get("EMBER_CACHE_DIR", ""),
     # Compiler passes to skip, by name (see ember.compiler.pipeline.PIPELINE).
     "disabled_passes": (),
-    # Which backend runs jitted programs.
-    "backend": os.environ.get("EMBER_BACKEND", "reference"),
+    # Which backend runs jitted programs: "cpu" (native, LLVM) or "reference" (the NumPy interpreter).
+    "backend": os.environ.get("EMBER_BACKEND", "cpu"),
 }
 
 # Flags whose value changes the compiled result, hence part of the cache key.

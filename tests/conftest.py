@@ -8,6 +8,10 @@ from hypothesis import HealthCheck, settings
 import ember
 
 ember.config.update("check_ir", True)
+# Tests build fresh functions and new signatures on purpose; the warnings about that are
+# tested where they are the subject (tests/test_cache.py).
+ember.config.update("jit_churn_warning_threshold", 0)
+ember.config.update("retrace_warning_threshold", 0)
 
 settings.register_profile(
     "ember", max_examples=int(os.environ.get("EMBER_HYPOTHESIS_EXAMPLES", "25")), deadline=None,

@@ -1,4 +1,5 @@
 """The jit cache: explanations, logging, retrace warnings, bounds, threads, AOT stages."""
+import functools
 import logging
 import threading
 import tracemalloc
@@ -158,3 +159,35 @@ def test_lower_handles_static_arguments_and_control_flow():
     compiled = ember.jit(f, static_argnums=1).lower(jnp.ones(3), 4).compile()
     assert compiled(jnp.ones(3), 4).tolist() == [16.0, 16.0, 16.0]
     assert compiled.cost_analysis()["flops"] >= 4 * 3
+
+
+def test_equivalent_functions_share_compiled_code():
+    x = jnp.ones(3)
+    ember.clear_caches()
+    compiles = []
+    for _ in range(4):  # a fresh lambda each time: traced again, compiled once
+        f = ember.jit(lambda v: v * 2 + 1)
+        assert f(x).tolist() == [3.0, 3.0, 3.0]
+        compiles.append(f.cache_info().compiles)
+    assert compiles == [1, 0, 0, 0]
+
+    def scale(v, s):
+        return v * s
+
+    partials = [ember.jit(functools.partial(scale, s=3.0)) for _ in range(3)]
+    assert [p(x).tolist() for p in partials] == [[3.0] * 3] * 3
+    assert [p.cache_info().compiles for p in partials] == [1, 0, 0]
+    other = ember.jit(functools.partial(scale, s=4.0))   # a different constant: compiled anew
+    assert other(x).tolist() == [4.0] * 3 and other.cache_info().compiles == 1
+
+
+def test_jit_wrappers_created_in_a_loop_warn_once_naming_the_line():
+    x = jnp.ones(2)
+    with ember.config.override(jit_churn_warning_threshold=3), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(6):
+            ember.jit(lambda v: v + 1)(x)  # the line the warning names
+    churn = [w for w in caught if "different function objects" in str(w.message)]
+    assert len(churn) == 1
+    assert "test_cache.py" in str(churn[0].message) and "ember.jit(lambda v: v + 1)(x)" in str(churn[0].message)
+    assert "outside the loop" in str(churn[0].message)

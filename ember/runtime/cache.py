@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ember.config import CODEGEN_FLAGS, config
 from ember.core.ir import ClosedJaxpr
+from ember.runtime import compile_cache
 
 logger = logging.getLogger("ember")
 
@@ -57,11 +58,14 @@ class Entry:
                     from ember.backends import compile_jaxpr
 
                     start = time.perf_counter()
-                    self.executable = compile_jaxpr(self.closed, name=name)
+                    self.executable, compiled = compile_cache.compile_shared(
+                        self.closed, name, lambda closed, name: compile_jaxpr(closed, name=name))
                     seconds = time.perf_counter() - start
-                    cache.record_compile(seconds)
+                    if compiled:
+                        cache.record_compile(seconds)
                     if config.log_compiles:
-                        logger.warning("ember: compiled %s in %.1f ms", name, seconds * 1e3)
+                        what = "compiled" if compiled else "reused the executable of an equivalent program for"
+                        logger.warning("ember: %s %s in %.1f ms", what, name, seconds * 1e3)
                 executable = self.executable
         return executable
 
@@ -138,6 +142,7 @@ def clear_caches() -> None:
         caches = [c for per in _function_caches.values() for c in per.values()]
     for c in caches:
         c.clear()
+    compile_cache.clear()
 
 
 # --- explanations ------------------------------------------------------------------------
