@@ -25,7 +25,8 @@ from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
-from ember.core.trace import Tracer, is_tracing
+from ember.core.trace import EvalTrace, Tracer, current_trace, is_tracing
+from ember.runtime.array import Array
 from ember.core.verify import check_jaxpr
 from ember.runtime.stages import Lowered
 from ember.runtime.cache import CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
@@ -149,6 +150,12 @@ class JitFunction:
             return self.fun(*args, **kwargs)
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        # The hit path: every leaf an Array (no tracer: nothing is being traced).
+        if type(current_trace()) is EvalTrace and all(type(x) is Array for x in leaves):
+            key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
+            entry = self._cache.get(key) or self._lookup(leaves, in_tree, statics, args, kwargs)
+            outs = (entry.executable or entry.get_executable(self._cache, self._sig.fun_name))(*leaves)
+            return tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
@@ -165,7 +172,7 @@ class JitFunction:
             for name, x in zip(names, leaves):
                 _check_leaf(x, f"argument `{name}` of {self._sig.fun_name}")
             raise
-        key = CacheKey(in_tree, avals, statics, config.codegen_key())
+        key = (in_tree, avals, statics, config.codegen_key())
         cache = self._cache
         entry, claim = cache.lookup_or_claim(key)
         if entry is not None:
@@ -174,7 +181,8 @@ class JitFunction:
             arg_names = self._sig.arg_names(args, kwargs)
             if config.explain_cache_misses:
                 logger.warning("ember: cache miss for %s: %s", self._sig.fun_name,
-                               explain_miss(key, list(cache.entries), arg_names, self._sig.positional))
+                               explain_miss(CacheKey(*key), [CacheKey(*k) for k in list(cache.entries)],
+                                            arg_names, self._sig.positional))
             entry = self._trace(avals, in_tree, statics, arg_names)
         except BaseException:
             cache.store(key, None, claim)
@@ -193,16 +201,16 @@ class JitFunction:
                            (time.perf_counter() - start) * 1e3)
         return Entry(closed, out_tree)
 
-    def _warn_if_retracing_often(self, key: CacheKey, arg_names: list[str]) -> None:
+    def _warn_if_retracing_often(self, key: tuple, arg_names: list[str]) -> None:
         cache = self._cache
         threshold = int(config.retrace_warning_threshold)
         if not threshold or cache.traces < threshold or cache.warned_about_retraces:
             return
         cache.warned_about_retraces = True
-        others = [k for k in cache.entries if k != key]
+        others = [CacheKey(*k) for k in cache.entries if k != key]
         warnings.warn(
             f"ember.jit: `{self._sig.fun_name}` has been traced {cache.traces} times. The latest retrace: "
-            f"{explain_miss(key, others, arg_names, self._sig.positional)}. Each new shape, dtype or static value "
+            f"{explain_miss(CacheKey(*key), others, arg_names, self._sig.positional)}. Each new shape, dtype or static value "
             "traces and compiles again. Fix: keep shapes fixed (pad inputs to a few sizes), pass values that vary "
             "as array arguments instead of static ones, and create the jit wrapper once, outside loops. "
             "Set ember.config.update('explain_cache_misses', True) to see every miss.",

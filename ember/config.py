@@ -38,15 +38,16 @@ CODEGEN_FLAGS = ("enable_x64", "debug_nans", "backend", "disabled_passes")
 
 
 class _Config:
+    """Flags live in the instance ``__dict__`` (plain attribute reads: the dispatch path reads
+    some on every call); ``update`` is the only writer."""
+
     def __init__(self) -> None:
         object.__setattr__(self, "_values", dict(_DEFAULTS))
+        self.__dict__.update(_DEFAULTS)
         object.__setattr__(self, "_codegen_key", tuple(_DEFAULTS[k] for k in CODEGEN_FLAGS))
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}") from None
+    def __getattr__(self, name: str) -> Any:  # only reached for names that are not flags
+        raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         self.update(name, value)
@@ -58,6 +59,7 @@ class _Config:
         if name not in self._values:
             raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
         self._values[name] = value
+        self.__dict__[name] = value
         if name in CODEGEN_FLAGS:
             object.__setattr__(self, "_codegen_key", tuple(self._values[k] for k in CODEGEN_FLAGS))
 

@@ -32,6 +32,8 @@ class CacheInfo(NamedTuple):
 
 
 class CacheKey(NamedTuple):
+    """The parts of a cache key (keys are stored as plain tuples: cheaper to build per call)."""
+
     in_tree: Any
     avals: tuple
     statics: tuple
@@ -74,8 +76,8 @@ class FunctionCache:
     """Entries of one function under one set of jit options."""
 
     def __init__(self) -> None:
-        self.entries: OrderedDict[CacheKey, Entry] = OrderedDict()
-        self.pending: dict[CacheKey, threading.Event] = {}
+        self.entries: OrderedDict[tuple, Entry] = OrderedDict()
+        self.pending: dict[tuple, threading.Event] = {}
         self.lock = threading.Lock()
         self.hits = self.misses = self.traces = self.compiles = 0
         self.compile_seconds = 0.0
@@ -86,7 +88,18 @@ class FunctionCache:
             self.compiles += 1
             self.compile_seconds += seconds
 
-    def lookup_or_claim(self, key: CacheKey) -> tuple[Entry | None, threading.Event | None]:
+    def get(self, key: tuple) -> Entry | None:
+        """The hit path: no lock (a dict read is atomic); the hit refreshes the key's LRU place."""
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.hits += 1
+            try:
+                self.entries.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+        return entry
+
+    def lookup_or_claim(self, key: tuple) -> tuple[Entry | None, threading.Event | None]:
         """(entry, None) on a hit; (None, event) if this caller must trace, and set ``event``
         when done; waits while another thread is tracing the same key."""
         while True:
@@ -103,7 +116,7 @@ class FunctionCache:
                     return None, event
             waiting.wait()
 
-    def store(self, key: CacheKey, entry: Entry | None, event: threading.Event) -> None:
+    def store(self, key: tuple, entry: Entry | None, event: threading.Event) -> None:
         """Publish a traced entry (None: tracing failed or must not be cached) and wake waiters."""
         with self.lock:
             if entry is not None:
