@@ -1,9 +1,11 @@
-"""Backends turn a ClosedJaxpr into an executable. The reference backend runs
-the IR on NumPy; the native CPU backend plugs in behind the same function."""
+"""Backends turn a ClosedJaxpr into an executable: the NumPy reference interpreter, or the
+native CPU backend (LLVM kernels, BLAS, and the reference for whatever it does not lower)."""
 from __future__ import annotations
 
 from ember.config import config
 from ember.core.ir import ClosedJaxpr
+
+BACKENDS = ("reference", "cpu")
 
 
 def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn"):
@@ -13,4 +15,8 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn"):
         from ember.runtime.executable import ReferenceExecutable
 
         return ReferenceExecutable(closed, name)
-    raise ValueError(f"unknown backend {backend!r}; available: 'reference'")
+    if backend == "cpu":
+        from ember.runtime.executable import CpuExecutable
+
+        return CpuExecutable(closed, name)
+    raise ValueError(f"unknown backend {backend!r}; available: {', '.join(map(repr, BACKENDS))}")

@@ -19,6 +19,10 @@ form). Two cases keep a producer out although its users agree:
   materialized instead. Broadcasts that only add trailing dimensions (row-wise
   patterns such as softmax) are free, because the backend hoists a value out
   of the loops it does not depend on.
+
+What may join a kernel at all is the backend's decision (``can_fuse``): the
+default is every elementwise, index-remapping and reduction primitive; the CPU
+backend leaves out what it cannot lower and adds small products.
 """
 from __future__ import annotations
 

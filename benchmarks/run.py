@@ -1,0 +1,327 @@
+"""Side-by-side benchmarks: NumPy eager, ember jit, JAX jit (when importable), and a memcpy baseline.
+
+``python -m benchmarks`` (or ``python benchmarks/run.py [name ...]``) prints a markdown table.
+Times are medians of repeated calls measured in one run, one workload after the other; the
+memcpy baseline is ``np.copyto`` of the workload's input bytes into a preallocated array (the
+least a memory-bound program must spend). "first call" includes tracing and compiling: each
+framework gets a fresh function object, so nothing is cached from the timed runs.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import ember
+import ember.numpy as enp
+from ember import lax as elax
+from ember import nn as enn
+
+try:
+    import jax
+    import jax.numpy as jnp_jax
+    from jax import lax as jlax
+    from jax import nn as jnn
+except ImportError:  # JAX is an optional oracle, never a dependency
+    jax = None
+
+
+@dataclass
+class Workload:
+    name: str
+    build: Callable[[Any, Any, Any], Callable]  # (numpy-like, lax-like, nn-like) -> function
+    inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    numpy_eager: Callable | None = None
+
+
+def _rng_normal(*shape: int) -> Callable:
+    return lambda rng: [rng.standard_normal(shape, dtype=np.float32)]
+
+
+# --- workloads -------------------------------------------------------------------------------------
+def _selu(xp, lax, nn):
+    return lambda x: 1.0507009873554805 * xp.where(x > 0, x, 1.6732632423543772 * (xp.exp(x) - 1))
+
+
+def _gelu(xp, lax, nn):
+    return lambda x: nn.gelu(x, approximate=True)
+
+
+def _chain(xp, lax, nn):
+    def f(x):
+        y = x * 1.5 + 0.5
+        y = xp.maximum(y, 0.1) - 0.25
+        y = y * y + x
+        y = xp.abs(y) * 0.75
+        return xp.minimum(y, 3.0) / 1.25
+    return f
+
+
+def _softmax(xp, lax, nn):
+    def f(x):
+        e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+        return e / xp.sum(e, axis=-1, keepdims=True)
+    return f
+
+
+def _layer_norm(xp, lax, nn):
+    def f(x):
+        mean = xp.mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        var = xp.mean(centered * centered, axis=-1, keepdims=True)
+        return centered * lax.rsqrt(var + 1e-5)
+    return f
+
+
+def _logsumexp(xp, lax, nn):
+    def f(x):
+        m = xp.max(x, axis=-1)
+        return m + xp.log(xp.sum(xp.exp(x - m[:, None]), axis=-1))
+    return f
+
+
+def _sum_of_squares(xp, lax, nn):
+    return lambda x: xp.sum(x * x)
+
+
+def _matmul(xp, lax, nn):
+    return lambda a, b: a @ b
+
+
+def _mlp(xp, lax, nn):
+    def f(x, w1, b1, w2, b2, w3, b3):
+        h = xp.maximum(x @ w1 + b1, 0.0)
+        h = xp.maximum(h @ w2 + b2, 0.0)
+        return h @ w3 + b3
+    return f
+
+
+def _attention(xp, lax, nn):
+    def f(q, k, v):
+        s = q @ k.T * (1.0 / math.sqrt(q.shape[-1]))
+        e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
+        return (e / xp.sum(e, axis=-1, keepdims=True)) @ v
+    return f
+
+
+def _fori(xp, lax, nn):
+    def f(x):
+        return lax.fori_loop(0, 1_000_000, lambda i, acc: acc * 0.999999 + 1.0, x)
+    return f
+
+
+def _newton(xp, lax, nn):
+    def f(a):
+        def body(state):
+            y, _ = state
+            y_next = 0.5 * (y + a / y)
+            return y_next, xp.max(xp.abs(y_next - y))
+        y, _ = lax.while_loop(lambda s: s[1] > 1e-6, body, (a, xp.asarray(1.0, xp.float32)))
+        return y
+    return f
+
+
+def _rnn(xp, lax, nn):
+    def f(w, u, xs, h0):
+        def step(h, x):
+            h = xp.tanh(h @ w + x @ u)
+            return h, h
+        h, _ = lax.scan(step, h0, xs)
+        return h
+    return f
+
+
+def _broadcast_add(xp, lax, nn):
+    return lambda a, b: a + b
+
+
+def _transpose_ew(xp, lax, nn):
+    return lambda x: x.T * 2.0 + 1.0
+
+
+def _dispatch(xp, lax, nn):
+    return lambda x: x + 1.0
+
+
+def _numpy_selu(x):
+    return 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * (np.exp(x) - 1))
+
+
+def _numpy_gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _numpy_fori(x):
+    acc = x
+    for _ in range(1_000_000):
+        acc = acc * np.float32(0.999999) + np.float32(1.0)
+    return acc
+
+
+def _numpy_newton(a):
+    y, delta = a, 1.0
+    while delta > 1e-6:
+        y_next = 0.5 * (y + a / y)
+        y, delta = y_next, np.max(np.abs(y_next - y))
+    return y
+
+
+def _numpy_rnn(w, u, xs, h):
+    for x in xs:
+        h = np.tanh(h @ w + x @ u)
+    return h
+
+
+def _mlp_inputs(rng):
+    shapes = [(256, 784), (784, 512), (512,), (512, 512), (512,), (512, 10), (10,)]
+    return [rng.standard_normal(s, dtype=np.float32) * 0.05 for s in shapes]
+
+
+WORKLOADS = [
+    Workload("selu 1e6", _selu, _rng_normal(1_000_000), _numpy_selu),
+    Workload("gelu 1e6", _gelu, _rng_normal(1_000_000), _numpy_gelu),
+    Workload("10 elementwise ops 1e6", _chain, _rng_normal(1_000_000), _chain(np, None, None)),
+    Workload("softmax 4096x1024", _softmax, _rng_normal(4096, 1024), _softmax(np, None, None)),
+    Workload("layer norm 4096x1024", _layer_norm, _rng_normal(4096, 1024),
+             lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
+    Workload("logsumexp 4096x1024", _logsumexp, _rng_normal(4096, 1024), _logsumexp(np, None, None)),
+    Workload("sum of squares 1e7", _sum_of_squares, _rng_normal(10_000_000), lambda x: np.sum(x * x)),
+    Workload("matmul 512", _matmul, lambda rng: [rng.standard_normal((512, 512), dtype=np.float32)] * 2,
+             np.matmul),
+    Workload("matmul 1024", _matmul, lambda rng: [rng.standard_normal((1024, 1024), dtype=np.float32)] * 2,
+             np.matmul),
+    Workload("MLP 256x784-512-512-10", _mlp, _mlp_inputs, _mlp(np, None, None)),
+    Workload("attention 512x64", _attention,
+             lambda rng: [rng.standard_normal((512, 64), dtype=np.float32) for _ in range(3)],
+             _attention(np, None, None)),
+    Workload("fori_loop 1e6 scalar steps", _fori, lambda rng: [np.float32(0.0)], _numpy_fori),
+    Workload("while_loop Newton 1e5", _newton, lambda rng: [rng.uniform(1, 100, 100_000).astype(np.float32)],
+             _numpy_newton),
+    Workload("scan RNN 1000 steps", _rnn, lambda rng: [rng.standard_normal((64, 64), dtype=np.float32) * 0.1,
+                                                       rng.standard_normal((32, 64), dtype=np.float32) * 0.1,
+                                                       rng.standard_normal((1000, 1, 32), dtype=np.float32),
+                                                       np.zeros((1, 64), np.float32)], _numpy_rnn),
+    Workload("broadcast add (4096,1)+(1,1024)", _broadcast_add,
+             lambda rng: [rng.standard_normal((4096, 1), dtype=np.float32),
+                          rng.standard_normal((1, 1024), dtype=np.float32)], np.add),
+    Workload("transpose+ew 2048x2048", _transpose_ew, _rng_normal(2048, 2048), _transpose_ew(np, None, None)),
+    Workload("dispatch (10,)", _dispatch, _rng_normal(10), _dispatch(np, None, None)),
+]
+
+
+# --- timing ----------------------------------------------------------------------------------------
+def median_time(fn: Callable[[], Any], budget: float, min_repeats: int = 3, max_repeats: int = 2000) -> float:
+    """Median seconds of ``fn()`` over repeats that fit in about ``budget`` seconds (after a warm-up)."""
+    fn()
+    times: list[float] = []
+    deadline = time.perf_counter() + budget
+    while len(times) < min_repeats or (len(times) < max_repeats and time.perf_counter() < deadline):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def first_call(fn: Callable, args: list) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def _ember_block(out: Any) -> Any:
+    return ember.block_until_ready(out)
+
+
+def measure(w: Workload, budget: float) -> dict[str, float | None]:
+    rng = np.random.default_rng(0)
+    host = w.inputs(rng)
+    row: dict[str, float | None] = {}
+    nbytes = sum(np.asarray(a).nbytes for a in host)
+    src = np.concatenate([np.ravel(np.asarray(a)).view(np.uint8) for a in host])
+    dst = np.empty_like(src)
+    row["memcpy"] = median_time(lambda: np.copyto(dst, src), budget)
+
+    slow = w.name.startswith(("fori_loop", "scan", "while_loop"))
+    row["numpy"] = median_time(lambda: w.numpy_eager(*host), budget, min_repeats=1 if slow else 3) \
+        if w.numpy_eager else None
+
+    ember_args = [ember.device_put(a) for a in host]
+    fresh = w.build(enp, elax, enn)
+    row["ember first"] = first_call(ember.jit(lambda *a: fresh(*a)), ember_args)
+    compiled = ember.jit(w.build(enp, elax, enn))
+    row["ember"] = median_time(lambda: _ember_block(compiled(*ember_args)), budget)
+
+    if jax is not None:
+        jax_args = [jax.device_put(a) for a in host]
+        fresh = w.build(jnp_jax, jlax, jnn)
+        row["jax first"] = first_call(lambda *a: jax.jit(lambda *b: fresh(*b))(*a).block_until_ready(), jax_args)
+        jitted = jax.jit(w.build(jnp_jax, jlax, jnn))
+        row["jax"] = median_time(lambda: jitted(*jax_args).block_until_ready(), budget)
+    row["bytes"] = nbytes
+    return row
+
+
+# --- the table -------------------------------------------------------------------------------------
+def _fmt_time(t: float | None) -> str:
+    if t is None:
+        return "-"
+    if t < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    if t < 1:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t:.2f} s"
+
+
+def _fmt_ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a / b:.2f}"
+
+
+def table(rows: list[tuple[str, dict]]) -> str:
+    header = ("| workload | NumPy eager | ember jit | JAX jit | ember/JAX | ember/memcpy | first-call ember "
+              "| first-call JAX |")
+    lines = [header, "|" + "---|" * 8]
+    for name, r in rows:
+        lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
+                     f"| {_fmt_ratio(r['ember'], r.get('jax'))} | {_fmt_ratio(r['ember'], r['memcpy'])} "
+                     f"| {_fmt_time(r['ember first'])} | {_fmt_time(r.get('jax first'))} |")
+    ratios = [r["ember"] / r["jax"] for _, r in rows if r.get("jax")]
+    if ratios:
+        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        lines.append(f"\ngeometric mean of ember/JAX over {len(ratios)} workloads: {geomean:.2f}")
+    return "\n".join(lines)
+
+
+def warm_up() -> None:
+    """Load and initialize both frameworks (LLVM, XLA, their thread pools and runtime code)
+    before any timing, so that "first call" measures what a new program costs in a running
+    process."""
+    x = np.ones(8, np.float32)
+    ember.jit(lambda a: enp.sum(a * 2.0))(x)
+    if jax is not None:
+        jax.jit(lambda a: jnp_jax.sum(a * 2.0))(x).block_until_ready()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="substrings of workload names to run (default: all)")
+    parser.add_argument("--budget", type=float, default=0.5, help="seconds of timed repeats per measurement")
+    parser.add_argument("--backend", default="cpu", help="ember backend to time (default: cpu)")
+    args = parser.parse_args(argv)
+    ember.config.update("backend", args.backend)
+    chosen = [w for w in WORKLOADS if not args.names or any(n in w.name for n in args.names)]
+    warm_up()
+    rows = []
+    for w in chosen:
+        print(f"running {w.name} ...", file=sys.stderr, flush=True)
+        rows.append((w.name, measure(w, args.budget)))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

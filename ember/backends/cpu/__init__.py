@@ -1,0 +1,54 @@
+"""The native CPU backend: fused loop kernels, native loops and a blocked matrix product, all
+compiled by LLVM for the host CPU; the reference interpreter runs whatever is not lowered
+(visibly: see ``log_compiles``).
+
+Modules: ``fusion`` (in ``ember.compiler``) groups equations into kernels; ``kernel``,
+``index_rules``, ``loops`` and ``lowering`` generate a kernel's loop nest; ``vecmath`` is the
+inline math library; ``control_flow`` compiles loops and conditionals; ``gemm`` and ``dot``
+compute products; ``program`` plans steps and memory and runs them; ``jit`` drives LLVM;
+``threads`` splits work over cores.
+
+Compile stages, each timed in the compile log::
+
+    passes (ember.compiler.optimize) -> fusion -> LLVM IR generation -> LLVM optimize + codegen
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+
+from ember.backends.cpu.program import Program, Report, can_fuse
+from ember.compiler import optimize
+from ember.compiler.fusion import fuse
+from ember.config import config
+from ember.core.ir import ClosedJaxpr
+from ember.core.verify import check_jaxpr
+
+
+def compile_program(closed: ClosedJaxpr, name: str) -> tuple[Program, Report]:
+    report = Report()
+    start = time.perf_counter()
+    closed = optimize(closed)
+    passes = time.perf_counter()
+    fused = fuse(closed, can_fuse)
+    if config.check_ir:
+        check_jaxpr(fused)
+    report.times = {"passes": passes - start, "fusion": time.perf_counter() - passes}
+    program = Program(fused, name, report)
+    if config.log_compiles:
+        print(format_report(name, report), file=sys.stderr)
+    return program, report
+
+
+def format_report(name: str, report: Report) -> str:
+    times = ", ".join(f"{stage} {seconds * 1e3:.1f} ms" for stage, seconds in report.times.items())
+    lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels, {len(report.loops)} native "
+             f"loops/conditionals, {report.contractions} matrix products; {times}"]
+    if report.kernels or report.loops:
+        lines.append("  native: " + ", ".join(report.kernels + report.loops))
+    if report.fallbacks:
+        counts = Counter(report.fallbacks)
+        lines.append("  fell back to the reference interpreter: "
+                     + ", ".join(f"{p} x{n}" if n > 1 else p for p, n in counts.items()))
+    return "\n".join(lines)

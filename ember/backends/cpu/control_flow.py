@@ -1,0 +1,250 @@
+"""Native loops: ``while``, ``scan`` (and so ``fori_loop``) and ``cond`` compiled into one LLVM function.
+
+A control-flow equation lowers natively when, after fusion, every equation of
+its sub-programs is a kernel (or again a natively lowerable control-flow
+equation). The loop is then machine code: each iteration calls the kernels'
+functions, which LLVM inlines, so a scalar ``fori_loop`` keeps its carry in a
+register and runs as one tight loop.
+
+Buffers: small values (at most ``STACK_BYTES``) live on the stack, where LLVM
+promotes scalars to registers; larger ones get space in a scratch area that
+the caller allocates (its size is known when compiling). Carries are copied
+back after every iteration, once all new values are computed, so a body that
+swaps its carries is correct.
+
+The function is ``void name(i8** buffers, i64, i64)`` like a kernel:
+``buffers`` holds the operands, then the outputs, then the scratch area.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import numpy as np
+from llvmlite import ir
+
+from ember.backends.cpu import kernel, lowering
+from ember.backends.cpu.lowering import I8, I64
+from ember.compiler.fusion import fusion_p, fuse
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.lax import control_flow as cf
+
+STACK_BYTES = 256
+CONTROL_FLOW = (cf.while_p, cf.scan_p, cf.cond_p)
+I8P = I8.as_pointer()
+
+
+def _sub_programs(eqn: Eqn) -> list[ClosedJaxpr]:
+    p = eqn.params
+    if eqn.primitive is cf.while_p:
+        return [p["cond_jaxpr"], p["body_jaxpr"]]
+    if eqn.primitive is cf.scan_p:
+        return [p["jaxpr"]]
+    return list(p["branches"])
+
+
+def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | None:
+    """The fused sub-programs of a control-flow equation, if they all lower natively; else None."""
+    prepared = []
+    for closed in _sub_programs(eqn):
+        if closed.consts:
+            return None
+        fused = fuse(closed, can_fuse)
+        for inner in fused.jaxpr.eqns:
+            if inner.primitive in CONTROL_FLOW:
+                if prepare(inner, can_fuse) is None:
+                    return None
+            elif inner.primitive is not fusion_p:
+                return None
+        prepared.append(fused)
+    return prepared
+
+
+def _nbytes(v: Any) -> int:
+    return v.aval.size * v.aval.dtype.itemsize
+
+
+class LoopFunction:
+    """Emits the LLVM function of one control-flow equation (and whatever it nests)."""
+
+    def __init__(self, module: ir.Module, name: str, eqn: Eqn, can_fuse: Callable[[Eqn], bool],
+                 subs: list[ClosedJaxpr]) -> None:
+        """``subs``: the equation's sub-programs as ``prepare`` returned them."""
+        self.module, self.can_fuse = module, can_fuse
+        self.name = name
+        self.kernel_names = itertools.count()  # per function: the same program gives the same IR
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64]), name=name)
+        self.allocas = ir.IRBuilder(self.fn.append_basic_block("allocas"))
+        entry = self.fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(entry)
+        self.scratch_bytes = 0
+        buffers = self.fn.args[0]
+        pointers = [self.b.load(self.b.gep(buffers, [ir.Constant(I64, i)]))
+                    for i in range(len(eqn.invars) + len(eqn.outvars) + 1)]
+        self.scratch = pointers[-1]
+        env = {}
+        for v, ptr in zip(eqn.invars, pointers):
+            if isinstance(v, Var):
+                env[id(v)] = ptr
+        outs = pointers[len(eqn.invars):-1]
+        self.emit_control_flow(eqn, env, outs, subs)
+        self.b.ret_void()
+        self.allocas.branch(entry)
+
+    # --- buffers ---
+    def buffer(self, nbytes: int) -> ir.Value:
+        """Space for a value: on the stack if small, else in the scratch area (64-byte aligned)."""
+        if nbytes <= STACK_BYTES:
+            slot = self.allocas.alloca(ir.ArrayType(I8, max(nbytes, 1)))
+            slot.align = 64
+            return self.allocas.bitcast(slot, I8P)
+        offset = self.scratch_bytes
+        self.scratch_bytes += -(-nbytes // 64) * 64
+        return self.b.gep(self.scratch, [ir.Constant(I64, offset)])
+
+    def copy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+        if nbytes == 0:
+            return
+        memcpy = self.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
+            self.module, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, lowering.I1]), "llvm.memcpy.p0.p0.i64")
+        self.b.call(memcpy, [dst, src, ir.Constant(I64, nbytes), ir.Constant(lowering.I1, 0)])
+
+    def atom(self, a: Any, env: dict) -> ir.Value:
+        """A pointer to an operand's value; literals are stored into a stack slot first."""
+        if isinstance(a, Var):
+            return env[id(a)]
+        slot = self.buffer(a.aval.dtype.itemsize)
+        typed = self.b.bitcast(slot, lowering.storage_type(a.aval.dtype).as_pointer())
+        lowering.store(self.b, lowering.const(a.aval.dtype, np.asarray(a.val).item()), typed, a.aval.dtype)
+        return slot
+
+    # --- blocks of equations ---
+    def emit_block(self, jaxpr: Jaxpr, env: dict) -> list[ir.Value]:
+        """Run the equations of ``jaxpr`` (its inputs bound in ``env``); pointers to its outputs."""
+        for eqn in jaxpr.eqns:
+            if eqn.primitive in CONTROL_FLOW:
+                outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
+                self.emit_control_flow(eqn, env, outs)
+            elif kernel.is_view(eqn):
+                outs = [env[id(eqn.invars[0])]]
+            else:
+                outs = [self.buffer(_nbytes(eqn.outvars[0]))]
+                self.emit_kernel(eqn, env, outs[0])
+            for v, ptr in zip(eqn.outvars, outs):
+                env[id(v)] = ptr
+        return [self.atom(a, env) for a in jaxpr.outvars]
+
+    def emit_kernel(self, eqn: Eqn, env: dict, out: ir.Value) -> None:
+        sub = eqn.params["jaxpr"].jaxpr
+        builder = kernel.KernelBuilder(self.module, f"{self.name}_k{next(self.kernel_names)}", sub)
+        builder.build()
+        params = builder.fn.args
+        args = [self.b.bitcast(env[id(v)], p.type) for v, p in zip(eqn.invars, params)]
+        args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
+        extent = sub.outvars[0].aval.shape[0] if sub.outvars[0].aval.shape else 1
+        self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, extent)])
+
+    def emit_control_flow(self, eqn: Eqn, env: dict, outs: list[ir.Value],
+                          subs: list[ClosedJaxpr] | None = None) -> None:
+        subs = subs or prepare(eqn, self.can_fuse)
+        operands = [self.atom(a, env) for a in eqn.invars]
+        {cf.while_p: self._while, cf.scan_p: self._scan, cf.cond_p: self._cond}[eqn.primitive](
+            eqn, subs, operands, outs)
+
+    def _bind(self, jaxpr: Jaxpr, pointers: list[ir.Value]) -> dict:
+        return {id(v): p for v, p in zip(jaxpr.invars, pointers)}
+
+    def _update_carries(self, carries: list[ir.Value], new: list[ir.Value], avals: list) -> None:
+        """carries[k] = new[k] for all k, as one simultaneous assignment."""
+        staged = []
+        for k, (ptr, aval) in enumerate(zip(new, avals)):
+            if ptr in carries and carries.index(ptr) != k:  # the body passes another carry through
+                temp = self.buffer(aval.size * aval.dtype.itemsize)
+                self.copy(temp, ptr, aval.size * aval.dtype.itemsize)
+                ptr = temp
+            staged.append(ptr)
+        for dst, src, aval in zip(carries, staged, avals):
+            if dst is not src:
+                self.copy(dst, src, aval.size * aval.dtype.itemsize)
+
+    def _loop_blocks(self) -> tuple[ir.Block, ir.Block, ir.Block]:
+        return (self.fn.append_basic_block("loop"), self.fn.append_basic_block("body"),
+                self.fn.append_basic_block("done"))
+
+    def _while(self, eqn: Eqn, subs, operands, outs) -> None:
+        cond, body = subs
+        n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        cond_consts, body_consts = operands[:n_cond], operands[n_cond:n_cond + n_body]
+        avals = [v.aval for v in eqn.outvars]
+        carries = [self.buffer(a.size * a.dtype.itemsize) for a in avals]
+        for dst, src, a in zip(carries, operands[n_cond + n_body:], avals):
+            self.copy(dst, src, a.size * a.dtype.itemsize)
+        header, body_block, done = self._loop_blocks()
+        self.b.branch(header)
+        self.b = ir.IRBuilder(header)
+        predicate = self.emit_block(cond.jaxpr, self._bind(cond.jaxpr, cond_consts + carries))[0]
+        go_on = self.b.icmp_unsigned("!=", self.b.load(predicate), ir.Constant(I8, 0))
+        self.b.cbranch(go_on, body_block, done)
+        self.b = ir.IRBuilder(body_block)
+        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, body_consts + carries))
+        self._update_carries(carries, new, avals)
+        self.b.branch(header)
+        self.b = ir.IRBuilder(done)
+        for dst, src, a in zip(outs, carries, avals):
+            self.copy(dst, src, a.size * a.dtype.itemsize)
+
+    def _scan(self, eqn: Eqn, subs, operands, outs) -> None:
+        (body,) = subs
+        p = eqn.params
+        n_consts, n_carry, length = p["num_consts"], p["num_carry"], p["length"]
+        consts, xs = operands[:n_consts], operands[n_consts + n_carry:]
+        carry_avals = [v.aval for v in eqn.outvars[:n_carry]]
+        carries = [self.buffer(a.size * a.dtype.itemsize) for a in carry_avals]
+        for dst, src, a in zip(carries, operands[n_consts:n_consts + n_carry], carry_avals):
+            self.copy(dst, src, a.size * a.dtype.itemsize)
+        x_bytes = [_nbytes(v) // max(length, 1) for v in eqn.invars[n_consts + n_carry:]]
+        y_bytes = [_nbytes(v) // max(length, 1) for v in eqn.outvars[n_carry:]]
+        header, body_block, done = self._loop_blocks()
+        before = self.b.block
+        self.b.branch(header)
+        self.b = ir.IRBuilder(header)
+        i = self.b.phi(I64)
+        i.add_incoming(ir.Constant(I64, 0), before)
+        self.b.cbranch(self.b.icmp_signed("<", i, ir.Constant(I64, length)), body_block, done)
+        self.b = ir.IRBuilder(body_block)
+        step = self.b.sub(ir.Constant(I64, length - 1), i) if p["reverse"] else i
+        slices = [self.b.gep(x, [self.b.mul(step, ir.Constant(I64, nb))]) for x, nb in zip(xs, x_bytes)]
+        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, consts + carries + slices))
+        for y_out, y, nb in zip(outs[n_carry:], new[n_carry:], y_bytes):
+            self.copy(self.b.gep(y_out, [self.b.mul(step, ir.Constant(I64, nb))]), y, nb)
+        self._update_carries(carries, new[:n_carry], carry_avals)
+        i.add_incoming(self.b.add(i, ir.Constant(I64, 1)), self.b.block)
+        self.b.branch(header)
+        self.b = ir.IRBuilder(done)
+        for dst, src, a in zip(outs, carries, carry_avals):
+            self.copy(dst, src, a.size * a.dtype.itemsize)
+
+    def _cond(self, eqn: Eqn, subs, operands, outs) -> None:
+        index_aval = eqn.invars[0].aval
+        raw = lowering.load(self.b, self.b.bitcast(operands[0], lowering.storage_type(index_aval.dtype).as_pointer()),
+                            index_aval.dtype)
+        index = lowering.convert(_emitter(self.module, self.b), raw, index_aval.dtype, np.dtype(np.int64))
+        done = self.fn.append_basic_block("merge")
+        blocks = [self.fn.append_basic_block(f"branch{k}") for k in range(len(subs))]
+        # As the reference: an index out of range selects the last branch.
+        switch = self.b.switch(index, blocks[-1])
+        for k, block in enumerate(blocks[:-1]):
+            switch.add_case(ir.Constant(I64, k), block)
+        for branch, block in zip(subs, blocks):
+            self.b = ir.IRBuilder(block)
+            results = self.emit_block(branch.jaxpr, self._bind(branch.jaxpr, operands[1:]))
+            for dst, src, v in zip(outs, results, eqn.outvars):
+                self.copy(dst, src, _nbytes(v))
+            self.b.branch(done)
+        self.b = ir.IRBuilder(done)
+
+
+def _emitter(module: ir.Module, b: ir.IRBuilder) -> lowering.Emitter:
+    e = lowering.Emitter(module)
+    e.b = b
+    return e

@@ -1,0 +1,265 @@
+"""A native matrix product: ``C[b] = A[b] @ B[b]`` for float32 / float64 with any strides.
+
+The classical blocked algorithm: a block of ``KC`` rows and ``NC`` columns of B is
+packed into a contiguous buffer (panels of ``NV`` vectors' width, zero-padded),
+and a register-blocked micro-kernel computes ``MR`` x ``NV`` vector tiles of C
+from it, keeping the tile in registers for the whole ``KC`` loop (each step:
+``NV`` vector loads of B, ``MR`` broadcasts of A, ``MR * NV`` fused
+multiply-adds).
+
+One function per element type, compiled once per process:
+``void gemm(i8** args, i64 row_begin, i64 row_end)`` with ``args`` = (A, B, C,
+i64 params[12]: batch, M, N, K, then the element strides of A (batch, row, k),
+B (batch, k, col) and C (batch, row)); it computes rows [row_begin, row_end) of
+every batch, so threads can share the rows. Columns of C are contiguous.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+import numpy as np
+from llvmlite import ir
+
+from ember.backends.cpu import jit, threads
+from ember.backends.cpu.lowering import I64, F32, F64
+
+# Tile shapes measured (float32, one thread, 512^3 / 1024^3): 6 rows x 2 vectors 1.29 / 9.18 ms,
+# 8x2 1.21 / 9.20, 12x2 1.29 / 9.35, 4x4 1.29 / 9.46: about 220 GFLOP/s, three quarters of the
+# FMA peak, whatever the shape; 6x2 compiles fastest (100 ms, once per process and dtype).
+MR = 6  # rows of a C tile
+NV = 2  # vectors per row of a C tile
+KC = 256  # rows of B in a packed block
+NC = 256  # columns of B in a packed block
+VECTOR_BYTES = 64  # one AVX-512 register (two AVX2 registers: LLVM splits the vectors)
+
+
+def _c(n: int) -> ir.Constant:
+    return ir.Constant(I64, n)
+
+
+class _Builder:
+    """Loops and arithmetic over i64 with a movable IRBuilder."""
+
+    def __init__(self, fn: ir.Function) -> None:
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def loop(self, start, stop, step: int, body) -> None:
+        """for (i = start; i < stop; i += step) body(i)."""
+        before = self.b.block
+        header = self.fn.append_basic_block("loop")
+        inner = self.fn.append_basic_block("body")
+        done = self.fn.append_basic_block("done")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        i = self.b.phi(I64)
+        i.add_incoming(start, before)
+        self.b.cbranch(self.b.icmp_signed("<", i, stop), inner, done)
+        self.b.position_at_end(inner)
+        body(i)
+        i.add_incoming(self.b.add(i, _c(step)), self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    def min(self, a, b):
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def if_then(self, condition, body) -> None:
+        then = self.fn.append_basic_block("then")
+        done = self.fn.append_basic_block("endif")
+        self.b.cbranch(condition, then, done)
+        self.b.position_at_end(then)
+        body()
+        self.b.branch(done)
+        self.b.position_at_end(done)
+
+
+def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
+    lanes = VECTOR_BYTES // itemsize
+    nr = NV * lanes
+    assert NC % nr == 0, "the packed block holds whole panels"
+    vec = ir.VectorType(element, lanes)
+    ptr = element.as_pointer()
+    i8pp = ir.IntType(8).as_pointer().as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64]), name="gemm")
+    fma_vec = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}{_suffix(element)}")
+    g = _Builder(fn)
+    b = g.b
+    buffers, row_begin, row_end = fn.args
+    a_ptr, b_ptr, c_ptr = (b.bitcast(b.load(b.gep(buffers, [_c(k)])), ptr) for k in range(3))
+    params = b.bitcast(b.load(b.gep(buffers, [_c(3)])), I64.as_pointer())
+    # The row count is not needed: rows come as [row_begin, row_end).
+    (batch, _, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm) = (
+        b.load(b.gep(params, [_c(i)])) for i in range(12))
+    packed = b.alloca(ir.ArrayType(element, KC * NC))  # per call, so per thread
+    packed.align = 64
+    packed = b.bitcast(packed, ptr)
+    tile = b.alloca(ir.ArrayType(element, MR * nr))  # an edge tile before its partial store
+    tile.align = 64
+    tile = b.bitcast(tile, ptr)
+    zero = ir.Constant(element, 0.0)
+
+    def at(base, *offsets):
+        total = offsets[0]
+        for o in offsets[1:]:
+            total = g.b.add(total, o)
+        return g.b.gep(base, [total])
+
+    def per_batch(bi):
+        a_b = at(a_ptr, g.b.mul(bi, a_sb))
+        b_b = at(b_ptr, g.b.mul(bi, b_sb))
+        c_b = at(c_ptr, g.b.mul(bi, c_sb))
+
+        def per_column_block(jc):
+            nc = g.min(_c(NC), g.b.sub(n, jc))
+
+            def per_depth_block(pc):
+                kc = g.min(_c(KC), g.b.sub(k_total, pc))
+                pack(b_b, jc, pc, nc, kc)
+                first = g.b.icmp_signed("==", pc, _c(0))
+                a_block = at(a_b, g.b.mul(pc, a_sk))
+                g.loop(row_begin, row_end, MR, lambda ic: per_row_tile(a_block, c_b, ic, jc, nc, kc, first))
+
+            g.loop(_c(0), k_total, KC, per_depth_block)
+
+        g.loop(_c(0), n, NC, per_column_block)
+
+    def pack(b_b, jc, pc, nc, kc):
+        """packed[p][k][c] = B[pc + k, jc + p*NR + c], zero beyond the last column."""
+        def per_panel(p0):
+            panel = at(packed, g.b.mul(p0, kc))
+
+            def per_k(kk):
+                row = at(b_b, g.b.mul(g.b.add(pc, kk), b_sk))
+
+                def per_col(c):
+                    col = g.b.add(p0, c)
+                    inside = g.b.icmp_signed("<", col, nc)
+                    safe = g.b.select(inside, col, _c(0))
+                    value = g.b.load(at(row, g.b.mul(g.b.add(jc, safe), b_sn)))
+                    g.b.store(g.b.select(inside, value, zero), at(panel, g.b.mul(kk, _c(nr)), c))
+
+                g.loop(_c(0), _c(nr), 1, per_col)
+
+            g.loop(_c(0), kc, 1, per_k)
+
+        g.loop(_c(0), nc, nr, per_panel)
+
+    def per_row_tile(a_block, c_b, ic, jc, nc, kc, first):
+        rows = g.min(_c(MR), g.b.sub(row_end, ic))
+        full = g.b.icmp_signed("==", rows, _c(MR))
+        # Full tiles take the unrolled kernel; the last rows of a range take one row at a time.
+        g.if_then(full, lambda: g.loop(_c(0), nc, nr, lambda jr: micro_tile(a_block, c_b, ic, jc, jr, nc, kc,
+                                                                           first, MR)))
+        g.if_then(g.b.not_(full), lambda: g.loop(ic, g.b.add(ic, rows), 1, lambda i: g.loop(
+            _c(0), nc, nr, lambda jr: micro_tile(a_block, c_b, i, jc, jr, nc, kc, first, 1))))
+
+    def micro_tile(a_block, c_b, ic, jc, jr, nc, kc, first, mr):
+        panel = at(packed, g.b.mul(jr, kc))
+        a_rows = [at(a_block, g.b.mul(g.b.add(ic, _c(r)), a_sm)) for r in range(mr)]
+        before = g.b.block
+        header = fn.append_basic_block("k")
+        body = fn.append_basic_block("k_body")
+        done = fn.append_basic_block("k_done")
+        g.b.branch(header)
+        g.b.position_at_end(header)
+        kk = g.b.phi(I64)
+        kk.add_incoming(_c(0), before)
+        accs = [[g.b.phi(vec) for _ in range(NV)] for _ in range(mr)]
+        for row in accs:
+            for acc in row:
+                acc.add_incoming(ir.Constant(vec, [0.0] * lanes), before)
+        g.b.cbranch(g.b.icmp_signed("<", kk, kc), body, done)
+        g.b.position_at_end(body)
+        b_row = at(panel, g.b.mul(kk, _c(nr)))
+        b_vecs = [g.b.load(g.b.bitcast(at(b_row, _c(h * lanes)), vec.as_pointer()), align=itemsize)
+                  for h in range(NV)]
+        for r, row in enumerate(accs):
+            a = g.b.load(at(a_rows[r], g.b.mul(kk, a_sk)))
+            splat = g.b.shuffle_vector(g.b.insert_element(ir.Constant(vec, ir.Undefined), a, _c(0)),
+                                       ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                                                   [0] * lanes))
+            for h, acc in enumerate(row):
+                acc.add_incoming(g.b.call(fma_vec, [splat, b_vecs[h], acc]), body)
+        kk.add_incoming(g.b.add(kk, _c(1)), body)
+        g.b.branch(header)
+        g.b.position_at_end(done)
+        cols = g.min(_c(nr), g.b.sub(nc, jr))
+        col0 = g.b.add(jc, jr)
+        whole = g.b.icmp_signed("==", cols, _c(nr))
+
+        def store_whole():
+            for r, row in enumerate(accs):
+                c_row = at(c_b, g.b.mul(g.b.add(ic, _c(r)), c_sm), col0)
+                for h, acc in enumerate(row):
+                    slot = g.b.bitcast(at(c_row, _c(h * lanes)), vec.as_pointer())
+                    old = g.b.load(slot, align=itemsize)
+                    g.b.store(g.b.select(first, acc, g.b.fadd(old, acc)), slot, align=itemsize)
+
+        def store_part():
+            for r, row in enumerate(accs):
+                for h, acc in enumerate(row):
+                    g.b.store(acc, g.b.bitcast(at(tile, _c(r * nr + h * lanes)), vec.as_pointer()), align=itemsize)
+            for r in range(mr):
+                c_row = at(c_b, g.b.mul(g.b.add(ic, _c(r)), c_sm), col0)
+
+                def copy(c):
+                    value = g.b.load(at(tile, _c(r * nr), c))
+                    slot = at(c_row, c)
+                    g.b.store(g.b.select(first, value, g.b.fadd(g.b.load(slot), value)), slot)
+
+                g.loop(_c(0), cols, 1, copy)
+
+        g.if_then(whole, store_whole)
+        g.if_then(g.b.not_(whole), store_part)
+
+    g.loop(_c(0), batch, 1, per_batch)
+    g.b.ret_void()
+
+
+def _suffix(element: ir.Type) -> str:
+    return "f32" if element == F32 else "f64"
+
+
+@functools.cache
+def gemm_function(dtype: np.dtype) -> tuple[jit.CompiledModule, ctypes._CFuncPtr]:
+    """The compiled product for ``dtype`` (float32 or float64): the module and the function."""
+    module = jit.new_module(f"gemm_{dtype.name}")
+    element, itemsize = (F32, 4) if dtype == np.float32 else (F64, 8)
+    _build(module, element, itemsize)
+    compiled = jit.compile_module(module)
+    return compiled, compiled.kernel("gemm")
+
+
+_background: dict[np.dtype, threading.Thread] = {}
+_background_lock = threading.Lock()
+
+
+def ready(dtype: np.dtype) -> bool:
+    """Whether the product for ``dtype`` is compiled. Compiling it takes about 100 ms, once per
+    process; the first call asks for it in the background and meanwhile uses NumPy's matmul."""
+    with _background_lock:
+        thread = _background.get(dtype)
+        if thread is None:
+            thread = _background[dtype] = threading.Thread(target=gemm_function, args=(dtype,), daemon=True)
+            thread.start()
+    return not thread.is_alive()
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> None:
+    """``out = a @ b`` for 3-d ``a`` [batch, M, K], ``b`` [batch, K, N] and a C-contiguous ``out``
+    [batch, M, N], the rows split in ``parts`` over threads."""
+    _, fn = gemm_function(out.dtype)
+    size = out.dtype.itemsize
+    params = np.array([a.shape[0], a.shape[1], b.shape[2], a.shape[2], *(s // size for s in a.strides),
+                       *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size], np.int64)
+    pointers = (ctypes.c_void_p * 4)(a.ctypes.data, b.ctypes.data, out.ctypes.data, params.ctypes.data)
+    rows = a.shape[1]
+    if parts == 1:
+        fn(pointers, 0, rows)
+    elif threads.openmp_available():  # one piece per thread: each piece packs its own copy of B
+        threads.run_team(fn, pointers, rows, parts, pieces_per_thread=1)
+    else:
+        threads.run_split(fn, pointers, rows, parts)

@@ -1,0 +1,382 @@
+"""How each equation of a kernel computes its element at an index (the kernel's rule table).
+
+``index_rules[p](kernel, eqn, index, scope)`` returns the value of ``eqn``'s
+output at ``index``, asking the kernel for operand values at the indices it
+needs: elementwise rules at the same index, index-remapping rules (broadcast,
+reshape, transpose, slice, pad, concatenate, ...) at rewritten indices, and
+reductions and products in loops over the reduced (contracted) axes. The
+``*_row`` functions compute a whole output row at once, for the kernel's row
+buffers (see ``KernelBuilder._rows_to_materialize``).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+from llvmlite import ir
+
+from ember import dtypes
+from ember.backends.cpu import lowering
+from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
+from ember.backends.cpu.lowering import I64, Emitter, const, register_type
+from ember.core.primitive import Primitive
+from ember.lax import reductions as red
+from ember.lax import shapes as sh
+from ember.lax.dot import dot_general_p
+
+if TYPE_CHECKING:
+    from ember.backends.cpu.kernel import KernelBuilder
+
+IndexRule = Callable[["KernelBuilder", Any, Index, Scope], Scalar]
+index_rules: dict[Primitive, IndexRule] = {}
+
+
+# --- elementwise ---------------------------------------------------------------------------------------
+def elementwise(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+    args = [k.value(a, index, scope) for a in eqn.invars]
+    depth = max((a.depth for a in args), default=0)
+    in_dts = [a.aval.dtype for a in eqn.invars]
+    rule = lowering.lower_rules[eqn.primitive]
+    return k.emit_op(depth, scope, lambda: rule(k.emitter, in_dts, eqn.outvars[0].aval.dtype,
+                                                *(a.value for a in args), **eqn.params))
+
+
+def _iota(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+    c = index.comps[eqn.params["dimension"]]
+    dt = eqn.params["dtype"]
+    if c.const is not None:
+        return Scalar(const(dt, c.const), 0)
+    return k.emit_op(c.depth, scope, lambda: lowering.convert(k.emitter, c.value, dtypes.int64, dt))
+
+
+# --- index remapping ------------------------------------------------------------------------------------
+def _operand_at(k: KernelBuilder, eqn, index: Index, scope: Scope, comps: list[Scalar] | None = None,
+                linear: Scalar | None = None) -> Scalar:
+    operand = eqn.invars[0]
+    return k.value(operand, Index(k, operand.aval.shape, comps, linear), scope)
+
+
+def _broadcast_in_dim(k, eqn, index, scope):
+    shape = eqn.invars[0].aval.shape
+    comps = [int_const(0) if n == 1 else index.comps[d] for n, d in zip(shape, eqn.params["broadcast_dimensions"])]
+    return _operand_at(k, eqn, index, scope, comps)
+
+
+def _reshape(k, eqn, index, scope):
+    return _operand_at(k, eqn, index, scope, linear=index.linear)
+
+
+def _squeeze(k, eqn, index, scope):
+    comps = list(index.comps)
+    for d in eqn.params["dimensions"]:
+        comps.insert(d, int_const(0))
+    return _operand_at(k, eqn, index, scope, comps)
+
+
+def _transpose(k, eqn, index, scope):
+    perm = eqn.params["permutation"]
+    comps = [None] * len(perm)
+    for out_dim, in_dim in enumerate(perm):
+        comps[in_dim] = index.comps[out_dim]
+    return _operand_at(k, eqn, index, scope, comps)
+
+
+def _rev(k, eqn, index, scope):
+    shape = eqn.invars[0].aval.shape
+    comps = [k.sub_from(n - 1, c) if d in eqn.params["dimensions"] else c
+             for d, (c, n) in enumerate(zip(index.comps, shape))]
+    return _operand_at(k, eqn, index, scope, comps)
+
+
+def _slice(k, eqn, index, scope):
+    p = eqn.params
+    strides = p["strides"] or (1,) * len(p["start_indices"])
+    comps = [k.add(k.mul(c, st), lo) for c, st, lo in zip(index.comps, strides, p["start_indices"])]
+    return _operand_at(k, eqn, index, scope, comps)
+
+
+def _pad(k, eqn, index, scope):
+    """In bounds where (i - lo) is a multiple of (interior + 1) inside the operand; else the pad value."""
+    operand, pad_value = eqn.invars
+    comps, conditions = [], []
+    for c, (lo, hi, interior), n in zip(index.comps, eqn.params["padding_config"], operand.aval.shape):
+        shifted = k.add(c, -lo)
+        step = interior + 1
+        src = k.div_signed(shifted, step)
+        conditions += [k.compare(">=", shifted, 0), k.compare("<", src, n)]
+        if step > 1:
+            conditions.append(k.compare("==", k.rem_signed(shifted, step), 0))
+        comps.append(k.clamp(src, n))
+    inside = _operand_at(k, eqn, index, scope, comps)
+    fill = k.value(pad_value, Index(k, (), []), scope)
+    return k.select_all(conditions, inside, fill, scope)
+
+
+def _concatenate(k, eqn, index, scope):
+    dim = eqn.params["dimension"]
+    c = index.comps[dim]
+    pieces, offset = [], 0
+    for x in eqn.invars:
+        n = x.aval.shape[dim]
+        comps = list(index.comps)
+        comps[dim] = k.clamp(k.add(c, -offset), n)
+        pieces.append((offset, k.value(x, Index(k, x.aval.shape, comps), scope)))
+        offset += n
+    out = pieces[0][1]
+    for start, piece in pieces[1:]:
+        out = k.select_all([k.compare(">=", c, start)], piece, out, scope)
+    return out
+
+
+def _start(k: "KernelBuilder", atom, n: int, size: int, scope: Scope) -> Scalar:
+    """A traced start index, clamped into [0, n - size] as the reference clamps it."""
+    value = k.value(atom, Index(k, (), []), scope)
+    dt = atom.aval.dtype
+    wide = k.emit_op(value.depth, scope, lambda: lowering.convert(k.emitter, value.value, dt, np.dtype(np.int64)))
+    return k.clamp(wide, n - size + 1)
+
+
+def _dynamic_slice(k, eqn, index, scope):
+    operand, *starts = eqn.invars
+    sizes = eqn.params["slice_sizes"]
+    comps = [k.add(c, _start(k, s, n, size, scope))
+             for c, s, n, size in zip(index.comps, starts, operand.aval.shape, sizes)]
+    return _operand_at(k, eqn, index, scope, comps)
+
+
+def _dynamic_update_slice(k, eqn, index, scope):
+    """The update where the index falls inside its window, else the operand."""
+    operand, update, *starts = eqn.invars
+    window, conditions = [], []
+    for c, s, n, size in zip(index.comps, starts, operand.aval.shape, update.aval.shape):
+        offset = k.sub(c, _start(k, s, n, size, scope))
+        conditions += [k.compare(">=", offset, 0), k.compare("<", offset, size)]
+        window.append(k.clamp(offset, size))
+    inside = k.value(update, Index(k, update.aval.shape, window), scope)
+    return k.select_all(conditions, inside, k.value(operand, index, scope), scope)
+
+
+# --- reductions -------------------------------------------------------------------------------------------
+def _accumulate(k: KernelBuilder, index: Index, scope: Scope, sizes: list[int], acc_type: ir.Type,
+                init: ir.Value, step: Callable[[list[Scalar], Scope, ir.Value], ir.Value]) -> Scalar:
+    """A loop nest over ``sizes`` at the depth of ``index`` (so it runs once per value of the
+    loops it depends on), folding ``acc = step(loop indices, scope, acc)`` in a stack slot
+    (which LLVM promotes to a register, and vectorizes where the fold may be reassociated)."""
+    depth = max((c.depth for c in index.comps), default=0)
+    acc = k.alloca(acc_type)
+    scope.regions[depth].b.store(init, acc)
+    regions = scope.regions[:depth + 1]
+    inner = Scope(regions, scope)
+    loops, indices = [], []
+    for n in sizes:
+        loop = Loop(k.fn, regions[-1], ir.Constant(I64, 0), ir.Constant(I64, n), len(regions))
+        loops.append(loop)
+        regions.append(loop.inner)
+        indices.append(int_const(0) if n == 1 else loop.index)
+    body_value = step(indices, inner, acc)
+    regions[-1].b.store(body_value, acc)
+    for loop in reversed(loops):
+        loop.close()
+    return Scalar(scope.regions[depth].b.load(acc), depth)
+
+
+def _reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+    operand = eqn.invars[0]
+    shape, axes = operand.aval.shape, eqn.params["axes"]
+    dt = operand.aval.dtype
+
+    def step(loop_indices: list[Scalar], inner: Scope, acc: ir.Value) -> ir.Value:
+        reduced, kept = iter(loop_indices), iter(index.comps)
+        comps = [next(reduced) if d in axes else next(kept) for d in range(len(shape))]
+        element = k.value(operand, Index(k, shape, comps), inner)
+        b = k.emitter.b = inner.regions[-1].b
+        return _combine(k.emitter, eqn.primitive, dt, b.load(acc), element.value)
+
+    total = _accumulate(k, index, scope, [shape[d] for d in axes], register_type(dt),
+                        const(dt, _initial_value(eqn.primitive, dt)), step)
+    b = scope.regions[total.depth].b
+    return Scalar(lowering.round_to(b, total.value, dt), total.depth)
+
+
+def dot_accumulation_dtype(result: np.dtype) -> np.dtype:
+    """As the reference: bool counts in int32, half precision accumulates in float32."""
+    if result == dtypes.bool_:
+        return dtypes.int32
+    return dtypes.float32 if result in lowering.HALF else result
+
+
+def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+    """``sum_k lhs[batch, free, k] * rhs[batch, k, free]`` as a loop over the contracted dimensions."""
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    lhs, rhs = eqn.invars
+    out_dt = eqn.outvars[0].aval.dtype
+    acc_dt = dot_accumulation_dtype(out_dt)
+    lhs_free = [d for d in range(lhs.aval.ndim) if d not in lhs_contract + lhs_batch]
+    rhs_free = [d for d in range(rhs.aval.ndim) if d not in rhs_contract + rhs_batch]
+    out = list(index.comps)
+    batch, out = out[:len(lhs_batch)], out[len(lhs_batch):]
+    lhs_out, rhs_out = out[:len(lhs_free)], out[len(lhs_free):]
+
+    def operand_index(x, batch_dims, free_dims, contract_dims, free_comps, contracted) -> Index:
+        comps = [None] * x.aval.ndim
+        for dims, values in ((batch_dims, batch), (free_dims, free_comps), (contract_dims, contracted)):
+            for d, c in zip(dims, values):
+                comps[d] = c
+        return Index(k, x.aval.shape, comps)
+
+    def step(contracted: list[Scalar], inner: Scope, acc: ir.Value) -> ir.Value:
+        a = k.value(lhs, operand_index(lhs, lhs_batch, lhs_free, lhs_contract, lhs_out, contracted), inner)
+        c = k.value(rhs, operand_index(rhs, rhs_batch, rhs_free, rhs_contract, rhs_out, contracted), inner)
+        e = k.emitter
+        e.b = inner.regions[-1].b
+        a, c = (lowering.convert(e, v.value, x.aval.dtype, acc_dt) for v, x in ((a, lhs), (c, rhs)))
+        if lowering.is_float(acc_dt):
+            return e.b.fadd(e.b.load(acc), e.b.fmul(a, c), flags=("reassoc", "contract"))
+        return e.b.add(e.b.load(acc), e.b.mul(a, c))
+
+    total = _accumulate(k, index, scope, [lhs.aval.shape[d] for d in lhs_contract], register_type(acc_dt),
+                        const(acc_dt, 0), step)
+    e = k.emitter
+    e.b = scope.regions[total.depth].b
+    return Scalar(lowering.convert(e, total.value, acc_dt, out_dt), total.depth)
+
+
+def _initial_value(p: Primitive, dt: np.dtype) -> Any:
+    floating = lowering.is_float(dt)
+    if p is red.reduce_sum_p or p is red.reduce_or_p or p is red.reduce_xor_p:
+        return 0
+    if p is red.reduce_prod_p:
+        return 1
+    if p is red.reduce_and_p:
+        return -1 if dt != dtypes.bool_ else 1
+    if dt == dtypes.bool_:
+        return p is red.reduce_min_p
+    if floating:
+        return -np.inf if p is red.reduce_max_p else np.inf
+    info = np.iinfo(dt)
+    return info.min if p is red.reduce_max_p else info.max
+
+
+def _combine(e: Emitter, p: Primitive, dt: np.dtype, acc: ir.Value, x: ir.Value) -> ir.Value:
+    b = e.b
+    floating = lowering.is_float(dt)
+    # Sums and products may be reassociated (vectorized into partial sums), as XLA does.
+    if p is red.reduce_sum_p:
+        return b.fadd(acc, x, flags=("reassoc",)) if floating else b.add(acc, x)
+    if p is red.reduce_prod_p:
+        return b.fmul(acc, x, flags=("reassoc",)) if floating else b.mul(acc, x)
+    if p is red.reduce_max_p:
+        return lowering.lower_rules[lowering.ew.max_p](e, [dt], dt, acc, x)
+    if p is red.reduce_min_p:
+        return lowering.lower_rules[lowering.ew.min_p](e, [dt], dt, acc, x)
+    return {red.reduce_and_p: b.and_, red.reduce_or_p: b.or_, red.reduce_xor_p: b.xor}[p](acc, x)
+
+
+def dot_row_layout(eqn) -> tuple | None:
+    """(lhs free dims, rhs free dims) when the product's last axis is the right operand's last,
+    contiguous axis (so a row of the product is a sum of contiguous rows of rhs); else None."""
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    lhs, rhs = (a.aval for a in eqn.invars)
+    lhs_free = [d for d in range(lhs.ndim) if d not in lhs_contract + lhs_batch]
+    rhs_free = [d for d in range(rhs.ndim) if d not in rhs_contract + rhs_batch]
+    if not rhs_free or rhs_free[-1] != rhs.ndim - 1:
+        return None
+    return lhs_free, rhs_free
+
+
+def _row_loops(k: KernelBuilder, scope: Scope) -> tuple[list[Region], Callable[..., Loop]]:
+    """Regions of a row computation, and a function opening loops in them."""
+    regions = list(scope.regions)
+
+    def loop_over(start: ir.Value, stop: ir.Value) -> Loop:
+        loop = Loop(k.fn, regions[-1], start, stop, len(regions))
+        regions.append(loop.inner)
+        return loop
+
+    return regions, loop_over
+
+
+def reduction_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Scope,
+                   columns: tuple) -> None:
+    """row[t] = reduce over the leading axes of operand[.., t]: initialize the row, then fold in
+    one contiguous operand row per index of the reduced axes (the inner loop vectorizes)."""
+    operand = eqn.invars[0]
+    shape, axes = operand.aval.shape, eqn.params["axes"]
+    dt = operand.aval.dtype
+    regions, loop_over = _row_loops(k, scope)
+    init = loop_over(*columns)
+    b = init.inner.b
+    b.store(const(dt, _initial_value(eqn.primitive, dt)), b.gep(row, [ir.Constant(I64, 0), init.var]))
+    init.close()
+    regions.pop()
+    reduced = [loop_over(ir.Constant(I64, 0), ir.Constant(I64, shape[d])) for d in axes]
+    cols = loop_over(*columns)
+    kept, by_axis = iter(outer), dict(zip(axes, reduced))
+    comps = [(int_const(0) if shape[d] == 1 else by_axis[d].index) if d in by_axis else next(kept)
+             for d in range(len(shape) - 1)] + [cols.index]
+    element = k.value(operand, Index(k, shape, comps), Scope(list(regions), scope))
+    e = k.emitter
+    e.b = cols.inner.b
+    slot = e.b.gep(row, [ir.Constant(I64, 0), cols.var])
+    e.b.store(_combine(e, eqn.primitive, dt, e.b.load(slot), element.value), slot)
+    cols.close()
+    for loop in reversed(reduced):
+        loop.close()
+
+
+def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Scope, columns: tuple) -> None:
+    """row[t] = sum_c lhs[.., c] * rhs[.., c, .., t]: zero the row, then for each contracted index
+    add a scaled row of rhs (the inner loop is contiguous and vectorizes)."""
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    lhs, rhs = eqn.invars
+    lhs_free, rhs_free = dot_row_layout(eqn)
+    acc_dt = dot_accumulation_dtype(eqn.outvars[0].aval.dtype)
+    batch, rest = outer[:len(lhs_batch)], outer[len(lhs_batch):]
+    lhs_out, rhs_out = rest[:len(lhs_free)], rest[len(lhs_free):]
+    regions, loop_over = _row_loops(k, scope)
+    zero = loop_over(*columns)
+    zero.inner.b.store(const(acc_dt, 0), zero.inner.b.gep(row, [ir.Constant(I64, 0), zero.var]))
+    zero.close()
+    regions.pop()
+    contracted = [loop_over(ir.Constant(I64, 0), ir.Constant(I64, lhs.aval.shape[d])) for d in lhs_contract]
+    c_index = [int_const(0) if lhs.aval.shape[d] == 1 else loop.index for d, loop in zip(lhs_contract, contracted)]
+
+    def comps(x, batch_dims, free_dims, free_values, contract_dims) -> list[Scalar]:
+        out = [None] * x.aval.ndim
+        for dims, values in ((batch_dims, batch), (free_dims, free_values), (contract_dims, c_index)):
+            for d, c in zip(dims, values):
+                out[d] = c
+        return out
+
+    inner = Scope(list(regions), scope)
+    a = k.value(lhs, Index(k, lhs.aval.shape, comps(lhs, lhs_batch, lhs_free, lhs_out, lhs_contract)), inner)
+    k.emitter.b = inner.regions[a.depth].b
+    a_value = lowering.convert(k.emitter, a.value, lhs.aval.dtype, acc_dt)
+    cols = loop_over(*columns)
+    inner = Scope(list(regions), scope)
+    r_comps = comps(rhs, rhs_batch, rhs_free[:-1], rhs_out, rhs_contract)
+    r_comps[-1] = cols.index
+    r = k.value(rhs, Index(k, rhs.aval.shape, r_comps), inner)
+    e = k.emitter
+    e.b = cols.inner.b
+    slot = e.b.gep(row, [ir.Constant(I64, 0), cols.var])
+    product_ = (e.b.fmul if lowering.is_float(acc_dt) else e.b.mul)(
+        a_value, lowering.convert(e, r.value, rhs.aval.dtype, acc_dt))
+    total = (e.b.fadd(e.b.load(slot), product_, flags=("contract",)) if lowering.is_float(acc_dt)
+             else e.b.add(e.b.load(slot), product_))
+    e.b.store(total, slot)
+    cols.close()
+    for loop in reversed(contracted):
+        loop.close()
+
+
+REDUCTION_PRIMITIVES = (red.reduce_sum_p, red.reduce_prod_p, red.reduce_max_p, red.reduce_min_p,
+                        red.reduce_and_p, red.reduce_or_p, red.reduce_xor_p)
+
+index_rules.update({
+    sh.iota_p: _iota, sh.broadcast_in_dim_p: _broadcast_in_dim, sh.reshape_p: _reshape,
+    sh.squeeze_p: _squeeze, sh.transpose_p: _transpose, sh.rev_p: _rev, sh.slice_p: _slice, sh.pad_p: _pad,
+    sh.concatenate_p: _concatenate, sh.dynamic_slice_p: _dynamic_slice,
+    sh.dynamic_update_slice_p: _dynamic_update_slice, dot_general_p: _dot_general,
+    **{p: _reduction for p in REDUCTION_PRIMITIVES},
+})

@@ -1,0 +1,441 @@
+"""Scalar LLVM lowerings of elementwise primitives, with the reference backend's semantics.
+
+Values live in registers as: bool -> i1, (u)intN -> iN, float16 / bfloat16 /
+float32 -> float, float64 -> double. Half-precision results are rounded to
+their type after every operation (``round_to``), as the reference computes
+each operation in float32 and rounds once. Transcendental math comes inline
+from ``vecmath`` (so loops stay vectorizable); a primitive whose math is not
+available there is not lowered and the fusion pass leaves it to the
+reference interpreter.
+
+``lower_rules[p](emitter, in_dtypes, out_dtype, *values, **params)`` returns
+the result value; ``emitter`` gives the builder and the module's intrinsics.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from llvmlite import ir
+
+from ember import dtypes
+from ember.core.primitive import Primitive
+from ember.lax import elementwise as ew
+from ember.transforms.stop_gradient import stop_gradient_p
+
+try:  # the inline vector math library (exp, log, tanh, ...), owned by its own engineer
+    from ember.backends.cpu import vecmath
+except ImportError:  # pragma: no cover - until it lands every such op falls back
+    vecmath = None
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+HALF = (dtypes.float16, dtypes.bfloat16)
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dt.kind == "f" or dt == dtypes.bfloat16
+
+
+def is_signed(dt: np.dtype) -> bool:
+    return dt.kind == "i"
+
+
+def register_type(dt: np.dtype) -> ir.Type:
+    """The type a value of ``dt`` has in registers."""
+    if dt == dtypes.bool_:
+        return I1
+    if dt == dtypes.float64:
+        return F64
+    if is_float(dt):
+        return F32
+    return ir.IntType(dt.itemsize * 8)
+
+
+def storage_type(dt: np.dtype) -> ir.Type:
+    """The type of one element of ``dt`` in memory."""
+    if dt == dtypes.bool_:
+        return I8
+    if dt == dtypes.float16:
+        return F16
+    if dt == dtypes.bfloat16:
+        return I16
+    return register_type(dt)
+
+
+def const(dt: np.dtype, value: Any) -> ir.Constant:
+    """A register constant of ``dt``."""
+    ty = register_type(dt)
+    if is_float(dt):
+        return ir.Constant(ty, float(value))
+    if dt == dtypes.bool_:
+        return ir.Constant(ty, int(bool(value)))
+    bits = dt.itemsize * 8
+    return ir.Constant(ty, int(value) & ((1 << bits) - 1))
+
+
+def load(b: ir.IRBuilder, ptr: ir.Value, dt: np.dtype) -> ir.Value:
+    raw = b.load(ptr)
+    if dt == dtypes.bool_:
+        return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
+    if dt == dtypes.float16:
+        return b.fpext(raw, F32)
+    if dt == dtypes.bfloat16:
+        return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+    return raw
+
+
+def store(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, dt: np.dtype) -> None:
+    if dt == dtypes.bool_:
+        value = b.zext(value, I8)
+    elif dt == dtypes.float16:
+        value = b.fptrunc(value, F16)
+    elif dt == dtypes.bfloat16:
+        value = b.trunc(b.lshr(_bfloat16_bits(b, value), ir.Constant(I32, 16)), I16)
+    b.store(value, ptr)
+
+
+def _bfloat16_bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """The float32 bits of ``x`` rounded to bfloat16 (nearest even; NaNs stay quiet NaNs)."""
+    bits = b.bitcast(x, I32)
+    lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    rounded = b.add(bits, b.add(ir.Constant(I32, 0x7FFF), lsb))
+    quiet_nan = b.or_(bits, ir.Constant(I32, 0x00400000))
+    nan = b.fcmp_unordered("uno", x, x)
+    return b.and_(b.select(nan, quiet_nan, rounded), ir.Constant(I32, 0xFFFF0000 - (1 << 32)))
+
+
+def round_to(b: ir.IRBuilder, value: ir.Value, dt: np.dtype) -> ir.Value:
+    """Round a float32 register value to a half-precision ``dt`` (a no-op for other types)."""
+    if dt == dtypes.float16:
+        return b.fpext(b.fptrunc(value, F16), F32)
+    if dt == dtypes.bfloat16:
+        return b.bitcast(_bfloat16_bits(b, value), F32)
+    return value
+
+
+class Emitter:
+    """What a lowering rule needs: the builder at the right place and the module's intrinsics."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.module = module
+        self.b: ir.IRBuilder = None  # set by the caller before each rule
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    def call(self, base: str, args: list[ir.Value], ret: ir.Type | None = None) -> ir.Value:
+        """Call an overloaded LLVM intrinsic (``llvm.floor`` -> ``llvm.floor.f32``)."""
+        ty = args[0].type
+        ret = ret or ty
+        suffix = _type_suffix(ret) + ("." + _type_suffix(ty) if ret != ty else "")
+        return self.b.call(self.intrinsic(f"{base}.{suffix}", ret, [a.type for a in args]), args)
+
+
+def _type_suffix(ty: ir.Type) -> str:
+    if ty == F32:
+        return "f32"
+    if ty == F64:
+        return "f64"
+    return f"i{ty.width}"
+
+
+# --- which primitives lower ---------------------------------------------------------------
+def vecmath_unary(name: str) -> bool:
+    return vecmath is not None and name in getattr(vecmath, "SUPPORTED_UNARY", ())
+
+
+def vecmath_binary(name: str) -> bool:
+    return vecmath is not None and name in getattr(vecmath, "SUPPORTED_BINARY", ())
+
+
+lower_rules: dict[Primitive, Callable[..., ir.Value]] = {}
+
+
+def can_lower(p: Primitive, in_dtypes: list[np.dtype]) -> bool:
+    """Whether ``p`` on operands of these dtypes has a native lowering here."""
+    if p not in lower_rules:
+        return False
+    floating = bool(in_dtypes) and is_float(in_dtypes[-1])
+    if p in _VECMATH_UNARY:
+        return floating and vecmath_unary(p.name)
+    if p in _VECMATH_BINARY:
+        return floating and vecmath_binary(p.name)
+    return True
+
+
+# --- float math: vecmath for functions, LLVM intrinsics for single instructions --------------
+def _math_unary(name: str) -> Callable:
+    def rule(e: Emitter, in_dts, out_dt, x, **params):
+        return round_to(e.b, vecmath.emit_unary(e.b, name, x), out_dt)
+    return rule
+
+
+def _math_binary(name: str) -> Callable:
+    def rule(e: Emitter, in_dts, out_dt, x, y, **params):
+        return round_to(e.b, vecmath.emit_binary(e.b, name, x, y), out_dt)
+    return rule
+
+
+_VECMATH_UNARY = {ew.exp_p, ew.exp2_p, ew.log_p, ew.log1p_p, ew.expm1_p, ew.tanh_p, ew.logistic_p, ew.sin_p,
+                  ew.cos_p, ew.tan_p, ew.asin_p, ew.acos_p, ew.atan_p, ew.sinh_p, ew.cosh_p, ew.asinh_p,
+                  ew.acosh_p, ew.atanh_p, ew.cbrt_p, ew.erf_p, ew.erfc_p, ew.erf_inv_p, ew.lgamma_p,
+                  ew.digamma_p}
+_VECMATH_BINARY = {ew.pow_p, ew.atan2_p, ew.nextafter_p}
+# Worth computing once and keeping, rather than recomputing per use.
+EXPENSIVE = _VECMATH_UNARY | _VECMATH_BINARY
+for _p in _VECMATH_UNARY:
+    lower_rules[_p] = _math_unary(_p.name)
+for _p in _VECMATH_BINARY:
+    lower_rules[_p] = _math_binary(_p.name)
+
+
+def _float_unary(name: str, intrinsic: str) -> Callable:
+    """vecmath's version if it has one (it may be tuned), else the LLVM intrinsic."""
+    def rule(e: Emitter, in_dts, out_dt, x, **params):
+        if vecmath_unary(name):
+            return round_to(e.b, vecmath.emit_unary(e.b, name, x), out_dt)
+        return round_to(e.b, e.call(intrinsic, [x]), out_dt)
+    return rule
+
+
+_sqrt = _float_unary("sqrt", "llvm.sqrt")
+_floor = _float_unary("floor", "llvm.floor")
+_ceil = _float_unary("ceil", "llvm.ceil")
+
+
+def _rsqrt(e: Emitter, in_dts, out_dt, x):
+    if vecmath_unary("rsqrt"):
+        return round_to(e.b, vecmath.emit_unary(e.b, "rsqrt", x), out_dt)
+    return round_to(e.b, e.b.fdiv(ir.Constant(x.type, 1.0), e.call("llvm.sqrt", [x])), out_dt)
+
+
+def _round(e: Emitter, in_dts, out_dt, x, *, rounding_method):
+    return e.call("llvm.round" if rounding_method == 0 else "llvm.roundeven", [x])
+
+
+def nan_max(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
+    if vecmath_binary("max"):
+        return vecmath.emit_binary(e.b, "max", x, y)
+    return e.call("llvm.maximum", [x, y])
+
+
+def nan_min(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
+    if vecmath_binary("min"):
+        return vecmath.emit_binary(e.b, "min", x, y)
+    return e.call("llvm.minimum", [x, y])
+
+
+# --- generic arithmetic, by kind ---------------------------------------------------------------
+def _neg(e, in_dts, out_dt, x):
+    return e.b.fneg(x) if is_float(out_dt) else e.b.sub(ir.Constant(x.type, 0), x)
+
+
+def _abs(e, in_dts, out_dt, x):
+    if is_float(out_dt):
+        return e.call("llvm.fabs", [x])
+    if not is_signed(out_dt):
+        return x
+    return e.b.select(e.b.icmp_signed("<", x, ir.Constant(x.type, 0)), e.b.sub(ir.Constant(x.type, 0), x), x)
+
+
+def _sign(e, in_dts, out_dt, x):
+    b = e.b
+    zero, one, minus_one = (ir.Constant(x.type, v) for v in ((0.0, 1.0, -1.0) if is_float(out_dt) else (0, 1, -1)))
+    if is_float(out_dt):  # NaN and +-0 are returned as they are
+        return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), minus_one, x))
+    if not is_signed(out_dt):
+        return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+    return b.select(b.icmp_signed(">", x, zero), one, b.select(b.icmp_signed("<", x, zero), minus_one, zero))
+
+
+def _not(e, in_dts, out_dt, x):
+    return e.b.xor(x, ir.Constant(x.type, -1 if x.type != I1 else 1))
+
+
+def _is_finite(e, in_dts, out_dt, x):
+    return e.b.fcmp_ordered("<", e.call("llvm.fabs", [x]), ir.Constant(x.type, float("inf")))
+
+
+def _population_count(e, in_dts, out_dt, x):
+    return e.call("llvm.ctpop", [x])
+
+
+def _arith(float_op: str, int_op: str) -> Callable:
+    def rule(e, in_dts, out_dt, x, y):
+        if is_float(out_dt):
+            return round_to(e.b, getattr(e.b, float_op)(x, y), out_dt)
+        return getattr(e.b, int_op)(x, y)
+    return rule
+
+
+def _int_divisor(e: Emitter, out_dt: np.dtype, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(y == 0, a divisor that cannot trap): 1 where y is 0 or where MIN / -1 would overflow."""
+    b = e.b
+    zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    unsafe = zero
+    if is_signed(out_dt):
+        bits = out_dt.itemsize * 8
+        overflow = b.and_(b.icmp_signed("==", x, ir.Constant(x.type, -(1 << (bits - 1)))),
+                          b.icmp_signed("==", y, ir.Constant(y.type, -1)))
+        unsafe = b.or_(zero, overflow)
+    return zero, b.select(unsafe, ir.Constant(y.type, 1), y)
+
+
+def _div(e, in_dts, out_dt, x, y):
+    """C division (toward zero); x / 0 gives -1 (all bits set) and MIN / -1 gives MIN."""
+    if is_float(out_dt):
+        return round_to(e.b, e.b.fdiv(x, y), out_dt)
+    zero, safe = _int_divisor(e, out_dt, x, y)
+    q = e.b.sdiv(x, safe) if is_signed(out_dt) else e.b.udiv(x, safe)
+    return e.b.select(zero, ir.Constant(x.type, -1), q)
+
+
+def _rem(e, in_dts, out_dt, x, y):
+    """C remainder (sign of the dividend); x % 0 gives x."""
+    if is_float(out_dt):
+        return round_to(e.b, e.b.frem(x, y), out_dt)
+    zero, safe = _int_divisor(e, out_dt, x, y)
+    r = e.b.srem(x, safe) if is_signed(out_dt) else e.b.urem(x, safe)
+    return e.b.select(zero, x, r)
+
+
+def _max(e, in_dts, out_dt, x, y):
+    if is_float(out_dt):
+        return nan_max(e, x, y)
+    cmp = e.b.icmp_signed if is_signed(out_dt) else e.b.icmp_unsigned
+    return e.b.select(cmp(">", x, y), x, y)
+
+
+def _min(e, in_dts, out_dt, x, y):
+    if is_float(out_dt):
+        return nan_min(e, x, y)
+    cmp = e.b.icmp_signed if is_signed(out_dt) else e.b.icmp_unsigned
+    return e.b.select(cmp("<", x, y), x, y)
+
+
+def _shift(kind: str) -> Callable:
+    """Shifts by an amount outside [0, bits) give 0, or the sign fill for arithmetic right shifts."""
+    def rule(e, in_dts, out_dt, x, y):
+        b = e.b
+        bits = ir.Constant(x.type, out_dt.itemsize * 8)
+        out_of_range = b.icmp_unsigned(">=", y, bits)  # unsigned compare: negative amounts are huge
+        safe = b.select(out_of_range, ir.Constant(y.type, 0), y)
+        if kind == "left":
+            return b.select(out_of_range, ir.Constant(x.type, 0), b.shl(x, safe))
+        if kind == "logical":
+            return b.select(out_of_range, ir.Constant(x.type, 0), b.lshr(x, safe))
+        fill = b.ashr(x, b.sub(bits, ir.Constant(x.type, 1)))  # signed bits, as XLA, also for unsigned types
+        return b.select(out_of_range, fill, b.ashr(x, safe))
+    return rule
+
+
+_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _compare(name: str) -> Callable:
+    op = _FCMP[name]
+
+    def rule(e, in_dts, out_dt, x, y):
+        dt = in_dts[0]
+        if is_float(dt):
+            # ne is true for NaN operands (unordered); every other comparison is false.
+            return e.b.fcmp_unordered(op, x, y) if name == "ne" else e.b.fcmp_ordered(op, x, y)
+        if is_signed(dt):
+            return e.b.icmp_signed(op, x, y)
+        return e.b.icmp_unsigned(op, x, y)
+    return rule
+
+
+def _bitwise(op: str) -> Callable:
+    def rule(e, in_dts, out_dt, x, y):
+        return getattr(e.b, op)(x, y)
+    return rule
+
+
+def _integer_pow(e, in_dts, out_dt, x, *, y):
+    """Repeated squaring; a negative exponent takes the reciprocal of the power."""
+    b = e.b
+    floating = is_float(out_dt)
+    mul = (lambda u, v: round_to(b, b.fmul(u, v), out_dt)) if floating else b.mul
+    acc, base, n = None, x, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else mul(acc, base)
+        n >>= 1
+        if n:
+            base = mul(base, base)
+    if acc is None:
+        acc = ir.Constant(x.type, 1.0 if floating else 1)
+    if y < 0:
+        acc = round_to(b, b.fdiv(ir.Constant(x.type, 1.0), acc), out_dt)
+    return acc
+
+
+def convert(e: Emitter, x: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
+    """``convert_element_type``: float -> int saturates (NaN -> 0); x -> bool is x != 0."""
+    b = e.b
+    if src == dst:
+        return x
+    to = register_type(dst)
+    if dst == dtypes.bool_:
+        if is_float(src):
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if src == dtypes.bool_:
+        return b.uitofp(x, to) if is_float(dst) else b.zext(x, to)
+    if is_float(src) and is_float(dst):
+        if dst == dtypes.float16 and src == dtypes.float64:  # one rounding, as NumPy
+            return b.fpext(b.fptrunc(x, F16), F32)
+        if x.type != to:
+            x = b.fpext(x, to) if to == F64 else b.fptrunc(x, to)
+        return round_to(b, x, dst)
+    if is_float(dst):
+        to_int = b.sitofp if is_signed(src) else b.uitofp
+        if dst == dtypes.float16:  # one rounding, as NumPy
+            return b.fpext(to_int(x, F16), F32)
+        return round_to(b, to_int(x, to), dst)
+    if is_float(src):
+        return e.call("llvm.fptosi.sat" if is_signed(dst) else "llvm.fptoui.sat", [x], ret=to)
+    if to.width < x.type.width:
+        return b.trunc(x, to)
+    if to.width > x.type.width:
+        return b.sext(x, to) if is_signed(src) else b.zext(x, to)
+    return x
+
+
+def _convert(e, in_dts, out_dt, x, *, new_dtype, weak_type):
+    return convert(e, x, in_dts[0], new_dtype)
+
+
+def _select_n(e, in_dts, out_dt, which, *cases):
+    b = e.b
+    if in_dts[0] == dtypes.bool_:
+        return b.select(which, cases[1], cases[0]) if len(cases) > 1 else cases[0]
+    cmp = b.icmp_signed if is_signed(in_dts[0]) else b.icmp_unsigned
+    out = cases[0]  # the selector is clamped to [0, n): the last case at or below it wins
+    for k, case in enumerate(cases[1:], start=1):
+        out = b.select(cmp(">=", which, ir.Constant(which.type, k)), case, out)
+    return out
+
+
+def _clamp(e, in_dts, out_dt, lo, x, hi):
+    return _min(e, in_dts, out_dt, _max(e, in_dts, out_dt, x, lo), hi)
+
+
+lower_rules.update({
+    stop_gradient_p: lambda e, in_dts, out_dt, x: x,  # the identity, once derivatives are taken
+    ew.neg_p: _neg, ew.sign_p: _sign, ew.floor_p: _floor, ew.ceil_p: _ceil, ew.round_p: _round,
+    ew.abs_p: _abs, ew.not_p: _not, ew.population_count_p: _population_count, ew.is_finite_p: _is_finite,
+    ew.sqrt_p: _sqrt, ew.rsqrt_p: _rsqrt, ew.integer_pow_p: _integer_pow,
+    ew.add_p: _arith("fadd", "add"), ew.sub_p: _arith("fsub", "sub"), ew.mul_p: _arith("fmul", "mul"),
+    ew.div_p: _div, ew.rem_p: _rem, ew.max_p: _max, ew.min_p: _min,
+    ew.and_p: _bitwise("and_"), ew.or_p: _bitwise("or_"), ew.xor_p: _bitwise("xor"),
+    ew.shift_left_p: _shift("left"), ew.shift_right_arithmetic_p: _shift("arith"),
+    ew.shift_right_logical_p: _shift("logical"),
+    ew.convert_element_type_p: _convert, ew.select_n_p: _select_n, ew.clamp_p: _clamp,
+    **{getattr(ew, f"{n}_p"): _compare(n) for n in _FCMP},
+})

@@ -1,0 +1,362 @@
+"""Lowering a fused program to a list of steps over numbered buffers, and running it.
+
+Steps: a native kernel (one LLVM function per ``fusion`` equation), a native
+loop or conditional (one LLVM function per control-flow equation whose body
+lowers), a matrix product (``dot``), a free reshape (a view), or a fallback
+equation run by the reference interpreter inside the same executable. All
+LLVM functions of a program are one module, compiled once. Buffers: the
+program's inputs and constants, outputs (fresh arrays each call, handed to the
+caller), and temporaries, which share one arena allocated per call, reusing
+the space of temporaries that are no longer needed.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes
+from ember.backends.cpu import control_flow, dot, jit, kernel, lowering, threads
+from ember.backends.cpu.index_rules import index_rules
+from ember.backends.reference import impl_rules, to_numpy
+from ember.compiler.fusion import FUSIBLE, fusion_p
+from ember.core.avals import ShapedArray
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.lax import reductions
+from ember.lax import shapes as sh
+from ember.lax.dot import dot_general_p
+
+ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
+# Programs whose kernels each touch at most this many elements (and that have no loops) are
+# compiled without optimization: compiling is then most of their cost (see ``jit``).
+QUICK_WORK = 256
+# Products up to this many multiply-adds are computed by a fused loop (no call of the blocked
+# product, and their bias / activation epilogue in the same kernel); larger ones call ``gemm``.
+SMALL_DOT = 1 << 15
+# In loop bodies products are fused up to this size, so the loop compiles to one function;
+# a loop with a larger product runs step by step on the reference (NumPy's matmul per step).
+LOOP_DOT = 1 << 20
+
+
+def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
+    """The fusion predicate of this backend: fusible, and lowerable for these dtypes. In loop
+    bodies larger products are fused too, so that the loop can be one native function."""
+    p = eqn.primitive
+    if not jit.float16_supported() and any(a.aval.dtype == dtypes.float16 for a in eqn.invars + eqn.outvars):
+        return False
+    if p is dot_general_p:
+        return _multiply_adds(eqn) <= (LOOP_DOT if in_loop else SMALL_DOT) or not dot.lowers_natively(eqn)
+    if p in index_rules:  # what the kernel generator reads through: FUSIBLE's and dynamic slices
+        return True
+    if p not in FUSIBLE:
+        return False
+    return lowering.can_lower(p, [a.aval.dtype for a in eqn.invars])
+
+
+def can_fuse_in_loop(eqn: Eqn) -> bool:
+    return can_fuse(eqn, in_loop=True)
+
+
+def _multiply_adds(eqn: Eqn) -> int:
+    (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+    lhs = eqn.invars[0].aval
+    return eqn.outvars[0].aval.size * int(np.prod([lhs.shape[d] for d in lhs_contract], dtype=np.int64))
+
+
+# --- steps ---------------------------------------------------------------------------------
+# ``ins`` hold slot numbers, or NumPy values for literals; ``outs`` slot numbers. Steps whose
+# ``planned`` is true write into buffers that the program allocates for them.
+def _read_data_field(array: np.ndarray) -> int:
+    """The buffer address of an array, read from its C struct (``PyArrayObject.data`` follows the
+    object header): 0.2 us where ``array.ctypes.data`` takes 0.9 us, per buffer of every call."""
+    return _address_at(id(array) + _DATA_OFFSET).value
+
+
+_address_at = ctypes.c_void_p.from_address
+_DATA_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)
+_probe = np.arange(3.0)[1:]
+data_pointer = _read_data_field if _read_data_field(_probe) == _probe.ctypes.data else (lambda a: a.ctypes.data)
+
+
+def _pointers(env: list, ins: list, outs: list, extra: list = ()) -> ctypes.Array:
+    buffers = [env[a] if isinstance(a, int) else a for a in ins] + [env[o] for o in outs] + list(extra)
+    return (ctypes.c_void_p * len(buffers))(*map(data_pointer, buffers))
+
+
+@dataclass
+class KernelStep:
+    name: str
+    fn: Callable
+    ins: list
+    outs: list[int]
+    extent: int
+    work: int
+    chunks: int  # parts of the outermost loop, run by as many threads
+    team: bool  # an OpenMP team runs the parts (else the Python pool)
+    planned = True
+
+    def __post_init__(self) -> None:
+        self.slots = self.ins + self.outs  # a kernel's operands are all variables
+        self.pointer_array = ctypes.c_void_p * len(self.slots)
+
+    def run(self, env: list) -> None:
+        pointers = self.pointer_array(*[data_pointer(env[i]) for i in self.slots])
+        if self.chunks == 1:
+            self.fn(pointers, 0, self.extent)
+        elif self.team:
+            threads.run_team(self.fn, pointers, self.extent, self.chunks)
+        else:
+            threads.run_split(self.fn, pointers, self.extent, self.chunks)
+
+
+@dataclass
+class LoopStep:
+    """A native loop (or conditional): one call; its temporaries live in a scratch area."""
+    name: str
+    fn: Callable
+    ins: list
+    outs: list[int]
+    scratch_bytes: int
+    planned = True
+
+    def run(self, env: list) -> None:
+        scratch = np.empty(self.scratch_bytes + ALIGNMENT, np.uint8)
+        aligned = scratch[-scratch.ctypes.data % ALIGNMENT:]
+        self.fn(_pointers(env, self.ins, self.outs, [aligned]), 0, 1)
+
+
+@dataclass
+class DotStep:
+    dot: dot.DotGeneral
+    ins: list
+    outs: list[int]
+    planned = True
+
+    def run(self, env: list) -> None:
+        self.dot(env[self.ins[0]], env[self.ins[1]], env[self.outs[0]])
+
+
+@dataclass
+class ViewStep:
+    """A reshape that costs nothing: the result views its operand's buffer."""
+    ins: list
+    outs: list[int]
+    shape: tuple
+    planned = False
+
+    def run(self, env: list) -> None:
+        env[self.outs[0]] = env[self.ins[0]].reshape(self.shape)
+
+
+@dataclass
+class FallbackStep:
+    eqn: Eqn
+    ins: list
+    outs: list[int]
+    planned = False
+
+    def run(self, env: list) -> None:
+        args = [env[a] if isinstance(a, int) else a for a in self.ins]
+        results = impl_rules[self.eqn.primitive](*args, **self.eqn.params)
+        if not self.eqn.primitive.multiple_results:
+            results = (results,)
+        for slot, value, var in zip(self.outs, results, self.eqn.outvars):
+            env[slot] = contiguous(value, var.aval)
+
+
+def contiguous(value: Any, aval: ShapedArray) -> np.ndarray:
+    """A C-contiguous array of exactly ``aval``'s shape and dtype (kernels index it linearly)."""
+    value = np.asarray(value)
+    if value.dtype != aval.dtype:
+        value = value.astype(aval.dtype)
+    if value.shape != aval.shape:
+        value = np.broadcast_to(value, aval.shape)
+    return value if value.flags.c_contiguous else value.copy(order="C")
+
+
+@dataclass
+class Report:
+    """What compiled natively and what fell back, and how long each stage took (seconds)."""
+    kernels: list[str] = field(default_factory=list)
+    loops: list[str] = field(default_factory=list)
+    contractions: int = 0
+    fallbacks: list[str] = field(default_factory=list)
+    times: dict[str, float] = field(default_factory=dict)
+
+
+# --- building the program ----------------------------------------------------------------------
+class Program:
+    """A fused ClosedJaxpr lowered to steps; ``run(args)`` returns the output NumPy arrays."""
+
+    def __init__(self, closed: ClosedJaxpr, name: str, report: Report) -> None:
+        jaxpr = closed.jaxpr
+        self.report = report
+        self.slots: dict[int, int] = {}
+        self.slot_avals: dict[int, ShapedArray] = {}
+        self.template: list[Any] = []
+        for v, c in zip(jaxpr.constvars, closed.consts):
+            self.template.append(contiguous(to_numpy(c, v.aval), v.aval))
+            self.slots[id(v)] = len(self.template) - 1
+        self.in_slots = [self._slot(v) for v in jaxpr.invars]
+        self.in_avals = [v.aval for v in jaxpr.invars]
+        self.steps: list[Any] = []
+        self.allocations: list[tuple[int, ShapedArray]] = []  # (slot, aval) of per-call outputs
+        start = time.perf_counter()
+        module = jit.new_module(name)
+        native: list = []
+        for eqn in jaxpr.eqns:
+            self._lower(eqn, module, native)
+        report.times["LLVM IR"] = time.perf_counter() - start
+        if native:
+            start = time.perf_counter()
+            quick = all(isinstance(s, KernelStep) and s.work <= QUICK_WORK for s in native)
+            self.compiled = jit.compile_module(module, quick)
+            for step in native:
+                step.fn = self.compiled.kernel(step.name)
+            report.times["LLVM opt+codegen"] = time.perf_counter() - start
+        self.out_atoms = [self._slot(a) if isinstance(a, Var) else np.asarray(a.val, a.aval.dtype)
+                          for a in jaxpr.outvars]
+        self._plan_memory(jaxpr)
+        if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
+                                                  for step in self.steps):
+            threads.start()
+
+    def _slot(self, v: Var) -> int:
+        slot = self.slots.get(id(v))
+        if slot is None:
+            slot = self.slots[id(v)] = len(self.template)
+            self.template.append(None)
+            self.slot_avals[slot] = v.aval
+        return slot
+
+    def _atom(self, a: Any) -> Any:
+        return self._slot(a) if isinstance(a, Var) else np.asarray(a.val, dtype=a.aval.dtype)
+
+    def _lower(self, eqn: Eqn, module, native: list) -> None:
+        """Append the step that runs ``eqn``; native ones (compiled with the module) also to ``native``."""
+        p = eqn.primitive
+        ins = [self._atom(a) for a in eqn.invars]
+        outs = [self._slot(v) for v in eqn.outvars]
+        name = f"f{len(native)}_{eqn.params.get('name', p.name)}"
+        if p is fusion_p and (parts := _split_full_reduction(eqn)):
+            for part in parts:
+                self._lower(part, module, native)
+            return
+        if p is fusion_p and kernel.is_view(eqn):
+            step = ViewStep(ins, outs, eqn.outvars[0].aval.shape)
+        elif p is fusion_p:
+            sub = eqn.params["jaxpr"].jaxpr
+            kernel.KernelBuilder(module, name, sub).build()
+            out = eqn.outvars[0].aval
+            extent = out.shape[0] if out.shape else 1
+            work = _work(sub)
+            chunks, team = threads.kernel_chunks(extent, work)
+            step = KernelStep(name, None, ins, outs, extent, work, chunks, team)
+            self.report.kernels.append(name)
+        elif p in control_flow.CONTROL_FLOW and (subs := control_flow.prepare(eqn, can_fuse_in_loop)):
+            loop = control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs)
+            step = LoopStep(name, None, ins, outs, loop.scratch_bytes)
+            self.report.loops.append(name)
+        elif p is dot_general_p and dot.lowers_natively(eqn):
+            step = DotStep(dot.DotGeneral(eqn), ins, outs)
+            self.report.contractions += 1
+        else:
+            step = FallbackStep(eqn, ins, outs)
+            self.report.fallbacks.append(p.name)
+        self.steps.append(step)
+        if isinstance(step, (KernelStep, LoopStep)):
+            native.append(step)
+
+    def _plan_memory(self, jaxpr: Jaxpr) -> None:
+        """Outputs of planned steps: fresh arrays for program outputs, arena space for
+        temporaries, reused once their last reader has run. Temporaries read by steps that
+        may keep a view of them (fallbacks, views) live to the end."""
+        outputs = {s for s in self.out_atoms if isinstance(s, int)}
+        last_use: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            for s in step.ins:
+                if isinstance(s, int):
+                    last_use[s] = max(last_use.get(s, i), i) if step.planned else len(self.steps)
+        dying: dict[int, list[int]] = {}
+        for s, i in last_use.items():
+            dying.setdefault(i, []).append(s)
+        free: dict[int, list[int]] = {}  # block size -> offsets of free blocks
+        blocks: dict[int, tuple[int, int]] = {}  # slot -> (offset, size)
+        self.arena_views: list[tuple[int, int, ShapedArray]] = []  # (slot, offset, aval)
+        self.arena_bytes = 0
+        for i, step in enumerate(self.steps):
+            for out in step.outs if step.planned else ():
+                aval = self.slot_avals[out]
+                if out in outputs:
+                    self.allocations.append((out, aval))
+                    continue
+                size = -(-max(aval.size * aval.dtype.itemsize, 1) // ALIGNMENT) * ALIGNMENT
+                if free.get(size):
+                    offset = free[size].pop()
+                else:
+                    offset, self.arena_bytes = self.arena_bytes, self.arena_bytes + size
+                blocks[out] = (offset, size)
+                self.arena_views.append((out, offset, aval))
+            for s in dying.get(i, []):
+                if s in blocks:
+                    free.setdefault(blocks[s][1], []).append(blocks[s][0])
+
+    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        env = list(self.template)
+        for slot, value in zip(self.in_slots, args):
+            env[slot] = value
+        for slot, aval in self.allocations:
+            env[slot] = np.empty(aval.shape, aval.dtype)
+        if self.arena_bytes:
+            arena = np.empty(self.arena_bytes + ALIGNMENT, np.uint8)
+            base = -arena.ctypes.data % ALIGNMENT
+            for slot, offset, aval in self.arena_views:
+                env[slot] = np.ndarray(aval.shape, aval.dtype, arena, base + offset)
+        for step in self.steps:
+            step.run(env)
+        return [env[a] if isinstance(a, int) else a for a in self.out_atoms]
+
+
+# A reduction of a whole array to one value is computed in ``PIECES`` parts, which threads share,
+# then the parts are combined, when the array has at least ``SPLIT_REDUCTION`` elements.
+PIECES = (64, 48, 32, 16, 8)
+SPLIT_REDUCTION = 1 << 20
+
+
+def _split_full_reduction(eqn: Eqn) -> list[Eqn] | None:
+    """Two kernels for a kernel that reduces a large array to a scalar: partial results over
+    ``p`` contiguous pieces (in parallel), then their reduction; None where that does not apply.
+    Half-precision types are left alone: the reference rounds their sums only once."""
+    sub = eqn.params["jaxpr"].jaxpr
+    root = sub.eqns[-1]
+    if root.primitive not in reductions.REDUCTIONS or root.outvars[0].aval.shape or threads.thread_count() < 2:
+        return None
+    operand = root.invars[0].aval
+    pieces = next((p for p in PIECES if operand.size % p == 0), None)
+    if operand.size < SPLIT_REDUCTION or operand.dtype in lowering.HALF or pieces is None:
+        return None
+    total = root.outvars[0].aval
+    reshaped = Var(operand._replace(shape=(pieces, operand.size // pieces)))
+    partial = Var(total._replace(shape=(pieces,)))
+    parts = Jaxpr([], sub.invars, sub.eqns[:-1] + [
+        Eqn(sh.reshape_p, [root.invars[0]], {"new_sizes": reshaped.aval.shape, "dimensions": None}, [reshaped]),
+        Eqn(root.primitive, [reshaped], {"axes": (1,)}, [partial])], [partial])
+    partials, result = Var(partial.aval), Var(total)
+    combine = Jaxpr([], [partials], [Eqn(root.primitive, [partials], {"axes": (0,)}, [result])], [result])
+    name, between = eqn.params["name"], Var(partial.aval)
+    return [Eqn(fusion_p, eqn.invars, {"jaxpr": ClosedJaxpr(parts, []), "name": f"{name}_parts"}, [between]),
+            Eqn(fusion_p, [between], {"jaxpr": ClosedJaxpr(combine, []), "name": f"{name}_total"}, eqn.outvars)]
+
+
+def _work(jaxpr: Jaxpr) -> int:
+    """Elements a kernel touches (for the decision to split it across threads)."""
+    total = jaxpr.outvars[0].aval.size
+    for e in jaxpr.eqns:
+        if e.primitive in reductions.REDUCTIONS:
+            total += e.invars[0].aval.size
+        elif e.primitive is dot_general_p:
+            total += _multiply_adds(e)
+    return total

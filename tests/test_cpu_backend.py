@@ -1,0 +1,408 @@
+"""The native CPU backend against the reference interpreter: semantics, kernels, loops, fallback.
+
+``EMBER_BACKEND=cpu python -m pytest tests`` runs the whole suite on this backend; the tests
+here check what that does not: edge-case semantics bit for bit, that code is native (and
+vectorized), what falls back and the compile log, memory planning, and random fusible
+programs (hypothesis) compared between the two backends.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember.runtime.executable import CpuExecutable
+
+from util import assert_allclose, tolerance
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def run(backend: str, f, *args):
+    with ember.config.override(backend=backend):
+        return ember.tree_util.tree_map(np.asarray, ember.jit(f)(*args))
+
+
+def check_backends_agree(f, *args, exact: bool = False, **tol):
+    """Run ``f`` under jit on both backends: equal dtypes and shapes, values exact or close."""
+    want = ember.tree_util.tree_leaves(run("reference", f, *args))
+    got = ember.tree_util.tree_leaves(run("cpu", f, *args))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if exact or w.dtype.kind in "biu":
+            np.testing.assert_array_equal(g.view(np.uint16) if g.dtype == BF16 else g,
+                                          w.view(np.uint16) if w.dtype == BF16 else w)
+        else:
+            assert_allclose(g, w, **tol)
+    return got
+
+
+def compile_cpu(f, *args) -> CpuExecutable:
+    return CpuExecutable(ember.make_jaxpr(f)(*args), getattr(f, "__name__", "f"))
+
+
+# --- semantics, bit for bit ----------------------------------------------------------------------
+INT_EDGES = {
+    np.int8: [-128, -1, 0, 1, 7, 127], np.int32: [-(2 ** 31), -7, -1, 0, 1, 3, 2 ** 31 - 1],
+    np.uint8: [0, 1, 3, 200, 255], np.uint32: [0, 1, 5, 2 ** 32 - 1], np.int16: [-32768, -3, 0, 2, 32767],
+}
+
+
+@pytest.mark.parametrize("dtype", list(INT_EDGES))
+def test_integer_division_remainder_and_shifts_match(dtype):
+    values = np.array(INT_EDGES[dtype], dtype)
+    x, y = np.meshgrid(values, values)
+    shifts = np.array([-1, 0, 1, 7, 8, 31, 32, 40]).astype(dtype)  # -1 wraps for unsigned types
+    check_backends_agree(lambda a, b: (lax.div(a, b), lax.rem(a, b)), x, y)
+    xs, ss = np.meshgrid(values, shifts)
+    check_backends_agree(lambda a, s: (lax.shift_left(a, s), lax.shift_right_arithmetic(a, s),
+                                       lax.shift_right_logical(a, s)), xs, ss)
+
+
+SPECIAL = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, 0.5, -0.5, 1.5, -2.5, 2.5, 0.49999997, 1e10, -1e10,
+                    3e9, -3e9, 255.7, -1.5, 65504.0, 1e-40], np.float32)
+
+
+@pytest.mark.parametrize("target", [np.int8, np.uint8, np.int32, np.uint32, np.int16, np.bool_, np.float16])
+def test_float_to_int_conversion_saturates_and_maps_nan_to_zero(target):
+    check_backends_agree(lambda x: lax.convert_element_type(x, target), SPECIAL)
+
+
+def test_rounding_max_min_and_special_values_match():
+    x = SPECIAL
+    y = SPECIAL[::-1].copy()
+    check_backends_agree(lambda a: (lax.round(a), lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN), jnp.floor(a),
+                                    jnp.ceil(a), jnp.sign(a), jnp.abs(a), jnp.isfinite(a)), x, exact=True)
+    check_backends_agree(lambda a, b: (jnp.maximum(a, b), jnp.minimum(a, b), a == b, a != b, a < b, a >= b,
+                                       lax.clamp(-1.0, a, 1.0)), x, y, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64])
+def test_half_and_double_precision_arithmetic_rounds_like_the_reference(dtype):
+    x = np.linspace(-3, 3, 37).astype(dtype)
+    with ember.config.override(enable_x64=dtype == np.float64):
+        check_backends_agree(lambda a: (a * a + a / 3 - 1, jnp.sqrt(jnp.abs(a)), a.astype(jnp.float32),
+                                        jnp.sum(a), jnp.max(a)), x, exact=dtype != np.float64)
+
+
+def test_bool_and_unsigned_logic_match():
+    a = np.array([True, False, True, False])
+    b = np.array([True, True, False, False])
+    check_backends_agree(lambda p, q: (p & q, p | q, p ^ q, ~p, jnp.where(p, 1, 2), jnp.maximum(p, q)), a, b)
+    u = np.array([0, 1, 200, 255], np.uint8)
+    check_backends_agree(lambda v: (v - 3, v * 2, -v, jnp.abs(v), jnp.sign(v), lax.population_count(v),
+                                    ~v, v // 7, v > 100), u)
+
+
+def test_select_n_with_an_integer_selector_clamps():
+    which = np.array([-1, 0, 1, 2, 5], np.int32)
+    cases = [np.arange(5, dtype=np.float32) + 10 * k for k in range(3)]
+    check_backends_agree(lambda w, *c: lax.select_n(w, *c), which, *cases, exact=True)
+
+
+# --- index remapping, reductions, products --------------------------------------------------------
+def test_index_remapping_in_one_kernel_matches():
+    x = np.arange(7 * 6, dtype=np.float32).reshape(7, 6)
+
+    def f(a):
+        y = jnp.concatenate([a[::2, ::-1], a[1::2, :3].repeat(2, axis=1)], axis=0).T
+        z = lax.pad(y, -1.0, ((1, -2, 1), (0, 2, 0)))
+        return z.reshape(-1)[3:40:3] + lax.broadcasted_iota(jnp.float32, (13,), 0)
+
+    check_backends_agree(f, x, exact=True)
+
+
+@pytest.mark.parametrize("starts", [(0, 0), (2, 3), (4, 5), (-1, 2), (10, -10)])
+def test_dynamic_slices_clamp_their_starts(starts):
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    i, j = (np.int32(s) for s in starts)
+    exe = compile_cpu(lambda a, p, q: lax.dynamic_slice(a, (p, q), (2, 3)), x, i, j)
+    assert exe.report.kernels and not exe.report.fallbacks
+    check_backends_agree(lambda a, p, q: lax.dynamic_slice(a, (p, q), (2, 3)) * 2, x, i, j, exact=True)
+    check_backends_agree(lambda a, p, q: lax.dynamic_update_slice(a, -jnp.ones((2, 3)), (p, q)) + 1, x, i, j,
+                         exact=True)
+    check_backends_agree(lambda a, p: a[:, p], x, np.uint8(200 + starts[0]), exact=True)
+
+
+def test_loops_that_index_dynamically_stay_native():
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+
+    def f(a):
+        total = lax.fori_loop(0, 5, lambda i, c: c + a[i] * 2.0, jnp.zeros(6))
+        return lax.fori_loop(0, 4, lambda i, c: lax.dynamic_update_slice(c, (c[i] + total)[None], (i + 1, 0)), a)
+
+    assert len(compile_cpu(f, x).report.loops) == 2
+    check_backends_agree(f, x, exact=True)
+
+
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (0, 1, 2), ()])
+def test_reductions_over_any_axes(axes):
+    x = np.random.default_rng(1).integers(-9, 9, (3, 5, 7)).astype(np.float32)
+    check_backends_agree(lambda a: (jnp.sum(a, axes), jnp.max(a, axes), jnp.min(a, axes), jnp.prod(a * 0.5, axes),
+                                    jnp.sum(a.astype(jnp.int32), axes), jnp.all(a > -5, axes), jnp.any(a > 5, axes)),
+                         x, exact=True)
+
+
+def test_empty_reductions_give_the_identity():
+    x = np.zeros((0, 3), np.float32)
+    check_backends_agree(lambda a: (jnp.sum(a, 0), jnp.max(a, 0, initial=-np.inf)), x)
+
+
+@pytest.mark.parametrize("shapes, dims", [
+    (((5, 7), (7, 6)), (((1,), (0,)), ((), ()))),
+    (((7, 5), (6, 7)), (((0,), (1,)), ((), ()))),
+    (((3, 5, 7), (3, 7, 6)), (((2,), (1,)), ((0,), (0,)))),
+    (((40, 300), (300, 64)), (((1,), (0,)), ((), ()))),  # big enough for BLAS
+    (((5, 7), (7,)), (((1,), (0,)), ((), ()))),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, BF16])
+def test_dot_general_fused_or_blas_matches(shapes, dims, dtype):
+    rng = np.random.default_rng(2)
+    lhs, rhs = (rng.integers(-3, 4, s).astype(dtype) for s in shapes)
+    tol = tolerance(dtype)
+    check_backends_agree(lambda a, b: jnp.tanh(lax.dot_general(a, b, dims).astype(jnp.float32)) + 1, lhs, rhs, **tol)
+
+
+# --- native code ------------------------------------------------------------------------------------
+def selu(x):
+    return 1.0507 * jnp.where(x > 0, x, 1.67326 * (jnp.exp(x) - 1))
+
+
+def test_selu_is_one_vectorized_kernel():
+    x = np.random.default_rng(3).standard_normal(1001).astype(np.float32)
+    exe = compile_cpu(selu, x)
+    assert len(exe.report.kernels) == 1 and not exe.report.fallbacks
+    ir = str(exe.program.compiled.optimized_ir)
+    assert " x float>" in ir, "the loop was not vectorized"
+    check_backends_agree(selu, x)
+
+
+def test_softmax_is_one_kernel_with_vectorized_row_loops():
+    x = np.random.default_rng(4).standard_normal((33, 129)).astype(np.float32)
+
+    def softmax(a):
+        e = jnp.exp(a - jnp.max(a, axis=-1, keepdims=True))
+        return e / jnp.sum(e, axis=-1, keepdims=True)
+
+    exe = compile_cpu(softmax, x)
+    assert len(exe.report.kernels) == 1
+    assert "fadd reassoc <" in str(exe.program.compiled.optimized_ir)
+    check_backends_agree(softmax, x)
+
+
+def test_scalar_fori_loop_is_one_native_loop():
+    f = lambda x: lax.fori_loop(0, 100_000, lambda i, acc: acc * 0.999 + 1.0, x)  # noqa: E731
+    exe = compile_cpu(f, np.float32(0))
+    assert len(exe.report.loops) == 1 and not exe.report.fallbacks and not exe.report.kernels
+    check_backends_agree(f, np.float32(0), rtol=1e-4)
+
+
+def test_while_scan_and_cond_run_natively_and_match():
+    def newton(a):
+        def body(state):
+            y, _ = state
+            y_next = 0.5 * (y + a / y)
+            return y_next, jnp.max(jnp.abs(y_next - y))
+        return lax.while_loop(lambda s: s[1] > 1e-6, body, (a, jnp.asarray(1.0, jnp.float32)))[0]
+
+    def rnn(w, xs, h):
+        return lax.scan(lambda h, x: (jnp.tanh(h @ w + x), h.sum()), h, xs, reverse=True)
+
+    def branches(p, x):
+        return lax.fori_loop(0, 7, lambda i, c: lax.cond(i % 3 == 0, lambda c: c + p, lambda c: c * 1.5, c), x)
+
+    def swap(x, y):
+        return lax.fori_loop(0, 5, lambda i, c: (c[1], c[0] + i.astype(jnp.float32)), (x, y))
+
+    rng = np.random.default_rng(5)
+    cases = [(newton, rng.uniform(1, 50, 300).astype(np.float32)),
+             (rnn, rng.standard_normal((6, 6)).astype(np.float32) * 0.3,
+              rng.standard_normal((9, 1, 6)).astype(np.float32), np.zeros((1, 6), np.float32)),
+             (branches, np.float32(0.5), np.float32(1.0)),
+             (swap, np.float32(1.0), np.float32(2.0))]
+    for f, *args in cases:
+        assert compile_cpu(f, *args).report.loops, f.__name__
+        check_backends_agree(f, *args)
+
+
+def test_unlowered_work_falls_back_visibly(capsys):
+    def f(x):
+        return jnp.sort(jnp.exp(x))[::-1] * 2.0
+
+    x = np.random.default_rng(6).standard_normal(50).astype(np.float32)
+    with ember.config.override(log_compiles=True, backend="cpu"):
+        ember.jit(f)(x)
+    log = capsys.readouterr().err
+    assert "fell back to the reference interpreter: sort" in log
+    for stage in ("passes", "fusion", "LLVM IR", "LLVM opt+codegen"):
+        assert stage in log
+    check_backends_agree(f, x)
+
+
+def test_temporaries_share_memory_when_lifetimes_allow():
+    w = np.eye(64, dtype=np.float32)
+
+    def f(x):
+        for _ in range(4):
+            x = jnp.tanh(x @ w) * 2.0
+        return x
+
+    exe = compile_cpu(f, np.ones((64, 64), np.float32))
+    temporaries = len(exe.program.arena_views)
+    assert temporaries >= 4 and exe.program.arena_bytes <= 2 * 64 * 64 * 4
+    check_backends_agree(f, np.random.default_rng(7).standard_normal((64, 64)).astype(np.float32))
+
+
+@pytest.mark.parametrize("f, numpy_f", [
+    (lambda a: jnp.exp(a) - jnp.sum(a, axis=1, keepdims=True), lambda a: np.exp(a) - a.sum(1, keepdims=True)),
+    (lambda a: jnp.sum(a, axis=0) * 2.0, lambda a: a.sum(0) * 2),  # a row of column sums, split
+    (lambda a: jnp.exp(a[0]) / jnp.sum(jnp.exp(a[0])), lambda a: np.exp(a[0]) / np.exp(a[0]).sum()),
+])
+@pytest.mark.parametrize("openmp", [True, False])
+def test_large_kernels_split_over_threads_and_agree(monkeypatch, f, numpy_f, openmp):
+    """Split by an OpenMP team started from the generated code, or (without libgomp) by the
+    Python thread pool."""
+    from ember.backends.cpu import threads
+
+    if openmp and not threads.openmp_available():
+        pytest.skip("libgomp is not installed")
+    monkeypatch.setattr(threads, "openmp_available", lambda: openmp)
+    monkeypatch.setattr(threads, "thread_count", lambda: 4)
+    monkeypatch.setattr(threads, "PARALLEL_MIN_WORK", 64)  # split even these small kernels
+    x = np.random.default_rng(8).standard_normal((300, 1000)).astype(np.float32)
+    exe = compile_cpu(f, x)
+    assert any(step.chunks > 1 and step.team == openmp for step in exe.program.steps if hasattr(step, "chunks"))
+    assert_allclose(exe(x)[0], numpy_f(x), rtol=1e-5, atol=1e-3)
+
+
+def test_large_full_reductions_are_computed_in_parallel_parts(monkeypatch):
+    from ember.backends.cpu import program, threads
+
+    monkeypatch.setattr(threads, "thread_count", lambda: 2)
+    monkeypatch.setattr(threads, "PARALLEL_MIN_WORK", 64)
+    monkeypatch.setattr(program, "SPLIT_REDUCTION", 1000)
+    x = np.random.default_rng(10).integers(-50, 50, (48, 100)).astype(np.float32)
+    for f in (lambda a: jnp.sum(a * a), lambda a: jnp.max(jnp.abs(a[:, ::3])), lambda a: jnp.sum(a.astype(jnp.int32))):
+        exe = compile_cpu(f, x)
+        assert len(exe.report.kernels) == 2 and exe.program.steps[0].chunks == 2
+        check_backends_agree(f, x, exact=True)  # integral values: every summation order is exact
+
+
+def test_outputs_are_fresh_immutable_arrays():
+    x = np.arange(6, dtype=np.float32)
+    with ember.config.override(backend="cpu"):
+        out_a = ember.jit(lambda a: (a + 1, a))(x)
+    assert not np.asarray(out_a[0]).flags.writeable
+    x[0] = 100.0  # the caller's buffer was copied, not aliased
+    assert float(out_a[1][0]) == 0.0
+
+
+# --- random fusible programs --------------------------------------------------------------------------
+DTYPES = [np.float32, np.int32, np.uint8, BF16, np.float16]
+
+
+@st.composite
+def fusible_programs(draw):
+    """A random chain of elementwise ops, broadcasts, reductions over random axes, transposes,
+    slices and conversions, over odd-sized inputs of mixed dtypes."""
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=9))
+    other_shape = tuple(draw(st.sampled_from([1, n])) for n in shape)
+    dtypes = [draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))]
+    steps = draw(st.lists(st.sampled_from(["add", "mul", "max", "where", "exp", "abs", "neg", "reduce", "transpose",
+                                           "slice", "convert", "square", "compare"]), min_size=1, max_size=6))
+    axes_seed = draw(st.integers(0, 2 ** 16))
+    # Small integral values: sums are exact in every float type, whatever the order.
+    x = draw(hnp.arrays(np.int8, shape, elements=st.integers(-4, 4))).astype(dtypes[0])
+    y = draw(hnp.arrays(np.int8, other_shape, elements=st.integers(0, 4))).astype(dtypes[1])
+
+    def broadcasts(u, w) -> bool:
+        try:
+            return np.broadcast_shapes(u.shape, w.shape) == u.shape
+        except ValueError:
+            return False
+
+    def program(a, b):
+        rng = np.random.default_rng(axes_seed)
+        v = a
+        for step in steps:
+            if step == "add":
+                v = v + b if broadcasts(v, b) else v + 1
+            elif step == "mul":
+                v = v * (b if broadcasts(v, b) else 2)
+            elif step == "max":
+                v = jnp.maximum(v, 0.5)
+            elif step == "where":
+                v = jnp.where(v > 1, v, -v)
+            elif step == "exp":
+                v = jnp.exp(jnp.minimum(v.astype(jnp.float32), 8.0))
+            elif step == "abs":
+                v = jnp.abs(v)
+            elif step == "neg":
+                v = -v
+            elif step == "square":
+                v = v * v
+            elif step == "compare":
+                v = (v >= 1).astype(jnp.int32)
+            elif step == "reduce" and v.ndim:
+                axes = tuple(int(i) for i in rng.permutation(v.ndim)[:rng.integers(1, v.ndim + 1)])
+                reducer = [jnp.sum, jnp.max, jnp.min][rng.integers(3)] if v.size else jnp.sum
+                v = reducer(v, axis=axes, keepdims=bool(rng.integers(2)))
+            elif step == "transpose" and v.ndim > 1:
+                v = jnp.transpose(v, tuple(int(i) for i in rng.permutation(v.ndim)))
+            elif step == "slice" and v.ndim:
+                v = v[..., ::-2] if rng.integers(2) else v[1:]
+            elif step == "convert":
+                v = v.astype([jnp.float32, jnp.int32, jnp.bfloat16][rng.integers(3)])
+        return v
+
+    program.__name__ = "_".join(steps)  # shown in hypothesis' falsifying example
+    return program, x, y
+
+
+@pytest.mark.parametrize("optimized", [True, False])
+@given(fusible_programs())
+def test_random_fusible_programs_agree_with_the_reference(optimized, case):
+    """Both ways of compiling: optimized and vectorized, and quick (unoptimized, small programs)."""
+    from ember.backends.cpu import program as cpu_program
+
+    program, x, y = case
+    note(f"steps: {program.__name__}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_program, "QUICK_WORK", -1 if optimized else 1 << 30)
+        got, = ember.tree_util.tree_leaves(run("cpu", program, x, y))
+    want, = ember.tree_util.tree_leaves(run("reference", program, x, y))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        tol = tolerance(want.dtype)
+        scale = 1 + float(np.nanmax(np.abs(want.astype(np.float64)), initial=0))
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True,
+                                   rtol=max(tol["rtol"], 1e-5), atol=max(tol["atol"], 1e-5) * scale)
+
+
+def _layouts(x: np.ndarray):
+    """``x`` itself and the same values as a transposed view (strided rows)."""
+    return [x, np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_matrix_product_on_odd_shapes_and_strides(dtype):
+    from ember.backends.cpu import gemm
+
+    rng = np.random.default_rng(9)
+    cases = [((1, 5, 7), (1, 7, 3)), ((2, 13, 300), (2, 300, 47)), ((1, 70, 1), (1, 1, 33)), ((3, 6, 9), (3, 9, 64))]
+    for a_shape, b_shape in cases:
+        a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
+        for lhs in _layouts(a):
+            for rhs in _layouts(b):
+                for parts in (1, 3):  # one thread, and rows split over three
+                    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), dtype)
+                    gemm.matmul(lhs, rhs, out, parts)
+                    np.testing.assert_allclose(out, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-4)
