@@ -54,5 +54,5 @@ from ember.numpy.shape_ops import *  # noqa: E402,F401,F403
 from ember.numpy.reductions import *  # noqa: E402,F401,F403
 from ember.numpy.sorting import *  # noqa: E402,F401,F403
 from ember.numpy.linalg import *  # noqa: E402,F401,F403
-from ember.numpy.indexing import *  # noqa: E402,F401,F403
+from ember.numpy.index_functions import *  # noqa: E402,F401,F403
 from ember.numpy import array_methods as _array_methods  # noqa: E402,F401  (operators on Array / Tracer)

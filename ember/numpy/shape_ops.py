@@ -340,7 +340,7 @@ def take_static(x: Any, indices: Sequence[int], axis: int) -> Any:
     """
     runs = _index_runs([int(i) for i in indices])
     if len(runs) > _MAX_SLICED_RUNS:
-        from ember.numpy.indexing import take
+        from ember.numpy.index_functions import take
 
         return take(x, asarray(np.asarray(indices), dtypes.int32), axis=axis)
     run_shape = list(aval(x).shape)

@@ -406,7 +406,7 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     """``x`` where ``condition`` else ``y`` (the 3-argument form; the 1-argument form needs a
     concrete condition, as its shape depends on the values)."""
     if x is None and y is None:
-        from ember.numpy.indexing import nonzero
+        from ember.numpy.index_functions import nonzero
 
         return nonzero(condition)
     if x is None or y is None:
