@@ -337,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default="cpu", help="ember backend to time (default: cpu)")
     args = parser.parse_args(argv)
     ember.config.update("backend", args.backend)
+    # First-call timings jit a fresh function per workload on purpose.
+    ember.config.update("jit_churn_warning_threshold", 0)
     chosen = [w for w in WORKLOADS if not args.names or any(n in w.name for n in args.names)]
     warm_up()
     rows = []
