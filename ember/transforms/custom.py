@@ -105,6 +105,21 @@ class _Arguments:
         return tuple(next(static) if i in self.nondiff_argnums else next(dynamic) for i in range(len(self.args)))
 
 
+def _trace_call(fun: Callable, args: tuple, nondiff_argnums: tuple[int, ...],
+                what: str) -> tuple[_Arguments, ClosedJaxpr, list, list]:
+    """Trace ``fun`` on the dynamic leaves of ``args``: (arguments, program, its consts, [output tree])."""
+    arguments = _Arguments(args, nondiff_argnums)
+    out_tree: list = []
+
+    def flat_fun(*leaves: Any) -> list:
+        out_leaves, tree = tree_util.tree_flatten(fun(*arguments.full(leaves)))
+        out_tree.append(tree)
+        return [ensure_array(x) for x in out_leaves]
+
+    call, consts = trace_program(flat_fun, [aval(x) for x in arguments.leaves], what)
+    return arguments, call, consts, out_tree
+
+
 def _check_closure_tangents(kind: str, name: str, const_tangents: Sequence[Any]) -> None:
     if any(not isinstance(t, Zero) for t in const_tangents):
         raise TypeError(f"The {kind} function {name} closes over a value that is being differentiated, so its "
@@ -171,15 +186,8 @@ class custom_jvp:
         args = _positional(self.__wrapped__, args, kwargs)
         if not is_tracing():
             return self.__wrapped__(*args)
-        arguments = _Arguments(args, self.nondiff_argnums)
-        out_tree: list = []
-
-        def flat_fun(*leaves: Any) -> list:
-            out_leaves, tree = tree_util.tree_flatten(self.__wrapped__(*arguments.full(leaves)))
-            out_tree.append(tree)
-            return [ensure_array(x) for x in out_leaves]
-
-        call, consts = trace_program(flat_fun, [aval(x) for x in arguments.leaves], f"custom_jvp of `{name}`")
+        arguments, call, consts, out_tree = _trace_call(self.__wrapped__, args, self.nondiff_argnums,
+                                                        f"custom_jvp of `{name}`")
         user_jvp = self.jvp
 
         def flat_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
@@ -256,15 +264,8 @@ class custom_vjp:
         args = _positional(self.__wrapped__, args, kwargs)
         if not is_tracing():
             return self.__wrapped__(*args)
-        arguments = _Arguments(args, self.nondiff_argnums)
-        out_tree: list = []
-
-        def flat_fun(*leaves: Any) -> list:
-            out_leaves, tree = tree_util.tree_flatten(self.__wrapped__(*arguments.full(leaves)))
-            out_tree.append(tree)
-            return [ensure_array(x) for x in out_leaves]
-
-        call, consts = trace_program(flat_fun, [aval(x) for x in arguments.leaves], f"custom_vjp of `{name}`")
+        arguments, call, consts, out_tree = _trace_call(self.__wrapped__, args, self.nondiff_argnums,
+                                                        f"custom_vjp of `{name}`")
         rules = _VJPRules(self, name, arguments, out_tree[0])
         outs = custom_vjp_call_p.bind(*consts, *arguments.leaves, call=call, rules=rules, num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree[0], outs)
