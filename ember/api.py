@@ -6,6 +6,7 @@ One call, end to end::
       -> cache lookup on (treedef, avals, static values, codegen config)
            hit : run the executable
            miss: trace -> Jaxpr -> check -> compile (backend) -> store -> run
+      -> delete the donated Arrays (their buffers may now hold outputs)
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,37 +33,50 @@ from ember.runtime.stages import Lowered
 from ember.runtime.cache import CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
 
 
-# --- static arguments -------------------------------------------------------------------
+# --- static and donated arguments -----------------------------------------------------------
 class _Signature:
-    """Maps between positional and keyword arguments so static args can be named either way."""
+    """Maps between positional and keyword arguments so static and donated args can be named
+    either way."""
 
-    def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str]) -> None:
+    def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
+                 donate_argnums: Sequence[int] = (), donate_argnames: Sequence[str] = ()) -> None:
         self.fun_name = getattr(fun, "__name__", type(fun).__name__)
         try:
             self.sig = inspect.signature(fun)
         except (TypeError, ValueError):
             self.sig = None
         params = list(self.sig.parameters.values()) if self.sig else []
-        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.static_nums, self.static_names = self._resolve(params, "static", static_argnums, static_argnames)
+        self.donate_nums, self.donate_names = self._resolve(params, "donate", donate_argnums, donate_argnames)
+        both = sorted(self.static_names & self.donate_names) or sorted(self.static_nums & self.donate_nums)
+        if both:
+            raise ValueError(f"jit({self.fun_name}): argument {both[0]!r} is both static and donated. Static "
+                             "arguments are Python values, not buffers, so they cannot be donated: remove it "
+                             "from donate_argnums/donate_argnames or from static_argnums/static_argnames.")
+
+    def _resolve(self, params: list, option: str, argnums: Sequence[int],
+                 argnames: Sequence[str]) -> tuple[set[int], set[str]]:
+        """The positions and names of the parameters that ``{option}_argnums`` and
+        ``{option}_argnames`` select: each positional parameter by both (as in JAX)."""
+        positional = self.positional
         names = {p.name for p in params if p.kind != p.VAR_POSITIONAL}
         has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params)
-        for name in static_argnames:
+        for name in argnames:
             if self.sig is not None and name not in names and not has_var_kw:
-                raise ValueError(f"jit({self.fun_name}): static_argnames names {name!r}, which is not a "
+                raise ValueError(f"jit({self.fun_name}): {option}_argnames names {name!r}, which is not a "
                                  f"parameter of {self.fun_name}{self.sig}. Parameters: {sorted(names)}.")
         nums = set()
-        for i in static_argnums:
+        for i in argnums:
             if not isinstance(i, int):
-                raise TypeError(f"static_argnums must be ints, got {i!r}")
+                raise TypeError(f"{option}_argnums must be ints, got {i!r}")
             if self.sig is not None and not any(p.kind == p.VAR_POSITIONAL for p in params):
                 if not -len(positional) <= i < len(positional):
-                    raise ValueError(f"jit({self.fun_name}): static_argnums contains {i}, but "
+                    raise ValueError(f"jit({self.fun_name}): {option}_argnums contains {i}, but "
                                      f"{self.fun_name} takes {len(positional)} positional arguments.")
             nums.add(i % len(positional) if i < 0 and positional else i)
-        # Each static positional parameter is static by name too, and vice versa (as in JAX).
-        self.static_names = set(static_argnames) | {positional[i] for i in nums if i < len(positional)}
-        self.static_nums = nums | {positional.index(n) for n in static_argnames if n in positional}
-        self.positional = positional
+        return (nums | {positional.index(n) for n in argnames if n in positional},
+                set(argnames) | {positional[i] for i in nums if i < len(positional)})
 
     def split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
         """(dynamic args, dynamic kwargs, static key). Positional static args are replaced by None."""
@@ -92,18 +106,24 @@ class _Signature:
                     f"removing it from static_argnums/static_argnames.") from None
         return tuple(dyn_args), dyn_kwargs, tuple(statics)
 
-    def arg_names(self, args: tuple, kwargs: dict) -> list[str]:
-        """A readable name for every flat dynamic leaf, for error messages."""
-        names = []
+    def _dynamic_arguments(self, args: tuple, kwargs: dict) -> Iterator[tuple[str, Any, bool]]:
+        """(name, value, whether donated) of each dynamic argument, in flattening order."""
         for i, a in enumerate(args):
-            if i in self.static_nums:
-                continue
-            base = self.positional[i] if i < len(self.positional) else f"args[{i}]"
-            names.extend(base + tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(a)[0])
+            if i not in self.static_nums:
+                yield self.positional[i] if i < len(self.positional) else f"args[{i}]", a, i in self.donate_nums
         for k in sorted(kwargs):
             if k not in self.static_names:
-                names.extend(k + tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(kwargs[k])[0])
-        return names
+                yield k, kwargs[k], k in self.donate_names
+
+    def arg_names(self, args: tuple, kwargs: dict) -> list[str]:
+        """A readable name for every flat dynamic leaf, for error messages."""
+        return [name + tree_util.keystr(p) for name, a, _ in self._dynamic_arguments(args, kwargs)
+                for p, _ in tree_util.tree_flatten_with_path(a)[0]]
+
+    def donated_leaves(self, args: tuple, kwargs: dict) -> frozenset[int]:
+        """The flat positions of the dynamic leaves of donated arguments (all leaves of a pytree)."""
+        donated = [d for _, a, d in self._dynamic_arguments(args, kwargs) for _ in tree_util.tree_leaves(a)]
+        return frozenset(i for i, d in enumerate(donated) if d)
 
 
 def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dict]:
@@ -131,12 +151,15 @@ class JitFunction:
     """The result of ``jit(f)``: call it like ``f``; it traces once per signature."""
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
-                 donate_argnums: Sequence[int], keep_unused: bool, inline: bool) -> None:
+                 donate_argnums: Sequence[int], donate_argnames: Sequence[str], keep_unused: bool,
+                 inline: bool) -> None:
         self.fun = fun
-        self._sig = _Signature(fun, static_argnums, static_argnames)
-        self.donate_argnums = tuple(donate_argnums)
+        self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
+        self.donate_argnums = tuple(sorted(self._sig.donate_nums))
+        self.donate_argnames = tuple(sorted(self._sig.donate_names))
         self.inline = inline
-        options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)))
+        options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)),
+                   self.donate_argnums, self.donate_argnames)
         self._cache = cache_for(fun, options)
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
         functools.update_wrapper(self, fun, updated=())
@@ -154,15 +177,35 @@ class JitFunction:
         if type(current_trace()) is EvalTrace and all(type(x) is Array for x in leaves):
             key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
             entry = self._cache.get(key) or self._lookup(leaves, in_tree, statics, args, kwargs)
-            outs = (entry.executable or entry.get_executable(self._cache, self._sig.fun_name))(*leaves)
+            executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
+            outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
             return tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
                               name=self._sig.fun_name)
-        else:
-            outs = entry.get_executable(self._cache, self._sig.fun_name)(*leaves)
+        else:  # donation applies to top-level calls only (inside a trace there are no buffers)
+            outs = self._call_donating(entry.get_executable(self._cache, self._sig.fun_name), leaves, entry.donated)
         return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:
+        """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""
+        try:
+            outs = executable(*leaves)
+        except BaseException:
+            # Unless the call was refused for an already deleted argument, it may have written.
+            if not any(type(x) is Array and x.is_deleted() for x in leaves):
+                self._delete_donated(leaves, donated)
+            raise
+        self._delete_donated(leaves, donated)
+        return outs
+
+    def _delete_donated(self, leaves: list, donated: frozenset[int]) -> None:
+        reason = (f" It was donated to `{self._sig.fun_name}` (jit donate_argnums/donate_argnames): "
+                  "use the function's outputs instead.")
+        for i in donated:
+            if type(leaves[i]) is Array:
+                leaves[i]._mark_deleted(reason)
 
     def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> Entry:
         try:
@@ -183,7 +226,7 @@ class JitFunction:
                 logger.warning("ember: cache miss for %s: %s", self._sig.fun_name,
                                explain_miss(CacheKey(*key), [CacheKey(*k) for k in list(cache.entries)],
                                             arg_names, self._sig.positional))
-            entry = self._trace(avals, in_tree, statics, arg_names)
+            entry = self._trace(avals, in_tree, statics, arg_names, self._sig.donated_leaves(args, kwargs))
         except BaseException:
             cache.store(key, None, claim)
             raise
@@ -193,13 +236,14 @@ class JitFunction:
         self._warn_if_retracing_often(key, arg_names)
         return entry
 
-    def _trace(self, avals: tuple, in_tree: Any, statics: tuple, arg_names: list[str]) -> Entry:
+    def _trace(self, avals: tuple, in_tree: Any, statics: tuple, arg_names: list[str],
+               donated: frozenset[int]) -> Entry:
         start = time.perf_counter()
         closed, out_tree = self.trace(avals, in_tree, statics, arg_names)
         if config.log_compiles:
             logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
                            (time.perf_counter() - start) * 1e3)
-        return Entry(closed, out_tree)
+        return Entry(closed, out_tree, donated)
 
     def _warn_if_retracing_often(self, key: tuple, arg_names: list[str]) -> None:
         cache = self._cache
@@ -306,7 +350,7 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
         raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
     _note_new_wrapper(fun)
     return JitFunction(fun, _as_tuple(static_argnums), _as_tuple(static_argnames), _as_tuple(donate_argnums),
-                       keep_unused, inline)
+                       _as_tuple(donate_argnames), keep_unused, inline)
 
 
 class _WrapperChurn:
@@ -359,7 +403,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
                static_argnames: str | Sequence[str] = (), return_shape: bool = False) -> Callable[..., Any]:
     """``make_jaxpr(f)(*args)`` returns the IR that ``jit(f)`` would compile, for reading."""
     sig = _Signature(fun, _as_tuple(static_argnums), _as_tuple(static_argnames))
-    probe = JitFunction(fun, tuple(sig.static_nums), tuple(sig.static_names), (), False, False)
+    probe = JitFunction(fun, tuple(sig.static_nums), tuple(sig.static_names), (), (), False, False)
     probe._cache = FunctionCache()  # reading the IR does not count as a trace of jit(fun)
 
     @functools.wraps(fun)

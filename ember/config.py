@@ -25,8 +25,13 @@ _DEFAULTS: dict[str, Any] = {
     "jit_churn_warning_threshold": 8,
     # Warn once when a function has been traced this many times (0: never).
     "retrace_warning_threshold": 32,
-    # Where the persistent compile cache lives.
-    "cache_dir": os.environ.get("EMBER_CACHE_DIR", ""),
+    # Keep compiled native code on disk, so a new process running the same program loads it
+    # instead of compiling (see ember.runtime.disk_cache).
+    "persistent_cache": os.environ.get("EMBER_PERSISTENT_CACHE", "1") not in ("0", "", "false", "False"),
+    # Where the persistent cache lives; empty: $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember or ~/.cache/ember.
+    "cache_dir": "",
+    # Size bound of the persistent cache (least recently used entries are evicted).
+    "persistent_cache_max_bytes": 512 * 2**20,
     # Compiler passes to skip, by name (see ember.compiler.pipeline.PIPELINE).
     "disabled_passes": (),
     # Which backend runs jitted programs: "cpu" (native, LLVM) or "reference" (the NumPy interpreter).

@@ -1,5 +1,8 @@
 """Test-suite settings: every traced program is type-checked; hypothesis is kept quick."""
+import atexit
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -8,6 +11,9 @@ from hypothesis import HealthCheck, settings
 import ember
 
 ember.config.update("check_ir", True)
+# The suite (and the processes it starts) never touch the user's disk cache: a private one.
+os.environ["EMBER_CACHE_DIR"] = _disk_cache = tempfile.mkdtemp(prefix="ember-test-cache-")
+atexit.register(shutil.rmtree, _disk_cache, ignore_errors=True)
 # Tests build fresh functions and new signatures on purpose; the warnings about that are
 # tested where they are the subject (tests/test_cache.py).
 ember.config.update("jit_churn_warning_threshold", 0)

@@ -8,8 +8,9 @@ from ember.core.ir import ClosedJaxpr
 BACKENDS = ("reference", "cpu")
 
 
-def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn"):
-    """An executable for ``closed``: call it with flat arguments, get a list of Arrays."""
+def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()):
+    """An executable for ``closed``: call it with flat arguments, get a list of Arrays. It may
+    write outputs into the buffers of the arguments at the positions ``donated``."""
     backend = config.backend
     if backend == "reference":
         from ember.runtime.executable import ReferenceExecutable
@@ -18,5 +19,5 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn"):
     if backend == "cpu":
         from ember.runtime.executable import CpuExecutable
 
-        return CpuExecutable(closed, name)
+        return CpuExecutable(closed, name, donated)
     raise ValueError(f"unknown backend {backend!r}; available: {', '.join(map(repr, BACKENDS))}")

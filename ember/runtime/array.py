@@ -29,7 +29,8 @@ CPU = Device()
 
 
 class Array(AvalProperties):
-    __slots__ = ("_value", "aval", "__weakref__")
+    # ``_deleted`` is set only when the array is deleted (then ``_value`` is unset).
+    __slots__ = ("_value", "aval", "_deleted", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value: np.ndarray, aval: ShapedArray | None = None) -> None:
@@ -128,10 +129,22 @@ class Array(AvalProperties):
         return None
 
     def is_deleted(self) -> bool:
-        return False
+        return getattr(self, "_deleted", None) is not None
 
     def delete(self) -> None:
-        return None
+        """Release the buffer; any later use raises RuntimeError."""
+        self._mark_deleted("")
+
+    def _mark_deleted(self, reason: str) -> None:
+        if not self.is_deleted():
+            self._deleted = reason
+            del self._value
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for unset slots: ``_value`` is unset once the array is deleted.
+        if name == "_value" and self.is_deleted():
+            raise RuntimeError(f"Array has been deleted with shape={type_string(self.aval)}.{self._deleted}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __reduce__(self):
         return (_rebuild, (self._value, self.aval))
@@ -146,6 +159,11 @@ class Array(AvalProperties):
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._value.__dlpack_device__()
+
+
+def type_string(aval: ShapedArray) -> str:
+    """``float32[3,4]``: how JAX names an array type in messages."""
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
 
 
 def _rebuild(value: np.ndarray, aval: ShapedArray) -> Array:

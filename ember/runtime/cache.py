@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 import weakref
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ember.config import CODEGEN_FLAGS, config
 from ember.core.ir import ClosedJaxpr
-from ember.runtime import compile_cache
+from ember.runtime import compile_cache, disk_cache
 
 logger = logging.getLogger("ember")
 
@@ -42,13 +43,15 @@ class CacheKey(NamedTuple):
 
 class Entry:
     """A traced program; its executable is compiled the first time it runs at top level
-    (a signature first seen inside an outer trace only needs the program)."""
+    (a signature first seen inside an outer trace only needs the program). ``donated``: the
+    flat positions of the arguments whose buffers a top-level call gives up."""
 
-    __slots__ = ("closed", "out_tree", "executable", "_lock")
+    __slots__ = ("closed", "out_tree", "donated", "executable", "_lock")
 
-    def __init__(self, closed: ClosedJaxpr, out_tree: Any) -> None:
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any, donated: frozenset[int] = frozenset()) -> None:
         self.closed = closed
         self.out_tree = out_tree
+        self.donated = donated
         self.executable = None
         self._lock = threading.Lock()
 
@@ -61,15 +64,27 @@ class Entry:
 
                     start = time.perf_counter()
                     self.executable, compiled = compile_cache.compile_shared(
-                        self.closed, name, lambda closed, name: compile_jaxpr(closed, name=name))
+                        self.closed, name, compile_jaxpr, self.donated)
                     seconds = time.perf_counter() - start
                     if compiled:
                         cache.record_compile(seconds)
                     if config.log_compiles:
                         what = "compiled" if compiled else "reused the executable of an equivalent program for"
                         logger.warning("ember: %s %s in %.1f ms", what, name, seconds * 1e3)
+                    _warn_unusable_donations(self.executable)
                 executable = self.executable
         return executable
+
+
+def _warn_unusable_donations(executable: Any) -> None:
+    unusable = getattr(executable, "unusable_donations", ())
+    if unusable:
+        from ember.runtime.array import type_string
+
+        # stacklevel: this function, get_executable, JitFunction.__call__, the caller.
+        warnings.warn(f"Some donated buffers were not usable: {', '.join(map(type_string, unusable))}. "
+                      "A donated buffer is reused only for an output of the same shape and dtype that is "
+                      "computed after the last read of the argument.", UserWarning, stacklevel=4)
 
 
 class FunctionCache:
@@ -150,12 +165,13 @@ def cache_for(fun: Callable, options: tuple) -> FunctionCache:
 
 
 def clear_caches() -> None:
-    """Empty every jit cache (traced programs and executables)."""
+    """Empty every jit cache (traced programs and executables) and the disk cache of native code."""
     with _registry_lock:
         caches = [c for per in _function_caches.values() for c in per.values()]
     for c in caches:
         c.clear()
     compile_cache.clear()
+    disk_cache.clear()
 
 
 # --- explanations ------------------------------------------------------------------------

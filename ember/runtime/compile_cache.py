@@ -3,8 +3,8 @@
 ``jit`` caches per function, so a fresh lambda, a fresh ``functools.partial``
 or a ``jit`` written inside a loop traces again (tracing is cheap). Its program
 is then looked up here by a fingerprint of the IR (equations, params, literal
-values, consts' bytes, codegen config): an equivalent program reuses the
-executable already compiled instead of compiling again.
+values, consts' bytes, codegen config, donated inputs): an equivalent program
+reuses the executable already compiled instead of compiling again.
 
 Params that are not plain data (e.g. the rule functions of ``custom_jvp``)
 enter the fingerprint by identity; the cache keeps them alive, so an id can
@@ -88,10 +88,11 @@ class _Fingerprinter:
             atom(a)
 
 
-def fingerprint(closed: ClosedJaxpr) -> tuple[str, list[Any]]:
-    """A digest of the program and the codegen config, and the objects it refers to by identity."""
+def fingerprint(closed: ClosedJaxpr, donated: frozenset[int] = frozenset()) -> tuple[str, list[Any]]:
+    """A digest of the program, the codegen config and the donated inputs' positions, and the
+    objects it refers to by identity."""
     f = _Fingerprinter()
-    f.add("config", config.codegen_key())
+    f.add("config", config.codegen_key(), "donated", sorted(donated))
     f.closed(closed)
     return f.digest.hexdigest(), f.refs
 
@@ -100,15 +101,17 @@ _entries: OrderedDict[str, tuple[Any, list[Any]]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def compile_shared(closed: ClosedJaxpr, name: str, compile_fn: Callable[[ClosedJaxpr, str], Any]) -> tuple[Any, bool]:
-    """(executable, whether it was compiled now). Equivalent programs share one executable."""
-    key, refs = fingerprint(closed)
+def compile_shared(closed: ClosedJaxpr, name: str, compile_fn: Callable[[ClosedJaxpr, str, frozenset[int]], Any],
+                   donated: frozenset[int] = frozenset()) -> tuple[Any, bool]:
+    """(executable, whether it was compiled now). Equivalent programs (with the same ``donated``
+    input positions) share one executable."""
+    key, refs = fingerprint(closed, donated)
     with _lock:
         hit = _entries.get(key)
         if hit is not None:
             _entries.move_to_end(key)
             return hit[0], False
-    executable = compile_fn(closed, name)
+    executable = compile_fn(closed, name, donated)
     with _lock:
         _entries[key] = (executable, refs)
         while len(_entries) > max(int(config.jit_cache_max_entries), 1):

@@ -1,6 +1,11 @@
-"""Executables: what a cache hit runs. Called with flat arguments, they return a list of Arrays."""
+"""Executables: what a cache hit runs. Called with flat arguments, they return a list of Arrays.
+
+``donated`` holds the positions of arguments the caller gives up (``jit(donate_argnums=...)``):
+an executable may write outputs into their buffers. The caller deletes those Arrays afterwards.
+"""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -12,7 +17,9 @@ from ember.runtime.array import Array
 
 
 class ReferenceExecutable:
-    """Runs a program on the NumPy reference interpreter."""
+    """Runs a program on the NumPy reference interpreter (which ignores donation)."""
+
+    unusable_donations: tuple = ()
 
     def __init__(self, closed: ClosedJaxpr, name: str) -> None:
         self.closed = closed
@@ -29,22 +36,54 @@ class ReferenceExecutable:
 class CpuExecutable:
     """Runs a program compiled by the native CPU backend (``ember.backends.cpu``)."""
 
-    def __init__(self, closed: ClosedJaxpr, name: str) -> None:
+    def __init__(self, closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> None:
         from ember.backends.cpu import compile_program
 
         self.name = name
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
-        self.program, self.report = compile_program(closed, name)
+        self.program, self.report = compile_program(closed, name, donated)
+        self.unusable_donations = self.program.unusable_donations
 
     def __call__(self, *args: Any) -> list[Array]:
+        reused = [p for p in self.program.reused_inputs if _may_reuse(args, p)] if self.program.reuses else ()
         vals = [_contiguous_numpy(x, a) for x, a in zip(args, self.in_avals)]
-        return _wrap(self.name, self.program.run(vals), self.out_avals)
+        if not reused:
+            return _wrap(self.name, self.program.run(vals), self.out_avals)
+        for p in reused:
+            vals[p].flags.writeable = True  # the caller gave this buffer up; the output takes it over
+        try:
+            outs = self.program.run(vals, reused)
+        finally:
+            for p in reused:
+                vals[p].flags.writeable = False
+        return _wrap(self.name, outs, self.out_avals)
 
     def llvm_ir(self) -> str:
         """The optimized LLVM IR of the program's native code ("" if nothing compiled natively)."""
         compiled = getattr(self.program, "compiled", None)
         return "" if compiled is None else str(compiled.optimized_ir)
+
+
+def _buffer_references(x: Array) -> int:
+    return sys.getrefcount(x._value)
+
+
+# What ``_buffer_references`` counts for a buffer that only its Array holds.
+_SOLE_OWNER_REFERENCES = _buffer_references(Array(np.zeros(1)))
+
+
+def _may_reuse(args: tuple, position: int) -> bool:
+    """Whether the donated argument at ``position`` is an Array whose buffer nothing else can see:
+    no other argument, Array, view, NumPy export or program constant refers to it."""
+    x = args[position]
+    if type(x) is not Array or _buffer_references(x) != _SOLE_OWNER_REFERENCES:
+        return False
+    value = x._value
+    if value.base is not None or not value.flags.c_contiguous:
+        return False
+    return not any(i != position and type(y) is Array and np.may_share_memory(value, y._value)
+                   for i, y in enumerate(args))
 
 
 def _contiguous_numpy(x: Any, aval) -> np.ndarray:

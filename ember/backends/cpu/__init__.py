@@ -26,7 +26,7 @@ from ember.core.ir import ClosedJaxpr
 from ember.core.verify import check_jaxpr
 
 
-def compile_program(closed: ClosedJaxpr, name: str) -> tuple[Program, Report]:
+def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> tuple[Program, Report]:
     report = Report()
     start = time.perf_counter()
     closed = optimize(closed)
@@ -35,7 +35,7 @@ def compile_program(closed: ClosedJaxpr, name: str) -> tuple[Program, Report]:
     if config.check_ir:
         check_jaxpr(fused)
     report.times = {"passes": passes - start, "fusion": time.perf_counter() - passes}
-    program = Program(fused, name, report)
+    program = Program(fused, name, report, donated)
     if config.log_compiles:
         print(format_report(name, report), file=sys.stderr)
     return program, report

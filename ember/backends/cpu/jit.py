@@ -10,16 +10,32 @@ vectorizers forced on) 23-29 ms / 0.26, 2.6, 1.15 ms; O2 18-30 ms / 0.26, 2.2,
 0.97 ms; O3 18-32 ms / the same as O2. O2 it is. Programs that touch only a few
 elements (``QUICK_WORK``) are compiled without optimization: about 2 ms instead of
 7-15 ms for a small selu or softmax, and microseconds of run time either way.
+
+Compiled modules are cached in memory by IR text and on disk (``ember.runtime.disk_cache``)
+by a key of everything that determines the machine code: the IR text, the optimization
+level, the host triple, CPU name and features, the llvmlite and LLVM versions, ember's
+version and this file's source (the pass pipeline). An entry holds the object code that
+MCJIT generated (caught by its object cache, so a miss generates code once); a hit hands it
+to the object cache of an engine of an empty module, which loads it without compiling. The
+optimized IR of a module loaded from disk is regenerated only when asked for (``optimized_ir``).
 """
 from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
+import logging
 import threading
+import warnings
 from collections import OrderedDict
+from pathlib import Path
 
+import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
+
+from ember.config import config
+from ember.runtime import disk_cache
 
 OPT_LEVEL = 2
 
@@ -80,24 +96,87 @@ class CompiledModule:
 
     def __init__(self, module: ir.Module | str, quick: bool = False) -> None:
         """``quick``: no optimization (for programs on a few elements, where compiling dominates)."""
+        self.source = module if isinstance(module, str) else str(module)
+        self.quick = quick
+        self._optimized_ir: llvm.ModuleRef | None = None
+        key = _disk_key(self.source, quick)
+        cached = disk_cache.load(key)
         with _lock:
-            self.target_machine = tm = target_machine(0 if quick else OPT_LEVEL)
-            parsed = llvm.parse_assembly(module if isinstance(module, str) else str(module))
-            parsed.verify()
-            tuning = llvm.create_pipeline_tuning_options(speed_level=0 if quick else OPT_LEVEL)
-            tuning.loop_vectorization = not quick
-            tuning.slp_vectorization = not quick
-            builder = llvm.create_pass_builder(tm, tuning)
-            builder.getModulePassManager().run(parsed, builder)
-            self.optimized_ir = parsed
-            self.engine = llvm.create_mcjit_compiler(parsed, tm)
+            self.target_machine = target_machine(0 if quick else OPT_LEVEL)
+            if cached is not None and self._load(cached):
+                return
+            self._optimized_ir = _optimize(self.source, quick)
+            self.engine = llvm.create_mcjit_compiler(self._optimized_ir, self.target_machine)
+            objects: list[bytes] = []
+            self.engine.set_object_cache(notify_func=lambda _module, obj: objects.append(obj))
             self.engine.finalize_object()
+        if objects:
+            disk_cache.store(key, objects[0])
+
+    def _load(self, obj: bytes) -> bool:
+        """Take the machine code of a disk-cache entry; False (after a warning) if LLVM rejects it."""
+        try:
+            empty = llvm.parse_assembly("")
+            empty.triple = _host()[0]
+            self.engine = llvm.create_mcjit_compiler(empty, self.target_machine)
+            # MCJIT asks its object cache for the empty module's code and loads this object
+            # instead of generating any (half the time of ``add_object_file`` plus an empty compile).
+            self.engine.set_object_cache(getbuffer_func=lambda _module: obj)
+            self.engine.finalize_object()
+        except Exception as error:  # any failure to load only means compiling instead
+            warnings.warn(f"ember: LLVM could not load a disk cache entry ({error}); compiling instead",
+                          RuntimeWarning, stacklevel=3)
+            self.target_machine = target_machine(0 if self.quick else OPT_LEVEL)  # the engine may own it
+            return False
+        if config.log_compiles:
+            logging.getLogger("ember").warning("ember: %s: machine code loaded from the disk cache",
+                                               _module_name(self.source))
+        return True
+
+    @property
+    def optimized_ir(self) -> llvm.ModuleRef:
+        """The module after LLVM's optimizations (regenerated for code loaded from disk)."""
+        if self._optimized_ir is None:
+            with _lock:
+                self._optimized_ir = _optimize(self.source, self.quick)
+        return self._optimized_ir
 
     def kernel(self, name: str) -> ctypes._CFuncPtr:
         return KERNEL_SIGNATURE(self.engine.get_function_address(name))
 
     def assembly(self) -> str:
         return self.target_machine.emit_assembly(self.optimized_ir)
+
+
+def _optimize(source: str, quick: bool) -> llvm.ModuleRef:
+    """Parse, verify and run LLVM's pass pipeline (with ``_lock`` held)."""
+    parsed = llvm.parse_assembly(source)
+    parsed.verify()
+    tuning = llvm.create_pipeline_tuning_options(speed_level=0 if quick else OPT_LEVEL)
+    tuning.loop_vectorization = not quick
+    tuning.slp_vectorization = not quick
+    builder = llvm.create_pass_builder(target_machine(0 if quick else OPT_LEVEL), tuning)
+    builder.getModulePassManager().run(parsed, builder)
+    return parsed
+
+
+def _disk_key(source: str, quick: bool) -> str:
+    return disk_cache.entry_key(source, f"quick={quick} opt={0 if quick else OPT_LEVEL}", *_host(), _toolchain())
+
+
+@functools.cache
+def _toolchain() -> str:
+    """The versions and the compile recipe (this file's source) that the machine code depends on."""
+    from ember import __version__  # at first use: ember/__init__ defines it after its imports
+
+    recipe = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    llvm_version = ".".join(map(str, llvm.llvm_version_info))
+    return f"ember {__version__} llvmlite {llvmlite.__version__} llvm {llvm_version} recipe {recipe}"
+
+
+def _module_name(source: str) -> str:
+    first_line = source.partition("\n")[0]  # ; ModuleID = "name"
+    return first_line.partition("=")[2].strip().strip('"') or "module"
 
 
 # Compiled modules by their IR text: programs that generate the same code (the same function

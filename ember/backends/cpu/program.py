@@ -7,7 +7,10 @@ equation run by the reference interpreter inside the same executable. All
 LLVM functions of a program are one module, compiled once. Buffers: the
 program's inputs and constants, outputs (fresh arrays each call, handed to the
 caller), and temporaries, which share one arena allocated per call, reusing
-the space of temporaries that are no longer needed.
+the space of temporaries that are no longer needed. An output may instead be
+written into a donated input's buffer (``jit(..., donate_argnums=...)``) when
+that is safe: the input is read by no later step, and by the producing step at
+most at the index of the element being written.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.lax import elementwise as ew
 from ember.lax import reductions
 from ember.lax import shapes as sh
 from ember.lax.dot import dot_general_p
@@ -191,7 +195,7 @@ class Report:
 class Program:
     """A fused ClosedJaxpr lowered to steps; ``run(args)`` returns the output NumPy arrays."""
 
-    def __init__(self, closed: ClosedJaxpr, name: str, report: Report) -> None:
+    def __init__(self, closed: ClosedJaxpr, name: str, report: Report, donated: frozenset[int] = frozenset()) -> None:
         jaxpr = closed.jaxpr
         self.report = report
         self.slots: dict[int, int] = {}
@@ -204,6 +208,7 @@ class Program:
         self.in_avals = [v.aval for v in jaxpr.invars]
         self.steps: list[Any] = []
         self.allocations: list[tuple[int, ShapedArray]] = []  # (slot, aval) of per-call outputs
+        self.pointwise_reads: dict[int, set[int]] = {}  # kernel step -> slots it reads only in place
         start = time.perf_counter()
         module = jit.new_module(name)
         native: list = []
@@ -219,7 +224,9 @@ class Program:
             report.times["LLVM opt+codegen"] = time.perf_counter() - start
         self.out_atoms = [self._slot(a) if isinstance(a, Var) else np.asarray(a.val, a.aval.dtype)
                           for a in jaxpr.outvars]
-        self._plan_memory(jaxpr)
+        last_use = self._last_uses()
+        self._plan_memory(last_use)
+        self._plan_donation(donated, last_use)
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
                                                   for step in self.steps):
             threads.start()
@@ -255,6 +262,8 @@ class Program:
             work = _work(sub)
             chunks, team = threads.kernel_chunks(extent, work)
             step = KernelStep(name, None, ins, outs, extent, work, chunks, team)
+            self.pointwise_reads[len(self.steps)] = {slot for slot, v in zip(ins, sub.invars)
+                                                     if isinstance(slot, int) and _reads_pointwise(sub, v)}
             self.report.kernels.append(name)
         elif p in control_flow.CONTROL_FLOW and (subs := control_flow.prepare(eqn, can_fuse_in_loop)):
             loop = control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs)
@@ -270,16 +279,22 @@ class Program:
         if isinstance(step, (KernelStep, LoopStep)):
             native.append(step)
 
-    def _plan_memory(self, jaxpr: Jaxpr) -> None:
-        """Outputs of planned steps: fresh arrays for program outputs, arena space for
-        temporaries, reused once their last reader has run. Temporaries read by steps that
-        may keep a view of them (fallbacks, views) live to the end."""
-        outputs = {s for s in self.out_atoms if isinstance(s, int)}
-        last_use: dict[int, int] = {}
+    def _last_uses(self) -> dict[int, int]:
+        """The last step reading each slot; ``len(steps)`` for slots read by steps that may keep
+        a view of them (fallbacks, views) and for program outputs."""
+        end = len(self.steps)
+        last_use: dict[int, int] = {s: end for s in self.out_atoms if isinstance(s, int)}
         for i, step in enumerate(self.steps):
             for s in step.ins:
                 if isinstance(s, int):
-                    last_use[s] = max(last_use.get(s, i), i) if step.planned else len(self.steps)
+                    last_use[s] = max(last_use.get(s, i), i) if step.planned else end
+        return last_use
+
+    def _plan_memory(self, last_use: dict[int, int]) -> None:
+        """Outputs of planned steps: fresh arrays for program outputs, arena space for
+        temporaries, reused once their last reader has run. Temporaries read by steps that
+        may keep a view of them live to the end."""
+        outputs = {s for s in self.out_atoms if isinstance(s, int)}
         dying: dict[int, list[int]] = {}
         for s, i in last_use.items():
             dying.setdefault(i, []).append(s)
@@ -304,12 +319,45 @@ class Program:
                 if s in blocks:
                     free.setdefault(blocks[s][1], []).append(blocks[s][0])
 
-    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+    def _plan_donation(self, donated: frozenset[int], last_use: dict[int, int]) -> None:
+        """``reuses``: (output slot, input position) pairs whose output may be written into the
+        donated input's buffer; ``unusable_donations``: avals of donated inputs that no output
+        can take (inputs returned as they are count as used: the output is their buffer)."""
+        producer = {out: i for i, step in enumerate(self.steps) if step.planned for out in step.outs}
+        free_outputs = [slot for slot, _ in self.allocations]
+        returned = {a for a in self.out_atoms if isinstance(a, int)}
+        self.reuses: list[tuple[int, int]] = []
+        self.unusable_donations: list[ShapedArray] = []
+        for position in sorted(donated):
+            slot, aval = self.in_slots[position], self.in_avals[position]
+            if slot in returned:
+                continue
+            fits = (out for out in free_outputs if self._may_write_over(out, slot, producer[out], last_use))
+            out = next(fits, None)
+            if out is None:
+                self.unusable_donations.append(aval)
+                continue
+            free_outputs.remove(out)
+            self.reuses.append((out, position))
+        self.reused_inputs = frozenset(position for _, position in self.reuses)
+
+    def _may_write_over(self, out: int, slot: int, step: int, last_use: dict[int, int]) -> bool:
+        """Whether step ``step`` may write output ``out`` into input ``slot``'s buffer."""
+        a, b = self.slot_avals[out], self.slot_avals[slot]
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            return False
+        last = last_use.get(slot, -1)
+        return last < step or (last == step and slot in self.pointwise_reads.get(step, ()))
+
+    def run(self, args: list[np.ndarray], reused: Any = ()) -> list[np.ndarray]:
+        """The outputs for ``args``; outputs planned over the donated inputs at positions
+        ``reused`` (a subset of ``reused_inputs``) are written into those inputs' buffers."""
         env = list(self.template)
         for slot, value in zip(self.in_slots, args):
             env[slot] = value
+        taken = {out: args[position] for out, position in self.reuses if position in reused} if reused else {}
         for slot, aval in self.allocations:
-            env[slot] = np.empty(aval.shape, aval.dtype)
+            env[slot] = taken[slot] if slot in taken else np.empty(aval.shape, aval.dtype)
         if self.arena_bytes:
             arena = np.empty(self.arena_bytes + ALIGNMENT, np.uint8)
             base = -arena.ctypes.data % ALIGNMENT
@@ -349,6 +397,21 @@ def _split_full_reduction(eqn: Eqn) -> list[Eqn] | None:
     name, between = eqn.params["name"], Var(partial.aval)
     return [Eqn(fusion_p, eqn.invars, {"jaxpr": ClosedJaxpr(parts, []), "name": f"{name}_parts"}, [between]),
             Eqn(fusion_p, [between], {"jaxpr": ClosedJaxpr(combine, []), "name": f"{name}_total"}, eqn.outvars)]
+
+
+def _reads_pointwise(jaxpr: Jaxpr, var: Var) -> bool:
+    """Whether a kernel reads ``var`` only at the index of the element it computes: everything
+    computed from it is elementwise over the output's shape (no broadcast, remapping, reduction)."""
+    shape = jaxpr.outvars[0].aval.shape
+    if var.aval.shape != shape:
+        return False
+    derived = {id(var)}
+    for eqn in jaxpr.eqns:
+        if any(isinstance(a, Var) and id(a) in derived for a in eqn.invars):
+            if eqn.primitive not in ew.ELEMENTWISE or any(o.aval.shape != shape for o in eqn.outvars):
+                return False
+            derived.update(id(o) for o in eqn.outvars)
+    return True
 
 
 def _work(jaxpr: Jaxpr) -> int:

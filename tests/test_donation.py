@@ -1,0 +1,205 @@
+"""Buffer donation: ``jit(f, donate_argnums=..., donate_argnames=...)`` reuses donated inputs'
+buffers for outputs where that is safe, and deletes the donated Arrays."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from tests.util import assert_allclose
+
+
+@pytest.fixture(autouse=True)
+def native_backend():
+    """Buffer reuse is the native backend's (the reference interpreter ignores donation)."""
+    with ember.config.override(backend="cpu"):
+        yield
+
+
+def address(a) -> int:
+    return np.asarray(a).__array_interface__["data"][0]
+
+
+def fresh(values) -> ember.Array:
+    """An Array that owns its buffer alone (as the results of computations do)."""
+    return jnp.asarray(np.asarray(values, np.float32))
+
+
+def quietly(f, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return f(*args, **kwargs)
+
+
+def test_output_reuses_the_donated_buffer_and_values_match_eager():
+    f = ember.jit(lambda x, y: jnp.sin(x) * 2 + y, donate_argnums=0)
+    x_np = np.linspace(-3, 3, 50).astype(np.float32)
+    x, y = fresh(x_np), fresh(np.ones(50))
+    before = address(x)
+    out = f(x, y)
+    assert address(out) == before
+    assert_allclose(out, np.sin(x_np) * 2 + 1, rtol=1e-6)
+    assert out.dtype == jnp.float32 and out.shape == (50,)
+    assert x.is_deleted() and not y.is_deleted() and not out.is_deleted()
+    assert not np.asarray(out).flags.writeable
+
+
+@pytest.mark.parametrize("use", [
+    lambda x: x + 1, lambda x: np.asarray(x), repr, str, lambda x: x.sum(), lambda x: ember.jit(jnp.cos)(x),
+    lambda x: float(x[0]), lambda x: ember.jit(lambda a: a * 2, donate_argnums=0)(x)])
+def test_a_donated_array_is_deleted(use):
+    f = ember.jit(lambda x: x * 3, donate_argnums=0)
+    x = fresh([1.0, 2.0, 3.0])
+    f(x)
+    assert x.is_deleted() and x.shape == (3,) and x.dtype == jnp.float32
+    with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[3\]\..*donated to `<lambda>`"):
+        use(x)
+
+
+def test_a_donation_that_cannot_be_used_warns_and_still_deletes():
+    f = ember.jit(lambda x: jnp.sum(x), donate_argnums=0)
+    x = fresh([1.0, 2.0, 3.0])
+    with pytest.warns(UserWarning, match=r"Some donated buffers were not usable: float32\[3\]"):
+        assert float(f(x)) == 6.0
+    assert x.is_deleted()
+
+
+def test_shapes_or_dtypes_that_differ_are_not_aliased():
+    x = fresh(np.arange(6))
+    before = address(x)
+    with pytest.warns(UserWarning, match="not usable"):
+        out = ember.jit(lambda x: x.reshape(2, 3)[:, :2] * 2, donate_argnums=0)(x)
+    assert out.shape == (2, 2) and address(out) != before
+    y = fresh(np.arange(4))
+    with pytest.warns(UserWarning, match="not usable"):
+        out = ember.jit(lambda y: y.astype(jnp.int32), donate_argnums=0)(y)
+    assert out.tolist() == [0, 1, 2, 3] and out.dtype == jnp.int32
+
+
+def test_the_same_array_passed_twice_is_not_aliased():
+    f = ember.jit(lambda x, y: x * 2 + y, donate_argnums=0)
+    x = fresh([1.0, 2.0, 3.0])
+    before = address(x)
+    out = f(x, x)
+    assert out.tolist() == [3.0, 6.0, 9.0] and address(out) != before
+    assert x.is_deleted()
+
+
+@pytest.mark.parametrize("other_holder", ["view", "numpy", "second_array"])
+def test_a_buffer_that_something_else_sees_is_not_overwritten(other_holder):
+    x = fresh([1.0, 2.0, 3.0])
+    holder = {"view": lambda: ember.jit(lambda a: a.reshape(3, 1))(x), "numpy": lambda: np.asarray(x),
+              "second_array": lambda: ember.jit(lambda a: a)(x)}[other_holder]()
+    out = ember.jit(lambda a: a + 10, donate_argnums=0)(x)
+    assert out.tolist() == [11.0, 12.0, 13.0]
+    assert np.asarray(holder).ravel().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_outputs_computed_in_place_only_where_elements_are_read_at_their_own_index():
+    x_np = np.arange(16, dtype=np.float32)
+    rev = ember.jit(lambda x: x[::-1] + 1, donate_argnums=0)
+    assert quietly(rev, fresh(x_np)).tolist() == (x_np[::-1] + 1).tolist()
+    roll = ember.jit(lambda x: jnp.roll(x, 3) * x, donate_argnums=0)
+    assert quietly(roll, fresh(x_np)).tolist() == (np.roll(x_np, 3) * x_np).tolist()
+    m_np = np.arange(16, dtype=np.float32).reshape(4, 4)
+    mat = ember.jit(lambda m: m @ m + 1, donate_argnums=0)
+    assert_allclose(quietly(mat, fresh(m_np)), m_np @ m_np + 1)
+    transpose = ember.jit(lambda m: m.T - m, donate_argnums=0)
+    assert quietly(transpose, fresh(m_np)).tolist() == (m_np.T - m_np).tolist()
+
+
+def test_static_arguments_cannot_be_donated():
+    with pytest.raises(ValueError, match="argument 'n' is both static and donated"):
+        ember.jit(lambda x, n: x * n, static_argnums=1, donate_argnums=1)
+    with pytest.raises(ValueError, match="argument 'n' is both static and donated"):
+        ember.jit(lambda x, n: x * n, static_argnames="n", donate_argnums=1)
+    with pytest.raises(ValueError, match="donate_argnames names 'z'"):
+        ember.jit(lambda x, n: x * n, donate_argnames="z")
+
+
+def test_donate_argnames_positionally_or_by_keyword():
+    f = ember.jit(lambda x, y: x - y, donate_argnames="y")
+    for call in (lambda x, y: f(x, y), lambda x, y: f(x, y=y), lambda x, y: f(y=y, x=x)):
+        x, y = fresh([5.0, 6.0]), fresh([1.0, 2.0])
+        before = address(y)
+        out = call(x, y)
+        assert out.tolist() == [4.0, 4.0] and address(out) == before
+        assert y.is_deleted() and not x.is_deleted()
+
+
+def test_a_donated_pytree_donates_all_its_leaves():
+    f = ember.jit(lambda state, g: {"w": state["w"] - g, "b": state["b"] + g}, donate_argnums=0)
+    state = {"w": fresh([1.0, 2.0]), "b": fresh([0.0, 0.0])}
+    before = {k: address(v) for k, v in state.items()}
+    g = fresh([0.5, 0.5])
+    out = f(state, g)
+    assert out["w"].tolist() == [0.5, 1.5] and out["b"].tolist() == [0.5, 0.5]
+    assert {k: address(v) for k, v in out.items()} == before
+    assert all(v.is_deleted() for v in state.values()) and not g.is_deleted()
+
+
+def test_training_loop_reuses_the_parameter_buffers():
+    def step(params, x):
+        w, b = params
+        pred = jnp.tanh(x @ w + b)
+        grad_w, grad_b = ember.grad(lambda wb: jnp.sum((jnp.tanh(x @ wb[0] + wb[1]) - 1.0) ** 2))((w, b))
+        return w - 0.1 * grad_w, b - 0.1 * grad_b + 0 * pred.mean()
+
+    rng = np.random.default_rng(0)
+    w_np, x_np = rng.normal(size=(3, 3)).astype(np.float32) * 0.1, rng.normal(size=(5, 3)).astype(np.float32)
+    donating = ember.jit(step, donate_argnums=0)
+    params = (fresh(w_np), fresh(np.zeros(3)))
+    reference = (jnp.asarray(w_np), jnp.zeros(3))
+    before = [address(p) for p in params]
+    x = jnp.asarray(x_np)
+    for _ in range(50):
+        params = quietly(donating, params, x)
+        reference = ember.jit(step)(reference, x)
+    for p, r in zip(params, reference):
+        assert_allclose(p, r, rtol=1e-5, atol=1e-6)
+    assert [address(p) for p in params] == before
+
+
+def test_donation_is_ignored_inside_an_outer_trace():
+    inner = ember.jit(lambda x: x + 1, donate_argnums=0)
+    outer = ember.jit(lambda x: inner(x) * 2 + x)
+    x = fresh([1.0, 2.0])
+    assert outer(x).tolist() == [5.0, 8.0]
+    assert not x.is_deleted() and x.tolist() == [1.0, 2.0]
+    assert ember.grad(lambda x: inner(x).sum())(x).tolist() == [1.0, 1.0]
+    assert not x.is_deleted()
+
+
+def test_non_array_arguments_are_left_alone():
+    f = ember.jit(lambda x: x * 2, donate_argnums=0)
+    x_np = np.ones(3, np.float32)
+    assert quietly(f, x_np).tolist() == [2.0, 2.0, 2.0]
+    assert x_np.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_jit_without_donation_keeps_its_own_executable():
+    def f(x):
+        return x + 1
+
+    x = fresh([1.0])
+    assert ember.jit(f)(x).tolist() == [2.0] and not x.is_deleted()
+    assert ember.jit(f, donate_argnums=0)(x).tolist() == [2.0] and x.is_deleted()
+    y = fresh([1.0])
+    assert ember.jit(f)(y).tolist() == [2.0] and not y.is_deleted()
+
+
+def test_reference_backend_ignores_donation_but_deletes():
+    with ember.config.override(backend="reference"):
+        f = ember.jit(lambda x: x * 2, donate_argnums=0)
+        x = fresh([1.0, 2.0])
+        assert f(x).tolist() == [2.0, 4.0]
+        assert x.is_deleted()
+
+
+def test_array_delete():
+    x = fresh([1.0])
+    x.delete()
+    assert x.is_deleted()
+    with pytest.raises(RuntimeError, match=r"deleted with shape=float32\[1\]"):
+        np.asarray(x)
