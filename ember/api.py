@@ -49,6 +49,8 @@ class _Signature:
         self.positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self.static_nums, self.static_names = self._resolve(params, "static", static_argnums, static_argnames)
         self.donate_nums, self.donate_names = self._resolve(params, "donate", donate_argnums, donate_argnames)
+        # No static and no donated argument: calls need no splitting (the dispatch fast path).
+        self.plain = not (self.static_nums or self.static_names or self.donate_nums or self.donate_names)
         both = sorted(self.static_names & self.donate_names) or sorted(self.static_nums & self.donate_nums)
         if both:
             raise ValueError(f"jit({self.fun_name}): argument {both[0]!r} is both static and donated. Static "
@@ -126,6 +128,15 @@ class _Signature:
         return frozenset(i for i, d in enumerate(donated) if d)
 
 
+_LEAF = tree_util.tree_structure(0)
+
+
+@functools.lru_cache(maxsize=64)
+def _positional_treedef(n: int) -> tree_util.PyTreeDef:
+    """The tree structure of ``(args, {})`` for ``n`` positional array arguments."""
+    return tree_util.tree_structure(((0,) * n, {}))
+
+
 def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dict]:
     args = list(args)
     kwargs = dict(kwargs)
@@ -171,15 +182,19 @@ class JitFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if config.disable_jit and not is_tracing():
             return self.fun(*args, **kwargs)
-        dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
-        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        if not kwargs and self._sig.plain and all(type(x) is Array for x in args):
+            # The commonest call, f(array, ...): no pytree to flatten.
+            leaves, in_tree, statics = args, _positional_treedef(len(args)), ()
+        else:
+            dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
+            leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         # The hit path: every leaf an Array (no tracer: nothing is being traced).
         if type(current_trace()) is EvalTrace and all(type(x) is Array for x in leaves):
             key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
             entry = self._cache.get(key) or self._lookup(leaves, in_tree, statics, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
-            return tree_util.tree_unflatten(entry.out_tree, outs)
+            return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
