@@ -14,7 +14,6 @@ Compile stages, each timed in the compile log::
 """
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 
@@ -24,6 +23,7 @@ from ember.compiler.fusion import fuse
 from ember.config import config
 from ember.core.ir import ClosedJaxpr
 from ember.core.verify import check_jaxpr
+from ember.runtime.cache import logger
 
 
 def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> tuple[Program, Report]:
@@ -37,7 +37,7 @@ def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = fr
     report.times = {"passes": passes - start, "fusion": time.perf_counter() - passes}
     program = Program(fused, name, report, donated)
     if config.log_compiles:
-        print(format_report(name, report), file=sys.stderr)
+        logger.warning("%s", format_report(name, report))
     return program, report
 
 
