@@ -309,9 +309,6 @@ class JitFunction:
         """Hits, misses, traces, compiles, compile seconds and current size of this function's cache."""
         return self._cache.info()
 
-    def _cache_size(self) -> int:
-        return len(self._cache.entries)
-
     def clear_cache(self) -> None:
         self._cache.clear()
 

@@ -57,10 +57,6 @@ def register_pytree_node_class(cls: type) -> type:
     return cls
 
 
-def treedef_children_count(treedef: PyTreeDef) -> int:
-    return treedef.num_leaves
-
-
 def keystr(path: tuple) -> str:
     """``('a', 0)`` -> ``['a'][0]``: how argument paths appear in error messages."""
     return "".join(f"[{k!r}]" for k in path)

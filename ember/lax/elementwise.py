@@ -19,7 +19,7 @@ from ember.lax.base import aval, check_dtype, is_python_scalar, primitive
 # Every elementwise primitive, for the fusion pass and generic rules.
 ELEMENTWISE: set[Primitive] = set()
 
-FLOAT, INT, NUM, INT_BOOL, ANY, SIGNED_NUM = "f", "iu", "iuf", "biu", "biuf", "if"
+FLOAT, INT, NUM, INT_BOOL, ANY = "f", "iu", "iuf", "biu", "biuf"
 
 
 def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[int, ...]:
