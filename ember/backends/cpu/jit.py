@@ -59,17 +59,23 @@ def _host() -> tuple[str, str, str]:
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
-@functools.cache
-def float16_supported() -> bool:
-    """Whether the runtime helpers that float16 code may call are there (registered for the JIT)."""
+def register_library_symbols(library: str, names: tuple[str, ...]) -> bool:
+    """Make the functions ``names`` of the shared ``library`` callable from JIT-compiled code;
+    False (and nothing registered) if the library or one of the functions is missing."""
     try:
-        libgcc = ctypes.CDLL("libgcc_s.so.1")
-        addresses = {name: ctypes.cast(getattr(libgcc, name), ctypes.c_void_p).value for name in _HALF_LIBCALLS}
+        lib = ctypes.CDLL(library)
+        addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names}
     except (OSError, AttributeError):
         return False
     for name, address in addresses.items():
         llvm.add_symbol(name, address)
     return True
+
+
+@functools.cache
+def float16_supported() -> bool:
+    """Whether the runtime helpers that float16 code may call are there (registered for the JIT)."""
+    return register_library_symbols("libgcc_s.so.1", _HALF_LIBCALLS)
 
 
 def target_machine(opt: int = OPT_LEVEL) -> llvm.TargetMachine:

@@ -30,8 +30,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-import llvmlite.binding as llvm
 from llvmlite import ir
+
+from ember.backends.cpu.jit import register_library_symbols
 
 PARALLEL_MIN_WORK = 1 << 18
 
@@ -105,13 +106,8 @@ def openmp_available() -> bool:
     instead of spinning for milliseconds (see the measurements above)."""
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ.setdefault("GOMP_SPINCOUNT", "0")
-    try:
-        libgomp = ctypes.CDLL("libgomp.so.1")
-        addresses = {name: ctypes.cast(getattr(libgomp, name), ctypes.c_void_p).value for name in _OPENMP_SYMBOLS}
-    except (OSError, AttributeError):
+    if not register_library_symbols("libgomp.so.1", _OPENMP_SYMBOLS):
         return False
-    for name, address in addresses.items():
-        llvm.add_symbol(name, address)
     _team_runner()  # compiled now, with the first program, rather than in its first run
     return True
 
