@@ -184,12 +184,13 @@ class JitFunction:
             return self.fun(*args, **kwargs)
         if not kwargs and self._sig.plain and all(type(x) is Array for x in args):
             # The commonest call, f(array, ...): no pytree to flatten.
-            leaves, in_tree, statics = args, _positional_treedef(len(args)), ()
+            leaves, in_tree, statics, all_arrays = args, _positional_treedef(len(args)), (), True
         else:
             dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
             leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+            all_arrays = all(type(x) is Array for x in leaves)
         # The hit path: every leaf an Array (no tracer: nothing is being traced).
-        if type(current_trace()) is EvalTrace and all(type(x) is Array for x in leaves):
+        if all_arrays and type(current_trace()) is EvalTrace:
             key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
             entry = self._cache.get(key) or self._lookup(leaves, in_tree, statics, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
