@@ -27,10 +27,11 @@ from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import EvalTrace, Tracer, current_trace, is_tracing
+from ember.core.trace import _state as _trace_state
 from ember.runtime.array import Array
 from ember.core.verify import check_jaxpr
 from ember.runtime.stages import Lowered
-from ember.runtime.cache import CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
+from ember.runtime.cache import DECLINED, CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
 
 
 # --- static and donated arguments -----------------------------------------------------------
@@ -172,6 +173,7 @@ class JitFunction:
         options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)),
                    self.donate_argnums, self.donate_argnames)
         self._cache = cache_for(fun, options)
+        self._fast = self._cache.fast
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
         functools.update_wrapper(self, fun, updated=())
 
@@ -180,6 +182,20 @@ class JitFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            # The fastest path: plain positional Arrays of a signature seen before, whose program
+            # has a native entry (``FastTable``); one native call runs it. It declines (and the
+            # general path below handles the call) if an argument is not a live Array.
+            try:
+                run, key = self._fast[tuple([x.aval for x in args])]
+            except (AttributeError, KeyError, TypeError):
+                pass
+            else:
+                if type(_trace_state.trace) is EvalTrace:
+                    result = run(args)
+                    if result is not DECLINED:
+                        self._cache.fast_hit(key)
+                        return result
         if config.disable_jit and not is_tracing():
             return self.fun(*args, **kwargs)
         if not kwargs and self._sig.plain and all(type(x) is Array for x in args):
@@ -194,6 +210,9 @@ class JitFunction:
             key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
             entry = self._cache.get(key) or self._lookup(leaves, in_tree, statics, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
+            if entry.fast_key is None and in_tree == _positional_treedef(len(args)) and not kwargs \
+                    and self._sig.plain and not config.disable_jit:
+                self._enable_fast_path(key, entry, executable)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
@@ -203,6 +222,14 @@ class JitFunction:
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)
             outs = self._call_donating(entry.get_executable(self._cache, self._sig.fun_name), leaves, entry.donated)
         return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any) -> None:
+        runner = getattr(executable, "fast_runner", None)
+        runner = runner and runner(entry.out_tree)
+        if runner is not None:
+            self._cache.add_fast(key, entry, key[1], runner)
+        else:
+            entry.fast_key = ()  # never: the executable has no native entry
 
     def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""

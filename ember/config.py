@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 _DEFAULTS: dict[str, Any] = {
     # 64-bit types; off as in JAX: float64/int64 requests become float32/int32.
@@ -48,6 +48,7 @@ class _Config:
 
     def __init__(self) -> None:
         object.__setattr__(self, "_values", dict(_DEFAULTS))
+        object.__setattr__(self, "_listeners", [])
         self.__dict__.update(_DEFAULTS)
         object.__setattr__(self, "_codegen_key", tuple(_DEFAULTS[k] for k in CODEGEN_FLAGS))
 
@@ -67,6 +68,12 @@ class _Config:
         self.__dict__[name] = value
         if name in CODEGEN_FLAGS:
             object.__setattr__(self, "_codegen_key", tuple(self._values[k] for k in CODEGEN_FLAGS))
+        for listener in self._listeners:
+            listener(name)
+
+    def on_update(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(name)`` after every ``update`` (the jit hit path drops what it keeps)."""
+        self._listeners.append(listener)
 
     def read(self, name: str) -> Any:
         return getattr(self, name)

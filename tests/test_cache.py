@@ -59,6 +59,35 @@ def test_cache_info_counts_traces_and_compiles():
     assert info.compile_seconds >= 0
 
 
+@pytest.mark.skipif(ember.config.backend != "cpu", reason="native code is the CPU backend's")
+def test_a_new_shape_retraces_but_reuses_the_compiled_code(caplog):
+    f = ember.jit(lambda x: jnp.tanh(x) * 3.171875 - 0.40625)  # constants no other test uses
+    shapes = [(1000,), (1500,), (30, 50), (7, 11, 13)]
+    with ember.config.override(log_compiles=True), caplog.at_level(logging.WARNING, logger="ember"):
+        for s in shapes:
+            x = np.linspace(-3, 3, int(np.prod(s)), dtype=np.float32).reshape(s)
+            np.testing.assert_allclose(np.asarray(f(jnp.asarray(x))), np.tanh(x) * 3.171875 - 0.40625,
+                                       rtol=2e-6, atol=2e-6)
+    info = f.cache_info()
+    assert (info.traces, info.compiles) == (len(shapes), 1)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert text.count("reused compiled code for <lambda>") == len(shapes) - 1
+
+
+@pytest.mark.skipif(ember.config.backend != "cpu", reason="native code is the CPU backend's")
+def test_row_kernels_share_code_across_row_counts_not_row_lengths():
+    def softmax(x):
+        e = jnp.exp(x - x.max(-1, keepdims=True) + 0.015625)
+        return e / e.sum(-1, keepdims=True)
+
+    f = ember.jit(softmax)
+    for rows, cols, compiles in [(8, 64, 1), (16, 64, 1), (24, 64, 1), (8, 32, 2)]:
+        x = np.random.default_rng(rows).normal(size=(rows, cols)).astype(np.float32)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(np.asarray(f(jnp.asarray(x))), e / e.sum(-1, keepdims=True), rtol=1e-5)
+        assert f.cache_info().compiles == compiles
+
+
 def test_a_signature_first_traced_inside_another_jit_compiles_at_top_level():
     inner = ember.jit(lambda x: x * 3)
     ember.jit(lambda x: inner(x) + 1)(jnp.ones(2))   # inner traced, not compiled
@@ -116,7 +145,10 @@ def test_many_threads_compile_each_signature_once():
         t.join()
     assert not errors
     assert sorted(calls) == sorted(shapes)  # each signature traced exactly once
-    assert f.cache_info().compiles == len(shapes)
+    if ember.config.backend == "cpu":  # one kernel for every shape (its size is an argument), compiled
+        assert f.cache_info().compiles <= 1  # at most once (an earlier test may have compiled it)
+    else:
+        assert f.cache_info().compiles == len(shapes)
 
 
 def test_repeated_calls_do_not_grow_memory():

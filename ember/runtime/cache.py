@@ -46,13 +46,14 @@ class Entry:
     (a signature first seen inside an outer trace only needs the program). ``donated``: the
     flat positions of the arguments whose buffers a top-level call gives up."""
 
-    __slots__ = ("closed", "out_tree", "donated", "executable", "_lock")
+    __slots__ = ("closed", "out_tree", "donated", "executable", "fast_key", "_lock")
 
     def __init__(self, closed: ClosedJaxpr, out_tree: Any, donated: frozenset[int] = frozenset()) -> None:
         self.closed = closed
         self.out_tree = out_tree
         self.donated = donated
         self.executable = None
+        self.fast_key: tuple | None = None  # its key in the function's FastTable, once it has one
         self._lock = threading.Lock()
 
     def get_executable(self, cache: "FunctionCache", name: str) -> Any:
@@ -63,17 +64,30 @@ class Entry:
                     from ember.backends import compile_jaxpr
 
                     start = time.perf_counter()
-                    self.executable, compiled = compile_cache.compile_shared(
+                    self.executable, built = compile_cache.compile_shared(
                         self.closed, name, compile_jaxpr, self.donated)
                     seconds = time.perf_counter() - start
-                    if compiled:
+                    # A compile: a new executable whose machine code LLVM generated (or, on the
+                    # reference backend, that has none); not code loaded from disk or reused.
+                    code = getattr(self.executable, "code", "compiled") if built else "shared"
+                    if code in ("compiled", "none"):
                         cache.record_compile(seconds)
                     if config.log_compiles:
-                        what = "compiled" if compiled else "reused the executable of an equivalent program for"
-                        logger.warning("ember: %s %s in %.1f ms", what, name, seconds * 1e3)
+                        what = _BUILT[code].format(name=name, avals=", ".join(map(str, self.closed.in_avals)))
+                        logger.warning("ember: %s in %.1f ms", what, seconds * 1e3)
                     _warn_unusable_donations(self.executable)
                 executable = self.executable
         return executable
+
+
+_BUILT = {
+    "compiled": "compiled {name} for ({avals})",
+    "none": "compiled {name} for ({avals}) (no native code)",
+    "reused": "reused compiled code for {name} ({avals}): the same code as an earlier program "
+              "that differs only in sizes, no compile",
+    "disk": "loaded {name} for ({avals}) from the disk cache, no compile",
+    "shared": "reused the executable of an equivalent program for {name} ({avals}), no compile",
+}
 
 
 def _warn_unusable_donations(executable: Any) -> None:
@@ -87,11 +101,36 @@ def _warn_unusable_donations(executable: Any) -> None:
                       "computed after the last read of the argument.", UserWarning, stacklevel=4)
 
 
+DECLINED = object()  # what a FastTable runner returns when its native entry turns the arguments down
+
+
+class FastTable(dict):
+    """The hit path's table: the abstract values of positional Array arguments -> (runner,
+    cache key) for entries whose executable has a native entry (``CpuExecutable.fast_runner``).
+    Only plain calls use it (no keywords, static or donated arguments), under the codegen
+    config it was filled in: every config change empties every table."""
+
+    __slots__ = ("__weakref__",)
+
+
+_fast_tables: "weakref.WeakValueDictionary[int, FastTable]" = weakref.WeakValueDictionary()
+
+
+def _empty_fast_tables(_name: str) -> None:
+    for table in list(_fast_tables.values()):
+        table.clear()
+
+
+config.on_update(_empty_fast_tables)
+
+
 class FunctionCache:
     """Entries of one function under one set of jit options."""
 
     def __init__(self) -> None:
         self.entries: OrderedDict[tuple, Entry] = OrderedDict()
+        self.fast = FastTable()
+        _fast_tables[id(self.fast)] = self.fast
         self.pending: dict[tuple, threading.Event] = {}
         self.lock = threading.Lock()
         self.hits = self.misses = self.traces = self.compiles = 0
@@ -113,6 +152,14 @@ class FunctionCache:
             except KeyError:  # evicted by another thread meanwhile
                 pass
         return entry
+
+    def fast_hit(self, key: tuple) -> None:
+        """Count a hit of the fast path and refresh the key's LRU place, as ``get`` does."""
+        self.hits += 1
+        try:
+            self.entries.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile
+            pass
 
     def lookup_or_claim(self, key: tuple) -> tuple[Entry | None, threading.Event | None]:
         """(entry, None) on a hit; (None, event) if this caller must trace, and set ``event``
@@ -137,7 +184,10 @@ class FunctionCache:
             if entry is not None:
                 self.entries[key] = entry
                 while len(self.entries) > max(int(config.jit_cache_max_entries), 1):
-                    self.entries.popitem(last=False)
+                    old_key, evicted = self.entries.popitem(last=False)
+                    fast = self.fast.get(evicted.fast_key)
+                    if fast is not None and fast[1] == old_key:
+                        del self.fast[evicted.fast_key]
             del self.pending[key]
         event.set()
 
@@ -148,6 +198,14 @@ class FunctionCache:
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.fast.clear()
+
+    def add_fast(self, key: tuple, entry: Entry, avals: tuple, runner: Callable) -> None:
+        """Let plain calls with argument values ``avals`` run ``runner`` (the entry's native path)."""
+        with self.lock:
+            if self.entries.get(key) is entry:  # not evicted meanwhile
+                entry.fast_key = avals
+                self.fast[avals] = (runner, key)
 
 
 # function -> {jit options -> FunctionCache}; entries go away with the function.

@@ -6,20 +6,26 @@ an executable may write outputs into their buffers. The caller deletes those Arr
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from ember import tree_util
 from ember.backends.reference import eval_jaxpr, to_numpy
 from ember.config import config
 from ember.core.ir import ClosedJaxpr
 from ember.runtime.array import Array
+from ember.runtime.cache import DECLINED
+
+empty = np.empty
+_LEAF = tree_util.tree_structure(0)
 
 
 class ReferenceExecutable:
     """Runs a program on the NumPy reference interpreter (which ignores donation)."""
 
     unusable_donations: tuple = ()
+    code = "none"  # no machine code (see ``Entry.get_executable``)
 
     def __init__(self, closed: ClosedJaxpr, name: str) -> None:
         self.closed = closed
@@ -43,6 +49,7 @@ class CpuExecutable:
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
         self.program, self.report = compile_program(closed, name, donated)
+        self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = self.program.unusable_donations
 
     def __call__(self, *args: Any) -> list[Array]:
@@ -58,6 +65,44 @@ class CpuExecutable:
             for p in reused:
                 vals[p].flags.writeable = False
         return _wrap(self.name, outs, self.out_avals)
+
+    def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
+        """``run(args)``: the outputs of the program on the Arrays ``args`` through the program's
+        native entry, unflattened by ``out_tree``, or ``DECLINED`` if the entry turns the
+        arguments down (the caller then calls the executable, which handles every case).
+        None if the program has no native entry. For the jit hit path: one native call."""
+        program = self.program
+        if program.entry is None or config.debug_nans:
+            return None
+        call, plan = program.entry.function, program.plan
+        fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
+        position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
+        picks = [position[a] for a in program.out_atoms]
+        avals = self.out_avals
+        new = Array.__new__
+        if len(fresh) == 1 and picks == [0] and out_tree == _LEAF:
+            (shape, dtype), aval = fresh[0], avals[0]
+
+            def run_one(args: tuple) -> Any:
+                out = empty(shape, dtype)
+                if call(plan, *args, out) is not None:
+                    return DECLINED
+                result = new(Array)
+                result._value, result.aval = out, aval
+                return result
+            return run_one
+
+        def run(args: tuple) -> Any:
+            outs = [empty(shape, dtype) for shape, dtype in fresh]
+            if call(plan, *args, *outs) is not None:
+                return DECLINED
+            results = []
+            for j, aval in zip(picks, avals):
+                result = new(Array)
+                result._value, result.aval = outs[j], aval
+                results.append(result)
+            return tree_util.tree_unflatten(out_tree, results)
+        return run
 
     def llvm_ir(self) -> str:
         """The optimized LLVM IR of the program's native code ("" if nothing compiled natively)."""

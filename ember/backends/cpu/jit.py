@@ -105,11 +105,13 @@ class CompiledModule:
         self.source = module if isinstance(module, str) else str(module)
         self.quick = quick
         self._optimized_ir: llvm.ModuleRef | None = None
+        self.from_disk = False
         key = _disk_key(self.source, quick)
         cached = disk_cache.load(key)
         with _lock:
             self.target_machine = target_machine(0 if quick else OPT_LEVEL)
             if cached is not None and self._load(cached):
+                self.from_disk = True
                 return
             self._optimized_ir = _optimize(self.source, quick)
             self.engine = llvm.create_mcjit_compiler(self._optimized_ir, self.target_machine)
@@ -189,18 +191,37 @@ def _module_name(source: str) -> str:
 # jitted again, or another function with the same operations and shapes) share machine code.
 _compiled: "OrderedDict[str, CompiledModule]" = OrderedDict()
 COMPILED_CACHE_SIZE = 512
+_compiling: dict[str, threading.Event] = {}  # IR texts being compiled, by the thread compiling them
 
 
 def compile_module(module: ir.Module, quick: bool = False) -> CompiledModule:
+    return compile_or_reuse(module, quick)[0]
+
+
+def compile_or_reuse(module: ir.Module, quick: bool = False) -> tuple[CompiledModule, str]:
+    """The machine code of ``module`` and where it came from: "compiled" (by LLVM, now),
+    "disk" (loaded from the persistent cache) or "reused" (this process compiled the same IR
+    before: the same program, or one that differs only in sizes the code reads at run time)."""
     key = ("quick:" if quick else "") + str(module)
-    with _lock:
-        hit = _compiled.get(key)
-        if hit is not None:
-            _compiled.move_to_end(key)
-            return hit
-    compiled = CompiledModule(key[6:] if quick else key, quick)
-    with _lock:
-        _compiled[key] = compiled
-        while len(_compiled) > COMPILED_CACHE_SIZE:
-            _compiled.popitem(last=False)
-    return compiled
+    while True:
+        with _lock:
+            hit = _compiled.get(key)
+            if hit is not None:
+                _compiled.move_to_end(key)
+                return hit, "reused"
+            compiling = _compiling.get(key)
+            if compiling is None:  # this thread compiles it; others wait for it
+                compiling = _compiling[key] = threading.Event()
+                break
+        compiling.wait()
+    try:
+        compiled = CompiledModule(key[6:] if quick else key, quick)
+        with _lock:
+            _compiled[key] = compiled
+            while len(_compiled) > COMPILED_CACHE_SIZE:
+                _compiled.popitem(last=False)
+    finally:
+        with _lock:
+            del _compiling[key]
+        compiling.set()
+    return compiled, "disk" if compiled.from_disk else "compiled"

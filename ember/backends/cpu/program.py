@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes
-from ember.backends.cpu import control_flow, dot, jit, kernel, lowering, threads
+from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lowering, threads
 from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
@@ -43,6 +43,9 @@ SMALL_DOT = 1 << 15
 # In loop bodies products are fused up to this size, so the loop compiles to one function;
 # a loop with a larger product runs step by step on the reference (NumPy's matmul per step).
 LOOP_DOT = 1 << 20
+# Programs whose steps touch at least this many elements release the GIL while they run
+# (for less, taking the GIL back costs more than other Python threads gain).
+RELEASE_GIL_WORK = 1 << 16
 
 
 def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
@@ -189,6 +192,7 @@ class Report:
     contractions: int = 0
     fallbacks: list[str] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)
+    code: str = "none"  # where the machine code came from (``jit.compile_or_reuse``); "none": no native code
 
 
 # --- building the program ----------------------------------------------------------------------
@@ -214,19 +218,23 @@ class Program:
         native: list = []
         for eqn in jaxpr.eqns:
             self._lower(eqn, module, native)
-        report.times["LLVM IR"] = time.perf_counter() - start
-        if native:
-            start = time.perf_counter()
-            quick = all(isinstance(s, KernelStep) and s.work <= QUICK_WORK for s in native)
-            self.compiled = jit.compile_module(module, quick)
-            for step in native:
-                step.fn = self.compiled.kernel(step.name)
-            report.times["LLVM opt+codegen"] = time.perf_counter() - start
         self.out_atoms = [self._slot(a) if isinstance(a, Var) else np.asarray(a.val, a.aval.dtype)
                           for a in jaxpr.outvars]
         last_use = self._last_uses()
         self._plan_memory(last_use)
         self._plan_donation(donated, last_use)
+        self.entry: entry.EntryPoint | None = None
+        self.plan = self._describe_entry(module) if native and not donated and entry.available() else None
+        report.times["LLVM IR"] = time.perf_counter() - start
+        if native:
+            start = time.perf_counter()
+            quick = all(isinstance(s, KernelStep) and s.work <= QUICK_WORK for s in native)
+            self.compiled, report.code = jit.compile_or_reuse(module, quick)
+            for step in native:
+                step.fn = self.compiled.kernel(step.name)
+            if self.plan is not None:
+                self.entry = entry.EntryPoint(self.compiled)
+            report.times["LLVM opt+codegen"] = time.perf_counter() - start
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
                                                   for step in self.steps):
             threads.start()
@@ -256,8 +264,9 @@ class Program:
             step = ViewStep(ins, outs, eqn.outvars[0].aval.shape)
         elif p is fusion_p:
             sub = eqn.params["jaxpr"].jaxpr
-            kernel.KernelBuilder(module, name, sub).build()
-            out = eqn.outvars[0].aval
+            flat = _flattened(sub)
+            kernel.KernelBuilder(module, name, flat).build()
+            out = flat.outvars[0].aval
             extent = out.shape[0] if out.shape else 1
             work = _work(sub)
             chunks, team = threads.kernel_chunks(extent, work)
@@ -349,6 +358,49 @@ class Program:
         last = last_use.get(slot, -1)
         return last < step or (last == step and slot in self.pointwise_reads.get(step, ()))
 
+    def _describe_entry(self, module) -> np.ndarray | None:
+        """Add the program's native entry to ``module`` and return its plan (``entry``), if
+        every step can run from it: native kernels and loops, and views; outputs that are
+        fresh arrays. None (and no entry) otherwise."""
+        fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
+        if any(type(s) not in (KernelStep, LoopStep, ViewStep) for s in self.steps) or \
+                not all(isinstance(a, int) and a in fresh for a in self.out_atoms):
+            return None
+        if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
+            return None  # split by the Python pool
+        plan = entry.PlanBuilder()
+        where: dict[int, entry.Buffer] = {slot: entry.Buffer("in", k) for k, slot in enumerate(self.in_slots)}
+        where.update((slot, entry.Buffer("out", j)) for slot, j in fresh.items())
+        where.update((slot, entry.Buffer("temp", plan.slot(offset))) for slot, offset, _ in self.arena_views)
+        work_bytes = self.arena_bytes
+        calls, split, work = [], False, 0
+
+        def buffer(a: Any) -> entry.Buffer:
+            if not isinstance(a, int):  # a literal operand (of a loop)
+                return entry.Buffer("const", plan.slot(data_pointer(a)))
+            if a not in where:  # a constant of the program
+                where[a] = entry.Buffer("const", plan.slot(data_pointer(self.template[a])))
+            return where[a]
+
+        for step in self.steps:
+            if isinstance(step, ViewStep):
+                where[step.outs[0]] = buffer(step.ins[0])
+                continue
+            buffers = [buffer(a) for a in step.ins + step.outs]
+            if isinstance(step, LoopStep):
+                buffers.append(entry.Buffer("temp", plan.slot(work_bytes)))
+                work_bytes += -(-max(step.scratch_bytes, 1) // ALIGNMENT) * ALIGNMENT
+                extent, chunks, work = 1, 1, work + RELEASE_GIL_WORK  # loops: no bound on their work
+            else:
+                extent, chunks, work = step.extent, step.chunks, work + step.work
+            split = split or chunks > 1
+            calls.append(entry.NativeCall(step.name, tuple(buffers), plan.slot(extent), plan.slot(chunks)))
+        entry.build(module, len(self.in_slots), len(self.allocations), calls, work_area=work_bytes > 0)
+        plan.values[entry.PLAN_WORK_BYTES] = work_bytes
+        plan.values[entry.PLAN_RELEASE_GIL] = int(split or work >= RELEASE_GIL_WORK)
+        plan.values[entry.PLAN_TEAM_RUNNER] = threads.team_runner_address() if split else 0
+        return plan.array()
+
     def run(self, args: list[np.ndarray], reused: Any = ()) -> list[np.ndarray]:
         """The outputs for ``args``; outputs planned over the donated inputs at positions
         ``reused`` (a subset of ``reused_inputs``) are written into those inputs' buffers."""
@@ -397,6 +449,38 @@ def _split_full_reduction(eqn: Eqn) -> list[Eqn] | None:
     name, between = eqn.params["name"], Var(partial.aval)
     return [Eqn(fusion_p, eqn.invars, {"jaxpr": ClosedJaxpr(parts, []), "name": f"{name}_parts"}, [between]),
             Eqn(fusion_p, [between], {"jaxpr": ClosedJaxpr(combine, []), "name": f"{name}_total"}, eqn.outvars)]
+
+
+def _flattened(jaxpr: Jaxpr) -> Jaxpr:
+    """A purely elementwise kernel (every value of the output's shape, or a scalar) as the same
+    kernel over the flat buffers: its code then depends on the number of elements only, and
+    that is an argument (the loop's end), so kernels that differ only in their shapes are the
+    same code, compiled once. Other kernels are returned as they are."""
+    shape = jaxpr.outvars[0].aval.shape
+    if len(shape) < 2 or not all(e.primitive in ew.ELEMENTWISE for e in jaxpr.eqns):
+        return jaxpr
+    flat: dict[int, Var] = {}
+
+    def remap(a: Any) -> Any:
+        if not isinstance(a, Var) or not a.aval.shape:
+            return a
+        if a.aval.shape != shape:
+            raise _NotFlat
+        if id(a) not in flat:
+            flat[id(a)] = Var(a.aval._replace(shape=(a.aval.size,)))
+        return flat[id(a)]
+
+    try:
+        invars = [remap(v) for v in jaxpr.invars]
+        eqns = [Eqn(e.primitive, [remap(a) for a in e.invars], e.params, [remap(v) for v in e.outvars])
+                for e in jaxpr.eqns]
+        return Jaxpr([], invars, eqns, [remap(a) for a in jaxpr.outvars])
+    except _NotFlat:
+        return jaxpr
+
+
+class _NotFlat(Exception):
+    pass
 
 
 def _reads_pointwise(jaxpr: Jaxpr, var: Var) -> bool:

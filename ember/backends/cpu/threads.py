@@ -175,6 +175,11 @@ def _team_runner():
     return compiled, _RUNNER_SIGNATURE(compiled.engine.get_function_address("ember_team_run"))
 
 
+def team_runner_address() -> int:
+    """The address of ``run`` (for native code that starts teams: ``entry``)."""
+    return _team_runner()[0].engine.get_function_address("ember_team_run")
+
+
 def run_team(kernel: ctypes._CFuncPtr, buffers: object, extent: int, threads: int,
              pieces_per_thread: int = PIECES_PER_THREAD) -> None:
     """``kernel(buffers, lo, hi)`` over [0, extent), split over an OpenMP team of ``threads``."""

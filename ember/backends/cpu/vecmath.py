@@ -304,7 +304,7 @@ class _Math:
         if table is None:
             array_type = ir.ArrayType(F64, len(values))
             table = ir.GlobalVariable(module, array_type, name)
-            table.initializer = ir.Constant(array_type, [float(v) for v in values])
+            table.initializer = _table_constant(values)
             table.global_constant = True
             table.linkage = "internal"
         start = self.b.mul(index, self.ci(width))
@@ -978,3 +978,11 @@ def emit_binary(builder: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> i
     m, (x, y), narrow = _widened(builder, name, (x, y))
     result = _BINARY[name](m, x, y)
     return builder.fptrunc(result, narrow) if narrow is not None else result
+
+
+@functools.lru_cache(maxsize=None)
+def _table_constant(values: tuple[float, ...]) -> ir.FormattedConstant:
+    """A table's initializer, formatted once: llvmlite formats each element anew every time a
+    module is printed, which for the larger tables cost more than generating the kernel."""
+    array_type = ir.ArrayType(F64, len(values))
+    return ir.FormattedConstant(array_type, ir.Constant(array_type, [float(v) for v in values]).get_reference())

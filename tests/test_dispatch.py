@@ -1,0 +1,214 @@
+"""The jit hit path: plain calls on Arrays run through a program's native entry.
+
+Every test compares the hit path with NumPy (or with the general path) and checks
+that whatever the entry declines (deleted, non-contiguous, traced or foreign
+arguments; config changes) is handled as it was before the entry existed.
+"""
+import threading
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember.backends.cpu import entry
+from ember.runtime.array import Array
+
+cpu_only = pytest.mark.skipif(ember.config.backend != "cpu", reason="the native entry is the CPU backend's")
+
+
+def _fast_entries(f) -> int:
+    return len(f._fast)
+
+
+def _hits(f, *args, n=3):
+    """Call ``f`` ``n`` times; the results and the hits counted meanwhile."""
+    before = f.cache_info().hits
+    outs = [f(*args) for _ in range(n)]
+    return outs, f.cache_info().hits - before
+
+
+@cpu_only
+def test_the_layout_the_entry_relies_on_holds_here():
+    assert entry.available()
+
+
+PROGRAMS = {
+    "elementwise": (lambda x: jnp.tanh(x) * 2.0 + 1.0, [(7,)]),
+    "two inputs, broadcast": (lambda x, y: x * y[None, :] - 3.0, [(5, 4), (4,)]),
+    "temporaries": (lambda x: jax_softmax(x) @ jnp.ones((x.shape[1], 3)), [(6, 5)]),
+    "reduction": (lambda x: jnp.sum(x ** 2, axis=0), [(9, 3)]),
+    "rank 0": (lambda x: x.sum() * 2.0, [()]),
+    "loop": (lambda x: lax.fori_loop(0, 5, lambda i, c: c * 1.5 + i, x), [(4,)]),
+    "scan": (lambda x: lax.scan(lambda c, v: (c + v, c * v), 0.0, x)[1], [(6,)]),
+    "constant": (lambda x: x * _CONSTANT + _CONSTANT[::-1], [(5,)]),
+    "integers": (lambda x: (x > 0).astype(jnp.int32) * 3 - 1, [(2, 3)]),
+}
+_CONSTANT = jnp.asarray(np.linspace(-1, 1, 5, dtype=np.float32))
+
+
+def jax_softmax(x):
+    e = jnp.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_hit_path_matches_the_reference_interpreter(name, rng):
+    fun, shapes = PROGRAMS[name]
+    args = [jnp.asarray(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    with ember.config.override(backend="reference"):
+        want = np.asarray(ember.jit(fun)(*args))
+    f = ember.jit(fun)
+    f(*args)
+    outs, hits = _hits(f, *args)
+    assert hits == len(outs)
+    if ember.config.backend == "cpu":
+        assert _fast_entries(f) == 1  # every step native: the calls went through the entry
+    for out in outs:
+        assert isinstance(out, Array) and out.dtype == want.dtype and out.shape == want.shape
+        np.testing.assert_allclose(np.asarray(out), want, rtol=2e-5, atol=1e-6)
+        assert not np.asarray(out).flags.writeable  # Arrays are immutable
+
+
+@cpu_only
+def test_plain_calls_register_the_fast_path_and_keyword_calls_do_not():
+    f = ember.jit(lambda x, y: x - y)
+    x, y = jnp.ones(3), jnp.arange(3.0)
+    f(x, y=y)
+    assert _fast_entries(f) == 0
+    assert f(x, y).tolist() == [1.0, 0.0, -1.0]
+    assert _fast_entries(f) == 1
+    assert f(x, y=y).tolist() == [1.0, 0.0, -1.0]  # keywords: the general path
+    assert _fast_entries(f) == 1
+
+
+def test_pytree_outputs_and_repeated_outputs():
+    f = ember.jit(lambda x: {"a": x + 1, "b": (x * 2, x + 1)})
+    x = jnp.arange(4.0)
+    for _ in range(3):
+        out = f(x)
+        assert out["a"].tolist() == [1, 2, 3, 4] and out["b"][0].tolist() == [0, 2, 4, 6]
+        assert out["b"][1].tolist() == [1, 2, 3, 4]
+
+
+def test_outputs_that_are_inputs_take_the_general_path():
+    f = ember.jit(lambda x: (x, x + 1))
+    x = jnp.arange(3.0)
+    for _ in range(3):
+        a, b = f(x)
+        assert a.tolist() == [0, 1, 2] and b.tolist() == [1, 2, 3]
+    assert _fast_entries(f) == 0
+
+
+def test_weak_types_and_dtypes_of_outputs_are_kept():
+    f = ember.jit(lambda x, i: (x * 2, i + 1, x > 1))
+    x, i = jnp.arange(3.0), jnp.arange(3)
+    for _ in range(3):
+        a, b, c = f(x, i)
+        assert (a.dtype, b.dtype, c.dtype) == (jnp.float32, jnp.int32, jnp.bool_)
+    w = ember.jit(lambda x: x * 2)(jnp.asarray(1.0) * 1)  # weak-typed input
+    assert w.dtype == jnp.float32
+
+
+def test_a_non_contiguous_array_takes_the_general_path():
+    f = ember.jit(lambda x: x * 10.0)
+    x = jnp.arange(6.0).reshape(2, 3)
+    f(x), f(x)
+    view = Array(np.arange(6.0, dtype=np.float32).reshape(3, 2).T)  # an Array over a strided view
+    assert not np.asarray(view).flags.c_contiguous
+    np.testing.assert_array_equal(np.asarray(f(view)), np.arange(6.0).reshape(3, 2).T * 10)
+
+
+def test_a_deleted_array_still_raises():
+    f = ember.jit(lambda x: x + 1)
+    x = jnp.ones(3)
+    f(x), f(x)
+    donated = jnp.ones(3)
+    ember.jit(lambda x: x * 2, donate_argnums=0)(donated)
+    assert donated.is_deleted()
+    with pytest.raises(RuntimeError, match="deleted"):
+        f(donated)
+
+
+def test_numpy_and_python_arguments_take_the_general_path():
+    f = ember.jit(lambda x: x + 1)
+    f(jnp.ones(3)), f(jnp.ones(3))
+    assert f(np.ones(3, np.float32)).tolist() == [2.0] * 3
+    assert f(2.0).tolist() == 3.0
+
+
+def test_an_escaped_tracer_is_still_reported():
+    f = ember.jit(lambda x: x + 1)
+    f(jnp.ones(3)), f(jnp.ones(3))
+    leaked = []
+    ember.jit(lambda x: leaked.append(x) or x)(jnp.ones(3))
+    with pytest.raises(ember.errors.UnexpectedTracerError):
+        f(leaked[0])
+
+
+def test_inside_a_trace_the_call_is_staged_not_run():
+    f = ember.jit(lambda x: x + 1)
+    c = jnp.ones(3)
+    f(c), f(c)
+    text = str(ember.make_jaxpr(lambda y: f(c) * y)(jnp.ones(3)))
+    assert "jit[" in text  # the closed-over call is an equation, as without the fast path
+
+
+def test_config_changes_are_honoured_after_the_fast_path_is_set_up():
+    calls = []
+
+    def fun(x):
+        calls.append(1)
+        return jnp.log(x)
+
+    f = ember.jit(fun)
+    x = jnp.asarray([-1.0, 1.0])
+    f(x), f(x)
+    with ember.config.override(debug_nans=True):
+        with pytest.raises(FloatingPointError):
+            f(x)
+    with ember.disable_jit():
+        before = len(calls)
+        f(x)
+        assert len(calls) == before + 1  # ran op by op
+    assert np.isnan(np.asarray(f(x))[0])
+
+
+def test_eviction_removes_the_fast_path_entry():
+    f = ember.jit(lambda x: x - 2)
+    with ember.config.override(jit_cache_max_entries=2):
+        for n in (1, 2, 1, 2, 3, 4, 1):
+            assert f(jnp.ones(n)).tolist() == [-1.0] * n
+    assert len(f._fast) <= 2
+    assert all(key in f._cache.entries for _, key in f._fast.values())
+
+
+def test_large_inputs_split_across_threads_in_the_entry():
+    f = ember.jit(lambda x: jnp.sqrt(x) + x)
+    x = jnp.arange(1 << 20, dtype=jnp.float32)
+    want = np.sqrt(np.arange(1 << 20, dtype=np.float32)) + np.arange(1 << 20, dtype=np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-6)
+
+
+def test_threads_calling_the_fast_path_at_once():
+    f = ember.jit(lambda x, y: x * y + 1)
+    inputs = {n: (jnp.arange(float(n)), jnp.full(n, 2.0)) for n in (5, 64, 300)}
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(500):
+                n = list(inputs)[rng.integers(3)]
+                assert f(*inputs[n]).tolist() == (np.arange(float(n)) * 2 + 1).tolist()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and f.cache_info().traces == 3
