@@ -32,6 +32,7 @@ from ember.runtime.array import Array
 from ember.core.verify import check_jaxpr
 from ember.runtime.stages import Lowered
 from ember.runtime.cache import DECLINED, CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
+from ember.runtime.cache import clock as _lru_clock
 
 
 # --- static and donated arguments -----------------------------------------------------------
@@ -187,14 +188,15 @@ class JitFunction:
             # has a native entry (``FastTable``); one native call runs it. It declines (and the
             # general path below handles the call) if an argument is not a live Array.
             try:
-                run, key = self._fast[tuple([x.aval for x in args])]
+                run, entry = self._fast[tuple([x.aval for x in args])]
             except (AttributeError, KeyError, TypeError):
                 pass
             else:
                 if type(_trace_state.trace) is EvalTrace:
                     result = run(args)
                     if result is not DECLINED:
-                        self._cache.fast_hit(key)
+                        self._cache.hits += 1
+                        entry.used = next(_lru_clock)
                         return result
         if config.disable_jit and not is_tracing():
             return self.fun(*args, **kwargs)
@@ -208,11 +210,13 @@ class JitFunction:
         # The hit path: every leaf an Array (no tracer: nothing is being traced).
         if all_arrays and type(current_trace()) is EvalTrace:
             key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
-            entry = self._cache.get(key) or self._lookup(leaves, in_tree, statics, args, kwargs)
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._lookup(leaves, in_tree, statics, args, kwargs)
+            elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain \
+                    and in_tree == _positional_treedef(len(args)):
+                self._enable_fast_path(key, entry, entry.executable)  # at the first hit, not the first call
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
-            if entry.fast_key is None and in_tree == _positional_treedef(len(args)) and not kwargs \
-                    and self._sig.plain and not config.disable_jit:
-                self._enable_fast_path(key, entry, executable)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)

@@ -75,8 +75,10 @@ def test_the_hit_path_matches_the_reference_interpreter(name, rng):
 def test_plain_calls_register_the_fast_path_and_keyword_calls_do_not():
     f = ember.jit(lambda x, y: x - y)
     x, y = jnp.ones(3), jnp.arange(3.0)
-    f(x, y=y)
+    f(x, y=y), f(x, y=y)
     assert _fast_entries(f) == 0
+    assert f(x, y).tolist() == [1.0, 0.0, -1.0]
+    assert _fast_entries(f) == 0  # a first call: not yet (the dispatcher is set up at the first hit)
     assert f(x, y).tolist() == [1.0, 0.0, -1.0]
     assert _fast_entries(f) == 1
     assert f(x, y=y).tolist() == [1.0, 0.0, -1.0]  # keywords: the general path
@@ -181,7 +183,7 @@ def test_eviction_removes_the_fast_path_entry():
         for n in (1, 2, 1, 2, 3, 4, 1):
             assert f(jnp.ones(n)).tolist() == [-1.0] * n
     assert len(f._fast) <= 2
-    assert all(key in f._cache.entries for _, key in f._fast.values())
+    assert all(entry in f._cache.entries.values() for _, entry in f._fast.values())
 
 
 def test_large_inputs_split_across_threads_in_the_entry():

@@ -8,12 +8,12 @@ explain a miss by comparing the new key with the nearest cached one.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 import warnings
 import weakref
-from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ember.config import CODEGEN_FLAGS, config
@@ -46,7 +46,7 @@ class Entry:
     (a signature first seen inside an outer trace only needs the program). ``donated``: the
     flat positions of the arguments whose buffers a top-level call gives up."""
 
-    __slots__ = ("closed", "out_tree", "donated", "executable", "fast_key", "_lock")
+    __slots__ = ("closed", "out_tree", "donated", "executable", "fast_key", "used", "_lock")
 
     def __init__(self, closed: ClosedJaxpr, out_tree: Any, donated: frozenset[int] = frozenset()) -> None:
         self.closed = closed
@@ -54,6 +54,7 @@ class Entry:
         self.donated = donated
         self.executable = None
         self.fast_key: tuple | None = None  # its key in the function's FastTable, once it has one
+        self.used = next(clock)  # when it was last used (the LRU order)
         self._lock = threading.Lock()
 
     def get_executable(self, cache: "FunctionCache", name: str) -> Any:
@@ -104,9 +105,14 @@ def _warn_unusable_donations(executable: Any) -> None:
 DECLINED = object()  # what a FastTable runner returns when its native entry turns the arguments down
 
 
+# Ticks of the LRU order: a hit stamps its entry (cheaper than reordering a dict by a key
+# that would have to be hashed again); evictions, on misses only, look for the oldest stamp.
+clock = itertools.count()
+
+
 class FastTable(dict):
     """The hit path's table: the abstract values of positional Array arguments -> (runner,
-    cache key) for entries whose executable has a native entry (``CpuExecutable.fast_runner``).
+    entry) for entries whose executable has a native entry (``CpuExecutable.fast_runner``).
     Only plain calls use it (no keywords, static or donated arguments), under the codegen
     config it was filled in: every config change empties every table."""
 
@@ -128,7 +134,7 @@ class FunctionCache:
     """Entries of one function under one set of jit options."""
 
     def __init__(self) -> None:
-        self.entries: OrderedDict[tuple, Entry] = OrderedDict()
+        self.entries: dict[tuple, Entry] = {}
         self.fast = FastTable()
         _fast_tables[id(self.fast)] = self.fast
         self.pending: dict[tuple, threading.Event] = {}
@@ -143,23 +149,12 @@ class FunctionCache:
             self.compile_seconds += seconds
 
     def get(self, key: tuple) -> Entry | None:
-        """The hit path: no lock (a dict read is atomic); the hit refreshes the key's LRU place."""
+        """The hit path: no lock (a dict read is atomic); the hit refreshes the entry's LRU stamp."""
         entry = self.entries.get(key)
         if entry is not None:
             self.hits += 1
-            try:
-                self.entries.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
+            entry.used = next(clock)
         return entry
-
-    def fast_hit(self, key: tuple) -> None:
-        """Count a hit of the fast path and refresh the key's LRU place, as ``get`` does."""
-        self.hits += 1
-        try:
-            self.entries.move_to_end(key)
-        except KeyError:  # evicted by another thread meanwhile
-            pass
 
     def lookup_or_claim(self, key: tuple) -> tuple[Entry | None, threading.Event | None]:
         """(entry, None) on a hit; (None, event) if this caller must trace, and set ``event``
@@ -169,7 +164,7 @@ class FunctionCache:
                 entry = self.entries.get(key)
                 if entry is not None:
                     self.hits += 1
-                    self.entries.move_to_end(key)
+                    entry.used = next(clock)
                     return entry, None
                 waiting = self.pending.get(key)
                 if waiting is None:
@@ -184,9 +179,10 @@ class FunctionCache:
             if entry is not None:
                 self.entries[key] = entry
                 while len(self.entries) > max(int(config.jit_cache_max_entries), 1):
-                    old_key, evicted = self.entries.popitem(last=False)
+                    oldest = min(self.entries, key=lambda k: self.entries[k].used)
+                    evicted = self.entries.pop(oldest)
                     fast = self.fast.get(evicted.fast_key)
-                    if fast is not None and fast[1] == old_key:
+                    if fast is not None and fast[1] is evicted:
                         del self.fast[evicted.fast_key]
             del self.pending[key]
         event.set()
@@ -205,7 +201,7 @@ class FunctionCache:
         with self.lock:
             if self.entries.get(key) is entry:  # not evicted meanwhile
                 entry.fast_key = avals
-                self.fast[avals] = (runner, key)
+                self.fast[avals] = (runner, entry)
 
 
 # function -> {jit options -> FunctionCache}; entries go away with the function.

@@ -67,14 +67,16 @@ class CpuExecutable:
         return _wrap(self.name, outs, self.out_avals)
 
     def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
-        """``run(args)``: the outputs of the program on the Arrays ``args`` through the program's
-        native entry, unflattened by ``out_tree``, or ``DECLINED`` if the entry turns the
-        arguments down (the caller then calls the executable, which handles every case).
-        None if the program has no native entry. For the jit hit path: one native call."""
+        """``run(args)``: the outputs of the program on the Arrays ``args``, run by the native
+        dispatcher (``ember.backends.cpu.entry``) and unflattened by ``out_tree``, or ``DECLINED``
+        if it turns the arguments down (the caller then calls the executable, which handles
+        every case). None if the dispatcher cannot run the program. For the jit hit path."""
+        from ember.backends.cpu.entry import dispatcher
+
         program = self.program
-        if program.entry is None or config.debug_nans:
+        if program.plan is None or config.debug_nans:
             return None
-        call, plan = program.entry.function, program.plan
+        call, plan = dispatcher(), program.plan
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
         position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
         picks = [position[a] for a in program.out_atoms]
@@ -83,7 +85,7 @@ class CpuExecutable:
         if len(fresh) == 1 and picks == [0] and out_tree == _LEAF:
             (shape, dtype), aval = fresh[0], avals[0]
 
-            def run_one(args: tuple) -> Any:
+            def run_one(args: tuple, program: Any = program) -> Any:  # (the plan points into program's code)
                 out = empty(shape, dtype)
                 if call(plan, *args, out) is not None:
                     return DECLINED
@@ -92,7 +94,7 @@ class CpuExecutable:
                 return result
             return run_one
 
-        def run(args: tuple) -> Any:
+        def run(args: tuple, program: Any = program) -> Any:
             outs = [empty(shape, dtype) for shape, dtype in fresh]
             if call(plan, *args, *outs) is not None:
                 return DECLINED

@@ -1,40 +1,39 @@
-"""A program's native entry point: one Python-callable C function that runs all of its steps.
+"""The native dispatcher: one Python-callable C function that runs a whole program.
 
 Calling each kernel through ``ctypes`` costs about a microsecond of argument
-marshalling per call, more than a small kernel computes. When every step of a
-program is native (kernels, loops, free reshapes), its module also gets
-``ember_entry``, a ``METH_FASTCALL`` builtin (CPython's C calling convention,
-wrapped by ``PyCFunction_NewEx``) called as::
+marshalling per call, more than a small kernel computes. ``dispatch`` is a
+``METH_FASTCALL`` builtin (CPython's C calling convention, made by
+``PyCFunction_NewEx`` from a function compiled here, once per process) called as::
 
-    ember_entry(plan, *arrays, *outputs) -> None, or False to decline
+    dispatch(plan, *arrays, *outputs) -> None, or False to decline
 
-``arrays`` are the program's inputs as ``ember.Array`` objects; ``outputs`` fresh
-C-contiguous NumPy arrays that the steps fill, marked read-only on return (Arrays
-are immutable). The entry checks every input (an ``Array``, not deleted, its buffer
-C-contiguous) and declines without touching anything otherwise: the caller then
-takes the general path, which converts the arguments or raises the right error.
+``plan`` describes one program (``Plan`` builds it): its native steps (kernel or
+loop function addresses, their buffers, extents and thread counts), the size of the
+work area its temporaries live in, whether to release the GIL. ``arrays`` are the
+program's inputs as ``ember.Array`` objects; ``outputs`` fresh C-contiguous NumPy
+arrays that the steps fill, marked read-only on return (Arrays are immutable). The
+dispatcher checks every input (an ``Array``, not deleted, its buffer C-contiguous)
+and declines without touching anything otherwise: the caller then takes the general
+path, which converts the arguments or raises the right error.
 
-Everything that depends on shapes is read from ``plan``, an int64 array per
-program: the kernels' extents and thread counts, the arena's size and the offsets
-of temporaries in it, the constants' addresses. The entry's code therefore depends
-only on the program's structure, so programs that differ only in sizes generate
-the same LLVM IR and share machine code (``jit.compile_module`` caches by IR text).
+Programs add nothing to their own modules for this (their code, and its compile
+time, stay the same), and code shared by programs that differ only in sizes stays
+shared: everything that depends on sizes is in the plan.
 
-The entry holds the GIL while the steps run, unless ``plan`` says to release it
+The dispatcher holds the GIL while the steps run, unless the plan says to release it
 (steps that split across threads, or that run long enough for other Python threads
 to matter).
 
-Layout facts the entry relies on (the object header of CPython's default build, the
+Layout facts it relies on (the object header of CPython's default build, the
 ``data``/``flags`` fields of NumPy's array struct, the slot of ``Array._value``) are
 checked at import against live objects; where they do not hold, ``available()`` is
-False and programs are run by the general path only.
+False and programs run by the general path only.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -43,14 +42,16 @@ from llvmlite import ir
 from ember.backends.cpu.threads import PIECES_PER_THREAD
 from ember.runtime.array import Array
 
-ENTRY_NAME = "ember_entry"
 METH_FASTCALL = 0x0080
 NPY_C_CONTIGUOUS = 0x0001
 NPY_WRITEABLE = 0x0400
 ALIGNMENT = 64
 
-# Plan slots with fixed places; the rest are allocated per program (``PlanBuilder``).
-PLAN_WORK_BYTES, PLAN_RELEASE_GIL, PLAN_TEAM_RUNNER, PLAN_FIXED = 0, 1, 2, 3
+# The plan: a header, then per step [function, extent, chunks, buffer count, (kind, value) per buffer].
+ARGUMENTS, INPUTS, WORK_BYTES, RELEASE_GIL, TEAM_RUNNER, STEPS, MOST_BUFFERS, HEADER = range(8)
+# Buffer kinds: the data of argument ``value`` (inputs, then outputs), the work area at offset
+# ``value``, or the address ``value``.
+ARGUMENT, WORK, ADDRESS = range(3)
 
 _I8P = ir.IntType(8).as_pointer()
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
@@ -113,48 +114,80 @@ def _register_symbols() -> None:
     llvm.add_symbol("ember_array_type", id(Array))
 
 
-# --- what the entry runs -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Buffer:
-    """Where a step's operand lives: ``kind`` "in" (program input ``index``), "out" (output
-    ``index``), "temp" (in the per-call work area, at the offset held by plan slot ``index``)
-    or "const" (at the address held by plan slot ``index``)."""
-    kind: str
-    index: int
+# --- plans --------------------------------------------------------------------------------------------
+class Plan:
+    """Builds the plan of one program: ``step`` per native call, in order, then ``array``."""
 
+    def __init__(self, inputs: int, outputs: int, work_bytes: int) -> None:
+        self.inputs, self.outputs, self.work_bytes = inputs, outputs, work_bytes
+        self.steps: list[int] = []
+        self.count = self.most_buffers = 0
+        self.split = False
 
-@dataclass(frozen=True)
-class NativeCall:
-    """``function(buffers, 0, extent)``, split over ``chunks`` threads when more than one
-    (``extent`` and ``chunks``: plan slots)."""
-    function: str
-    buffers: tuple[Buffer, ...]
-    extent: int
-    chunks: int
+    @staticmethod
+    def argument(k: int) -> tuple[int, int]:
+        return ARGUMENT, k
 
+    @staticmethod
+    def work(offset: int) -> tuple[int, int]:
+        return WORK, offset
 
-class PlanBuilder:
-    """Numbers the plan's slots while a program describes its entry, and holds their values."""
+    @staticmethod
+    def address(address: int) -> tuple[int, int]:
+        return ADDRESS, address
 
-    def __init__(self) -> None:
-        self.values: list[int] = [0] * PLAN_FIXED
+    def step(self, function: int, extent: int, chunks: int, buffers: list[tuple[int, int]]) -> None:
+        self.steps += [function, extent, chunks, len(buffers)] + [v for b in buffers for v in b]
+        self.count += 1
+        self.most_buffers = max(self.most_buffers, len(buffers))
+        self.split = self.split or chunks > 1
 
-    def slot(self, value: int = 0) -> int:
-        self.values.append(int(value))
-        return len(self.values) - 1
+    def array(self, release_gil: bool) -> np.ndarray:
+        from ember.backends.cpu import threads
 
-    def array(self) -> np.ndarray:
-        plan = np.array(self.values, np.int64)
+        header = [0] * HEADER
+        header[ARGUMENTS] = 1 + self.inputs + self.outputs
+        header[INPUTS] = self.inputs
+        header[WORK_BYTES] = self.work_bytes
+        header[RELEASE_GIL] = int(release_gil or self.split)
+        header[TEAM_RUNNER] = threads.team_runner_address() if self.split else 0
+        header[STEPS] = self.count
+        header[MOST_BUFFERS] = self.most_buffers
+        plan = np.array(header + self.steps, np.int64)
         plan.flags.writeable = False
         return plan
 
 
-def build(module: ir.Module, inputs: int, outputs: int, calls: Sequence[NativeCall], work_area: bool) -> None:
-    """Add ``ember_entry`` to ``module`` (which defines the functions that ``calls`` name).
-    ``work_area``: whether some buffer is a "temp" (one block of ``plan[PLAN_WORK_BYTES]``
-    bytes, for temporaries and loops' scratch space, is then allocated per call)."""
-    _register_symbols()
-    fn = ir.Function(module, ir.FunctionType(_I8P, [_I8P, _I8P.as_pointer(), _I64]), name=ENTRY_NAME)
+# --- the dispatcher ---------------------------------------------------------------------------------
+class _Loop:
+    """``for i in range(start, stop)`` in LLVM IR: emit the body at ``b`` between ``with``'s bounds."""
+
+    def __init__(self, b: ir.IRBuilder, start: ir.Value, stop: ir.Value) -> None:
+        self.b, self.start, self.stop = b, start, stop
+
+    def __enter__(self) -> ir.Value:
+        b = self.b
+        self.before = b.block
+        self.header = b.append_basic_block("loop")
+        self.body = b.append_basic_block("body")
+        self.exit = b.append_basic_block("done")
+        b.branch(self.header)
+        b.position_at_end(self.header)
+        self.i = b.phi(_I64)
+        self.i.add_incoming(self.start, self.before)
+        b.cbranch(b.icmp_signed("<", self.i, self.stop), self.body, self.exit)
+        b.position_at_end(self.body)
+        return self.i
+
+    def __exit__(self, *exc: Any) -> None:
+        b = self.b
+        self.i.add_incoming(b.add(self.i, ir.Constant(_I64, 1)), b.block)
+        b.branch(self.header)
+        b.position_at_end(self.exit)
+
+
+def _build(module: ir.Module) -> None:
+    fn = ir.Function(module, ir.FunctionType(_I8P, [_I8P, _I8P.as_pointer(), _I64]), name="ember_dispatch")
     b = ir.IRBuilder(fn.append_basic_block("start"))
     decline = fn.append_basic_block("decline")
     _, args, nargs = fn.args
@@ -167,77 +200,90 @@ def build(module: ir.Module, inputs: int, outputs: int, calls: Sequence[NativeCa
                 else ir.GlobalVariable(module, ty, name=name)
         return value if isinstance(ty, ir.FunctionType) else b.bitcast(value, _I8P)
 
+    def constant(n: int) -> ir.Constant:
+        return ir.Constant(_I64, n)
+
     def field(pointer: ir.Value, offset: int, ty: ir.Type = _I8P) -> ir.Value:
-        return b.bitcast(b.gep(pointer, [ir.Constant(_I64, offset)]), ty.as_pointer())
+        return b.bitcast(b.gep(pointer, [constant(offset)]), ty.as_pointer())
 
     def require(condition: ir.Value) -> None:
         ok = fn.append_basic_block("ok")
         b.cbranch(condition, ok, decline)
         b.position_at_end(ok)
 
-    def arg(k: int) -> ir.Value:
-        return b.load(b.gep(args, [ir.Constant(_I64, k)]))
+    def at(array: ir.Value, k: ir.Value | int) -> ir.Value:
+        return b.gep(array, [constant(k) if isinstance(k, int) else k])
 
-    def constant(n: int) -> ir.Constant:
-        return ir.Constant(_I64, n)
+    thread_state, block_slot, position = b.alloca(_I8P), b.alloca(_I8P), b.alloca(_I64)  # (in the entry block)
+    require(b.icmp_signed(">", nargs, constant(0)))
+    plan = b.bitcast(b.load(field(b.load(args), _DATA_OFFSET)), _I64.as_pointer())
 
-    require(b.icmp_signed("==", nargs, constant(1 + inputs + outputs)))
-    plan = b.bitcast(b.load(field(arg(0), _DATA_OFFSET)), _I64.as_pointer())
+    def plan_at(k: ir.Value | int) -> ir.Value:
+        return b.load(at(plan, k))
 
-    def plan_at(k: int) -> ir.Value:
-        return b.load(b.gep(plan, [constant(k)]))
-
+    require(b.icmp_signed("==", nargs, plan_at(ARGUMENTS)))
+    inputs = plan_at(INPUTS)
+    data = b.alloca(_I8P, b.sub(nargs, constant(1)))  # the data pointers of the arguments
+    buffers = b.alloca(_I8P, plan_at(MOST_BUFFERS))  # one step's buffers
     array_type = declare("ember_array_type", ir.IntType(8))
-    pointers: dict[Buffer, ir.Value] = {}
-    for k in range(inputs):
-        obj = arg(1 + k)
+    with _Loop(b, constant(0), inputs) as k:
+        obj = b.load(at(args, b.add(k, constant(1))))
         require(b.icmp_unsigned("==", b.load(field(obj, _TYPE_OFFSET)), array_type))
         value = b.load(field(obj, _VALUE_OFFSET))
         require(b.icmp_unsigned("!=", value, ir.Constant(_I8P, None)))  # a deleted (donated) Array
         flags = b.load(field(value, _FLAGS_OFFSET, _I32))
         require(b.icmp_unsigned("!=", b.and_(flags, ir.Constant(_I32, NPY_C_CONTIGUOUS)), ir.Constant(_I32, 0)))
-        pointers[Buffer("in", k)] = b.load(field(value, _DATA_OFFSET))
-    out_objects = [arg(1 + inputs + k) for k in range(outputs)]
-    for k, obj in enumerate(out_objects):
-        pointers[Buffer("out", k)] = b.load(field(obj, _DATA_OFFSET))
-    block = None
-    if work_area:
-        malloc = declare("PyMem_RawMalloc", ir.FunctionType(_I8P, [_I64]))
-        block = b.call(malloc, [b.add(plan_at(PLAN_WORK_BYTES), constant(ALIGNMENT))])
-        require(b.icmp_unsigned("!=", block, ir.Constant(_I8P, None)))
-        base = b.gep(block, [b.and_(b.sub(constant(0), b.ptrtoint(block, _I64)), constant(ALIGNMENT - 1))])
-    # Every check passed: from here on the entry runs to the end.
-    release = b.icmp_signed("!=", plan_at(PLAN_RELEASE_GIL), constant(0))
-    thread_state = b.alloca(_I8P)
+        b.store(b.load(field(value, _DATA_OFFSET)), at(data, k))
+    with _Loop(b, inputs, b.sub(nargs, constant(1))) as k:
+        b.store(b.load(field(b.load(at(args, b.add(k, constant(1)))), _DATA_OFFSET)), at(data, k))
+    work_bytes = plan_at(WORK_BYTES)
+    malloc = declare("PyMem_RawMalloc", ir.FunctionType(_I8P, [_I64]))
+    has_work_area = b.icmp_signed(">", work_bytes, constant(0))
+    b.store(ir.Constant(_I8P, None), block_slot)
+    with b.if_then(has_work_area):
+        b.store(b.call(malloc, [b.add(work_bytes, constant(ALIGNMENT))]), block_slot)
+    block = b.load(block_slot)
+    require(b.or_(b.not_(has_work_area), b.icmp_unsigned("!=", block, ir.Constant(_I8P, None))))
+    base = b.gep(block, [b.and_(b.sub(constant(0), b.ptrtoint(block, _I64)), constant(ALIGNMENT - 1))])
+    # Every check passed: from here on the dispatcher runs to the end.
+    release = b.icmp_signed("!=", plan_at(RELEASE_GIL), constant(0))
     b.store(ir.Constant(_I8P, None), thread_state)
     with b.if_then(release):
         b.store(b.call(declare("PyEval_SaveThread", ir.FunctionType(_I8P, [])), []), thread_state)
-    team_runner = b.inttoptr(plan_at(PLAN_TEAM_RUNNER), _TEAM_TYPE.as_pointer())
-    for call in calls:
-        refs = []
-        for r in call.buffers:
-            if r.kind in ("in", "out"):
-                refs.append(pointers[r])
-            elif r.kind == "temp":
-                refs.append(b.gep(base, [plan_at(r.index)]))
-            else:
-                refs.append(b.inttoptr(plan_at(r.index), _I8P))
-        buffers = b.alloca(_I8P, len(refs))
-        for k, pointer in enumerate(refs):
-            b.store(pointer, b.gep(buffers, [constant(k)]))
-        step = module.get_global(call.function)
-        extent, chunks = plan_at(call.extent), plan_at(call.chunks)
+    team_runner = b.inttoptr(plan_at(TEAM_RUNNER), _TEAM_TYPE.as_pointer())
+    b.store(constant(HEADER), position)
+    with _Loop(b, constant(0), plan_at(STEPS)):
+        at_step = b.load(position)
+        step = b.inttoptr(plan_at(at_step), _STEP_TYPE.as_pointer())
+        extent, chunks, count = (plan_at(b.add(at_step, constant(k))) for k in (1, 2, 3))
+        with _Loop(b, constant(0), count) as j:
+            entry = b.add(at_step, b.add(constant(4), b.mul(j, constant(2))))
+            kind, value = plan_at(entry), plan_at(b.add(entry, constant(1)))
+            argument = b.icmp_signed("==", kind, constant(ARGUMENT))
+            with b.if_else(argument) as (is_argument, otherwise):
+                with is_argument:
+                    from_argument = b.load(at(data, value))
+                    argument_block = b.block
+                with otherwise:
+                    in_work_area = b.gep(base, [value])
+                    other = b.select(b.icmp_signed("==", kind, constant(WORK)), in_work_area, b.inttoptr(value, _I8P))
+                    other_block = b.block
+            pointer = b.phi(_I8P)
+            pointer.add_incoming(from_argument, argument_block)
+            pointer.add_incoming(other, other_block)
+            b.store(pointer, at(buffers, j))
         with b.if_else(b.icmp_signed(">", chunks, constant(1))) as (split, whole):
             with split:
                 b.call(team_runner, [step, buffers, constant(0), extent, chunks, constant(PIECES_PER_THREAD)])
             with whole:
                 b.call(step, [buffers, constant(0), extent])
+        b.store(b.add(at_step, b.add(constant(4), b.mul(count, constant(2)))), position)
     with b.if_then(release):
         b.call(declare("PyEval_RestoreThread", ir.FunctionType(ir.VoidType(), [_I8P])), [b.load(thread_state)])
-    if block is not None:
+    with b.if_then(has_work_area):
         b.call(declare("PyMem_RawFree", ir.FunctionType(ir.VoidType(), [_I8P])), [block])
-    for obj in out_objects:  # Arrays are immutable: the outputs become read-only
-        flags = field(obj, _FLAGS_OFFSET, _I32)
+    with _Loop(b, b.add(inputs, constant(1)), nargs) as k:  # Arrays are immutable: outputs become read-only
+        flags = field(b.load(at(args, k)), _FLAGS_OFFSET, _I32)
         b.store(b.and_(b.load(flags), ir.Constant(_I32, ~NPY_WRITEABLE & 0xFFFFFFFF)), flags)
     incref = declare("Py_IncRef", ir.FunctionType(ir.VoidType(), [_I8P]))
     b.call(incref, [declare("ember_none", ir.IntType(8))])
@@ -257,12 +303,22 @@ _new_builtin.restype = ctypes.py_object
 _new_builtin.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
 
 
-class EntryPoint:
-    """The builtin of a compiled module's entry. It keeps the module (its machine code) and the
-    method table it was made from alive; call ``function``."""
+class _Dispatcher:
+    """Owns the compiled dispatcher and its method table; ``function`` keeps it alive."""
 
-    def __init__(self, compiled: Any) -> None:
-        self._method = _MethodDef(ENTRY_NAME.encode(), compiled.engine.get_function_address(ENTRY_NAME),
-                                  METH_FASTCALL, None)
-        self._compiled = compiled
+    def __init__(self) -> None:
+        from ember.backends.cpu import jit
+
+        _register_symbols()
+        module = jit.new_module("ember_dispatch")
+        _build(module)
+        self._compiled = jit.compile_module(module)
+        address = self._compiled.engine.get_function_address("ember_dispatch")
+        self._method = _MethodDef(b"ember_dispatch", address, METH_FASTCALL, None)
         self.function = _new_builtin(ctypes.addressof(self._method), self, None)
+
+
+@functools.cache
+def dispatcher() -> Any:
+    """The dispatcher builtin, compiled (or loaded from the disk cache) at first use."""
+    return _Dispatcher().function

@@ -223,8 +223,6 @@ class Program:
         last_use = self._last_uses()
         self._plan_memory(last_use)
         self._plan_donation(donated, last_use)
-        self.entry: entry.EntryPoint | None = None
-        self.plan = self._describe_entry(module) if native and not donated and entry.available() else None
         report.times["LLVM IR"] = time.perf_counter() - start
         if native:
             start = time.perf_counter()
@@ -232,9 +230,8 @@ class Program:
             self.compiled, report.code = jit.compile_or_reuse(module, quick)
             for step in native:
                 step.fn = self.compiled.kernel(step.name)
-            if self.plan is not None:
-                self.entry = entry.EntryPoint(self.compiled)
             report.times["LLVM opt+codegen"] = time.perf_counter() - start
+        self.plan = self._dispatch_plan() if native and not donated and entry.available() else None
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
                                                   for step in self.steps):
             threads.start()
@@ -358,28 +355,25 @@ class Program:
         last = last_use.get(slot, -1)
         return last < step or (last == step and slot in self.pointwise_reads.get(step, ()))
 
-    def _describe_entry(self, module) -> np.ndarray | None:
-        """Add the program's native entry to ``module`` and return its plan (``entry``), if
-        every step can run from it: native kernels and loops, and views; outputs that are
-        fresh arrays. None (and no entry) otherwise."""
+    def _dispatch_plan(self) -> np.ndarray | None:
+        """The program's plan for the native dispatcher (``entry``), if it can run all of it:
+        native kernels and loops, and views; outputs that are fresh arrays. Else None."""
         fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
         if any(type(s) not in (KernelStep, LoopStep, ViewStep) for s in self.steps) or \
                 not all(isinstance(a, int) and a in fresh for a in self.out_atoms):
             return None
         if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
             return None  # split by the Python pool
-        plan = entry.PlanBuilder()
-        where: dict[int, entry.Buffer] = {slot: entry.Buffer("in", k) for k, slot in enumerate(self.in_slots)}
-        where.update((slot, entry.Buffer("out", j)) for slot, j in fresh.items())
-        where.update((slot, entry.Buffer("temp", plan.slot(offset))) for slot, offset, _ in self.arena_views)
-        work_bytes = self.arena_bytes
-        calls, split, work = [], False, 0
+        where = {slot: entry.Plan.argument(k) for k, slot in enumerate(self.in_slots)}
+        where.update((slot, entry.Plan.argument(len(self.in_slots) + j)) for slot, j in fresh.items())
+        where.update((slot, entry.Plan.work(offset)) for slot, offset, _ in self.arena_views)
+        work_bytes, work, steps = self.arena_bytes, 0, []
 
-        def buffer(a: Any) -> entry.Buffer:
+        def buffer(a: Any) -> tuple[int, int]:
             if not isinstance(a, int):  # a literal operand (of a loop)
-                return entry.Buffer("const", plan.slot(data_pointer(a)))
+                return entry.Plan.address(data_pointer(a))
             if a not in where:  # a constant of the program
-                where[a] = entry.Buffer("const", plan.slot(data_pointer(self.template[a])))
+                where[a] = entry.Plan.address(data_pointer(self.template[a]))
             return where[a]
 
         for step in self.steps:
@@ -387,19 +381,19 @@ class Program:
                 where[step.outs[0]] = buffer(step.ins[0])
                 continue
             buffers = [buffer(a) for a in step.ins + step.outs]
-            if isinstance(step, LoopStep):
-                buffers.append(entry.Buffer("temp", plan.slot(work_bytes)))
+            address = ctypes.cast(step.fn, ctypes.c_void_p).value
+            if isinstance(step, LoopStep):  # its scratch space: in the work area too
+                buffers.append(entry.Plan.work(work_bytes))
                 work_bytes += -(-max(step.scratch_bytes, 1) // ALIGNMENT) * ALIGNMENT
-                extent, chunks, work = 1, 1, work + RELEASE_GIL_WORK  # loops: no bound on their work
+                steps.append((address, 1, 1, buffers))
+                work += RELEASE_GIL_WORK  # a loop's work has no bound known here
             else:
-                extent, chunks, work = step.extent, step.chunks, work + step.work
-            split = split or chunks > 1
-            calls.append(entry.NativeCall(step.name, tuple(buffers), plan.slot(extent), plan.slot(chunks)))
-        entry.build(module, len(self.in_slots), len(self.allocations), calls, work_area=work_bytes > 0)
-        plan.values[entry.PLAN_WORK_BYTES] = work_bytes
-        plan.values[entry.PLAN_RELEASE_GIL] = int(split or work >= RELEASE_GIL_WORK)
-        plan.values[entry.PLAN_TEAM_RUNNER] = threads.team_runner_address() if split else 0
-        return plan.array()
+                steps.append((address, step.extent, step.chunks, buffers))
+                work += step.work
+        plan = entry.Plan(len(self.in_slots), len(self.allocations), work_bytes)
+        for s in steps:
+            plan.step(*s)
+        return plan.array(release_gil=work >= RELEASE_GIL_WORK)
 
     def run(self, args: list[np.ndarray], reused: Any = ()) -> list[np.ndarray]:
         """The outputs for ``args``; outputs planned over the donated inputs at positions
