@@ -4,7 +4,8 @@
 Times are medians of repeated calls measured in one run, one workload after the other; the
 memcpy baseline is ``np.copyto`` of the workload's input bytes into a preallocated array (the
 least a memory-bound program must spend). "first call" includes tracing and compiling: each
-framework gets a fresh function object, so nothing is cached from the timed runs.
+framework gets a fresh function object, so nothing is cached from the timed runs (ember's disk
+cache is off, as JAX's is by default).
 """
 from __future__ import annotations
 
@@ -337,8 +338,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default="cpu", help="ember backend to time (default: cpu)")
     args = parser.parse_args(argv)
     ember.config.update("backend", args.backend)
-    # First-call timings jit a fresh function per workload on purpose.
+    # First-call timings jit a fresh function per workload on purpose, and measure compiling:
+    # ember's disk cache is off here, as JAX's is by default (benchmarks/cold_start.py times it).
     ember.config.update("jit_churn_warning_threshold", 0)
+    ember.config.update("persistent_cache", False)
     chosen = [w for w in WORKLOADS if not args.names or any(n in w.name for n in args.names)]
     warm_up()
     rows = []

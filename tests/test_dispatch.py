@@ -214,3 +214,28 @@ def test_threads_calling_the_fast_path_at_once():
     for t in threads:
         t.join()
     assert not errors and f.cache_info().traces == 3
+
+
+_PROCESS = """
+import numpy as np, ember, ember.numpy as jnp
+f = ember.jit(lambda x, y: jnp.exp(x) * y - 1.0)
+x, y = jnp.arange(5.0), jnp.full(5, 2.0)
+outs = [np.asarray(f(x, y)) for _ in range(3)]
+print(len(f._fast), all((o == outs[0]).all() for o in outs), outs[0].tolist())
+"""
+
+
+def test_a_new_process_loads_the_dispatcher_from_the_disk_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1"}
+    runs = [subprocess.run([sys.executable, "-c", _PROCESS], env=env, text=True, capture_output=True, check=True)
+            for _ in range(2)]  # the second process loads all its machine code from disk
+    want = (np.exp(np.arange(5.0, dtype=np.float32)) * 2 - 1).tolist()
+    for run in runs:
+        fast, same, values = run.stdout.split(" ", 2)
+        assert same == "True"
+        np.testing.assert_allclose(eval(values), want, rtol=1e-6)
+        assert fast == ("1" if ember.config.backend == "cpu" else "0")

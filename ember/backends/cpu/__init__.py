@@ -5,8 +5,9 @@ compiled by LLVM for the host CPU; the reference interpreter runs whatever is no
 Modules: ``fusion`` (in ``ember.compiler``) groups equations into kernels; ``kernel``,
 ``index_rules``, ``loops`` and ``lowering`` generate a kernel's loop nest; ``vecmath`` is the
 inline math library; ``control_flow`` compiles loops and conditionals; ``gemm`` and ``dot``
-compute products; ``program`` plans steps and memory and runs them; ``jit`` drives LLVM;
-``threads`` splits work over cores.
+compute products; ``program`` plans steps and memory and runs them; ``entry`` is the native
+dispatcher that runs a whole program in one call from the jit hit path; ``jit`` drives LLVM
+(and shares machine code between programs with the same IR); ``threads`` splits work over cores.
 
 Compile stages, each timed in the compile log::
 

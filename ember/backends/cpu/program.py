@@ -11,6 +11,9 @@ the space of temporaries that are no longer needed. An output may instead be
 written into a donated input's buffer (``jit(..., donate_argnums=...)``) when
 that is safe: the input is read by no later step, and by the producing step at
 most at the index of the element being written.
+
+A program whose steps are all native also gets a plan for the native dispatcher
+(``entry``), which the jit hit path calls to run the whole program in one call.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import numpy as np
 
 from ember import dtypes
 from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lowering, threads
+from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
@@ -76,18 +80,6 @@ def _multiply_adds(eqn: Eqn) -> int:
 # --- steps ---------------------------------------------------------------------------------
 # ``ins`` hold slot numbers, or NumPy values for literals; ``outs`` slot numbers. Steps whose
 # ``planned`` is true write into buffers that the program allocates for them.
-def _read_data_field(array: np.ndarray) -> int:
-    """The buffer address of an array, read from its C struct (``PyArrayObject.data`` follows the
-    object header): 0.2 us where ``array.ctypes.data`` takes 0.9 us, per buffer of every call."""
-    return _address_at(id(array) + _DATA_OFFSET).value
-
-
-_address_at = ctypes.c_void_p.from_address
-_DATA_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)
-_probe = np.arange(3.0)[1:]
-data_pointer = _read_data_field if _read_data_field(_probe) == _probe.ctypes.data else (lambda a: a.ctypes.data)
-
-
 def _pointers(env: list, ins: list, outs: list, extra: list = ()) -> ctypes.Array:
     buffers = [env[a] if isinstance(a, int) else a for a in ins] + [env[o] for o in outs] + list(extra)
     return (ctypes.c_void_p * len(buffers))(*map(data_pointer, buffers))
