@@ -184,9 +184,9 @@ class JitFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            # The fastest path: plain positional Arrays of a signature seen before, whose program
-            # has a native entry (``FastTable``); one native call runs it. It declines (and the
-            # general path below handles the call) if an argument is not a live Array.
+            # The fastest path: positional Arrays of a signature hit before, whose program the
+            # native dispatcher runs (``FastTable``): one native call. The dispatcher declines
+            # (and the general path below takes the call) unless every argument is a live Array.
             try:
                 run, entry = self._fast[tuple([x.aval for x in args])]
             except (AttributeError, KeyError, TypeError):
@@ -233,7 +233,7 @@ class JitFunction:
         if runner is not None:
             self._cache.add_fast(key, entry, key[1], runner)
         else:
-            entry.fast_key = ()  # never: the executable has no native entry
+            entry.fast_key = ()  # never: the dispatcher cannot run this executable
 
     def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""

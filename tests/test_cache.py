@@ -165,6 +165,27 @@ def test_repeated_calls_do_not_grow_memory():
     assert grown < 1_000_000, f"memory grew by {grown} bytes over 10^5 calls"
 
 
+def test_code_of_dropped_functions_is_freed_within_the_cache_bounds():
+    import gc
+    import weakref
+
+    x = jnp.ones(4)
+    executables = []
+    with ember.config.override(jit_cache_max_entries=3):
+        for k in range(12):
+            f = ember.jit(lambda x, k=k: x * (k + 0.5) + 0.0078125)  # other code for each k
+            f(x), f(x)  # the second call sets up the hit path, which refers to the program too
+            entry, = f._cache.entries.values()
+            executables.append(weakref.ref(entry.executable))
+            del f, entry
+        gc.collect()
+        alive = [r for r in executables if r() is not None]
+        assert len(alive) <= 3  # kept for sharing by the bounded LRU caches only
+        ember.clear_caches()
+        gc.collect()
+        assert all(r() is None for r in executables)
+
+
 def test_lower_compile_and_cost_analysis():
     def mlp(w, x):
         return jnp.tanh(x @ w).sum()

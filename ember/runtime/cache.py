@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import threading
 import time
 import warnings
@@ -102,7 +103,7 @@ def _warn_unusable_donations(executable: Any) -> None:
                       "computed after the last read of the argument.", UserWarning, stacklevel=4)
 
 
-DECLINED = object()  # what a FastTable runner returns when its native entry turns the arguments down
+DECLINED = object()  # what a FastTable runner returns when the native dispatcher turns the arguments down
 
 
 # Ticks of the LRU order: a hit stamps its entry (cheaper than reordering a dict by a key
@@ -112,7 +113,7 @@ clock = itertools.count()
 
 class FastTable(dict):
     """The hit path's table: the abstract values of positional Array arguments -> (runner,
-    entry) for entries whose executable has a native entry (``CpuExecutable.fast_runner``).
+    entry) for entries that the native dispatcher runs (``CpuExecutable.fast_runner``).
     Only plain calls use it (no keywords, static or donated arguments), under the codegen
     config it was filled in: every config change empties every table."""
 
@@ -197,7 +198,7 @@ class FunctionCache:
             self.fast.clear()
 
     def add_fast(self, key: tuple, entry: Entry, avals: tuple, runner: Callable) -> None:
-        """Let plain calls with argument values ``avals`` run ``runner`` (the entry's native path)."""
+        """Let plain calls with argument values ``avals`` run ``runner`` (the native dispatcher)."""
         with self.lock:
             if self.entries.get(key) is entry:  # not evicted meanwhile
                 entry.fast_key = avals
@@ -225,6 +226,9 @@ def clear_caches() -> None:
     for c in caches:
         c.clear()
     compile_cache.clear()
+    native = sys.modules.get("ember.backends.cpu.jit")  # (not imported: nothing compiled)
+    if native is not None:
+        native.clear()
     disk_cache.clear()
 
 

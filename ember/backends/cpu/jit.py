@@ -188,9 +188,11 @@ def _module_name(source: str) -> str:
 
 
 # Compiled modules by their IR text: programs that generate the same code (the same function
-# jitted again, or another function with the same operations and shapes) share machine code.
+# jitted again, another function with the same operations, or the same operations on other
+# sizes where the code takes sizes at run time) share machine code. As many are kept as jit
+# caches entries (``config.jit_cache_max_entries``, least recently used first out); modules
+# still used by an executable live on with it.
 _compiled: "OrderedDict[str, CompiledModule]" = OrderedDict()
-COMPILED_CACHE_SIZE = 512
 _compiling: dict[str, threading.Event] = {}  # IR texts being compiled, by the thread compiling them
 
 
@@ -218,10 +220,16 @@ def compile_or_reuse(module: ir.Module, quick: bool = False) -> tuple[CompiledMo
         compiled = CompiledModule(key[6:] if quick else key, quick)
         with _lock:
             _compiled[key] = compiled
-            while len(_compiled) > COMPILED_CACHE_SIZE:
+            while len(_compiled) > max(int(config.jit_cache_max_entries), 1):
                 _compiled.popitem(last=False)
     finally:
         with _lock:
             del _compiling[key]
         compiling.set()
     return compiled, "disk" if compiled.from_disk else "compiled"
+
+
+def clear() -> None:
+    """Forget the compiled modules (``ember.clear_caches``); code still in use lives on."""
+    with _lock:
+        _compiled.clear()
