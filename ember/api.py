@@ -334,7 +334,7 @@ class JitFunction:
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, self.fun) for x in leaves]
         closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs))
-        return Lowered(self, closed, in_tree, out_tree, statics)
+        return Lowered(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
 
     # --- introspection --------------------------------------------------------------
     def cache_info(self) -> CacheInfo:

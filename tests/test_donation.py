@@ -203,3 +203,26 @@ def test_array_delete():
     assert x.is_deleted()
     with pytest.raises(RuntimeError, match=r"deleted with shape=float32\[1\]"):
         np.asarray(x)
+
+
+def test_ahead_of_time_compiled_functions_donate_as_jit_calls_do():
+    f = ember.jit(lambda x, y: jnp.sin(x) * 2 + y, donate_argnums=0)
+    x_np = np.linspace(-3, 3, 50).astype(np.float32)
+    compiled = f.lower(fresh(x_np), fresh(np.ones(50))).compile()
+    x, y = fresh(x_np), fresh(np.ones(50))
+    before = address(x)
+    out = compiled(x, y)
+    assert address(out) == before
+    assert_allclose(out, np.sin(x_np) * 2 + 1, rtol=1e-6)
+    assert x.is_deleted() and not y.is_deleted()
+    with pytest.raises(RuntimeError, match="deleted"):
+        compiled(x, y)
+
+
+def test_ahead_of_time_compile_warns_of_an_unusable_donation():
+    f = ember.jit(lambda x: jnp.sum(x), donate_argnums=0)
+    with pytest.warns(UserWarning, match=r"Some donated buffers were not usable: float32\[3\]") as caught:
+        compiled = f.lower(fresh([1, 2, 3])).compile()
+    assert caught[0].filename == __file__
+    x = fresh([1, 2, 3])
+    assert compiled(x).tolist() == 6.0 and x.is_deleted()

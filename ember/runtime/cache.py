@@ -77,7 +77,8 @@ class Entry:
                     if config.log_compiles:
                         what = _BUILT[code].format(name=name, avals=", ".join(map(str, self.closed.in_avals)))
                         logger.warning("ember: %s in %.1f ms", what, seconds * 1e3)
-                    _warn_unusable_donations(self.executable)
+                    # stacklevel: here, get_executable, JitFunction.__call__, the caller.
+                    warn_unusable_donations(self.executable, stacklevel=4)
                 executable = self.executable
         return executable
 
@@ -92,15 +93,15 @@ _BUILT = {
 }
 
 
-def _warn_unusable_donations(executable: Any) -> None:
+def warn_unusable_donations(executable: Any, stacklevel: int) -> None:
+    """One warning listing the donated arguments whose buffers no output can take."""
     unusable = getattr(executable, "unusable_donations", ())
     if unusable:
         from ember.runtime.array import type_string
 
-        # stacklevel: this function, get_executable, JitFunction.__call__, the caller.
         warnings.warn(f"Some donated buffers were not usable: {', '.join(map(type_string, unusable))}. "
                       "A donated buffer is reused only for an output of the same shape and dtype that is "
-                      "computed after the last read of the argument.", UserWarning, stacklevel=4)
+                      "computed after the last read of the argument.", UserWarning, stacklevel=stacklevel)
 
 
 DECLINED = object()  # what a FastTable runner returns when the native dispatcher turns the arguments down

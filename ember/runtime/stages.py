@@ -14,12 +14,14 @@ from ember.core.ir import ClosedJaxpr
 
 
 class Lowered:
-    def __init__(self, jitted: Any, closed: ClosedJaxpr, in_tree: Any, out_tree: Any, statics: tuple) -> None:
+    def __init__(self, jitted: Any, closed: ClosedJaxpr, in_tree: Any, out_tree: Any, statics: tuple,
+                 donated: frozenset[int] = frozenset()) -> None:
         self._jitted = jitted
         self._closed = closed
         self._in_tree = in_tree
         self._out_tree = out_tree
         self._statics = statics
+        self._donated = donated  # flat positions of donated arguments (as in the jit call)
 
     @property
     def in_avals(self) -> list:
@@ -52,7 +54,11 @@ class Lowered:
     def compile(self) -> "Compiled":
         from ember.backends import compile_jaxpr
 
-        return Compiled(self, compile_jaxpr(self._closed, name=self._jitted.__name__))
+        from ember.runtime.cache import warn_unusable_donations
+
+        executable = compile_jaxpr(self._closed, name=self._jitted.__name__, donated=self._donated)
+        warn_unusable_donations(executable, stacklevel=3)
+        return Compiled(self, executable)
 
     def cost_analysis(self) -> dict[str, float]:
         from ember.compiler.cost import cost_analysis
@@ -77,7 +83,11 @@ class Compiled:
                             f"{[v for *_, v in lowered._statics]}, but was called with ({got}) and "
                             f"{[v for *_, v in statics]}. Lower and compile again for the new signature, "
                             "or call the jitted function, which compiles as needed.")
-        return tree_util.tree_unflatten(lowered._out_tree, self._executable(*leaves))
+        if lowered._donated:  # run, then delete the donated Arrays, as a jit call does
+            outs = lowered._jitted._call_donating(self._executable, leaves, lowered._donated)
+        else:
+            outs = self._executable(*leaves)
+        return tree_util.tree_unflatten(lowered._out_tree, outs)
 
     def as_text(self, dialect: str | None = None) -> str:
         if dialect == "llvm":
