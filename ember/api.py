@@ -187,11 +187,12 @@ class JitFunction:
             # The fastest path: positional Arrays of a signature hit before, whose program the
             # native dispatcher runs (``FastTable``): one native call. The dispatcher declines
             # (and the general path below takes the call) unless every argument is a live Array.
-            try:
-                run, entry = self._fast[tuple([x.aval for x in args])]
-            except (AttributeError, KeyError, TypeError):
-                pass
-            else:
+            try:  # (no exception for other arguments: raising one would cost them a microsecond)
+                hit = self._fast.get(tuple([getattr(x, "aval", None) for x in args]))
+            except TypeError:  # an unhashable ``aval`` attribute of something else
+                hit = None
+            if hit is not None:
+                run, entry = hit
                 if type(_trace_state.trace) is EvalTrace:
                     result = run(args)
                     if result is not DECLINED:

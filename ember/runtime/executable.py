@@ -51,8 +51,20 @@ class CpuExecutable:
         self.program, self.report = compile_program(closed, name, donated)
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = self.program.unusable_donations
+        self._native: Callable[[tuple], Any] | None = None  # the dispatcher's runner, once set up
+        self._called = False
 
     def __call__(self, *args: Any) -> list[Array]:
+        native = self._native
+        if native is not None:
+            if not config.debug_nans:
+                outs = native(args)
+                if outs is not DECLINED:
+                    return outs
+        elif self.program.plan is not None:  # the dispatcher from the second call on: a first
+            if self._called:                 # call does not pay for setting it up
+                self._native = self._native_runner()
+            self._called = True
         reused = [p for p in self.program.reused_inputs if _may_reuse(args, p)] if self.program.reuses else ()
         vals = [_contiguous_numpy(x, a) for x, a in zip(args, self.in_avals)]
         if not reused:
@@ -66,44 +78,60 @@ class CpuExecutable:
                 vals[p].flags.writeable = False
         return _wrap(self.name, outs, self.out_avals)
 
-    def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
-        """``run(args)``: the outputs of the program on the Arrays ``args``, run by the native
-        dispatcher (``ember.backends.cpu.entry``) and unflattened by ``out_tree``, or ``DECLINED``
-        if it turns the arguments down (the caller then calls the executable, which handles
-        every case). None if the dispatcher cannot run the program. For the jit hit path."""
+    def _native_runner(self) -> Callable[[tuple], Any] | None:
+        """``run(args)``: the output Arrays of the program on the Arrays ``args``, run by the
+        native dispatcher (``ember.backends.cpu.entry``) in one call, or ``DECLINED`` if it turns
+        the arguments down. None if the dispatcher cannot run the program."""
         from ember.backends.cpu.entry import dispatcher
 
         program = self.program
-        if program.plan is None or config.debug_nans:
+        if program.plan is None:
             return None
         call, plan = dispatcher(), program.plan
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
         position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
-        picks = [position[a] for a in program.out_atoms]
-        avals = self.out_avals
+        picks = [(position[a], aval) for a, aval in zip(program.out_atoms, self.out_avals)]
         new = Array.__new__
-        if len(fresh) == 1 and picks == [0] and out_tree == _LEAF:
-            (shape, dtype), aval = fresh[0], avals[0]
 
-            def run_one(args: tuple, program: Any = program) -> Any:  # (the plan points into program's code)
-                out = empty(shape, dtype)
-                if call(plan, *args, out) is not None:
-                    return DECLINED
-                result = new(Array)
-                result._value, result.aval = out, aval
-                return result
-            return run_one
-
-        def run(args: tuple, program: Any = program) -> Any:
+        def run(args: tuple, program: Any = program) -> Any:  # (the plan points into program's code)
             outs = [empty(shape, dtype) for shape, dtype in fresh]
             if call(plan, *args, *outs) is not None:
                 return DECLINED
             results = []
-            for j, aval in zip(picks, avals):
+            for j, aval in picks:
                 result = new(Array)
                 result._value, result.aval = outs[j], aval
                 results.append(result)
-            return tree_util.tree_unflatten(out_tree, results)
+            return results
+        return run
+
+    def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
+        """For the jit hit path: ``run(args)``, the unflattened result (by ``out_tree``) of the
+        program on the Arrays ``args`` through the native dispatcher, or ``DECLINED``. None if
+        the dispatcher cannot run the program, or NaNs are to be checked (``debug_nans``)."""
+        from ember.backends.cpu.entry import dispatcher
+
+        runner = self._native_runner()
+        if runner is None or config.debug_nans:
+            return None
+        program = self.program
+        if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF:
+            call, plan, new = dispatcher(), program.plan, Array.__new__
+            (_, aval), = program.allocations
+            shape, dtype, out_aval = aval.shape, aval.dtype, self.out_avals[0]
+
+            def run_one(args: tuple, program: Any = program) -> Any:  # the commonest case, unrolled
+                out = empty(shape, dtype)
+                if call(plan, *args, out) is not None:
+                    return DECLINED
+                result = new(Array)
+                result._value, result.aval = out, out_aval
+                return result
+            return run_one
+
+        def run(args: tuple) -> Any:
+            outs = runner(args)
+            return outs if outs is DECLINED else tree_util.tree_unflatten(out_tree, outs)
         return run
 
     def llvm_ir(self) -> str:
