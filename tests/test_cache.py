@@ -5,12 +5,16 @@ import threading
 import tracemalloc
 import warnings
 
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember.backends.cpu.program import QUICK_WORK
 
 
 def test_explain_cache_misses_names_the_argument_and_the_change(caplog):
@@ -244,3 +248,27 @@ def test_jit_wrappers_created_in_a_loop_warn_once_naming_the_line():
     assert len(churn) == 1
     assert "test_cache.py" in str(churn[0].message) and "ember.jit(lambda v: v + 1)(x)" in str(churn[0].message)
     assert "outside the loop" in str(churn[0].message)
+
+
+@pytest.mark.skipif(ember.config.backend != "cpu", reason="native code is the CPU backend's")
+@settings(max_examples=15)
+@given(shapes=st.lists(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=9), min_size=2, max_size=5),
+       scalar=st.floats(-2, 2, width=32))
+def test_elementwise_programs_of_any_shape_share_code_and_match_numpy(shapes, scalar):
+    """One kernel per program whatever the shape (per optimization level: programs on a few
+    elements are compiled without optimization), each result as NumPy computes it."""
+    def fun(x, y):
+        return jnp.where(x > y, jnp.sin(x) * scalar, y - x * 0.8125) + 0.0546875
+
+    f = ember.jit(fun)
+    quick = set()
+    for s in shapes:
+        rng = np.random.default_rng(len(s))
+        x, y = (rng.normal(size=s).astype(np.float32) for _ in range(2))
+        want = np.where(x > y, np.sin(x) * np.float32(scalar), y - x * np.float32(0.8125)) + np.float32(0.0546875)
+        out = f(jnp.asarray(x), jnp.asarray(y))
+        assert out.shape == s
+        np.testing.assert_allclose(np.asarray(out), want, rtol=2e-6, atol=2e-6)
+        quick.add(int(np.prod(s)) <= QUICK_WORK)
+    assert f.cache_info().traces == len(set(shapes))
+    assert f.cache_info().compiles <= len(quick)

@@ -440,18 +440,20 @@ def _split_full_reduction(eqn: Eqn) -> list[Eqn] | None:
 def _flattened(jaxpr: Jaxpr) -> Jaxpr:
     """A purely elementwise kernel (every value of the output's shape, or a scalar) as the same
     kernel over the flat buffers: its code then depends on the number of elements only, and
-    that is an argument (the loop's end), so kernels that differ only in their shapes are the
-    same code, compiled once. Other kernels are returned as they are."""
+    that is an argument (the loop's end), so kernels that differ only in their shapes (rank 0
+    included) are the same code, compiled once. Other kernels are returned as they are."""
     shape = jaxpr.outvars[0].aval.shape
-    if len(shape) < 2 or not all(e.primitive in ew.ELEMENTWISE for e in jaxpr.eqns):
+    if len(shape) == 1 or not all(e.primitive in ew.ELEMENTWISE for e in jaxpr.eqns):
         return jaxpr
     flat: dict[int, Var] = {}
 
     def remap(a: Any) -> Any:
-        if not isinstance(a, Var) or not a.aval.shape:
+        if not isinstance(a, Var):
             return a
         if a.aval.shape != shape:
-            raise _NotFlat
+            if a.aval.shape:
+                raise _NotFlat
+            return a  # a scalar operand
         if id(a) not in flat:
             flat[id(a)] = Var(a.aval._replace(shape=(a.aval.size,)))
         return flat[id(a)]
