@@ -149,6 +149,21 @@ def test_reductions_over_any_axes(axes):
                          x, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, BF16, np.float16, np.float64, np.int8, np.uint8, np.int32, np.bool_])
+def test_argmax_and_argmin_are_native_and_keep_the_first_best(dtype, x64):
+    values = [np.nan, -np.inf, np.inf, 3, -2, 0] if np.dtype(dtype).kind == "f" or dtype == BF16 else [0, 1, 3, 2]
+    x = np.random.default_rng(2).choice(np.array(values).astype(dtype), (4, 6, 5))  # ties, NaNs, infinities
+
+    def f(a):
+        return tuple(g(a, axis=d) for g in (jnp.argmax, jnp.argmin) for d in (0, 1, 2)) + (jnp.argmax(a),)
+
+    exe = compile_cpu(f, x)
+    assert exe.report.kernels and not exe.report.fallbacks
+    got = check_backends_agree(f, x, exact=True)
+    for k, (g, d) in enumerate([(np.argmax, d) for d in (0, 1, 2)] + [(np.argmin, d) for d in (0, 1, 2)]):
+        np.testing.assert_array_equal(got[k], g(x, axis=d))  # NumPy: the first NaN, else the first best
+
+
 def test_empty_reductions_give_the_identity():
     x = np.zeros((0, 3), np.float32)
     check_backends_agree(lambda a: (jnp.sum(a, 0), jnp.max(a, 0, initial=-np.inf)), x)
@@ -315,7 +330,7 @@ def fusible_programs(draw):
     other_shape = tuple(draw(st.sampled_from([1, n])) for n in shape)
     dtypes = [draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))]
     steps = draw(st.lists(st.sampled_from(["add", "mul", "max", "where", "exp", "abs", "neg", "reduce", "transpose",
-                                           "slice", "convert", "square", "compare"]), min_size=1, max_size=6))
+                                           "slice", "convert", "square", "compare", "argmax"]), min_size=1, max_size=6))
     axes_seed = draw(st.integers(0, 2 ** 16))
     # Small integral values: sums are exact in every float type, whatever the order.
     x = draw(hnp.arrays(np.int8, shape, elements=st.integers(-4, 4))).astype(dtypes[0])
@@ -357,6 +372,8 @@ def fusible_programs(draw):
                 v = jnp.transpose(v, tuple(int(i) for i in rng.permutation(v.ndim)))
             elif step == "slice" and v.ndim:
                 v = v[..., ::-2] if rng.integers(2) else v[1:]
+            elif step == "argmax" and v.ndim and v.size:
+                v = [jnp.argmax, jnp.argmin][rng.integers(2)](v, axis=int(rng.integers(v.ndim)))
             elif step == "convert":
                 v = v.astype([jnp.float32, jnp.int32, jnp.bfloat16][rng.integers(3)])
         return v

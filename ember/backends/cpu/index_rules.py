@@ -198,6 +198,49 @@ def _reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
     return Scalar(lowering.round_to(b, total.value, dt), total.depth)
 
 
+def _arg_reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+    """argmax / argmin: a loop over the reduced axis keeping the best value and its position.
+    A later element wins only if strictly better, so ties keep the first; a NaN beats any number
+    (both primitives pick the first NaN), as the reference does."""
+    operand = eqn.invars[0]
+    shape, axis, dt = operand.aval.shape, eqn.params["axis"], operand.aval.dtype
+    largest = eqn.primitive is red.argmax_p
+    floating = lowering.is_float(dt)
+    if floating:
+        start = -np.inf if largest else np.inf
+    elif dt == dtypes.bool_:
+        start = not largest
+    else:
+        info = np.iinfo(dt)
+        start = info.min if largest else info.max
+    depth = max((c.depth for c in index.comps), default=0)
+    best, where = k.alloca(register_type(dt)), k.alloca(I64)
+    outer = scope.regions[depth].b
+    outer.store(const(dt, start), best)
+    outer.store(ir.Constant(I64, 0), where)
+    regions = scope.regions[:depth + 1]
+    inner = Scope(regions, scope)
+    loop = Loop(k.fn, regions[-1], ir.Constant(I64, 0), ir.Constant(I64, shape[axis]), len(regions))
+    regions.append(loop.inner)
+    kept = iter(index.comps)
+    comps = [loop.index if d == axis else next(kept) for d in range(len(shape))]
+    x = k.value(operand, Index(k, shape, comps), inner).value
+    b = loop.inner.b
+    current = b.load(best)
+    if floating:
+        better = b.or_(b.fcmp_ordered(">" if largest else "<", x, current),
+                       b.and_(b.fcmp_unordered("uno", x, x), b.fcmp_ordered("ord", current, current)))
+    else:
+        compare = b.icmp_signed if lowering.is_signed(dt) else b.icmp_unsigned
+        better = compare(">" if largest else "<", x, current)
+    b.store(b.select(better, x, current), best)
+    b.store(b.select(better, loop.var, b.load(where)), where)
+    loop.close()
+    position = scope.regions[depth].b.load(where)
+    out_type = register_type(eqn.params["index_dtype"])
+    return Scalar(scope.regions[depth].b.trunc(position, out_type) if out_type.width < 64 else position, depth)
+
+
 def dot_accumulation_dtype(result: np.dtype) -> np.dtype:
     """As the reference: bool counts in int32, half precision accumulates in float32."""
     if result == dtypes.bool_:
@@ -378,5 +421,5 @@ index_rules.update({
     sh.squeeze_p: _squeeze, sh.transpose_p: _transpose, sh.rev_p: _rev, sh.slice_p: _slice, sh.pad_p: _pad,
     sh.concatenate_p: _concatenate, sh.dynamic_slice_p: _dynamic_slice,
     sh.dynamic_update_slice_p: _dynamic_update_slice, dot_general_p: _dot_general,
-    **{p: _reduction for p in REDUCTION_PRIMITIVES},
+    **{p: _reduction for p in REDUCTION_PRIMITIVES}, red.argmax_p: _arg_reduction, red.argmin_p: _arg_reduction,
 })

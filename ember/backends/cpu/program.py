@@ -490,7 +490,7 @@ def _work(jaxpr: Jaxpr) -> int:
     """Elements a kernel touches (for the decision to split it across threads)."""
     total = jaxpr.outvars[0].aval.size
     for e in jaxpr.eqns:
-        if e.primitive in reductions.REDUCTIONS:
+        if e.primitive in reductions.REDUCTIONS or e.primitive in (reductions.argmax_p, reductions.argmin_p):
             total += e.invars[0].aval.size
         elif e.primitive is dot_general_p:
             total += _multiply_adds(e)
