@@ -164,6 +164,39 @@ def test_argmax_and_argmin_are_native_and_keep_the_first_best(dtype, x64):
         np.testing.assert_array_equal(got[k], g(x, axis=d))  # NumPy: the first NaN, else the first best
 
 
+@given(st.data())
+def test_gathers_are_native_and_match_the_reference(data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6))
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    n = shape[axis]
+    idx = data.draw(hnp.arrays(np.int32, data.draw(st.sampled_from([(3,), (2, 2), ()])),
+                               elements=st.integers(-2 * n, 2 * n)))  # out of bounds too
+    mode = data.draw(st.sampled_from(["fill", "clip", None]))
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+
+    def f(a, i):
+        taken = jnp.take(a, i, axis=axis, mode=mode)
+        filled = a.at[i].get(mode="fill", fill_value=-7.0)
+        return taken * 2, filled, a[i % n] + 1
+
+    exe = compile_cpu(f, x, idx)
+    assert not exe.report.fallbacks
+    check_backends_agree(f, x, idx, exact=True)
+
+
+def test_batched_and_multi_index_gathers_are_native():
+    x = np.arange(60, dtype=np.float32).reshape(5, 4, 3)
+    rows = np.array([[0, 3], [1, 1], [3, 0], [2, 9], [-1, 2]], np.int32)
+
+    def f(a, r):
+        batched = ember.vmap(lambda m, i: m[i])(a, r)  # a gather with batching dimensions
+        return batched, a[r[:, 0], r[:, 1] % 3], jnp.take_along_axis(a, jnp.abs(r)[:, :, None] % 4, axis=1)
+
+    exe = compile_cpu(f, x, rows)
+    assert not exe.report.fallbacks
+    check_backends_agree(f, x, rows, exact=True)
+
+
 def test_empty_reductions_give_the_identity():
     x = np.zeros((0, 3), np.float32)
     check_backends_agree(lambda a: (jnp.sum(a, 0), jnp.max(a, 0, initial=-np.inf)), x)

@@ -20,6 +20,8 @@ from ember.backends.cpu import lowering
 from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember.core.primitive import Primitive
+from ember.backends.reference.indexing import default_fill_value
+from ember.lax import indexing as ix
 from ember.lax import reductions as red
 from ember.lax import shapes as sh
 from ember.lax.dot import dot_general_p
@@ -142,6 +144,38 @@ def _dynamic_slice(k, eqn, index, scope):
     comps = [k.add(c, _start(k, s, n, size, scope))
              for c, s, n, size in zip(index.comps, starts, operand.aval.shape, sizes)]
     return _operand_at(k, eqn, index, scope, comps)
+
+
+def _gather(k, eqn, index, scope):
+    """The operand at the window start read from ``indices`` (clamped so the window fits) plus
+    the offset within the window; in "fill" mode, the fill value where the window does not fit."""
+    operand, indices = eqn.invars
+    dn, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    shape = operand.aval.shape
+    batch = [c for d, c in enumerate(index.comps) if d not in dn.offset_dims]
+    starts: list[Scalar] = [int_const(0)] * len(shape)
+    conditions = []
+    for j, d in enumerate(dn.start_index_map):
+        value = k.value(indices, Index(k, indices.aval.shape, batch + [int_const(j)]), scope)
+        start = k.emit_op(value.depth, scope, lambda v=value: lowering.convert(
+            k.emitter, v.value, indices.aval.dtype, np.dtype(np.int64)))
+        fits = shape[d] - sizes[d] + 1  # the number of starts at which the window fits
+        conditions += [k.compare(">=", start, 0), k.compare("<", start, fits)]
+        starts[d] = k.clamp(start, fits)
+    for operand_dim, indices_dim in zip(dn.operand_batching_dims, dn.start_indices_batching_dims):
+        starts[operand_dim] = batch[indices_dim]
+    dropped = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    window_dims = [d for d in range(len(shape)) if d not in dropped]
+    comps = list(starts)
+    for d, out_dim in zip(window_dims, dn.offset_dims):
+        comps[d] = k.add(starts[d], index.comps[out_dim])
+    inside = k.value(operand, Index(k, shape, comps), scope)
+    if eqn.params["mode"] != ix.GatherScatterMode.FILL_OR_DROP:
+        return inside
+    fill = eqn.params["fill_value"]
+    dt = operand.aval.dtype
+    fill = Scalar(const(dt, default_fill_value(dt) if fill is None else fill), 0)
+    return k.select_all(conditions, inside, fill, scope)
 
 
 def _dynamic_update_slice(k, eqn, index, scope):
@@ -420,6 +454,6 @@ index_rules.update({
     sh.iota_p: _iota, sh.broadcast_in_dim_p: _broadcast_in_dim, sh.reshape_p: _reshape,
     sh.squeeze_p: _squeeze, sh.transpose_p: _transpose, sh.rev_p: _rev, sh.slice_p: _slice, sh.pad_p: _pad,
     sh.concatenate_p: _concatenate, sh.dynamic_slice_p: _dynamic_slice,
-    sh.dynamic_update_slice_p: _dynamic_update_slice, dot_general_p: _dot_general,
+    sh.dynamic_update_slice_p: _dynamic_update_slice, dot_general_p: _dot_general, ix.gather_p: _gather,
     **{p: _reduction for p in REDUCTION_PRIMITIVES}, red.argmax_p: _arg_reduction, red.argmin_p: _arg_reduction,
 })
