@@ -197,6 +197,25 @@ def test_batched_and_multi_index_gathers_are_native():
     check_backends_agree(f, x, rows, exact=True)
 
 
+@pytest.mark.parametrize("source, target", [
+    (np.float32, np.int32), (np.int32, np.float32), (np.uint32, np.float32), (np.float64, np.int64),
+    (np.uint64, np.float64), (np.float16, np.int16), (np.int16, np.float16), (BF16, np.uint16), (np.uint16, BF16)])
+@pytest.mark.parametrize("n", [64, 5000])  # compiled without and with optimization
+def test_same_width_bitcasts_keep_every_bit(source, target, n, x64):
+    source, target = np.dtype(source), np.dtype(target)
+    bits = np.random.default_rng(n).integers(0, 256, n * source.itemsize, dtype=np.uint8)
+    x = bits.view(source)  # every pattern: NaN payloads, signalling NaNs, subnormals, infinities
+
+    def f(a):
+        return lax.bitcast_convert_type(a, target)
+
+    native = source.itemsize > 2  # half types fall back: stores of half values would quiet NaNs
+    assert bool(compile_cpu(f, x).report.fallbacks) != native
+    got = np.asarray(ember.jit(f)(x))
+    assert got.dtype == target
+    np.testing.assert_array_equal(got.view(np.uint8), x.view(target).view(np.uint8))
+
+
 def test_empty_reductions_give_the_identity():
     x = np.zeros((0, 3), np.float32)
     check_backends_agree(lambda a: (jnp.sum(a, 0), jnp.max(a, 0, initial=-np.inf)), x)

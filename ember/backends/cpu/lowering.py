@@ -411,6 +411,17 @@ def _convert(e, in_dts, out_dt, x, *, new_dtype, weak_type):
     return convert(e, x, in_dts[0], new_dtype)
 
 
+def _bitcast(e, in_dts, out_dt, x, *, new_dtype):
+    """Same-width bitcasts of full-width types only (``bitcasts_natively``): the same bits."""
+    return e.b.bitcast(x, register_type(new_dtype))
+
+
+def bitcasts_natively(in_dt: np.dtype, out_dt: np.dtype) -> bool:
+    """Bitcasts between types of one width, neither bool nor a half type: registers widen half
+    types, and a value stored as one is rounded, which would quiet a signalling NaN's bits."""
+    return in_dt.itemsize == out_dt.itemsize and not {in_dt, out_dt} & {dtypes.bool_, *HALF}
+
+
 def _select_n(e, in_dts, out_dt, which, *cases):
     b = e.b
     if in_dts[0] == dtypes.bool_:
@@ -437,5 +448,6 @@ lower_rules.update({
     ew.shift_left_p: _shift("left"), ew.shift_right_arithmetic_p: _shift("arith"),
     ew.shift_right_logical_p: _shift("logical"),
     ew.convert_element_type_p: _convert, ew.select_n_p: _select_n, ew.clamp_p: _clamp,
+    ew.bitcast_convert_type_p: _bitcast,
     **{getattr(ew, f"{n}_p"): _compare(n) for n in _FCMP},
 })

@@ -62,6 +62,8 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
         return _multiply_adds(eqn) <= (LOOP_DOT if in_loop else SMALL_DOT) or not dot.lowers_natively(eqn)
     if p in index_rules:  # what the kernel generator reads through: FUSIBLE's and dynamic slices
         return True
+    if p is ew.bitcast_convert_type_p:
+        return lowering.bitcasts_natively(eqn.invars[0].aval.dtype, eqn.outvars[0].aval.dtype)
     if p not in FUSIBLE:
         return False
     return lowering.can_lower(p, [a.aval.dtype for a in eqn.invars])
