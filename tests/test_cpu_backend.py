@@ -216,6 +216,43 @@ def test_same_width_bitcasts_keep_every_bit(source, target, n, x64):
     np.testing.assert_array_equal(got.view(np.uint8), x.view(target).view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, BF16, np.float16, np.int8, np.uint8, np.int32, np.bool_])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_running_reductions_are_native_and_bit_exact(dtype, axis, reverse):
+    x = np.random.default_rng(axis).integers(-3, 4, (4, 7, 5)).astype(dtype)  # int8 sums wrap around
+    if np.dtype(dtype).kind == "f" or dtype == BF16:
+        x[1, 2, 3], x[2, 0, 0] = np.nan, np.inf
+        x = (x * np.array(0.37, dtype)).astype(dtype)  # sums that round
+
+    def f(a):
+        scans = [lax.cummax(a, axis, reverse=reverse), lax.cummin(a, axis, reverse=reverse)]
+        if dtype != np.bool_:
+            scans += [lax.cumsum(a, axis, reverse=reverse), lax.cumprod(a, axis, reverse=reverse)]
+        return tuple(scans)
+
+    exe = compile_cpu(f, x)
+    assert exe.report.kernels and not exe.report.fallbacks
+    check_backends_agree(f, x, exact=True)
+
+
+def test_large_running_sums_split_rows_over_threads_and_feed_other_kernels(monkeypatch):
+    from ember.backends.cpu import threads
+
+    monkeypatch.setattr(threads, "PARALLEL_MIN_WORK", 1 << 10)
+    x = np.random.default_rng(4).integers(-5, 6, (300, 257)).astype(np.float32)
+
+    def f(a):
+        return jnp.cumsum(jnp.abs(a) * 0.5 + 1.0, axis=1) * 2.0, jnp.cumsum(a.ravel())[-1]
+
+    exe = compile_cpu(f, x)
+    assert not exe.report.fallbacks
+    check_backends_agree(f, x, exact=True)
+    inside = lambda a: lax.fori_loop(0, 3, lambda i, c: jnp.cumsum(c, axis=0) * 0.5, a)
+    assert compile_cpu(inside, x).report.loops
+    check_backends_agree(inside, x, exact=True)
+
+
 def test_empty_reductions_give_the_identity():
     x = np.zeros((0, 3), np.float32)
     check_backends_agree(lambda a: (jnp.sum(a, 0), jnp.max(a, 0, initial=-np.inf)), x)
@@ -382,7 +419,8 @@ def fusible_programs(draw):
     other_shape = tuple(draw(st.sampled_from([1, n])) for n in shape)
     dtypes = [draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))]
     steps = draw(st.lists(st.sampled_from(["add", "mul", "max", "where", "exp", "abs", "neg", "reduce", "transpose",
-                                           "slice", "convert", "square", "compare", "argmax"]), min_size=1, max_size=6))
+                                           "slice", "convert", "square", "compare", "argmax", "cumsum"]),
+                          min_size=1, max_size=6))
     axes_seed = draw(st.integers(0, 2 ** 16))
     # Small integral values: sums are exact in every float type, whatever the order.
     x = draw(hnp.arrays(np.int8, shape, elements=st.integers(-4, 4))).astype(dtypes[0])
@@ -424,6 +462,8 @@ def fusible_programs(draw):
                 v = jnp.transpose(v, tuple(int(i) for i in rng.permutation(v.ndim)))
             elif step == "slice" and v.ndim:
                 v = v[..., ::-2] if rng.integers(2) else v[1:]
+            elif step == "cumsum" and v.ndim:
+                v = [lax.cumsum, lax.cummax][rng.integers(2)](v, int(rng.integers(v.ndim)), reverse=bool(rng.integers(2)))
             elif step == "argmax" and v.ndim and v.size:
                 v = [jnp.argmax, jnp.argmin][rng.integers(2)](v, axis=int(rng.integers(v.ndim)))
             elif step == "convert":

@@ -12,7 +12,8 @@ equation joins the kernel of its users when *all* of its users are in that
 one kernel (so nothing is computed twice at the same index and no cycle can
 form). Two cases keep a producer out although its users agree:
 
-* it is a program output (kernels have one output: the root's);
+* it is a program output (kernels have one output: the root's), or a running reduction
+  (``cumsum``, ...), which only a kernel's root computes in one pass;
 * it would be evaluated under a broadcast that re-reads each element many
   times from an inner loop (``(1024,) -> (4096, 1024)``): there a reduction
   or an expensive operation would be recomputed per reuse, so it is
@@ -94,8 +95,8 @@ def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse
         group_of[i] = i
         out = eqn.outvars[0]
         uses = users.get(id(out), [])
-        if id(out) in outputs or not uses:
-            continue
+        if id(out) in outputs or not uses or eqn.primitive in reductions.CUMULATIVE:
+            continue  # (a running reduction read at an index would rescan up to it: roots only)
         groups = {group_of[u] for u in uses}
         if len(groups) != 1 or None in groups:
             continue

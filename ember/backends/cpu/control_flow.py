@@ -141,8 +141,7 @@ class LoopFunction:
         params = builder.fn.args
         args = [self.b.bitcast(env[id(v)], p.type) for v, p in zip(eqn.invars, params)]
         args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
-        extent = sub.outvars[0].aval.shape[0] if sub.outvars[0].aval.shape else 1
-        self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, extent)])
+        self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, builder.extent)])
 
     def emit_control_flow(self, eqn: Eqn, env: dict, outs: list[ir.Value],
                           subs: list[ClosedJaxpr] | None = None) -> None:

@@ -31,6 +31,9 @@ from ember.backends.cpu.index_rules import (
 )
 from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
+from ember import dtypes
+from ember.lax import elementwise as ew
+from ember.lax import reductions as red
 from ember.lax import shapes as sh
 from ember.lax.dot import dot_general_p
 
@@ -252,7 +255,18 @@ class KernelBuilder:
         return Scalar(fn(), depth)
 
     # --- the whole function ---
+    @property
+    def extent(self) -> int:
+        """The size of the loop that [begin, end) ranges over (threads split it)."""
+        shape = self.jaxpr.outvars[0].aval.shape
+        root = self.jaxpr.eqns[-1] if self.jaxpr.eqns else None
+        if root is not None and root.primitive in SCANS:
+            shape = tuple(n for d, n in enumerate(shape) if d != root.params["axis"])
+        return shape[0] if shape else 1
+
     def build(self) -> ir.Function:
+        if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCANS:
+            return self._build_scan(self.jaxpr.eqns[-1])
         out = self.jaxpr.outvars[0]
         shape = out.aval.shape
         out_ptr = self.fn.args[len(self.jaxpr.invars)]
@@ -289,6 +303,47 @@ class KernelBuilder:
         self.allocas.branch(self.entry)
         return self._wrapper()
 
+    def _build_scan(self, root) -> ir.Function:
+        """A running reduction (the kernel's root): loops over the other output dimensions, the
+        first of them in [begin, end), then the scanned axis walked in order (backwards if
+        ``reverse``) with the running value in a register, stored at every step (half types run
+        in float32, each output rounded once, as the reference accumulates them)."""
+        out, operand = self.jaxpr.outvars[0], root.invars[0]
+        shape, dt = out.aval.shape, out.aval.dtype
+        axis, n = root.params["axis"], out.aval.shape[root.params["axis"]]
+        begin, end = self.fn.args[-2], self.fn.args[-1]
+        regions = [Region(ir.IRBuilder(self.entry))]
+        self.root_scope = self.scope = Scope(regions)
+        loops, comps = [], [None] * len(shape)
+        for i, d in enumerate(dd for dd in range(len(shape)) if dd != axis):
+            bounds = (begin, end) if i == 0 else (ir.Constant(I64, 0), ir.Constant(I64, shape[d]))
+            loops.append(Loop(self.fn, regions[-1], *bounds, len(regions)))
+            regions.append(loops[-1].inner)
+            comps[d] = int_const(0) if shape[d] == 1 and i else loops[-1].index
+        if len(loops) == 0:  # a rank-1 scan: one call does it all (its [begin, end) is [0, 1))
+            guard = Loop(self.fn, regions[-1], begin, end, len(regions))
+            loops.append(guard)
+            regions.append(guard.inner)
+        running = self.alloca(register_type(dt))
+        regions[-1].b.store(const(dt, SCANS[root.primitive](dt)), running)
+        walk = Loop(self.fn, regions[-1], ir.Constant(I64, 0), ir.Constant(I64, n), len(regions))
+        loops.append(walk)
+        regions.append(walk.inner)
+        b = walk.inner.b
+        position = b.sub(ir.Constant(I64, n - 1), walk.var) if root.params["reverse"] else walk.var
+        comps[axis] = Scalar(position, walk.index.depth)
+        index = Index(self, shape, comps)
+        x = self.value(operand, index, self.root_scope)
+        self.emitter.b = b = regions[-1].b
+        value = _scan_step(self.emitter, root.primitive, dt, b.load(running), x.value)
+        b.store(value, running)
+        lowering.store(b, value, b.gep(self.fn.args[len(self.jaxpr.invars)], [index.linear.value]), dt)
+        for loop in reversed(loops):
+            loop.close()
+        regions[0].b.ret_void()
+        self.allocas.branch(self.entry)
+        return self._wrapper()
+
     def _wrapper(self) -> ir.Function:
         """``name(i8** buffers, i64 begin, i64 end)``: unpacks the buffers, calls the body (inlined)."""
         i8p = ir.IntType(8).as_pointer()
@@ -305,6 +360,32 @@ class KernelBuilder:
 
     def alloca(self, ty: ir.Type) -> ir.Value:
         return self.allocas.alloca(ty)
+
+
+def _scan_step(e: lowering.Emitter, p, dt: np.dtype, running: ir.Value, x: ir.Value) -> ir.Value:
+    """One step of a running reduction, in order (no reassociation: the reference's bits)."""
+    b = e.b
+    if p is red.cumsum_p:
+        return b.fadd(running, x) if lowering.is_float(dt) else b.add(running, x)
+    if p is red.cumprod_p:
+        return b.fmul(running, x) if lowering.is_float(dt) else b.mul(running, x)
+    return lowering.lower_rules[ew.max_p if p is red.cummax_p else ew.min_p](e, [dt], dt, running, x)
+
+
+def _lowest(dt: np.dtype):
+    if lowering.is_float(dt):
+        return -np.inf
+    return False if dt == dtypes.bool_ else np.iinfo(dt).min
+
+
+def _highest(dt: np.dtype):
+    if lowering.is_float(dt):
+        return np.inf
+    return True if dt == dtypes.bool_ else np.iinfo(dt).max
+
+
+# Running reductions that kernels compute natively, and their starting values.
+SCANS = {red.cumsum_p: lambda dt: 0, red.cumprod_p: lambda dt: 1, red.cummax_p: _lowest, red.cummin_p: _highest}
 
 
 def is_view(fusion_eqn) -> bool:

@@ -62,6 +62,8 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
         return _multiply_adds(eqn) <= (LOOP_DOT if in_loop else SMALL_DOT) or not dot.lowers_natively(eqn)
     if p in index_rules:  # what the kernel generator reads through: FUSIBLE's and dynamic slices
         return True
+    if p in kernel.SCANS:  # (as kernels' roots: see ``fuse``)
+        return lowering.can_lower(ew.max_p, [eqn.invars[0].aval.dtype])
     if p is ew.bitcast_convert_type_p:
         return lowering.bitcasts_natively(eqn.invars[0].aval.dtype, eqn.outvars[0].aval.dtype)
     if p not in FUSIBLE:
@@ -255,10 +257,9 @@ class Program:
             step = ViewStep(ins, outs, eqn.outvars[0].aval.shape)
         elif p is fusion_p:
             sub = eqn.params["jaxpr"].jaxpr
-            flat = _flattened(sub)
-            kernel.KernelBuilder(module, name, flat).build()
-            out = flat.outvars[0].aval
-            extent = out.shape[0] if out.shape else 1
+            builder = kernel.KernelBuilder(module, name, _flattened(sub))
+            builder.build()
+            extent = builder.extent
             work = _work(sub)
             chunks, team = threads.kernel_chunks(extent, work)
             step = KernelStep(name, None, ins, outs, extent, work, chunks, team)
@@ -492,7 +493,8 @@ def _work(jaxpr: Jaxpr) -> int:
     """Elements a kernel touches (for the decision to split it across threads)."""
     total = jaxpr.outvars[0].aval.size
     for e in jaxpr.eqns:
-        if e.primitive in reductions.REDUCTIONS or e.primitive in (reductions.argmax_p, reductions.argmin_p):
+        if e.primitive in reductions.REDUCTIONS or e.primitive in (reductions.argmax_p, reductions.argmin_p) \
+                or e.primitive in kernel.SCANS:
             total += e.invars[0].aval.size
         elif e.primitive is dot_general_p:
             total += _multiply_adds(e)
