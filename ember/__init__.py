@@ -17,6 +17,7 @@ from ember.transforms.api import (  # noqa: F401
     custom_jvp, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp)
 from ember.transforms.batching import vmap  # noqa: F401
 from ember import nn  # noqa: F401
+from ember import random  # noqa: F401  (jax.random's API: same keys, same values)
 from ember import compiler  # noqa: F401  (ember.compiler.optimize: the IR pass pipeline)
 from ember.runtime.api import block_until_ready, device_put, devices, from_dlpack, ShapeDtypeStruct  # noqa: F401
 

@@ -223,6 +223,8 @@ def is_exact_conversion(source: np.dtype, target: np.dtype) -> bool:
 # --- data movement -------------------------------------------------------------------------
 def _reshape_operand(eqn: Eqn) -> Atom | None:
     """The operand of an equation that is a row-major reshape of it, else None."""
+    if not eqn.invars:  # iota and other nullary producers
+        return None
     operand = eqn.invars[0]
     if eqn.primitive is sh.squeeze_p or (eqn.primitive is sh.reshape_p and eqn.params["dimensions"] is None):
         return operand
