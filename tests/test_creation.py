@@ -161,3 +161,16 @@ def test_isdtype_of_bfloat16_itself_and_bad_kinds():
     assert jnp.isdtype(jnp.bfloat16, ("integral", jnp.bfloat16))
     with pytest.raises(ValueError, match="kind"):
         jnp.isdtype(jnp.float32, "floating point")
+
+
+@pytest.mark.parametrize("value, dtype", [(2**32 - 1, np.uint32), (2**40, np.float32), (True, np.int32),
+                                          (-128, np.int8), (255, np.uint8)])
+def test_python_ints_convert_straight_to_the_requested_dtype(value, dtype):
+    x = jnp.asarray(value, dtype=dtype)
+    assert x.dtype == dtype and not x.weak_type
+    assert x.tolist() == np.array(value, dtype).tolist()
+
+
+def test_python_ints_out_of_the_requested_range_raise():
+    with pytest.raises(OverflowError, match="out of bounds for uint32"):
+        jnp.asarray(2**33, dtype=np.uint32)

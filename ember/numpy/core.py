@@ -31,6 +31,8 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         dt, weak = dtypes.value_dtype_and_weak(a) if not hasattr(a, "__array__") or isinstance(
             a, (np.ndarray, np.generic)) else (dtypes.canonicalize_dtype(np.asarray(a).dtype), False)
         target = dtype or dt
+        if isinstance(a, int) and dtype is not None:
+            dt = target  # straight into the requested type, as JAX: asarray(2**32 - 1, uint32) fits
         value = np.array(a, dtype=dt if is_python_scalar(a) else None)
         if value.dtype != target:
             value = convert_values(value, target)
