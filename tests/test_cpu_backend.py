@@ -253,6 +253,40 @@ def test_large_running_sums_split_rows_over_threads_and_feed_other_kernels(monke
     check_backends_agree(inside, x, exact=True)
 
 
+@given(st.data())
+def test_scatters_are_native_and_match_the_reference(data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6))
+    n = shape[0]
+    count = data.draw(st.integers(1, 8))
+    idx = data.draw(hnp.arrays(np.int32, (count,), elements=st.integers(-n - 2, n + 2)))  # duplicates, outside
+    kind = data.draw(st.sampled_from(["set", "add", "mul", "min", "max"]))
+    mode = data.draw(st.sampled_from(["clip", "drop", None]))
+    dtype = data.draw(st.sampled_from([np.float32, np.int32, BF16]))
+    x = np.random.default_rng(5).integers(-4, 5, shape).astype(dtype)
+    updates = np.random.default_rng(6).integers(-4, 5, (count,) + shape[1:]).astype(dtype)
+
+    def f(a, i, u):
+        return getattr(a.at[i], kind)(u * 2, mode=mode) - 1
+
+    exe = compile_cpu(f, x, idx, updates)
+    assert not exe.report.fallbacks
+    check_backends_agree(f, x, idx, updates, exact=True)
+
+
+def test_batched_scatters_and_gather_gradients_are_native():
+    x = np.linspace(-2, 2, 60, dtype=np.float32).reshape(5, 4, 3)
+    rows = np.array([[0, 3], [1, 1], [3, 0], [2, 2], [0, 0]], np.int32)
+
+    def f(a, r):
+        batched = ember.vmap(lambda m, i: m.at[i].add(1.5))(a, r)  # batching dimensions
+        gradient = ember.grad(lambda m: jnp.sum(m[r[:, 0]] * m[r[:, 1]]))(a)  # scatter-adds
+        return batched, gradient
+
+    exe = compile_cpu(f, x, rows)
+    assert not exe.report.fallbacks
+    check_backends_agree(f, x, rows, exact=True)
+
+
 def test_empty_reductions_give_the_identity():
     x = np.zeros((0, 3), np.float32)
     check_backends_agree(lambda a: (jnp.sum(a, 0), jnp.max(a, 0, initial=-np.inf)), x)

@@ -13,7 +13,7 @@ one kernel (so nothing is computed twice at the same index and no cycle can
 form). Two cases keep a producer out although its users agree:
 
 * it is a program output (kernels have one output: the root's), or a running reduction
-  (``cumsum``, ...), which only a kernel's root computes in one pass;
+  (``cumsum``, ...) or a scatter, which only a kernel's root computes (``ROOTS_ONLY``);
 * it would be evaluated under a broadcast that re-reads each element many
   times from an inner loop (``(1024,) -> (4096, 1024)``): there a reduction
   or an expensive operation would be recomputed per reuse, so it is
@@ -33,6 +33,7 @@ from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
 from ember.core.avals import ShapedArray
 from ember.lax import elementwise as ew
+from ember.lax import indexing
 from ember.lax import reductions
 from ember.lax.shapes import INDEX_REMAPPING, broadcast_in_dim_p, iota_p
 
@@ -56,6 +57,11 @@ _CHEAP = {ew.neg_p, ew.abs_p, ew.add_p, ew.sub_p, ew.mul_p, ew.max_p, ew.min_p, 
 
 FUSIBLE: set[Primitive] = (ew.ELEMENTWISE - {ew.bitcast_convert_type_p}) | INDEX_REMAPPING | {iota_p} | set(
     reductions.REDUCTIONS)
+
+
+# Kernel roots only, never read by a consumer at an index: a running reduction would rescan up
+# to that index, a scatter would apply all of its updates again.
+ROOTS_ONLY: set[Primitive] = set(reductions.CUMULATIVE) | set(indexing.SCATTERS)
 
 
 def default_can_fuse(eqn: Eqn) -> bool:
@@ -95,8 +101,8 @@ def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse
         group_of[i] = i
         out = eqn.outvars[0]
         uses = users.get(id(out), [])
-        if id(out) in outputs or not uses or eqn.primitive in reductions.CUMULATIVE:
-            continue  # (a running reduction read at an index would rescan up to it: roots only)
+        if id(out) in outputs or not uses or eqn.primitive in ROOTS_ONLY:
+            continue
         groups = {group_of[u] for u in uses}
         if len(groups) != 1 or None in groups:
             continue

@@ -259,6 +259,9 @@ scatter_min_p = _scatter_primitive("scatter-min")
 scatter_max_p = _scatter_primitive("scatter-max")
 
 
+SCATTERS = (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p)
+
+
 def _scatter_dnums(dn: ScatterDimensionNumbers) -> ScatterDimensionNumbers:
     if not isinstance(dn, ScatterDimensionNumbers):
         raise TypeError(f"scatter: dimension_numbers must be a ScatterDimensionNumbers, got {type(dn).__name__}")

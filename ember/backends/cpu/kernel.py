@@ -33,7 +33,9 @@ from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_con
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember import dtypes
 from ember.lax import elementwise as ew
+from ember.lax import indexing as ix
 from ember.lax import reductions as red
+from ember.lax.indexing import GatherScatterMode
 from ember.lax import shapes as sh
 from ember.lax.dot import dot_general_p
 
@@ -262,11 +264,15 @@ class KernelBuilder:
         root = self.jaxpr.eqns[-1] if self.jaxpr.eqns else None
         if root is not None and root.primitive in SCANS:
             shape = tuple(n for d, n in enumerate(shape) if d != root.params["axis"])
+        if root is not None and root.primitive in SCATTERS:
+            return 1  # one thread: updates may hit the same element
         return shape[0] if shape else 1
 
     def build(self) -> ir.Function:
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCANS:
             return self._build_scan(self.jaxpr.eqns[-1])
+        if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCATTERS:
+            return self._build_scatter(self.jaxpr.eqns[-1])
         out = self.jaxpr.outvars[0]
         shape = out.aval.shape
         out_ptr = self.fn.args[len(self.jaxpr.invars)]
@@ -344,6 +350,80 @@ class KernelBuilder:
         self.allocas.branch(self.entry)
         return self._wrapper()
 
+    def _build_scatter(self, root) -> ir.Function:
+        """A scatter (the kernel's root): the operand copied into the output, then every update
+        element combined into the element its window puts it at, in the reference's order
+        (index batch, then window, row-major); windows that do not fit are clipped into the
+        operand with mode "clip", else dropped."""
+        out = self.jaxpr.outvars[0]
+        operand, indices, updates = root.invars
+        shape, dt = out.aval.shape, out.aval.dtype
+        dn = root.params["dimension_numbers"]
+        out_ptr = self.fn.args[len(self.jaxpr.invars)]
+        regions = [Region(ir.IRBuilder(self.entry))]
+        self.root_scope = self.scope = Scope(regions)
+        loops = self._loop_nest(regions, shape)
+        index = Index(self, shape, [loop.index for loop in loops])
+        value = self.value(operand, index, self.root_scope)
+        b = regions[-1].b
+        lowering.store(b, value.value, b.gep(out_ptr, [index.linear.value]), dt)
+        for loop in reversed(loops):
+            loop.close()
+        # The updates, after the copy.
+        regions = [regions[0]]
+        self.scope = scope = Scope(regions)
+        window_dims = list(dn.update_window_dims)
+        batch_dims = [d for d in range(updates.aval.ndim) if d not in window_dims]
+        loops = self._loop_nest(regions, [updates.aval.shape[d] for d in batch_dims + window_dims])
+        at = dict(zip(batch_dims + window_dims, (loop.index for loop in loops)))
+        batch = [at[d] for d in batch_dims]
+        window_operand_dims = [d for d in range(len(shape))
+                               if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims]
+        window = dict(zip(window_operand_dims, (updates.aval.shape[d] for d in window_dims)))
+        offsets = dict(zip(window_operand_dims, (at[d] for d in window_dims)))
+        coords: list[Scalar] = [int_const(0)] * len(shape)
+        conditions = []
+        for j, d in enumerate(dn.scatter_dims_to_operand_dims):
+            start = self.value(indices, Index(self, indices.aval.shape, batch + [int_const(j)]), scope)
+            start = self.emit_op(start.depth, scope, lambda v=start: lowering.convert(
+                self.emitter, v.value, indices.aval.dtype, np.dtype(np.int64)))
+            fits = shape[d] - window.get(d, 1) + 1  # the starts at which the window fits
+            if root.params["mode"] == GatherScatterMode.CLIP:
+                start = self.clamp(start, fits)
+            else:
+                conditions += [self.compare(">=", start, 0), self.compare("<", start, fits)]
+            coords[d] = start
+        for operand_dim, indices_dim in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims):
+            coords[operand_dim] = batch[indices_dim]
+        coords = [self.add(c, offsets[d]) if d in offsets else c for d, c in enumerate(coords)]
+        update = self.value(updates, Index(self, updates.aval.shape, [at[d] for d in range(updates.aval.ndim)]), scope)
+        linear = Index(self, shape, coords).linear
+        self.emitter.b = b = regions[-1].b
+        conditions = [c for c in conditions if c.const != 1]
+        if any(c.const == 0 for c in conditions):
+            inside = ir.Constant(lowering.I1, 0)
+        else:
+            inside = ir.Constant(lowering.I1, 1)
+            for c in conditions:
+                inside = b.and_(inside, c.value)
+        with b.if_then(inside):
+            slot = b.gep(out_ptr, [linear.value])
+            combined = _scatter_step(self.emitter, root.primitive, dt, lowering.load(b, slot, dt), update.value)
+            lowering.store(b, combined, slot, dt)
+        for loop in reversed(loops):
+            loop.close()
+        regions[0].b.ret_void()
+        self.allocas.branch(self.entry)
+        return self._wrapper()
+
+    def _loop_nest(self, regions: list[Region], sizes) -> list[Loop]:
+        """Loops over [0, n) for each of ``sizes``, nested in order, appended to ``regions``."""
+        loops = []
+        for n in sizes:
+            loops.append(Loop(self.fn, regions[-1], ir.Constant(I64, 0), ir.Constant(I64, n), len(regions)))
+            regions.append(loops[-1].inner)
+        return loops
+
     def _wrapper(self) -> ir.Function:
         """``name(i8** buffers, i64 begin, i64 end)``: unpacks the buffers, calls the body (inlined)."""
         i8p = ir.IntType(8).as_pointer()
@@ -372,6 +452,15 @@ def _scan_step(e: lowering.Emitter, p, dt: np.dtype, running: ir.Value, x: ir.Va
     return lowering.lower_rules[ew.max_p if p is red.cummax_p else ew.min_p](e, [dt], dt, running, x)
 
 
+def _scatter_step(e: lowering.Emitter, p, dt: np.dtype, current: ir.Value, update: ir.Value) -> ir.Value:
+    """An element after one update of a scatter of kind ``p``."""
+    if p is ix.scatter_p:
+        return update
+    rule = {ix.scatter_add_p: ew.add_p, ix.scatter_sub_p: ew.sub_p, ix.scatter_mul_p: ew.mul_p,
+            ix.scatter_min_p: ew.min_p, ix.scatter_max_p: ew.max_p}[p]
+    return lowering.lower_rules[rule](e, [dt, dt], dt, current, update)
+
+
 def _lowest(dt: np.dtype):
     if lowering.is_float(dt):
         return -np.inf
@@ -386,6 +475,7 @@ def _highest(dt: np.dtype):
 
 # Running reductions that kernels compute natively, and their starting values.
 SCANS = {red.cumsum_p: lambda dt: 0, red.cumprod_p: lambda dt: 1, red.cummax_p: _lowest, red.cummin_p: _highest}
+SCATTERS = ix.SCATTERS
 
 
 def is_view(fusion_eqn) -> bool:

@@ -62,7 +62,7 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
         return _multiply_adds(eqn) <= (LOOP_DOT if in_loop else SMALL_DOT) or not dot.lowers_natively(eqn)
     if p in index_rules:  # what the kernel generator reads through: FUSIBLE's and dynamic slices
         return True
-    if p in kernel.SCANS:  # (as kernels' roots: see ``fuse``)
+    if p in kernel.SCANS or p in kernel.SCATTERS:  # (as kernels' roots: see ``fuse``)
         return lowering.can_lower(ew.max_p, [eqn.invars[0].aval.dtype])
     if p is ew.bitcast_convert_type_p:
         return lowering.bitcasts_natively(eqn.invars[0].aval.dtype, eqn.outvars[0].aval.dtype)
@@ -494,8 +494,8 @@ def _work(jaxpr: Jaxpr) -> int:
     total = jaxpr.outvars[0].aval.size
     for e in jaxpr.eqns:
         if e.primitive in reductions.REDUCTIONS or e.primitive in (reductions.argmax_p, reductions.argmin_p) \
-                or e.primitive in kernel.SCANS:
-            total += e.invars[0].aval.size
+                or e.primitive in kernel.SCANS or e.primitive in kernel.SCATTERS:
+            total += e.invars[-1].aval.size  # (a scatter's updates)
         elif e.primitive is dot_general_p:
             total += _multiply_adds(e)
     return total
