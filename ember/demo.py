@@ -3,6 +3,7 @@
 1. selu eagerly vs jitted (medians of repeats)
 2. the IR ember traced for selu
 3. the cache at work: first call traces and compiles, the second reuses, a new shape retraces
+   (and reuses the compiled code)
 4. static arguments for Python control flow (``static_argnames``)
 5. a value-dependent ``if``: the error, and the ``lax.cond`` fix
 """
@@ -67,8 +68,11 @@ def main() -> None:
                        ("new shape, f32[2000]", jnp.ones(2000))]:
         start = time.perf_counter()
         f(arg).block_until_ready()
-        print(f"{label:24s} {(time.perf_counter() - start) * 1e3:7.2f} ms   traces so far: {len(traces)}")
+        print(f"{label:24s} {(time.perf_counter() - start) * 1e3:7.2f} ms   traces so far: {len(traces)}, "
+              f"LLVM compiles: {f.cache_info().compiles}")
     print(f"f.cache_info() = {f.cache_info()}")
+    print("(the new shape is traced again, but reuses the machine code: the kernel takes its size at run\n"
+          " time; no compile at all when an earlier process left the code in the disk cache)")
 
     section("4. static arguments for Python control flow")
 
