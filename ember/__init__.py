@@ -20,5 +20,9 @@ from ember import nn  # noqa: F401
 from ember import random  # noqa: F401  (jax.random's API: same keys, same values)
 from ember import compiler  # noqa: F401  (ember.compiler.optimize: the IR pass pipeline)
 from ember.runtime.api import block_until_ready, device_put, devices, from_dlpack, ShapeDtypeStruct  # noqa: F401
+from ember import debug  # noqa: F401  (ember.debug.print / callback: run-time printing in jitted code)
+from ember.callbacks import pure_callback  # noqa: F401
+from ember.transforms.checkpoint import checkpoint, checkpoint_policies, remat  # noqa: F401
+from ember.utilities import default_backend, device_get, ensure_compile_time_eval, named_call  # noqa: F401
 
 __version__ = "0.1.0"

@@ -13,8 +13,8 @@ from typing import Callable
 from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import Primitive
 
-# Primitives with effects or randomness, i.e. not a pure function of their
-# operands: passes never merge, fold or drop them. None exist yet.
+# Primitives with effects, i.e. not a pure function of their operands: passes never merge,
+# fold or drop them (``ember.debug``'s callback registers itself here).
 EFFECTFUL: set[Primitive] = set()
 
 

@@ -183,7 +183,7 @@ def pp_eqn(eqn: Eqn, namer: _Namer, indent: int) -> str:
     params = " ".join(f"{k}={_pp_param(v, namer, indent)}" for k, v in eqn.params.items())
     head = eqn.primitive.name + (f"[{params}]" if params else "")
     outs = " ".join(_pp_binder(v, namer) for v in eqn.outvars)
-    return f"{outs} = {head} {ins}".rstrip()
+    return f"{outs} = {head} {ins}".rstrip() if outs else f"{head} {ins}".rstrip()  # (JAX: no '=' without outputs)
 
 
 def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, indent: int) -> str:

@@ -1,0 +1,74 @@
+"""Small top-level helpers of JAX's API: ``device_get``, ``default_backend``,
+``ensure_compile_time_eval`` and ``named_call``."""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ember import tree_util
+from ember.core.primitive import Primitive
+from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, set_current_trace
+from ember.runtime.array import Array
+
+__all__ = ["device_get", "default_backend", "ensure_compile_time_eval", "named_call"]
+
+
+def device_get(x: Any) -> Any:
+    """The pytree ``x`` with every ``ember.Array`` replaced by a (read-only) NumPy array; other
+    leaves, tracers included, are returned unchanged (as in JAX)."""
+    return tree_util.tree_map(lambda leaf: np.asarray(leaf) if isinstance(leaf, Array) else leaf, x)
+
+
+def default_backend() -> str:
+    """The platform name of the default backend: ember runs on the CPU."""
+    return "cpu"
+
+
+class _CompileTimeEvalTrace(Trace):
+    """Evaluates operations whose operands are all concrete at once; hands the others to ``parent``."""
+
+    description = "ensure_compile_time_eval"
+
+    def __init__(self, parent: Trace) -> None:
+        self.parent = parent
+        self.eager = EvalTrace()
+
+    def process_primitive(self, primitive: Primitive, args: tuple, params: dict) -> Any:
+        if any(isinstance(a, Tracer) for a in args):
+            with set_current_trace(self.parent):
+                return self.parent.process_primitive(primitive, args, params)
+        return self.eager.process_primitive(primitive, args, params)
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval() -> Iterator[None]:
+    """Inside the block, operations on concrete values run at once even while tracing.
+
+    Under ``jit`` (or another transformation), ``jnp.arange(3).sum()`` in the block is an
+    ``ember.Array`` rather than a traced value, so Python can use its value (``int(...)``).
+    Operations on traced values are traced as usual. The block applies to operations bound
+    directly in it, not inside functions that are traced on their own (the bodies of
+    ``lax.cond``, ``lax.scan``, nested ``jit``), where JAX would also find traced values.
+    Outside any trace it changes nothing.
+    """
+    parent = current_trace()
+    if isinstance(parent, EvalTrace):
+        yield
+        return
+    with set_current_trace(_CompileTimeEvalTrace(parent)):
+        yield
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """``fun`` under the name ``name`` (default: its own). As in JAX, where the name only labels
+    profiles and the IR has no trace of it, the call behaves exactly like ``fun``."""
+    @functools.wraps(fun)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        return fun(*args, **kwargs)
+
+    if name is not None:
+        named.__name__ = named.__qualname__ = name
+    return named
