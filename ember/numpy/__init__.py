@@ -55,4 +55,10 @@ from ember.numpy.reductions import *  # noqa: E402,F401,F403
 from ember.numpy.sorting import *  # noqa: E402,F401,F403
 from ember.numpy.linalg import *  # noqa: E402,F401,F403
 from ember.numpy.index_functions import *  # noqa: E402,F401,F403
+from ember.numpy.comparison import *  # noqa: E402,F401,F403
+from ember.numpy.calculus import *  # noqa: E402,F401,F403
+from ember.numpy.convolution import *  # noqa: E402,F401,F403
+from ember.numpy.statistics import *  # noqa: E402,F401,F403
+from ember.numpy.polynomial import *  # noqa: E402,F401,F403
+from ember.numpy.vectorization import *  # noqa: E402,F401,F403
 from ember.numpy import array_methods as _array_methods  # noqa: E402,F401  (operators on Array / Tracer)
