@@ -5,8 +5,15 @@ backend that makes ``dot_general`` fast makes all of them fast. Operands promote
 JAX does (``result_type``; Python scalars are weak).
 
 This module is also the ``jnp.linalg`` namespace: ``jnp.linalg.norm``,
-``vector_norm``, ``matrix_norm``, ``matmul``, ``outer``, ... live here but only the
-names in ``__all__`` are re-exported as ``jnp.*``.
+``vector_norm``, ``matrix_norm``, ``matmul``, ``outer``, the decompositions and the
+solvers live here but only the names in ``__all__`` are re-exported as ``jnp.*``.
+
+Decompositions and solvers follow JAX: they batch over leading dimensions
+(``(..., m, n)``), compute in float32 (float64 under x64; integers promote, half
+floats are refused by the ``lax.linalg`` primitives they are built on) and do not
+raise on singular or indefinite matrices: the results hold inf / NaN instead
+(``inv`` of a singular matrix, ``cholesky`` of an indefinite one), ``det`` is 0 and
+``slogdet`` gives sign 0 and ``logabsdet`` -inf.
 """
 from __future__ import annotations
 
@@ -16,11 +23,17 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ember import dtypes, lax
+from ember import dtypes, errors, lax
+from ember.lax import linalg as lax_linalg
 from ember.lax.base import canonical_axes
-from ember.numpy.core import broadcast_shapes, ensure_array, promote_dtypes, promote_dtypes_inexact
-from ember.numpy.shape_ops import matrix_transpose, moveaxis, ravel, stack  # noqa: F401  (jnp.linalg.*)
-from ember.numpy.ufuncs import multiply, subtract
+from ember.numpy.core import (asarray, broadcast_shapes, broadcast_to, ensure_array, promote_dtypes,
+                              promote_dtypes_inexact)
+from ember.numpy.creation import arange, eye, zeros
+from ember.numpy.index_functions import take_along_axis
+from ember.numpy.reductions import any as _any, max as _max, sum as _sum
+from ember.numpy.shape_ops import expand_dims, matrix_transpose, moveaxis, ravel, stack  # noqa: F401  (jnp.linalg.*)
+from ember.numpy.ufuncs import multiply, subtract, where
+from ember.transforms.custom import custom_jvp
 from ember.transforms.stable import euclidean_norm
 
 __all__ = ["cross", "diag", "diagonal", "dot", "einsum", "inner", "kron", "matmul", "outer", "tensordot",
@@ -501,8 +514,13 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
     if ord is None or ord == "fro":
         return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"norm with ord={ord!r} needs singular values (an SVD), which ember does not "
-                                  "implement yet")
+        singular_values = svdvals(moveaxis(x, axes, (-2, -1)))
+        last = singular_values.ndim - 1
+        if ord == 2:
+            out = _max(singular_values, axis=last, initial=0)
+        else:
+            out = (lax.reduce_min if ord == -2 else lax.reduce_sum)(singular_values, (last,))
+        return expand_dims(out, tuple(sorted(axes))) if keepdims else out
     if ord not in (1, -1, np.inf, -np.inf):
         raise ValueError(f"Invalid order '{ord}' for matrix norm.")
     # ord=+-1: extreme column sum (sum over rows); ord=+-inf: extreme row sum (sum over columns).
@@ -515,7 +533,8 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     """Vector norms (over one axis) and matrix norms (over two): ``ord`` None/2, 1, inf, -inf, 0,
-    p for vectors; None/'fro', 1, -1, inf, -inf for matrices. Integers promote to float."""
+    p for vectors; None/'fro', 1, -1, inf, -inf, 2, -2 (extreme singular values) and 'nuc'
+    (their sum) for matrices. Integers promote to float."""
     (x,) = promote_dtypes_inexact(ensure_array(x))
     x = ensure_array(x)
     if axis is None:
@@ -545,3 +564,288 @@ def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     """The matrix norm of the last two dimensions."""
     x = ensure_array(x)
     return norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)
+
+
+def svdvals(x: Any, /) -> Any:
+    """The singular values of ``(..., m, n)`` matrices, in descending order."""
+    return svd(x, compute_uv=False)
+
+
+# --- decompositions (jnp.linalg) ------------------------------------------------------------------
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+def _matrices(name: str, a: Any, square: bool = False) -> Any:
+    """``a`` promoted to a floating array of shape ``(..., m, n)`` (``(..., n, n)`` if ``square``)."""
+    (a,) = promote_dtypes_inexact(a)
+    if a.ndim < 2 or (square and a.shape[-1] != a.shape[-2]):
+        raise ValueError(f"Argument to {name} must have shape [..., {'n' if square else 'm'}, n], got {a.shape}.")
+    return a
+
+
+def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
+    """The Cholesky factor of symmetric positive-definite matrices: lower ``L`` with ``a == L @ L.T``
+    (or, if ``upper``, ``U == L.T`` with ``a == U.T @ U``). NaN where ``a`` is not positive definite.
+    ``symmetrize_input`` averages ``a`` with its transpose first (else only its lower triangle is read)."""
+    factor = lax_linalg.cholesky(_matrices("cholesky", a, square=True), symmetrize_input=symmetrize_input)
+    return matrix_transpose(factor) if upper else factor
+
+
+def qr(a: Any, mode: str = "reduced") -> Any:
+    """The QR decomposition ``a == Q @ R``: ``QRResult(Q, R)`` with ``Q`` (..., m, k) and ``R`` (..., k, n),
+    k = min(m, n), for ``mode='reduced'``; ``Q`` (..., m, m) and ``R`` (..., m, n) for ``'complete'``;
+    the reduced ``R`` alone for ``'r'``."""
+    if mode == "raw":
+        raise NotImplementedError("jnp.linalg.qr(mode='raw') (LAPACK's Householder reflectors) is not implemented; "
+                                  "use mode='reduced', 'complete' or 'r'")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    q, r = lax_linalg.qr(_matrices("qr", a), full_matrices=mode == "complete")
+    return r if mode == "r" else QRResult(q, r)
+
+
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
+    """The singular value decomposition ``a == U @ diag(S) @ Vh``: ``SVDResult(U, S, Vh)``, or ``S``
+    alone without ``compute_uv``. ``S`` is descending; ``full_matrices``: ``U`` is (..., m, m) and
+    ``Vh`` (..., n, n), else (..., m, k) and (..., k, n). ``hermitian``: ``a`` is symmetric, and the
+    decomposition comes from its eigendecomposition."""
+    a = _matrices("svd", a)
+    if hermitian:
+        return _symmetric_svd(a, compute_uv)
+    if compute_uv:
+        return SVDResult(*lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=True))
+    return lax_linalg.svd(a, compute_uv=False)
+
+
+def _symmetric_svd(a: Any, compute_uv: bool) -> Any:
+    """With a = V diag(w) V^T: S = |w| sorted descending, U = V in that order, Vh = (U * sign(w)).T."""
+    v, w = lax_linalg.eigh(a)
+    last = w.ndim - 1
+    negated, order = lax.sort((lax.neg(lax.abs(w)), lax.broadcasted_iota(dtypes.int32, w.shape, last)), last,
+                              num_keys=1)
+    s = lax.neg(negated)
+    if not compute_uv:
+        return s
+    u = take_along_axis(v, expand_dims(order, -2), axis=-1)
+    signs = where(take_along_axis(w, order, axis=-1) < 0, -1, 1).astype(w.dtype)
+    return SVDResult(u, s, matrix_transpose(u * expand_dims(signs, -2)))
+
+
+def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices:
+    ``EighResult(eigenvalues, eigenvectors)``. ``UPLO`` ('L', the default, or 'U') names the triangle
+    that is read when ``symmetrize_input`` is off; by default ``a`` is averaged with its transpose."""
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {UPLO}")
+    v, w = lax_linalg.eigh(_matrices("eigh", a, square=True), lower=UPLO != "U", symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:
+    """The eigenvalues of symmetric matrices, ascending."""
+    return eigh(a, UPLO, symmetrize_input).eigenvalues
+
+
+# --- solvers, inverses and determinants ----------------------------------------------------------------
+def _lu_solve(lu: Any, permutation: Any, b: Any) -> Any:
+    """``x`` with ``A @ x == b`` for ``A[permutation] == L @ U`` (LU factors packed in ``lu``),
+    ``b`` of shape (..., n, k); the batch dimensions broadcast."""
+    batch = broadcast_shapes(lu.shape[:-2], b.shape[:-2])
+    lu, b = broadcast_to(lu, batch + lu.shape[-2:]), broadcast_to(b, batch + b.shape[-2:])
+    rows = broadcast_to(permutation, batch + permutation.shape[-1:])
+    permuted = take_along_axis(b, expand_dims(rows, -1), axis=-2)
+    below = lax_linalg.triangular_solve(lu, permuted, left_side=True, lower=True, unit_diagonal=True)
+    return lax_linalg.triangular_solve(lu, below, left_side=True, lower=False)
+
+
+def solve(a: Any, b: Any) -> Any:
+    """``x`` with ``a @ x == b`` for square ``a`` (..., n, n), by LU decomposition with partial pivoting.
+
+    As in NumPy 2 and JAX, ``b`` is a vector only when it is 1-D; otherwise it is a stack of
+    (..., n, k) matrices, and the batch dimensions broadcast. A singular ``a`` gives inf / NaN.
+    """
+    a, b = promote_dtypes_inexact(a, b)
+    if a.ndim < 2:
+        raise ValueError(f"left hand array must be at least two dimensional; got a.shape={a.shape}")
+    a = _matrices("solve", a, square=True)
+    if b.ndim > 1 and a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1] and a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"Invalid shapes for solve: {a.shape}, {b.shape}. A b of more than one dimension is a "
+                         "stack of (n, k) matrices (as in NumPy 2), not of vectors; for a batch of vectors use "
+                         "solve(a, b[..., None])[..., 0].")
+    if b.ndim == 0 or b.shape[-2 if b.ndim > 1 else 0] != a.shape[-1]:
+        raise ValueError(f"solve: a of shape {a.shape} and b of shape {b.shape} do not match: b needs "
+                         f"{a.shape[-1]} rows (b is a vector (n,) or a stack of matrices (..., n, k))")
+    lu, _, permutation = lax_linalg.lu(a)
+    if b.ndim == 1:
+        return _lu_solve(lu, permutation, expand_dims(b, -1))[..., 0]
+    return _lu_solve(lu, permutation, b)
+
+
+def inv(a: Any) -> Any:
+    """The inverse of square matrices (..., n, n): ``solve(a, identity)``; inf / NaN if singular."""
+    a = _matrices("inv", a, square=True)
+    return solve(a, broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape))
+
+
+def _lu_diagonal_and_swap_sign(a: Any) -> tuple[Any, Any]:
+    """The diagonal of U in ``A[permutation] == L @ U`` and the sign of the row permutation."""
+    lu, pivots, _ = lax_linalg.lu(a)
+    swapped = pivots != arange(pivots.shape[-1], dtype=pivots.dtype)
+    swap_signs = where(swapped, -1, 1).astype(a.dtype)
+    return diagonal(lu, axis1=-2, axis2=-1), lax.reduce_prod(swap_signs, (swap_signs.ndim - 1,))
+
+
+def det(a: Any) -> Any:
+    """The determinant of square matrices: the signed product of the LU pivots (0 if singular)."""
+    diag, swap_sign = _lu_diagonal_and_swap_sign(_matrices("det", a, square=True))
+    return swap_sign * lax.reduce_prod(diag, (diag.ndim - 1,))
+
+
+def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
+    """``SlogdetResult(sign, logabsdet)`` with ``det(a) == sign * exp(logabsdet)``, without overflow;
+    a singular matrix has sign 0 and logabsdet -inf. ``method``: 'lu' (None, the only one)."""
+    if method not in (None, "lu"):
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`).")
+    diag, swap_sign = _lu_diagonal_and_swap_sign(_matrices("slogdet", a, square=True))
+    last = (diag.ndim - 1,)
+    return SlogdetResult(swap_sign * lax.reduce_prod(lax.sign(diag), last),
+                         lax.reduce_sum(lax.log(lax.abs(diag)), last))
+
+
+def matrix_power(a: Any, n: int) -> Any:
+    """``a @ a @ ... @ a`` (``n`` factors) by repeated squaring; ``n == 0`` gives the identity and
+    ``n < 0`` powers of ``inv(a)``. Integer matrices stay integer (except for ``n < 0``)."""
+    a = ensure_array(a)
+    if a.ndim < 2:
+        raise TypeError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if a.shape[-2] != a.shape[-1]:
+        raise TypeError(f"Last 2 dimensions of the array must be square, got shape {a.shape}")
+    try:
+        n = operator.index(n)
+    except errors.JAXTypeError:  # a traced exponent: its own error says what to do
+        raise
+    except TypeError as err:
+        raise TypeError(f"exponent must be an integer, got {n}") from err
+    if n == 0:
+        return broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape)
+    if n < 0:
+        a, n = inv(a), -n
+    result, square = None, a
+    while True:
+        n, bit = divmod(n, 2)
+        if bit:
+            result = square if result is None else matmul(result, square)
+        if not n:
+            return result
+        square = matmul(square, square)
+
+
+def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any = None) -> Any:
+    """The number of singular values above a threshold (default int dtype): by default the largest singular
+    value times ``max(m, n) * eps``. As in JAX, a given ``rtol`` (or its alias ``tol``) is that
+    threshold itself. 0-D and 1-D arrays have rank 1 unless all zero."""
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
+    (M,) = promote_dtypes_inexact(M)
+    if M.ndim < 2:
+        return _any(M != 0).astype(dtypes.int32)
+    s = svd(M, full_matrices=False, compute_uv=False, hermitian=hermitian)
+    if rtol is None:
+        rtol = _max(s, axis=-1) * (max(M.shape[-2:]) * float(dtypes.finfo(s.dtype).eps))
+    return _sum(s > expand_dims(ensure_array(rtol), -1), axis=-1)
+
+
+def lstsq(a: Any, b: Any, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:
+    """The least-squares solution of ``a @ x ~= b`` for 2-D ``a`` (m, n): ``(x, residuals, rank, s)``.
+
+    Singular values below ``rcond`` times the largest (default ``max(m, n) * eps``) are treated
+    as zero. ``residuals`` are the squared residual norms per column of ``b``, always computed
+    (NumPy leaves them empty when rank < n or m <= n; ``numpy_resid=True`` does that too, which
+    needs a concrete rank, so not under jit).
+    """
+    a, b = promote_dtypes_inexact(a, b)
+    if a.ndim != 2:
+        raise TypeError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
+    if b.ndim not in (1, 2):
+        raise TypeError(f"{b.ndim}-dimensional array given. Array must be one or two-dimensional")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"Leading dimensions of input arrays must match, got shapes {a.shape} and {b.shape}")
+    columns = b if b.ndim == 2 else expand_dims(b, -1)
+    m, n = a.shape
+    if a.size == 0:
+        s, rank, x = zeros(0, a.dtype), asarray(0, dtypes.default_int_dtype()), zeros((n, columns.shape[1]), a.dtype)
+    else:
+        eps = float(dtypes.finfo(a.dtype).eps)
+        ratio = eps * max(m, n) if rcond is None else where(asarray(rcond) < 0, eps, rcond)
+        u, s, vh = lax_linalg.svd(a, full_matrices=False)
+        kept = s >= ratio * s[0]
+        rank = _sum(kept)
+        s_inverse = where(kept, 1 / where(kept, s, 1), 0)
+        x = matmul(matrix_transpose(vh), expand_dims(s_inverse, -1) * matmul(matrix_transpose(u), columns))
+    if numpy_resid and (int(rank) < n or m <= n):
+        residuals = zeros(0, a.dtype)
+    else:
+        residuals = _sum(subtract(columns, matmul(a, x)) ** 2, axis=0)
+    return (x if b.ndim == 2 else x[:, 0]), residuals, rank, s
+
+
+def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
+    """The Moore-Penrose pseudo-inverse (..., n, m) of (..., m, n) matrices, from the SVD: singular
+    values up to ``rtol`` times the largest count as zero (default ``10 * max(m, n) * eps``, as in
+    JAX; ``rcond`` is an alias). Its derivative is the Golub-Pereyra formula, exact where the rank
+    is locally constant."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: only one of rtol and rcond may be specified.")
+        rtol = rcond
+    a = _matrices("pinv", a)
+    if rtol is None:
+        rtol = 10.0 * max(a.shape[-2:]) * float(dtypes.finfo(a.dtype).eps)
+    return _pinv(a, rtol, hermitian)
+
+
+def _pinv_from_svd(a: Any, rtol: Any, hermitian: bool) -> Any:
+    m, n = a.shape[-2:]
+    if m == 0 or n == 0:
+        return zeros(a.shape[:-2] + (n, m), a.dtype)
+    u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
+    cutoff = expand_dims(asarray(rtol, a.dtype), -1) * s[..., :1]
+    s_inverse = where(s > cutoff, 1 / where(s > cutoff, s, 1), 0)
+    return matmul(matrix_transpose(vh) * expand_dims(s_inverse, -2), matrix_transpose(u))
+
+
+_pinv = custom_jvp(_pinv_from_svd, nondiff_argnums=(2,))
+
+
+@_pinv.defjvp
+def _pinv_jvp(hermitian: bool, primals: tuple, tangents: tuple) -> tuple:
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P
+    (a, rtol), (da, _) = primals, tangents
+    p = _pinv(a, rtol, hermitian)
+    if hermitian:  # the decomposition saw the symmetrized matrix
+        a, da = lax_linalg.symmetrize(a), lax_linalg.symmetrize(da)
+    pt, dat = matrix_transpose(p), matrix_transpose(da)
+    left = matmul(matmul(p, pt), dat)
+    right = matmul(matmul(dat, pt), p)
+    dp = (-matmul(matmul(p, da), p) + left - matmul(matmul(left, a), p) + right - matmul(matmul(p, a), right))
+    return p, dp

@@ -1,0 +1,207 @@
+"""Derivatives and batching of the matrix decompositions and triangular solves.
+
+The jvp rules are the standard matrix-calculus results (e.g. Giles, "An extended
+collection of matrix derivative results for forward and reverse mode algorithmic
+differentiation", 2008). Each tangent is built from triangular solves and products
+with the primal factors, so reverse mode transposes it like any linear program;
+``triangular_solve``, linear in its right-hand side, has the one transpose rule.
+
+Decompositions that read one triangle of their operand (``cholesky``, ``eigh``) see
+the symmetric matrix that triangle stands for, and so do their tangents. Where the
+derivative does not exist the rules give inf / NaN as JAX does (repeated eigenvalues
+or singular values, singular matrices), or refuse (the extra columns of a complete QR
+or SVD of a non-square matrix are not unique).
+
+Every primitive batches over leading dimensions: vmap moves the batch axis to the front.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import ember.numpy as jnp
+from ember import lax
+from ember.core.primitive import Primitive
+from ember.lax import linalg
+from ember.lax.base import aval
+from ember.lax.linalg import matrix_transpose
+from ember.transforms.batching import batching_rules, move_batch_axis
+from ember.transforms.jvp import defjvp, jvp_rules
+from ember.transforms.rules.reductions import take_along_axis
+from ember.transforms.tangents import Zero
+from ember.transforms.transpose import is_undefined, transpose_rules
+
+
+def _symmetric_from_triangle(t: Any, lower: bool) -> Any:
+    """The symmetric matrix that the lower (or upper) triangle of ``t`` stands for."""
+    if lower:
+        return jnp.tril(t) + matrix_transpose(jnp.tril(t, -1))
+    return jnp.triu(t) + matrix_transpose(jnp.triu(t, 1))
+
+
+def _off_diagonal_reciprocal(differences: Any) -> Any:
+    """``1 / differences`` off the diagonal and 0 on it (where the differences are zero)."""
+    eye = jnp.eye(aval(differences).shape[-1], dtype=aval(differences).dtype)
+    return 1 / (differences + eye) - eye
+
+
+def _fit(x: Any, size: int, axis: int) -> Any:
+    """``x`` cut or zero-padded to ``size`` along ``axis``."""
+    x_aval = aval(x)
+    current = x_aval.shape[axis]
+    if current >= size:
+        return lax.slice_in_dim(x, 0, size, axis=axis)
+    config = [(0, 0, 0)] * x_aval.ndim
+    config[axis] = (0, size - current, 0)
+    return lax.pad(x, 0.0, config)
+
+
+# --- cholesky: dL = L Phi(L^-1 dA L^-T), Phi = the lower triangle with a halved diagonal ----------------
+def _cholesky_jvp(primals: tuple, tangents: tuple) -> tuple:
+    [x], [dx] = primals, tangents
+    factor = linalg.cholesky_p.bind(x)
+    da = _symmetric_from_triangle(dx, lower=True)
+    right = linalg.triangular_solve(factor, da, left_side=False, lower=True, transpose_a=True)  # dA L^-T
+    inner = linalg.triangular_solve(factor, right, left_side=True, lower=True)  # L^-1 dA L^-T
+    phi = jnp.tril(inner) - 0.5 * inner * jnp.eye(aval(x).shape[-1], dtype=aval(x).dtype)
+    return factor, jnp.matmul(factor, phi)
+
+
+jvp_rules[linalg.cholesky_p] = _cholesky_jvp
+
+
+# --- triangular_solve: op(a) x = b  ->  op(a) dx = db - op(da) x (on the right: dx op(a) = db - x op(da)) ---
+def _solve_again(a: Any, b: Any, **params: Any) -> Any:
+    return linalg.triangular_solve_p.bind(a, b, **params)
+
+
+def _triangular_solve_a_tangent(da: Any, x: Any, a: Any, b: Any, *, left_side: bool, lower: bool, transpose_a: bool,
+                                unit_diagonal: bool) -> Any:
+    offset = 1 if unit_diagonal else 0  # the solve reads a's triangle, without its diagonal if unit_diagonal
+    read = jnp.tril(da, -offset) if lower else jnp.triu(da, offset)
+    op_da = matrix_transpose(read) if transpose_a else read
+    product = jnp.matmul(op_da, x) if left_side else jnp.matmul(x, op_da)
+    return -_solve_again(a, product, left_side=left_side, lower=lower, transpose_a=transpose_a,
+                         unit_diagonal=unit_diagonal)
+
+
+defjvp(linalg.triangular_solve_p, _triangular_solve_a_tangent, lambda db, x, a, b, **params: _solve_again(a, db, **params))
+
+
+def _triangular_solve_transpose(ct: Any, a: Any, b: Any, *, left_side: bool, lower: bool, transpose_a: bool,
+                                unit_diagonal: bool) -> list:
+    """x = op(a)^-1 b has the adjoint ct -> op(a)^-T ct (on the right: ct op(a)^-T)."""
+    if is_undefined(a):
+        raise NotImplementedError("transpose of triangular_solve: it is linear in b only, but a is being "
+                                  "differentiated too")
+    return [None, _solve_again(a, ct, left_side=left_side, lower=lower, transpose_a=not transpose_a,
+                               unit_diagonal=unit_diagonal)]
+
+
+transpose_rules[linalg.triangular_solve_p] = _triangular_solve_transpose
+
+
+# --- lu: with P A = L U, L^-1 P dA U^-1 = L^-1 dL + dU U^-1 (strictly lower + upper) --------------------
+def _lu_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """L and U are completed to square unit-lower m x m and upper n x n matrices (identity in the
+    added rows / columns), which makes the formula hold for rectangular matrices too."""
+    [x], [dx] = primals, tangents
+    lu, pivots, permutation = linalg.lu_p.bind(x)
+    x_aval = aval(x)
+    rank, (m, n) = x_aval.ndim, x_aval.shape[-2:]
+    eye_m, eye_n = jnp.eye(m, dtype=x_aval.dtype), jnp.eye(n, dtype=x_aval.dtype)
+    lower = jnp.tril(_fit(lu, m, rank - 1), -1) + eye_m
+    upper = jnp.triu(_fit(lu, n, rank - 2)) + eye_n * (jnp.arange(n) >= min(m, n))
+    rows = lax.broadcast_in_dim(permutation, x_aval.shape, tuple(range(rank - 1)))
+    permuted = take_along_axis(dx, rows, rank - 2)  # P dA
+    solved = linalg.triangular_solve(lower, permuted, left_side=True, lower=True, unit_diagonal=True)
+    solved = linalg.triangular_solve(upper, solved, left_side=False, lower=False)
+    d_lu = jnp.matmul(lower, jnp.tril(solved, -1)) + jnp.matmul(jnp.triu(solved), upper)
+    return [lu, pivots, permutation], [d_lu, Zero(aval(pivots)), Zero(aval(permutation))]
+
+
+jvp_rules[linalg.lu_p] = _lu_jvp
+
+
+# --- qr ------------------------------------------------------------------------------------------------
+def _qr_jvp(primals: tuple, tangents: tuple, *, full_matrices: bool) -> tuple:
+    """For A1 = Q R1 (the first k = min(m, n) columns): with C = Q^T dA1 R1^-1 and Omega the
+    antisymmetric matrix with C's strict lower triangle, dQ = Q (Omega - C) + dA1 R1^-1 and
+    dR1 = (C - Omega) R1. The remaining columns A2 = Q R2 (wide matrices) give dR2 = Q^T (dA2 - dQ R2)."""
+    [x], [dx] = primals, tangents
+    m, n = aval(x).shape[-2:]
+    if full_matrices and m > n:
+        raise NotImplementedError(
+            f"the derivative of a complete QR decomposition (full_matrices=True, mode='complete') of a {m} x {n} "
+            "matrix is not defined: the extra columns of q are not unique. Use the reduced decomposition.")
+    q, r = linalg.qr_p.bind(x, full_matrices=full_matrices)
+    k, last = min(m, n), aval(x).ndim - 1
+    r1 = lax.slice_in_dim(r, 0, k, axis=last)
+    dx_rinv = linalg.triangular_solve(r1, lax.slice_in_dim(dx, 0, k, axis=last), left_side=False, lower=False)
+    c = jnp.matmul(matrix_transpose(q), dx_rinv)
+    omega = jnp.tril(c, -1) - matrix_transpose(jnp.tril(c, -1))
+    dq = jnp.matmul(q, omega - c) + dx_rinv
+    dr = jnp.matmul(c - omega, r1)
+    if n > k:
+        r2, dx2 = lax.slice_in_dim(r, k, n, axis=last), lax.slice_in_dim(dx, k, n, axis=last)
+        dr = lax.concatenate([dr, jnp.matmul(matrix_transpose(q), dx2 - jnp.matmul(dq, r2))], last)
+    return [q, r], [dq, dr]
+
+
+jvp_rules[linalg.qr_p] = _qr_jvp
+
+
+# --- eigh: dw = diag(V^T dA V), dV = V (F * V^T dA V) with F[i, j] = 1 / (w[j] - w[i]) ---------------------
+def _eigh_jvp(primals: tuple, tangents: tuple, *, lower: bool) -> tuple:
+    [x], [dx] = primals, tangents
+    v, w = linalg.eigh_p.bind(x, lower=lower)
+    rotated = jnp.matmul(jnp.matmul(matrix_transpose(v), _symmetric_from_triangle(dx, lower)), v)
+    gaps = _off_diagonal_reciprocal(w[..., None, :] - w[..., :, None])
+    return [v, w], [jnp.matmul(v, gaps * rotated), jnp.diagonal(rotated, axis1=-2, axis2=-1)]
+
+
+jvp_rules[linalg.eigh_p] = _eigh_jvp
+
+
+# --- svd: with dP = U^T dA V, ds = diag(dP) and F[i, j] = 1 / (s[j]^2 - s[i]^2): -----------------------------
+#     dU = U (F * (dP S + S dP^T)) + (I - U U^T) dA V S^-1,  dV = V (F * (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1
+def _svd_jvp(primals: tuple, tangents: tuple, *, full_matrices: bool, compute_uv: bool) -> tuple:
+    [x], [dx] = primals, tangents
+    m, n = aval(x).shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(
+            f"the derivative of svd with full_matrices=True of a {m} x {n} matrix is not defined: the extra "
+            "singular vectors are not unique. Use full_matrices=False.")
+    u, s, vh = linalg.svd_p.bind(x, full_matrices=False, compute_uv=True)
+    v = matrix_transpose(vh)
+    projected = jnp.matmul(jnp.matmul(matrix_transpose(u), dx), v)
+    ds = jnp.diagonal(projected, axis1=-2, axis2=-1)
+    if not compute_uv:
+        return [s], [ds]
+    s_row, s_column = s[..., None, :], s[..., :, None]
+    gaps = _off_diagonal_reciprocal((s_row - s_column) * (s_row + s_column))
+    projected_s, s_projected = projected * s_row, s_column * projected
+    du = jnp.matmul(u, gaps * (projected_s + matrix_transpose(projected_s)))
+    dv = jnp.matmul(v, gaps * (s_projected + matrix_transpose(s_projected)))
+    if m > n:  # the part of dA V outside the span of U
+        dx_v = jnp.matmul(dx, v)
+        du = du + (dx_v - jnp.matmul(u, jnp.matmul(matrix_transpose(u), dx_v))) / s_row
+    if n > m:
+        dxt_u = jnp.matmul(matrix_transpose(dx), u)
+        dv = dv + (dxt_u - jnp.matmul(v, jnp.matmul(vh, dxt_u))) / s_row
+    return [u, s, vh], [du, ds, matrix_transpose(dv)]
+
+
+jvp_rules[linalg.svd_p] = _svd_jvp
+
+
+# --- batching --------------------------------------------------------------------------------------------------
+def _batch_at_front(p: Primitive):
+    def rule(axis_size: int, values: tuple, dims: tuple, **params: Any) -> tuple[Any, Any]:
+        out = p.bind(*(move_batch_axis(v, d, axis_size) for v, d in zip(values, dims)), **params)
+        return out, ([0] * len(out) if p.multiple_results else 0)
+
+    return rule
+
+
+batching_rules.update({p: _batch_at_front(p) for p in (
+    linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p, linalg.eigh_p, linalg.svd_p)})
