@@ -286,7 +286,8 @@ def test_pure_callback_is_not_called_when_its_result_is_unused():
 
     assert count_eqns(optimize(ember.make_jaxpr(f)(jnp.ones(2))), pure_callback_p) == 0
     assert_allclose(ember.jit(f)(jnp.ones(2)), np.float32([2, 2]))
-    assert calls == []
+    if ember.config.backend == "cpu":  # it optimizes; the reference interpreter runs the program as traced
+        assert calls == []
 
 
 def test_pure_callback_result_type_errors():
