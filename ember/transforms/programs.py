@@ -76,12 +76,14 @@ def trace_programs(funs: Sequence[Callable[..., Sequence[Any]]], in_avals: Seque
 
 
 def prune(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> Jaxpr:
-    """The program computing only the used outputs (equations have no side effects)."""
+    """The program computing only the used outputs, and keeping every effect (a print)."""
+    from ember.compiler.rewrite import is_effectful  # (the compiler imports the transforms)
+
     outvars = [v for v, used in zip(jaxpr.outvars, used_outputs) if used]
     live = {id(v) for v in outvars if isinstance(v, Var)}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if any(id(v) in live for v in eqn.outvars):
+        if any(id(v) in live for v in eqn.outvars) or is_effectful(eqn):
             kept.append(eqn)
             live.update(id(a) for a in eqn.invars if isinstance(a, Var))
     return Jaxpr(jaxpr.constvars, jaxpr.invars, kept[::-1], outvars)
