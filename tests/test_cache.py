@@ -120,7 +120,7 @@ def test_clear_caches():
     assert f.cache_info().traces == 2
 
 
-def test_many_threads_compile_each_signature_once():
+def test_many_threads_compile_each_signature_once():  # (and, after the first hits, share the native hit path)
     calls = []
 
     def body(x):

@@ -4,7 +4,6 @@ Every test compares the hit path with NumPy (or with the general path) and check
 that whatever the entry declines (deleted, non-contiguous, traced or foreign
 arguments; config changes) is handled as it was before the entry existed.
 """
-import threading
 
 import numpy as np
 import pytest
@@ -192,28 +191,6 @@ def test_large_inputs_split_across_threads_in_the_entry():
     want = np.sqrt(np.arange(1 << 20, dtype=np.float32)) + np.arange(1 << 20, dtype=np.float32)
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-6)
-
-
-def test_threads_calling_the_fast_path_at_once():
-    f = ember.jit(lambda x, y: x * y + 1)
-    inputs = {n: (jnp.arange(float(n)), jnp.full(n, 2.0)) for n in (5, 64, 300)}
-    errors = []
-
-    def worker(seed):
-        rng = np.random.default_rng(seed)
-        try:
-            for _ in range(500):
-                n = list(inputs)[rng.integers(3)]
-                assert f(*inputs[n]).tolist() == (np.arange(float(n)) * 2 + 1).tolist()
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and f.cache_info().traces == 3
 
 
 _PROCESS = """

@@ -28,6 +28,7 @@ from ember.lax.dot import dot_general_p
 
 if TYPE_CHECKING:
     from ember.backends.cpu.kernel import KernelBuilder
+    from ember.core.ir import Var
 
 IndexRule = Callable[["KernelBuilder", Any, Index, Scope], Scalar]
 index_rules: dict[Primitive, IndexRule] = {}
@@ -146,6 +147,14 @@ def _dynamic_slice(k, eqn, index, scope):
     return _operand_at(k, eqn, index, scope, comps)
 
 
+def index_vector_entry(k: KernelBuilder, indices: Var, batch: list[Scalar], j: int, scope: Scope) -> Scalar:
+    """Entry ``j`` of the index vector at position ``batch`` of a gather's or scatter's indices
+    (the vector is their last dimension), as an i64."""
+    value = k.value(indices, Index(k, indices.aval.shape, batch + [int_const(j)]), scope)
+    return k.emit_op(value.depth, scope, lambda: lowering.convert(
+        k.emitter, value.value, indices.aval.dtype, np.dtype(np.int64)))
+
+
 def _gather(k, eqn, index, scope):
     """The operand at the window start read from ``indices`` (clamped so the window fits) plus
     the offset within the window; in "fill" mode, the fill value where the window does not fit."""
@@ -156,9 +165,7 @@ def _gather(k, eqn, index, scope):
     starts: list[Scalar] = [int_const(0)] * len(shape)
     conditions = []
     for j, d in enumerate(dn.start_index_map):
-        value = k.value(indices, Index(k, indices.aval.shape, batch + [int_const(j)]), scope)
-        start = k.emit_op(value.depth, scope, lambda v=value: lowering.convert(
-            k.emitter, v.value, indices.aval.dtype, np.dtype(np.int64)))
+        start = index_vector_entry(k, indices, batch, j, scope)
         fits = shape[d] - sizes[d] + 1  # the number of starts at which the window fits
         conditions += [k.compare(">=", start, 0), k.compare("<", start, fits)]
         starts[d] = k.clamp(start, fits)

@@ -27,7 +27,8 @@ from llvmlite import ir
 from ember.core.ir import Jaxpr, Literal, Var
 from ember.backends.cpu import lowering
 from ember.backends.cpu.index_rules import (
-    REDUCTION_PRIMITIVES, dot_accumulation_dtype, dot_row, dot_row_layout, elementwise, index_rules, reduction_row,
+    REDUCTION_PRIMITIVES, dot_accumulation_dtype, dot_row, dot_row_layout, elementwise, index_rules, index_vector_entry,
+    reduction_row,
 )
 from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
@@ -384,9 +385,7 @@ class KernelBuilder:
         coords: list[Scalar] = [int_const(0)] * len(shape)
         conditions = []
         for j, d in enumerate(dn.scatter_dims_to_operand_dims):
-            start = self.value(indices, Index(self, indices.aval.shape, batch + [int_const(j)]), scope)
-            start = self.emit_op(start.depth, scope, lambda v=start: lowering.convert(
-                self.emitter, v.value, indices.aval.dtype, np.dtype(np.int64)))
+            start = index_vector_entry(self, indices, batch, j, scope)
             fits = shape[d] - window.get(d, 1) + 1  # the starts at which the window fits
             if root.params["mode"] == GatherScatterMode.CLIP:
                 start = self.clamp(start, fits)
