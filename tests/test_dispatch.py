@@ -1,10 +1,9 @@
-"""The jit hit path: plain calls on Arrays run through a program's native entry.
+"""The jit hit path: plain calls on Arrays run a whole program through the native dispatcher.
 
-Every test compares the hit path with NumPy (or with the general path) and checks
-that whatever the entry declines (deleted, non-contiguous, traced or foreign
-arguments; config changes) is handled as it was before the entry existed.
+Every test compares the hit path with the reference (or with the general path) and checks
+that whatever the dispatcher declines (deleted, non-contiguous, traced or foreign arguments;
+config changes) is handled as it was before the dispatcher existed.
 """
-
 import numpy as np
 import pytest
 
