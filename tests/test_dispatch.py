@@ -13,7 +13,7 @@ from ember import lax
 from ember.backends.cpu import entry
 from ember.runtime.array import Array
 
-cpu_only = pytest.mark.skipif(ember.config.backend != "cpu", reason="the native entry is the CPU backend's")
+cpu_only = pytest.mark.skipif(ember.config.backend != "cpu", reason="the native dispatcher is the CPU backend's")
 
 
 def _fast_entries(f) -> int:
@@ -28,7 +28,7 @@ def _hits(f, *args, n=3):
 
 
 @cpu_only
-def test_the_layout_the_entry_relies_on_holds_here():
+def test_the_layout_the_dispatcher_relies_on_holds_here():
     assert entry.available()
 
 
@@ -62,7 +62,7 @@ def test_the_hit_path_matches_the_reference_interpreter(name, rng):
     outs, hits = _hits(f, *args)
     assert hits == len(outs)
     if ember.config.backend == "cpu":
-        assert _fast_entries(f) == 1  # every step native: the calls went through the entry
+        assert _fast_entries(f) == 1  # every step native: the calls went through the dispatcher
     for out in outs:
         assert isinstance(out, Array) and out.dtype == want.dtype and out.shape == want.shape
         np.testing.assert_allclose(np.asarray(out), want, rtol=2e-5, atol=1e-6)
@@ -184,7 +184,7 @@ def test_eviction_removes_the_fast_path_entry():
     assert all(entry in f._cache.entries.values() for _, entry in f._fast.values())
 
 
-def test_large_inputs_split_across_threads_in_the_entry():
+def test_large_inputs_split_across_threads_in_the_dispatcher():
     f = ember.jit(lambda x: jnp.sqrt(x) + x)
     x = jnp.arange(1 << 20, dtype=jnp.float32)
     want = np.sqrt(np.arange(1 << 20, dtype=np.float32)) + np.arange(1 << 20, dtype=np.float32)
