@@ -391,7 +391,8 @@ LINEAR = {
     "neg", "add", "sub", "mul", "div", "convert_element_type", "select_n", "reduce_sum", "broadcast_in_dim",
     "reshape", "transpose", "squeeze", "rev", "slice", "pad", "concatenate", "dynamic_slice",
     "dynamic_update_slice", "gather", "scatter", "scatter-add", "scatter-sub", "scatter-mul", "dot_general", "cumsum",
-    "jit", "cond", "scan", "while", "custom_vjp_lin",
+    "jit", "cond", "scan", "while", "custom_vjp_lin", "conv_general_dilated", "reduce_window_sum",
+    "triangular_solve",
 }
 # Primitives that never see a tangent: no operands, or only ever created by differentiation itself.
 NO_JVP = {"iota", "custom_vjp_lin", "fusion"}

@@ -92,7 +92,7 @@ def eval_closed(closed: ClosedJaxpr, *args: Any) -> list[np.ndarray]:
 
 
 from ember.backends.reference import (  # noqa: E402,F401  (register rules)
-    control_flow, dot, elementwise, indexing, linalg, reductions, shapes,
+    control_flow, convolution, dot, elementwise, indexing, linalg, reductions, shapes,
 )
 from ember.compiler.fusion import fusion_p  # noqa: E402  (after impl_rules: the compiler reads it)
 

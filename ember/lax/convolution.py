@@ -1,0 +1,275 @@
+"""Convolutions and windowed reductions (pooling), as ``jax.lax`` has them.
+
+``conv_general_dilated`` slides a kernel over the spatial dimensions of an input.
+Its layout is described by ``ConvDimensionNumbers``: for each operand and the
+output, which dimension is the batch (or output-feature) one, which the feature
+(input-feature) one, then the spatial ones in the kernel's order (as XLA's
+ConvGeneralDilated). ``reduce_window`` folds ``lax.add`` / ``lax.max`` /
+``lax.min`` over sliding windows; each monoid is its own primitive.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ember import dtypes
+from ember.core.avals import ShapedArray
+from ember.errors import TracerArrayConversionError
+from ember.lax import elementwise
+from ember.lax.base import aval, check_dtype, primitive, shape_tuple
+from ember.lax.dot import _precision_param
+
+__all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
+           "conv_general_dilated_p", "conv_with_general_padding", "padtype_to_pads", "reduce_window",
+           "reduce_window_max_p", "reduce_window_min_p", "reduce_window_sum_p"]
+
+
+class ConvDimensionNumbers(NamedTuple):
+    """Dimension positions: ``lhs_spec`` = (batch, feature, spatial...), ``rhs_spec`` =
+    (output feature, input feature, spatial...), ``out_spec`` = (batch, feature, spatial...)."""
+    lhs_spec: tuple[int, ...]
+    rhs_spec: tuple[int, ...]
+    out_spec: tuple[int, ...]
+
+
+def _spec_permutation(spec: str, pair: tuple[str, str], rhs_spec: str) -> tuple[int, ...]:
+    spatial = sorted((i for i, c in enumerate(spec) if c not in pair), key=lambda i: rhs_spec.index(spec[i]))
+    return (spec.index(pair[0]), spec.index(pair[1]), *spatial)
+
+
+def conv_dimension_numbers(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
+                           dimension_numbers: Any) -> ConvDimensionNumbers:
+    """Normalize ``dimension_numbers`` (None, a ConvDimensionNumbers, or strings such as
+    ``('NHWC', 'HWIO', 'NHWC')``) for operands of the given shapes."""
+    rank = len(lhs_shape)
+    if len(rhs_shape) != rank:
+        raise TypeError(f"convolution requires lhs and rhs of one rank, got shapes {tuple(lhs_shape)} and "
+                        f"{tuple(rhs_shape)}")
+    if dimension_numbers is None:
+        default = tuple(range(rank))
+        return ConvDimensionNumbers(default, default, default)
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return ConvDimensionNumbers(*(tuple(int(d) for d in spec) for spec in dimension_numbers))
+    if not isinstance(dimension_numbers, (tuple, list)) or len(dimension_numbers) != 3 or not all(
+            isinstance(s, str) for s in dimension_numbers):
+        raise TypeError("convolution dimension_numbers must be None, a ConvDimensionNumbers or a triple of strings "
+                        f"like ('NCHW', 'OIHW', 'NCHW'), got {dimension_numbers!r}")
+    pairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for i, (spec, (a, b)) in enumerate(zip(dimension_numbers, pairs)):
+        if len(spec) != rank:
+            raise TypeError(f"convolution dimension_numbers[{i}] = {spec!r} must have length equal to the operand "
+                            f"rank {rank} (lhs shape {tuple(lhs_shape)}, rhs shape {tuple(rhs_shape)})")
+        if spec.count(a) != 1 or spec.count(b) != 1 or len(set(spec)) != len(spec):
+            raise TypeError(f"convolution dimension_numbers[{i}] = {spec!r} must contain '{a}' and '{b}' exactly "
+                            "once and no repeated characters")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    if not set(lhs_spec) - {"N", "C"} == set(rhs_spec) - {"O", "I"} == set(out_spec) - {"N", "C"}:
+        raise TypeError("convolution dimension_numbers must name the same spatial dimensions in all three "
+                        f"specs, got {tuple(dimension_numbers)}")
+    return ConvDimensionNumbers(*(_spec_permutation(s, p, rhs_spec) for s, p in zip(dimension_numbers, pairs)))
+
+
+def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int], window_strides: Sequence[int],
+                    padding: str) -> list[tuple[int, int]]:
+    """Explicit ``(low, high)`` pads for 'VALID', 'SAME' (extra padding high) or 'SAME_LOWER'."""
+    kind = padding.upper() if isinstance(padding, str) else padding
+    if kind == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if kind not in ("SAME", "SAME_LOWER"):
+        raise ValueError(f"padding must be 'SAME', 'SAME_LOWER' or 'VALID' (or explicit (low, high) pairs), "
+                         f"got {padding!r}")
+    pads = []
+    for size, window, stride in zip(in_shape, window_shape, window_strides):
+        total = max(0, (-(-size // stride) - 1) * stride + window - size)
+        small, large = total // 2, total - total // 2
+        pads.append((small, large) if kind == "SAME" else (large, small))
+    return pads
+
+
+def dilate_dim(size: int, dilation: int) -> int:
+    return 0 if size == 0 else 1 + dilation * (size - 1)
+
+
+def _window_output_size(size: int, window: int, stride: int, pad: tuple[int, int], base_dilation: int,
+                        window_dilation: int) -> int:
+    padded = dilate_dim(size, base_dilation) + pad[0] + pad[1]
+    window = dilate_dim(window, window_dilation)
+    return 0 if padded < window else (padded - window) // stride + 1
+
+
+def _check_window_params(name: str, n: int, **params: tuple) -> None:
+    for key, value in params.items():
+        if len(value) != n:
+            raise TypeError(f"{name}: {key} {value} must have {n} entries (one per window dimension)")
+        if key != "padding" and any(v < 1 for v in value):
+            raise ValueError(f"{name}: {key} {value} must be positive")
+
+
+# --- conv_general_dilated ------------------------------------------------------------------------------
+def _conv_rule(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple, padding: tuple, lhs_dilation: tuple,
+               rhs_dilation: tuple, dimension_numbers: ConvDimensionNumbers, feature_group_count: int,
+               batch_group_count: int, precision: Any, preferred_element_type: np.dtype | None) -> ShapedArray:
+    where = f"(lhs shape {lhs.shape}, rhs shape {rhs.shape})"
+    if lhs.dtype != rhs.dtype:
+        raise TypeError(f"conv_general_dilated requires operands of one dtype, got {lhs.dtype} and {rhs.dtype}; "
+                        "convert them first (lax.convert_element_type)")
+    if lhs.ndim != rhs.ndim or lhs.ndim < 2:
+        raise TypeError(f"conv_general_dilated requires lhs and rhs of one rank, at least 2 {where}")
+    for name, spec in zip(("lhs", "rhs", "out"), dimension_numbers):
+        if sorted(spec) != list(range(lhs.ndim)):
+            raise TypeError(f"conv_general_dilated: {name} dimension numbers {spec} are not a permutation of "
+                            f"range({lhs.ndim}) {where}")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    n_spatial = lhs.ndim - 2
+    _check_window_params("conv_general_dilated", n_spatial, window_strides=window_strides, padding=padding,
+                         lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation)
+    if feature_group_count < 1 or batch_group_count < 1:
+        raise ValueError("conv_general_dilated: feature_group_count and batch_group_count must be positive, got "
+                         f"{feature_group_count} and {batch_group_count}")
+    if feature_group_count > 1 and batch_group_count > 1:
+        raise ValueError("conv_general_dilated: at most one of feature_group_count and batch_group_count may "
+                         f"exceed 1, got {feature_group_count} and {batch_group_count}")
+    batch, in_features = lhs.shape[lhs_spec[0]], lhs.shape[lhs_spec[1]]
+    out_features, kernel_in = rhs.shape[rhs_spec[0]], rhs.shape[rhs_spec[1]]
+    if in_features % feature_group_count or in_features // feature_group_count != kernel_in:
+        raise ValueError(f"conv_general_dilated: the lhs feature dimension ({in_features}) must equal the rhs "
+                         f"input feature dimension ({kernel_in}) times feature_group_count ({feature_group_count}) "
+                         f"{where}")
+    for name, count in (("feature_group_count", feature_group_count), ("batch_group_count", batch_group_count)):
+        if out_features % count:
+            raise ValueError(f"conv_general_dilated: the rhs output feature dimension ({out_features}) must be a "
+                             f"multiple of {name} ({count}) {where}")
+    if batch % batch_group_count:
+        raise ValueError(f"conv_general_dilated: the lhs batch dimension ({batch}) must be a multiple of "
+                         f"batch_group_count ({batch_group_count}) {where}")
+    spatial = [_window_output_size(lhs.shape[l], rhs.shape[r], *window)
+               for l, r, *window in zip(lhs_spec[2:], rhs_spec[2:], window_strides, padding, lhs_dilation,
+                                        rhs_dilation)]
+    logical = (batch // batch_group_count, out_features, *spatial)
+    shape = [0] * lhs.ndim
+    for size, position in zip(logical, out_spec):
+        shape[position] = size
+    if preferred_element_type is None:
+        return ShapedArray(tuple(shape), lhs.dtype, lhs.weak_type and rhs.weak_type)
+    return ShapedArray(tuple(shape), preferred_element_type, False)
+
+
+conv_general_dilated_p = primitive("conv_general_dilated", _conv_rule)
+
+
+def _int_tuple(values: Any, n: int, what: str) -> tuple[int, ...]:
+    return (1,) * n if values is None else shape_tuple(values, what)
+
+
+def _explicit_padding(padding: Any, what: str) -> tuple[tuple[int, int], ...]:
+    try:
+        return tuple((int(lo), int(hi)) for lo, hi in padding)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what}: padding must be 'SAME', 'SAME_LOWER', 'VALID' or a sequence of (low, high) "
+                        f"pairs, got {padding!r}") from None
+
+
+def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
+                         lhs_dilation: Sequence[int] | None = None, rhs_dilation: Sequence[int] | None = None,
+                         dimension_numbers: Any = None, feature_group_count: int = 1, batch_group_count: int = 1,
+                         precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """General n-d convolution (XLA's ConvGeneralDilated); see ``ConvDimensionNumbers`` for layouts.
+    ``lhs_dilation`` > 1 gives transposed ("fractionally strided") convolutions."""
+    lhs_shape, rhs_shape = aval(lhs).shape, aval(rhs).shape
+    numbers = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    n = len(lhs_shape) - 2
+    lhs_dilation = _int_tuple(lhs_dilation, n, "lhs_dilation")
+    rhs_dilation = _int_tuple(rhs_dilation, n, "rhs_dilation")
+    window_strides = shape_tuple(window_strides, "window_strides")
+    if isinstance(padding, str):
+        if any(d != 1 for d in lhs_dilation):
+            raise ValueError("conv_general_dilated: string padding is not supported with lhs_dilation (transposed "
+                             "convolution); pass explicit (low, high) pairs")
+        kernel = [dilate_dim(rhs_shape[d], r) for d, r in zip(numbers.rhs_spec[2:], rhs_dilation)]
+        padding = padtype_to_pads([lhs_shape[d] for d in numbers.lhs_spec[2:]], kernel, window_strides, padding)
+    preferred = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=_explicit_padding(padding, "conv_general_dilated"),
+        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, dimension_numbers=numbers,
+        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
+        precision=_precision_param(precision), preferred_element_type=preferred)
+
+
+def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any, precision: Any = None,
+         preferred_element_type: Any = None) -> Any:
+    """Convolution in the NCHW / OIHW layout without dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
+                              lhs_dilation: Sequence[int] | None, rhs_dilation: Sequence[int] | None,
+                              precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """Convolution in the NCHW / OIHW layout with dilations."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+# --- reduce_window -----------------------------------------------------------------------------------------
+def _reduce_window_rule(name: str, allowed: str) -> Callable:
+    def rule(x: ShapedArray, *, window_dimensions: tuple, window_strides: tuple, padding: tuple,
+             base_dilation: tuple, window_dilation: tuple) -> ShapedArray:
+        check_dtype(name, x.dtype, allowed)
+        _check_window_params(name, x.ndim, window_dimensions=window_dimensions, window_strides=window_strides,
+                             padding=padding, base_dilation=base_dilation, window_dilation=window_dilation)
+        shape = tuple(_window_output_size(*dims) for dims in zip(x.shape, window_dimensions, window_strides,
+                                                                 padding, base_dilation, window_dilation))
+        return x._replace(shape=shape)
+    return rule
+
+
+reduce_window_sum_p = primitive("reduce_window_sum", _reduce_window_rule("reduce_window_sum", "iuf"))
+reduce_window_max_p = primitive("reduce_window_max", _reduce_window_rule("reduce_window_max", "biuf"))
+reduce_window_min_p = primitive("reduce_window_min", _reduce_window_rule("reduce_window_min", "biuf"))
+
+
+def window_identity(p: Any, dtype: np.dtype) -> Any:
+    """The identity of the monoid of a reduce_window primitive (also its padding value)."""
+    if p is reduce_window_sum_p:
+        return np.zeros((), dtype)[()]
+    if dtype == dtypes.bool_:
+        return np.bool_(p is reduce_window_min_p)
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if p is reduce_window_max_p:
+        return info.min if info else np.array(-np.inf, dtype)[()]
+    return info.max if info else np.array(np.inf, dtype)[()]
+
+
+_MONOIDS = {elementwise.add: reduce_window_sum_p, elementwise.max: reduce_window_max_p,
+            elementwise.min: reduce_window_min_p}
+
+
+def reduce_window(operand: Any, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
+                  window_strides: Sequence[int] | None = None, padding: Any = "VALID",
+                  base_dilation: Sequence[int] | None = None, window_dilation: Sequence[int] | None = None) -> Any:
+    """Fold ``computation`` (lax.add, lax.max or lax.min, with its identity as ``init_value``)
+    over sliding windows; padding takes the identity, so it never wins."""
+    p = _MONOIDS.get(computation)
+    if p is None:
+        raise NotImplementedError(f"reduce_window supports computation lax.add, lax.max or lax.min, got "
+                                  f"{computation!r}")
+    x = aval(operand)
+    identity = window_identity(p, x.dtype)
+    try:
+        init = np.asarray(init_value)
+    except TracerArrayConversionError:  # a traced init value
+        init = None
+    if init is None or init.shape != () or init != identity:
+        raise NotImplementedError(f"reduce_window with {computation.__name__} needs the concrete identity "
+                                  f"{identity!r} as init_value, got {init_value!r}; add or combine the init value "
+                                  "to the result separately")
+    window_dimensions = shape_tuple(window_dimensions, "window_dimensions")
+    window_strides = _int_tuple(window_strides, x.ndim, "window_strides")
+    window_dilation = _int_tuple(window_dilation, x.ndim, "window_dilation")
+    if isinstance(padding, str):
+        window = [dilate_dim(w, d) for w, d in zip(window_dimensions, window_dilation)]
+        padding = padtype_to_pads(x.shape, window, window_strides, padding)
+    return p.bind(operand, window_dimensions=window_dimensions, window_strides=window_strides,
+                  padding=_explicit_padding(padding, "reduce_window"),
+                  base_dilation=_int_tuple(base_dilation, x.ndim, "base_dilation"), window_dilation=window_dilation)
