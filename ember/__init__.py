@@ -18,6 +18,7 @@ from ember.transforms.api import (  # noqa: F401
 from ember.transforms.batching import vmap  # noqa: F401
 from ember import nn  # noqa: F401
 from ember import random  # noqa: F401  (jax.random's API: same keys, same values)
+from ember import scipy  # noqa: F401  (jax.scipy: special, stats, linalg)
 from ember import compiler  # noqa: F401  (ember.compiler.optimize: the IR pass pipeline)
 from ember.runtime.api import block_until_ready, device_put, devices, from_dlpack, ShapeDtypeStruct  # noqa: F401
 from ember import debug  # noqa: F401  (ember.debug.print / callback: run-time printing in jitted code)

@@ -25,4 +25,5 @@ from ember.lax.dot import *  # noqa: E402,F401,F403
 from ember.lax.convolution import *  # noqa: E402,F401,F403
 from ember.lax.control_flow import *  # noqa: E402,F401,F403
 from ember.lax import linalg  # noqa: E402,F401  (lax.linalg, as jax.lax.linalg)
+from ember.lax.associative_scan import associative_scan  # noqa: E402,F401
 from ember.transforms.stop_gradient import stop_gradient  # noqa: E402,F401

@@ -1,0 +1,520 @@
+"""ember.scipy (special, stats, linalg) and lax.associative_scan: differential against SciPy
+and jax.scipy (values, dtypes, weak types), eagerly and under jit; gradients against finite
+differences; associative_scan against a sequential loop under jit, vmap and grad."""
+import pathlib
+import re
+import types
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember.scipy import linalg as sla, special, stats
+from tests.util import assert_allclose, check_eager_and_jit
+
+scipy_special = pytest.importorskip("scipy.special")
+scipy_stats = pytest.importorskip("scipy.stats")
+scipy_linalg = pytest.importorskip("scipy.linalg")
+
+F32 = dict(rtol=2e-5, atol=1e-6)
+F64 = dict(rtol=1e-10, atol=1e-12)
+
+
+def _numeric_grad(f, x, eps=1e-6):
+    """Central differences of a scalar ``f`` at a float64 array ``x``."""
+    x = np.asarray(x, np.float64)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = eps
+        grad[index] = (float(f(x + step)) - float(f(x - step))) / (2 * eps)
+    return grad
+
+
+def _check_grad(f, *args, argnum=0, **tol):
+    """ember.grad of ``sum(f(*args))`` w.r.t. ``args[argnum]`` against finite differences (float64)."""
+    def total(*a):
+        return jnp.sum(f(*a))
+
+    def at(x):
+        return total(*args[:argnum], x, *args[argnum + 1:])
+
+    assert_allclose(ember.grad(total, argnums=argnum)(*args), _numeric_grad(at, args[argnum]),
+                    **(tol or dict(rtol=1e-6, atol=1e-7)))
+
+
+# --- special ------------------------------------------------------------------------------------
+UNARY_SPECIAL = [  # (ember, scipy, points)
+    (special.erf, scipy_special.erf, [-3.0, -0.5, 0.0, 0.2, 1.5, 4.0]),
+    (special.erfc, scipy_special.erfc, [-3.0, -0.5, 0.0, 0.2, 1.5, 8.0]),
+    (special.erfinv, scipy_special.erfinv, [-0.999, -0.5, 0.0, 0.3, 0.9, 0.99999]),
+    (special.gammaln, scipy_special.gammaln, [0.1, 0.5, 1.0, 2.5, 10.0, 150.0]),
+    (special.digamma, scipy_special.digamma, [0.1, 0.5, 1.0, 2.5, 10.0, 150.0]),
+    (special.expit, scipy_special.expit, [-50.0, -3.0, 0.0, 0.7, 20.0]),
+    (special.logit, scipy_special.logit, [1e-6, 0.1, 0.5, 0.8, 0.999]),
+    (special.entr, scipy_special.entr, [-1.0, 0.0, 1e-8, 0.3, 1.0, 5.0]),
+    (special.ndtr, scipy_special.ndtr, [-30.0, -6.0, -1.0, 0.0, 0.5, 3.0, 9.0]),
+    (special.log_ndtr, scipy_special.log_ndtr, [-60.0, -25.0, -12.0, -3.0, 0.0, 2.0, 6.0, 12.0]),
+    (special.ndtri, scipy_special.ndtri, [1e-300, 1e-30, 1e-8, 0.02, 0.3, 0.5, 0.7, 0.999, 1 - 1e-12]),
+]
+
+
+@pytest.mark.parametrize("fn,reference,points", UNARY_SPECIAL, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("x64", [False, True])
+def test_unary_special_matches_scipy(fn, reference, points, x64):
+    with ember.config.override(enable_x64=x64):
+        dtype = np.float64 if x64 else np.float32
+        x = np.array(points, dtype)
+        expected = reference(x.astype(np.float64)).astype(dtype)
+        tol = F64 if x64 else dict(rtol=1e-5, atol=1e-6)
+        check_eager_and_jit(fn, x, expected=expected, **tol)
+
+
+@pytest.mark.parametrize("fn", [special.erf, special.gammaln, special.ndtr, special.log_ndtr, special.ndtri,
+                                special.expit, special.entr, special.digamma, special.erfc, special.erfinv,
+                                special.logit])
+def test_unary_special_promotes_ints_and_keeps_weak_types(fn):
+    assert fn(np.array([0, 1], np.int32)).dtype == np.float32
+    assert fn(jnp.array([0, 1], jnp.int32)).dtype == jnp.float32
+    scalar = fn(0.25)
+    # As in JAX, the ndtr family returns a strong type even for a Python scalar.
+    assert scalar.dtype == np.float32 and scalar.weak_type == (fn not in (special.ndtr, special.log_ndtr,
+                                                                        special.ndtri))
+    assert not fn(np.float32(0.25)).weak_type
+
+
+def test_special_edges():
+    assert_allclose(special.ndtri(np.array([0.0, 1.0, -0.1, 1.5, np.nan], np.float32)),
+                    np.array([-np.inf, np.inf, np.nan, np.nan, np.nan], np.float32))
+    assert_allclose(special.entr(np.array([0.0, -1.0], np.float32)), np.array([0.0, -np.inf], np.float32))
+    assert_allclose(special.xlogy(np.float32(0), np.float32(0)), np.float32(0))
+    assert_allclose(special.xlog1py(np.float32(0), np.float32(-1)), np.float32(0))
+    with pytest.raises(ValueError, match="series_order"):
+        special.log_ndtr(1.0, series_order=31)
+    with pytest.raises(ValueError, match="positive integer"):
+        special.multigammaln(3.0, 0)
+
+
+@given(st.lists(st.floats(-5, 5), min_size=1, max_size=6), st.lists(st.floats(0.01, 10), min_size=1, max_size=6))
+def test_binary_special_matches_scipy(xs, ys):
+    n = min(len(xs), len(ys))
+    x, y = np.array(xs[:n], np.float32), np.array(ys[:n], np.float32)
+    x[0] = 0.0  # the x == 0 convention
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    check_eager_and_jit(special.xlogy, x, y, expected=scipy_special.xlogy(x64, y64).astype(np.float32), **F32)
+    check_eager_and_jit(special.xlog1py, x, y, expected=scipy_special.xlog1py(x64, y64).astype(np.float32), **F32)
+    check_eager_and_jit(special.betaln, y, y + 1, expected=scipy_special.betaln(y64, y64 + 1).astype(np.float32),
+                        rtol=1e-4, atol=1e-5)
+
+
+def test_multigammaln_and_reductions(x64):
+    a = np.array([3.0, 4.5, 10.0])
+    check_eager_and_jit(lambda v: special.multigammaln(v, 3), a,
+                        expected=np.array([scipy_special.multigammaln(v, 3) for v in a]), **F64)
+    x = np.random.default_rng(0).normal(size=(3, 4))
+    b = np.random.default_rng(1).normal(size=(3, 4))
+    check_eager_and_jit(lambda v: special.logsumexp(v, axis=1, keepdims=True), x,
+                        expected=scipy_special.logsumexp(x, axis=1, keepdims=True), **F64)
+    value, sign = special.logsumexp(x, axis=0, b=b, return_sign=True)
+    expected_value, expected_sign = scipy_special.logsumexp(x, axis=0, b=b, return_sign=True)
+    assert_allclose(value, expected_value, **F64)
+    assert_allclose(sign, expected_sign)
+    check_eager_and_jit(special.softmax, x, expected=scipy_special.softmax(x), **F64)
+    check_eager_and_jit(lambda v: special.log_softmax(v, axis=0), x,
+                        expected=scipy_special.log_softmax(x, axis=0), **F64)
+
+
+@pytest.mark.parametrize("fn,points", [
+    (special.erf, [-1.0, 0.3, 2.0]), (special.erfinv, [-0.7, 0.1, 0.9]), (special.gammaln, [0.4, 3.0, 7.5]),
+    (special.digamma, [0.4, 3.0, 7.5]), (special.expit, [-2.0, 0.5]), (special.logit, [0.2, 0.7]),
+    (special.entr, [0.2, 2.0]), (special.ndtr, [-3.0, 0.0, 2.0]), (special.log_ndtr, [-30.0, -5.0, 0.5, 4.0]),
+    (special.ndtri, [1e-3, 0.2, 0.6, 0.97]),
+    (lambda v: special.xlogy(v, 2.5 * v), [0.3, 2.0]), (lambda v: special.xlog1py(v, v), [0.3, 2.0]),
+    (lambda v: special.betaln(v, 2.0), [0.5, 3.0]), (lambda v: special.multigammaln(v, 2), [2.0, 5.0]),
+    (lambda v: special.logsumexp(v), [0.3, -1.0, 2.0]), (lambda v: special.softmax(v) * v, [0.3, -1.0]),
+    (lambda v: special.log_softmax(v) * v, [0.3, -1.0]),
+])
+def test_special_gradients(fn, points, x64):
+    _check_grad(fn, np.array(points), rtol=1e-5, atol=1e-7)
+
+
+def test_special_against_jax_scipy():
+    pytest.importorskip("jax")
+    import jax.scipy.special as jsp
+    x = np.array([0.05, 0.4, 0.8], np.float32)
+    for name in ["erf", "erfc", "erfinv", "gammaln", "digamma", "expit", "logit", "entr", "ndtr", "ndtri",
+                 "log_ndtr"]:
+        ours, theirs = getattr(special, name), getattr(jsp, name)
+        for arg in (x, 0.3) if name.startswith(("ndtr", "log_ndtr")) else (x, 0.3, np.int32(1)):  # JAX refuses ints
+            expected = theirs(arg)
+            got = ember.jit(ours)(arg)
+            assert got.dtype == expected.dtype and got.weak_type == expected.weak_type, name
+            assert_allclose(got, np.asarray(expected), rtol=1e-5, atol=1e-6)
+
+
+# --- stats ------------------------------------------------------------------------------------------
+CONTINUOUS = [  # (ember function, scipy function, x points, extra args)
+    (stats.norm.logpdf, scipy_stats.norm.logpdf, [-3.0, 0.0, 1.2], (0.5, 2.0)),
+    (stats.norm.pdf, scipy_stats.norm.pdf, [-3.0, 0.0, 1.2], (0.5, 2.0)),
+    (stats.norm.cdf, scipy_stats.norm.cdf, [-30.0, 0.0, 1.2], (0.5, 2.0)),
+    (stats.norm.logcdf, scipy_stats.norm.logcdf, [-60.0, 0.0, 1.2], (0.5, 2.0)),
+    (stats.norm.sf, scipy_stats.norm.sf, [-3.0, 0.0, 30.0], (0.5, 2.0)),
+    (stats.norm.logsf, scipy_stats.norm.logsf, [-3.0, 0.0, 60.0], (0.5, 2.0)),
+    (stats.norm.ppf, scipy_stats.norm.ppf, [1e-20, 0.3, 0.99], (0.5, 2.0)),
+    (stats.uniform.logpdf, scipy_stats.uniform.logpdf, [-1.0, 0.5, 2.0, 3.5], (0.0, 3.0)),
+    (stats.uniform.pdf, scipy_stats.uniform.pdf, [-1.0, 0.5, 2.0, 3.5], (0.0, 3.0)),
+    (stats.uniform.cdf, scipy_stats.uniform.cdf, [-1.0, 0.5, 2.0, 3.5], (0.0, 3.0)),
+    (stats.uniform.ppf, scipy_stats.uniform.ppf, [0.0, 0.25, 1.0, 1.5], (1.0, 3.0)),
+    (stats.expon.logpdf, scipy_stats.expon.logpdf, [-1.0, 0.5, 2.0], (0.2, 1.5)),
+    (stats.expon.pdf, scipy_stats.expon.pdf, [-1.0, 0.5, 2.0], (0.2, 1.5)),
+    (stats.expon.cdf, scipy_stats.expon.cdf, [-1.0, 0.2000001, 2.0], (0.2, 1.5)),
+    (stats.expon.sf, scipy_stats.expon.sf, [-1.0, 0.5, 2.0], (0.2, 1.5)),
+    (stats.expon.logsf, scipy_stats.expon.logsf, [-1.0, 0.5, 2.0], (0.2, 1.5)),
+    (stats.laplace.logpdf, scipy_stats.laplace.logpdf, [-4.0, 0.1, 2.0], (0.1, 0.7)),
+    (stats.laplace.pdf, scipy_stats.laplace.pdf, [-4.0, 0.1, 2.0], (0.1, 0.7)),
+    (stats.laplace.cdf, scipy_stats.laplace.cdf, [-4.0, 0.1, 2.0], (0.1, 0.7)),
+    (stats.logistic.logpdf, scipy_stats.logistic.logpdf, [-800.0, -2.0, 0.0, 3.0], (0.3, 1.5)),
+    (stats.logistic.pdf, scipy_stats.logistic.pdf, [-8.0, -2.0, 0.0, 3.0], (0.3, 1.5)),
+    (stats.logistic.cdf, scipy_stats.logistic.cdf, [-8.0, -2.0, 0.0, 3.0], (0.3, 1.5)),
+    (stats.logistic.sf, scipy_stats.logistic.sf, [-8.0, -2.0, 0.0, 3.0], (0.3, 1.5)),
+    (stats.logistic.ppf, scipy_stats.logistic.ppf, [0.01, 0.5, 0.9], (0.3, 1.5)),
+    (stats.t.logpdf, scipy_stats.t.logpdf, [-4.0, 0.0, 2.5], (3.5, 0.2, 1.3)),
+    (stats.t.pdf, scipy_stats.t.pdf, [-4.0, 0.0, 2.5], (3.5, 0.2, 1.3)),
+]
+
+
+@pytest.mark.parametrize("fn,reference,points,args", CONTINUOUS,
+                         ids=[f"{f.__module__.rsplit('.', 1)[-1]}.{f.__name__}" for f, *_ in CONTINUOUS])
+@pytest.mark.parametrize("x64", [False, True])
+def test_continuous_distributions_match_scipy(fn, reference, points, args, x64):
+    with ember.config.override(enable_x64=x64):
+        dtype = np.float64 if x64 else np.float32
+        x = np.array(points, dtype)
+        expected = reference(x.astype(np.float64), *args).astype(dtype)
+        check_eager_and_jit(lambda v: fn(v, *args), x, expected=expected, **(F64 if x64 else F32))
+        # Defaults (loc=0, scale=1) as SciPy's, where the function has them.
+        if fn.__module__.endswith(("norm", "uniform", "expon", "laplace", "logistic")):
+            assert_allclose(fn(x), reference(x.astype(np.float64)).astype(dtype), **(F64 if x64 else F32))
+
+
+@pytest.mark.parametrize("fn,reference", [(stats.bernoulli.logpmf, scipy_stats.bernoulli.logpmf),
+                                          (stats.bernoulli.pmf, scipy_stats.bernoulli.pmf)])
+def test_bernoulli_matches_scipy(fn, reference):
+    k = np.array([-1, 0, 1, 2, 0, 1], np.int32)
+    p = np.array([0.3, 0.3, 0.3, 0.3, 0.0, 1.0], np.float32)
+    check_eager_and_jit(fn, k, p, expected=reference(k, p.astype(np.float64)).astype(np.float32), **F32)
+    assert_allclose(fn(3, 0.5, 2), reference(3, 0.5, 2).astype(np.float32), **F32)
+
+
+@pytest.mark.parametrize("fn,reference", [(stats.poisson.logpmf, scipy_stats.poisson.logpmf),
+                                          (stats.poisson.pmf, scipy_stats.poisson.pmf)])
+def test_poisson_matches_scipy(fn, reference, x64):
+    k = np.array([-1, 0, 1, 5, 30], np.int64)
+    mu = np.array([2.0, 0.0, 2.5, 3.5, 20.0])
+    check_eager_and_jit(fn, k, mu, expected=reference(k, mu), **F64)
+    assert_allclose(fn(2.5, 1.0), np.float64(0.0 if fn is stats.poisson.pmf else -np.inf))  # not an integer
+    assert_allclose(fn(7, 3.0, 2), reference(7, 3.0, 2), **F64)
+    _check_grad(lambda m: fn(np.array([0.0, 2.0, 6.0]), m), np.array([0.5, 2.5, 4.0]))
+
+
+def test_distributions_promote_and_keep_weak_types():
+    assert stats.norm.logpdf(np.arange(3)).dtype == np.float32
+    assert stats.norm.pdf(1.0).weak_type and stats.norm.pdf(1.0).dtype == np.float32
+    assert not stats.norm.pdf(np.float32(1.0)).weak_type
+    assert stats.poisson.logpmf(np.int32(3), 2).dtype == np.float32
+    assert stats.t.logpdf(1, 3).dtype == np.float32
+
+
+def test_distributions_against_jax_scipy():
+    pytest.importorskip("jax")
+    import jax.scipy.stats as jst
+    x = np.array([-0.7, 0.2, 1.4], np.float32)
+    for module in ["norm", "uniform", "expon", "laplace", "logistic"]:
+        for name in getattr(stats, module).__all__:
+            for args in ((x,), (x, 0.1, 2.0), (0.3, 1, 2)):
+                expected = getattr(getattr(jst, module), name)(*args)
+                got = ember.jit(getattr(getattr(stats, module), name))(*args)
+                assert got.dtype == expected.dtype and got.weak_type == expected.weak_type, (module, name, args)
+                assert_allclose(got, np.asarray(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_multivariate_normal_matches_scipy(rng, x64):
+    n = 3
+    root = rng.normal(size=(n, n))
+    cov = root @ root.T + n * np.eye(n)
+    mean = rng.normal(size=n)
+    x = rng.normal(size=(4, n))
+    expected = scipy_stats.multivariate_normal.logpdf(x, mean, cov)
+    check_eager_and_jit(stats.multivariate_normal.logpdf, x, mean, cov, expected=expected, **F64)
+    check_eager_and_jit(stats.multivariate_normal.pdf, x, mean, cov,
+                        expected=scipy_stats.multivariate_normal.pdf(x, mean, cov), **F64)
+    # A scalar covariance is cov * I; a scalar mean a 1-D normal.
+    assert_allclose(stats.multivariate_normal.logpdf(x, mean, 2.0),
+                    scipy_stats.multivariate_normal.logpdf(x, mean, 2.0 * np.eye(n)), **F64)
+    assert_allclose(stats.multivariate_normal.logpdf(x[:, 0], 0.5, 2.0),
+                    scipy_stats.norm.logpdf(x[:, 0], 0.5, np.sqrt(2.0)), **F64)
+    # Batched covariances broadcast against x, and vmap agrees.
+    covs = np.stack([cov, 2 * cov])
+    batched = stats.multivariate_normal.logpdf(x[:2], mean, covs)
+    assert_allclose(batched, [scipy_stats.multivariate_normal.logpdf(x[i], mean, covs[i]) for i in range(2)], **F64)
+    assert_allclose(ember.vmap(stats.multivariate_normal.logpdf, (0, None, None))(x, mean, cov), expected, **F64)
+    _check_grad(stats.multivariate_normal.logpdf, x, mean, cov, argnum=1)
+    _check_grad(stats.multivariate_normal.logpdf, x, mean, cov, argnum=2, rtol=1e-5, atol=1e-7)
+
+
+def test_multivariate_normal_errors():
+    with pytest.raises(ValueError, match="multivariate_normal.logpdf got incompatible shapes"):
+        stats.multivariate_normal.logpdf(np.ones(3), np.zeros(3), np.eye(2))
+    with pytest.raises(NotImplementedError, match="allow_singular argument of multivariate_normal.logpdf"):
+        stats.multivariate_normal.logpdf(np.ones(3), np.zeros(3), np.eye(3), allow_singular=True)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (stats.norm.logpdf, (0.3, 1.7)), (stats.norm.logcdf, (0.3, 1.7)), (stats.norm.logsf, (0.3, 1.7)),
+    (stats.norm.ppf, (0.3, 1.7)), (stats.t.logpdf, (3.0, 0.3, 1.7)), (stats.logistic.logpdf, (0.3, 1.7)),
+    (stats.laplace.logpdf, (0.3, 1.7)), (stats.expon.logpdf, (0.0, 1.7)),
+])
+def test_distribution_gradients(fn, args, x64):
+    points = np.array([0.2, 0.45, 0.8]) if fn is stats.norm.ppf else np.array([0.5, 1.5, 4.0])
+    _check_grad(lambda v: fn(v, *args), points, rtol=1e-5, atol=1e-7)
+    _check_grad(lambda s: fn(points, *args[:-1], s), np.array(args[-1]), rtol=1e-5, atol=1e-7)
+
+
+# --- linalg --------------------------------------------------------------------------------------------
+def _spd(rng, n, batch=()):
+    root = rng.normal(size=batch + (n, n))
+    return root @ np.swapaxes(root, -1, -2) + n * np.eye(n)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("trans", [0, 1, "T", "N"])
+def test_solve_triangular_matches_scipy(rng, lower, trans):
+    a = np.tril(rng.normal(size=(4, 4))) + 4 * np.eye(4)
+    a = a if lower else a.T
+    for b in (rng.normal(size=4), rng.normal(size=(4, 2))):
+        expected = scipy_linalg.solve_triangular(a, b, trans=trans, lower=lower).astype(np.float32)
+        check_eager_and_jit(lambda a_, b_: sla.solve_triangular(a_, b_, trans=trans, lower=lower),
+                            a.astype(np.float32), b.astype(np.float32), expected=expected, rtol=1e-5, atol=1e-5)
+    unit = sla.solve_triangular(a, np.ones(4), lower=lower, unit_diagonal=True)
+    assert_allclose(unit, scipy_linalg.solve_triangular(a, np.ones(4), lower=lower, unit_diagonal=True)
+                    .astype(np.float32), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="Invalid 'trans' value 5"):
+        sla.solve_triangular(a, np.ones(4), trans=5)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_cholesky_factor_and_solve(rng, lower, x64):
+    a = _spd(rng, 4)
+    b = rng.normal(size=(4, 3))
+    factor = check_eager_and_jit(lambda m: sla.cholesky(m, lower=lower), a,
+                                 expected=scipy_linalg.cholesky(a, lower=lower), **F64)
+    c, flag = sla.cho_factor(a, lower=lower)
+    assert flag is lower
+    assert_allclose(c, factor, **F64)
+    check_eager_and_jit(lambda c_, b_: sla.cho_solve((c_, lower), b_), c, b,
+                        expected=scipy_linalg.cho_solve(scipy_linalg.cho_factor(a, lower=lower), b), **F64)
+    assert_allclose(sla.cho_solve((c, lower), b[:, 0]), np.linalg.solve(a, b[:, 0]), **F64)
+    _check_grad(lambda m: sla.cho_solve(sla.cho_factor(m, lower=lower), b), a, rtol=1e-5, atol=1e-7)
+
+
+def test_lu_matches_scipy(rng, x64):
+    for shape in [(4, 4), (5, 3), (3, 5)]:
+        a = rng.normal(size=shape)
+        expected = scipy_linalg.lu(a)
+        check_eager_and_jit(sla.lu, a, expected=expected, **F64)
+        pl, u = sla.lu(a, permute_l=True)
+        assert_allclose(pl, expected[0] @ expected[1], **F64)
+        assert_allclose(u, expected[2], **F64)
+    batch = rng.normal(size=(2, 3, 3))
+    p, l_factor, u = sla.lu(batch)
+    assert_allclose(np.asarray(p) @ np.asarray(l_factor) @ np.asarray(u), batch, **F64)
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_lu_factor_and_solve(rng, trans, x64):
+    a = rng.normal(size=(5, 5))
+    lu_expected, piv_expected = scipy_linalg.lu_factor(a)
+    lu_, piv = check_eager_and_jit(sla.lu_factor, a, expected=(lu_expected, piv_expected.astype(np.int32)), **F64)
+    for b in (rng.normal(size=5), rng.normal(size=(5, 2))):
+        expected = scipy_linalg.lu_solve((lu_expected, piv_expected), b, trans=trans)
+        check_eager_and_jit(lambda l_, p_, b_: sla.lu_solve((l_, p_), b_, trans=trans), lu_, piv, b,
+                            expected=expected, **F64)
+    _check_grad(lambda b_: sla.lu_solve(sla.lu_factor(a), b_, trans=trans), rng.normal(size=5))
+    with pytest.raises(ValueError, match="first dimension must be 5"):
+        sla.lu_solve((lu_, piv), np.ones(4))
+
+
+def test_qr_svd_eigh_det_inv(rng, x64):
+    a = rng.normal(size=(5, 3))
+    for mode in ["full", "economic"]:
+        q, r = sla.qr(a, mode=mode)
+        q_expected, r_expected = scipy_linalg.qr(a, mode=mode)
+        assert q.shape == q_expected.shape and r.shape == r_expected.shape
+        assert_allclose(np.asarray(q) @ np.asarray(r), a, **F64)
+        assert_allclose(np.abs(r), np.abs(r_expected), **F64)
+    (r,) = sla.qr(a, mode="r")
+    assert_allclose(np.abs(r), np.abs(scipy_linalg.qr(a, mode="r")[0]), **F64)
+    with pytest.raises(ValueError, match="Unsupported QR decomposition mode 'foo'"):
+        sla.qr(a, mode="foo")
+
+    u, s, vh = sla.svd(a, full_matrices=False)
+    assert_allclose(s, scipy_linalg.svd(a, compute_uv=False), **F64)
+    assert_allclose(np.asarray(u) * np.asarray(s) @ np.asarray(vh), a, **F64)
+    assert_allclose(sla.svd(a, compute_uv=False), scipy_linalg.svd(a, compute_uv=False), **F64)
+
+    sym = _spd(rng, 4)
+    upper_only = np.triu(sym)
+    for lower, matrix in ((True, np.tril(sym)), (False, upper_only)):
+        w, v = sla.eigh(matrix, lower=lower)
+        assert_allclose(w, scipy_linalg.eigh(sym, eigvals_only=True), **F64)
+        assert_allclose(np.asarray(v) * np.asarray(w) @ np.asarray(v).T, sym, **F64)
+    assert_allclose(sla.eigh(sym, eigvals_only=True), scipy_linalg.eigh(sym, eigvals_only=True), **F64)
+    with pytest.raises(NotImplementedError, match="b=None"):
+        sla.eigh(sym, sym)
+
+    square = rng.normal(size=(4, 4))
+    check_eager_and_jit(sla.det, square, expected=scipy_linalg.det(square), **F64)
+    check_eager_and_jit(sla.inv, square, expected=scipy_linalg.inv(square), **F64)
+    _check_grad(sla.det, square)
+
+
+@pytest.mark.parametrize("assume_a", ["gen", "sym", "pos"])
+@pytest.mark.parametrize("lower", [False, True])
+def test_solve_matches_scipy(rng, assume_a, lower, x64):
+    a = _spd(rng, 4)
+    triangle_only = np.tril(a) if lower else np.triu(a)
+    a_in = triangle_only if assume_a == "pos" else a
+    b = rng.normal(size=(4, 2))
+    expected = scipy_linalg.solve(a, b)
+    check_eager_and_jit(lambda a_, b_: sla.solve(a_, b_, lower=lower, assume_a=assume_a), a_in, b,
+                        expected=expected, **F64)
+    assert_allclose(sla.solve(a_in, b[:, 0], lower=lower, assume_a=assume_a), expected[:, 0], **F64)
+    with pytest.raises(ValueError, match="Expected assume_a to be one of"):
+        sla.solve(a, b, assume_a="foo")
+
+
+def test_expm_matches_scipy(rng, x64):
+    cases = [np.zeros((3, 3)), rng.normal(size=(4, 4)) * 0.1, rng.normal(size=(4, 4)) * 3,
+             np.triu(rng.normal(size=(3, 3))) * 20, np.array([[0.0, 6.0], [-6.0, 0.0]])]
+    for a in cases:
+        check_eager_and_jit(sla.expm, a, expected=scipy_linalg.expm(a), rtol=1e-9, atol=1e-9)
+    batch = rng.normal(size=(2, 3, 3))
+    assert_allclose(sla.expm(batch), np.stack([scipy_linalg.expm(m) for m in batch]), rtol=1e-9, atol=1e-9)
+    assert_allclose(ember.vmap(sla.expm)(batch), np.stack([scipy_linalg.expm(m) for m in batch]),
+                    rtol=1e-9, atol=1e-9)
+    _check_grad(lambda m: sla.expm(m) * np.arange(9.0).reshape(3, 3), rng.normal(size=(3, 3)),
+                rtol=1e-5, atol=1e-6)
+    with ember.config.override(enable_x64=False):
+        a32 = (rng.normal(size=(4, 4)) * 2).astype(np.float32)
+        got = check_eager_and_jit(sla.expm, a32)
+        assert got.dtype == np.float32
+        assert_allclose(got, scipy_linalg.expm(a32.astype(np.float64)).astype(np.float32), rtol=2e-4, atol=2e-4)
+    assert np.isnan(np.asarray(sla.expm(np.eye(2) * 1e7, max_squarings=4))).all()
+
+
+def test_linalg_promotes_ints():
+    a = np.array([[2, 1], [1, 3]], np.int32)
+    for fn in (sla.inv, sla.det, sla.expm, sla.cholesky):
+        assert fn(a).dtype == np.float32
+    assert sla.solve(a, np.array([1, 2])).dtype == np.float32
+
+
+# --- associative_scan ---------------------------------------------------------------------------------
+def _sequential_scan(fn, elems, reverse=False, axis=0):
+    """The reference: a Python loop of ``fn`` over the slices along ``axis`` (reversed: from the
+    end, still accumulating on the left, as JAX's rev / scan / rev)."""
+    leaves, treedef = ember.tree_util.tree_flatten(elems)
+    n = np.shape(leaves[0])[axis]
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    take = lambda i: ember.tree_util.tree_unflatten(treedef, [np.take(x, [i], axis) for x in leaves])
+    results, carry = {}, None
+    for i in order:
+        carry = take(i) if carry is None else fn(carry, take(i))
+        results[i] = [np.asarray(x) for x in ember.tree_util.tree_leaves(carry)]
+    stacked = [np.concatenate([results[i][k] for i in range(n)], axis) for k in range(len(leaves))]
+    return ember.tree_util.tree_unflatten(treedef, stacked)
+
+
+def _affine_compose(first, second):
+    """Apply ``first`` then ``second`` (x -> a x + b): associative, not commutative."""
+    a1, b1 = first
+    a2, b2 = second
+    return a2 * a1, a2 * b1 + b2
+
+
+def _matrix_product(x, y):
+    return jnp.matmul(x, y)
+
+
+@pytest.mark.parametrize("length", [1, 2, 5, 8, 13])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_matches_loop(rng, length, reverse):
+    x = rng.normal(size=(length, 3)).astype(np.float32)
+    for fn in (jnp.add, jnp.multiply, jnp.maximum):
+        check_eager_and_jit(lambda v: lax.associative_scan(fn, v, reverse=reverse), x,
+                            expected=_sequential_scan(fn, x, reverse), rtol=1e-5, atol=1e-5)
+    pair = (rng.uniform(0.5, 1.5, size=(length, 2)).astype(np.float32), rng.normal(size=(length, 2)).astype(np.float32))
+    check_eager_and_jit(lambda p: lax.associative_scan(_affine_compose, p, reverse=reverse), pair,
+                        expected=_sequential_scan(_affine_compose, pair, reverse), rtol=1e-5, atol=1e-5)
+    matrices = rng.normal(size=(length, 2, 2)).astype(np.float32)
+    check_eager_and_jit(lambda m: lax.associative_scan(_matrix_product, m, reverse=reverse), matrices,
+                        expected=_sequential_scan(_matrix_product, matrices, reverse), rtol=1e-4, atol=1e-4)
+
+
+@given(st.integers(1, 9), st.integers(0, 2), st.booleans())
+def test_associative_scan_axis(length, axis, reverse):
+    shape = [2, 3, 2]
+    shape[axis] = length
+    x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape) % 7
+    tree = {"a": x, "b": (x * 2).astype(np.float32)}
+    fn = lambda u, v: {"a": u["a"] + v["a"], "b": jnp.maximum(u["b"], v["b"])}
+    expected = {"a": (np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis))
+                .astype(np.int32),
+                "b": (np.flip(np.maximum.accumulate(np.flip(2 * x, axis), axis), axis) if reverse
+                      else np.maximum.accumulate(2 * x, axis)).astype(np.float32)}
+    check_eager_and_jit(lambda t: lax.associative_scan(fn, t, reverse=reverse, axis=axis - 3), tree,
+                        expected=expected)
+
+
+def test_associative_scan_vmap_and_grad(rng, x64):
+    x = rng.normal(size=(3, 6))
+    batched = ember.vmap(lambda row: lax.associative_scan(jnp.multiply, row))(x)
+    assert_allclose(batched, np.cumprod(x, axis=1), **F64)
+    weights = np.arange(6.0)
+    _check_grad(lambda v: lax.associative_scan(jnp.multiply, v) * weights, x[0])
+    pair = (rng.uniform(0.5, 1.5, size=7), rng.normal(size=7))
+    _check_grad(lambda a: lax.associative_scan(_affine_compose, (a, pair[1]), reverse=True)[1], pair[0])
+    assert_allclose(ember.jit(ember.grad(lambda v: jnp.sum(lax.associative_scan(jnp.add, v) ** 2)))(x[0]),
+                    _numeric_grad(lambda v: np.sum(np.cumsum(v) ** 2), x[0]), rtol=1e-6, atol=1e-6)
+
+
+def test_associative_scan_errors_and_empty():
+    with pytest.raises(ValueError, match=re.escape("must have the same first dimension. (saw: [(3,), (4,)])")):
+        lax.associative_scan(jnp.add, (jnp.ones(3), jnp.ones(4)))
+    with pytest.raises(ValueError, match="axis 2 is out of bounds"):
+        lax.associative_scan(jnp.add, jnp.ones(3), axis=2)
+    empty = lax.associative_scan(jnp.add, jnp.ones((0, 2)))
+    assert empty.shape == (0, 2)
+
+
+# --- coverage ----------------------------------------------------------------------------------------------
+def _public_functions(module):
+    for name in getattr(module, "__all__", dir(module)):
+        value = getattr(module, name)
+        if not name.startswith("_") and callable(value) and not isinstance(value, (type, types.ModuleType)):
+            yield name
+
+
+def test_every_public_scipy_function_is_tested():
+    source = pathlib.Path(__file__).read_text()
+    modules = {"special": special, "sla": sla}
+    modules.update({f"stats.{name}": getattr(stats, name) for name in
+                    ["norm", "uniform", "expon", "laplace", "logistic", "t", "bernoulli", "poisson",
+                     "multivariate_normal"]})
+    untested = [f"{prefix}.{name}" for prefix, module in modules.items() for name in _public_functions(module)
+                if not re.search(rf"\b{re.escape(prefix)}\.{name}\b", source)]
+    assert not untested, f"public ember.scipy functions no test calls: {untested}"
+    assert "lax.associative_scan" in source
