@@ -1,15 +1,89 @@
-"""Pytrees: a thin layer over optree, with JAX's conventions (None is an empty tree)."""
+"""Pytrees: a thin layer over optree, with JAX's conventions (None is an empty tree, key paths
+made of ``DictKey`` / ``SequenceKey`` / ``GetAttrKey`` / ``FlattenedIndexKey`` entries)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, Union
 
 import optree
 
 NAMESPACE = "ember"
 PyTreeDef = optree.PyTreeSpec
+T = TypeVar("T")
 
 
+# --- key paths ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+    """The path entry of a mapping's value: ``['key']``."""
+    key: Hashable
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+    """The path entry of a list or tuple element: ``[idx]``."""
+    idx: int
+
+    def __str__(self) -> str:
+        return f"[{self.idx}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+    """The path entry of an attribute (namedtuple field, dataclass field): ``.name``."""
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+    """The path entry of a custom node's child when its flatten function names no keys."""
+    key: int
+
+    def __str__(self) -> str:
+        return f"[<flat index {self.key}>]"
+
+
+KeyEntry = Union[DictKey, SequenceKey, GetAttrKey, FlattenedIndexKey, Any]
+KeyPath = tuple  # tuple[KeyEntry, ...]
+_KEY_TYPES = (DictKey, SequenceKey, GetAttrKey, FlattenedIndexKey)
+_MAPPING_KINDS = {optree.PyTreeKind.DICT, optree.PyTreeKind.ORDEREDDICT, optree.PyTreeKind.DEFAULTDICT}
+
+
+def _key_entry(entry: optree.PyTreeEntry) -> KeyEntry:
+    """optree's accessor entry as the key JAX would put in the path."""
+    if isinstance(entry.entry, _KEY_TYPES):  # given by register_pytree_with_keys / register_dataclass
+        return entry.entry
+    if entry.kind in _MAPPING_KINDS:
+        return DictKey(entry.entry)
+    if entry.kind == optree.PyTreeKind.NAMEDTUPLE:
+        return GetAttrKey(entry.type._fields[entry.entry])
+    if entry.kind == optree.PyTreeKind.CUSTOM:
+        return FlattenedIndexKey(entry.entry)
+    return SequenceKey(entry.entry)
+
+
+def _simple_key(key: KeyEntry) -> str:
+    """The bare key, index or attribute name."""
+    return str(getattr(key, dataclasses.fields(key)[0].name)) if isinstance(key, _KEY_TYPES) else str(key)
+
+
+def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
+    """``(DictKey('a'), SequenceKey(0))`` -> ``['a'][0]`` (``a/0`` with ``simple=True,
+    separator='/'``): how argument paths appear in error messages. Raw optree keys (``'a'``,
+    ``0``) print as ``['a']`` and ``[0]``."""
+    if simple:
+        return separator.join(_simple_key(k) for k in keys)
+    return separator.join(str(k) if isinstance(k, _KEY_TYPES) else f"[{k!r}]" for k in keys)
+
+
+# --- flatten / unflatten -----------------------------------------------------------------------
 def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
     return optree.tree_flatten(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
@@ -26,25 +100,107 @@ def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> P
     return optree.tree_structure(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
+def tree_flatten_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None
+                           ) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
+    """``([(key_path, leaf), ...], treedef)`` with JAX's key entries."""
+    accessors, leaves, treedef = optree.tree_flatten_with_accessor(tree, is_leaf, none_is_leaf=False,
+                                                                  namespace=NAMESPACE)
+    paths = [tuple(_key_entry(entry) for entry in accessor) for accessor in accessors]
+    return list(zip(paths, leaves)), treedef
+
+
+def tree_leaves_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[tuple[KeyPath, Any]]:
+    return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def flatten_one_level(tree: Any) -> tuple[list, Hashable]:
+    """``(children, aux_data)`` of the root node; a leaf raises ValueError."""
+    children, aux_data, _, _ = optree.tree_flatten_one_level(tree, none_is_leaf=False, namespace=NAMESPACE)
+    return children, aux_data
+
+
+def flatten_one_level_with_keys(tree: Any) -> tuple[list[tuple[KeyEntry, Any]], Hashable]:
+    """``([(key, child), ...], aux_data)`` of the root node; a leaf raises ValueError."""
+    children, aux_data = flatten_one_level(tree)
+    with_paths, _ = tree_flatten_with_path(tree, lambda node: node is not tree)  # the children are leaves
+    return [(path[0], child) for (path, _), child in zip(with_paths, children)], aux_data
+
+
+# --- maps and reductions -----------------------------------------------------------------------
 def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
     return optree.tree_map(f, tree, *rest, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
-def tree_flatten_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
-    paths, leaves, treedef = optree.tree_flatten_with_path(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
-    return list(zip(paths, leaves)), treedef
+def tree_map_with_path(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """``f(key_path, leaf, *other_leaves)`` at every leaf of ``tree``; ``rest`` must have
+    ``tree``'s structure (or be trees with it as a prefix)."""
+    with_paths, treedef = tree_flatten_with_path(tree, is_leaf)
+    others = [treedef.flatten_up_to(r) for r in rest]
+    return treedef.unflatten([f(path, leaf, *more) for (path, leaf), *more in zip(with_paths, *others)])
 
 
 _NO_INITIALIZER = object()
 
 
-def tree_reduce(f: Callable, tree: Any, initializer: Any = _NO_INITIALIZER) -> Any:
-    leaves = tree_leaves(tree)
+def tree_reduce(f: Callable, tree: Any, initializer: Any = _NO_INITIALIZER,
+                is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    leaves = tree_leaves(tree, is_leaf)
     if initializer is _NO_INITIALIZER:
         return functools.reduce(f, leaves)
     return functools.reduce(f, leaves, initializer)
 
 
+def tree_reduce_associative(operation: Callable[[T, T], T], tree: Any, *, identity: Any = _NO_INITIALIZER,
+                            is_leaf: Callable[[Any], bool] | None = None) -> T:
+    """Reduces the leaves pairwise in a balanced tree (depth log n), as JAX does, which is
+    only the sequential result if ``operation`` is associative."""
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _NO_INITIALIZER:
+            raise TypeError("tree_reduce_associative: the tree has no leaves; pass identity= to reduce an "
+                            "empty tree.")
+        return identity
+    while len(leaves) > 1:
+        paired = [operation(a, b) for a, b in zip(leaves[::2], leaves[1::2])]
+        leaves = paired + leaves[-1:] if len(leaves) % 2 else paired
+    return leaves[0]
+
+
+def tree_all(tree: Any, *, is_leaf: Callable[[Any], bool] | None = None) -> bool:
+    return all(tree_leaves(tree, is_leaf))
+
+
+# --- structures --------------------------------------------------------------------------------
+def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None, pytree_to_transpose: Any) -> Any:
+    """Turns an outer tree of inner trees into an inner tree of outer trees; ``inner_treedef``
+    None takes the structure of the first inner tree."""
+    if inner_treedef is None:
+        inner_treedef = tree_structure(outer_treedef.flatten_up_to(pytree_to_transpose)[0])
+    return optree.tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose)
+
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """``prefix_tree`` with each of its leaves repeated over the subtree of ``full_tree`` there."""
+    return optree.tree_broadcast_prefix(prefix_tree, full_tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+
+
+def treedef_is_leaf(treedef: PyTreeDef) -> bool:
+    """True for a leaf, and for None (a node without children), as in JAX."""
+    return treedef.num_nodes == 1
+
+
+def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
+    return optree.treespec_children(treedef)
+
+
+def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
+    return optree.treespec_tuple(list(treedefs), none_is_leaf=False, namespace=NAMESPACE)
+
+
+all_leaves = optree.all_leaves
+
+
+# --- registering node types --------------------------------------------------------------------
 def register_pytree_node(cls: type, flatten_func: Callable, unflatten_func: Callable) -> None:
     """JAX's signature: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children) -> x``."""
     optree.register_pytree_node(cls, flatten_func, lambda aux, children: unflatten_func(aux, children),
@@ -57,9 +213,72 @@ def register_pytree_node_class(cls: type) -> type:
     return cls
 
 
-def keystr(path: tuple) -> str:
-    """``('a', 0)`` -> ``['a'][0]``: how argument paths appear in error messages."""
-    return "".join(f"[{k!r}]" for k in path)
+def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable, unflatten_func: Callable,
+                              flatten_func: Callable | None = None) -> None:
+    """Like ``register_pytree_node``, but ``flatten_with_keys(x) -> ([(key, child), ...], aux)``
+    names each child's path entry. (``flatten_func`` is accepted for JAX's signature; optree
+    flattens with the keyed function either way.)"""
+    def flatten(x: Any) -> tuple:
+        key_children, aux = flatten_with_keys(x)
+        keys, children = zip(*key_children) if key_children else ((), ())
+        return children, aux, keys
+    optree.register_pytree_node(nodetype, flatten, lambda aux, children: unflatten_func(aux, children),
+                                namespace=NAMESPACE)
 
 
-all_leaves = optree.all_leaves
+def register_pytree_with_keys_class(cls: type) -> type:
+    """Class decorator: the class defines ``tree_flatten_with_keys`` and classmethod ``tree_unflatten``."""
+    register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(), cls.tree_unflatten)
+    return cls
+
+
+def register_dataclass(nodetype: type, data_fields: Sequence[str] | None = None,
+                       meta_fields: Sequence[str] | None = None, drop_fields: Sequence[str] = ()) -> type:
+    """Registers a class whose ``data_fields`` are children and ``meta_fields`` static (hashable)
+    aux data, rebuilt with ``nodetype(**fields)``. For a dataclass the fields may be omitted:
+    fields with ``metadata={'static': True}`` are meta, the other ``init`` fields data.
+    Returns ``nodetype``, so it also works as a decorator."""
+    if data_fields is None and meta_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(f"register_dataclass: {nodetype.__name__} is not a dataclass; pass data_fields "
+                            "and meta_fields to register another class.")
+        fields = [f for f in dataclasses.fields(nodetype) if f.init and f.name not in drop_fields]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+    elif data_fields is None or meta_fields is None:
+        raise TypeError("register_dataclass: pass both data_fields and meta_fields, or neither (for a "
+                        "dataclass, to infer them from its fields).")
+    data_fields, meta_fields = tuple(data_fields), tuple(meta_fields)
+    if dataclasses.is_dataclass(nodetype):
+        init_fields = {f.name for f in dataclasses.fields(nodetype) if f.init} - set(drop_fields)
+        if init_fields != set(data_fields) | set(meta_fields):
+            raise ValueError(f"register_dataclass: data_fields {list(data_fields)} and meta_fields "
+                             f"{list(meta_fields)} must name exactly the init fields of {nodetype.__name__} "
+                             f"(less drop_fields): {sorted(init_fields)}.")
+
+    def flatten(x: Any) -> tuple:
+        children = tuple(getattr(x, name) for name in data_fields)
+        return children, tuple(getattr(x, name) for name in meta_fields), tuple(map(GetAttrKey, data_fields))
+
+    def unflatten(meta: tuple, children: Iterable) -> Any:
+        return nodetype(**dict(zip(meta_fields, meta)), **dict(zip(data_fields, children)))
+
+    optree.register_pytree_node(nodetype, flatten, unflatten, namespace=NAMESPACE)
+    return nodetype
+
+
+def register_static(cls: type) -> type:
+    """Registers ``cls`` as a node without children: instances travel as (hashable) static
+    data, e.g. through ``jit``, never as leaves. Returns ``cls``, so it works as a decorator."""
+    optree.register_pytree_node(cls, lambda x: ((), x), lambda x, _: x, namespace=NAMESPACE)
+    return cls
+
+
+class Partial(functools.partial):
+    """A ``functools.partial`` that is a pytree: the bound arguments are its leaves and the
+    function its static structure, so it can be passed to (and returned from) ``jit``-compiled
+    functions, e.g. as a callback argument."""
+
+
+register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
+                     lambda func, children: Partial(func, *children[0], **children[1]))

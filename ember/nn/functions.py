@@ -23,7 +23,8 @@ from ember.transforms import stable
 __all__ = [
     "relu", "relu6", "gelu", "sigmoid", "log_sigmoid", "softplus", "silu", "swish", "elu", "selu",
     "leaky_relu", "celu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "softmax", "log_softmax",
-    "logsumexp", "standardize", "one_hot",
+    "logsumexp", "standardize", "one_hot", "glu", "identity", "mish", "soft_sign", "squareplus", "sparse_plus",
+    "sparse_sigmoid", "log1mexp", "logmeanexp", "tanh",
 ]
 
 
@@ -121,6 +122,66 @@ def hard_silu(x: Any) -> Any:
 hard_swish = hard_silu
 
 
+def identity(x: Any) -> Any:
+    """``x`` itself (as an array)."""
+    return ensure_array(x)
+
+
+tanh = jnp.tanh
+
+
+def mish(x: Any) -> Any:
+    """``x * tanh(softplus(x))``."""
+    x = _inexact(x)
+    return jnp.multiply(x, jnp.tanh(softplus(x)))
+
+
+def soft_sign(x: Any) -> Any:
+    """``x / (|x| + 1)``."""
+    x = ensure_array(x)
+    return jnp.divide(x, jnp.add(jnp.abs(x), 1))
+
+
+def squareplus(x: Any, b: Any = 4) -> Any:
+    """``(x + sqrt(x**2 + b)) / 2``: a smooth relu without exp."""
+    x = ensure_array(x)
+    return jnp.divide(jnp.add(x, jnp.sqrt(jnp.add(jnp.square(x), b))), 2)
+
+
+def sparse_plus(x: Any) -> Any:
+    """0 for ``x <= -1``, ``x`` for ``x >= 1``, ``(x + 1)**2 / 4`` between."""
+    x = ensure_array(x)
+    between = jnp.divide(jnp.square(jnp.add(x, 1.0)), 4)
+    return jnp.where(jnp.less_equal(x, -1.0), 0.0, jnp.where(jnp.greater_equal(x, 1.0), x, between))
+
+
+def sparse_sigmoid(x: Any) -> Any:
+    """``clip(x + 1, 0, 2) / 2``: the derivative of ``sparse_plus``."""
+    return jnp.multiply(0.5, jnp.clip(jnp.add(x, 1.0), 0.0, 2.0))
+
+
+def log1mexp(x: Any) -> Any:
+    """``log(1 - exp(-x))`` for ``x > 0``: ``log(-expm1(-x))`` below ``log 2``, ``log1p(-exp(-x))``
+    above, each accurate where the other cancels."""
+    x = _inexact(x)
+    small = jnp.less(x, math.log(2.0))
+    # Each branch sees only inputs in its own range, so the branch not taken has finite gradients.
+    below = jnp.log(jnp.negative(jnp.expm1(jnp.negative(jnp.where(small, x, 1.0)))))
+    above = jnp.log1p(jnp.negative(jnp.exp(jnp.negative(jnp.where(small, 1.0, x)))))
+    return jnp.where(small, below, above)
+
+
+def glu(x: Any, axis: int = -1) -> Any:
+    """Gated linear unit: the first half of ``axis`` times the sigmoid of the second half."""
+    x = ensure_array(x)
+    axis = static_axis(axis, x.ndim)
+    if x.shape[axis] % 2:
+        raise ValueError(f"glu: axis {axis} of the input of shape {x.shape} has odd size {x.shape[axis]}; "
+                         "it must split into two equal halves.")
+    first, second = jnp.split(x, 2, axis)
+    return jnp.multiply(first, sigmoid(second))
+
+
 # --- normalizations over axes ------------------------------------------------------------------
 def _shifted_by_max(x: Any, axis: Any, where: Any) -> Any:
     """``x - max(x)`` over ``axis`` (kept), with masked-out elements at -inf."""
@@ -173,6 +234,17 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     if b is not None:
         out = jnp.where(jnp.less(sign, 0), np.nan, out)
     return out
+
+
+def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = False) -> Any:
+    """``log(mean(exp(x)))`` over ``axis`` (of the elements ``where`` selects), without overflow."""
+    x = _inexact(x)
+    lse = logsumexp(x, axis, keepdims=keepdims, where=where)
+    if where is None:
+        count = math.prod(x.shape[a] for a in reduction_axes(axis, x.ndim))
+    else:
+        count = jnp.sum(jnp.broadcast_to(where, x.shape), axis, dtype=lse.dtype, keepdims=keepdims)
+    return jnp.subtract(lse, jnp.log(jnp.asarray(count, lse.dtype)))
 
 
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,

@@ -211,7 +211,7 @@ def _leaf_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
     except (TypeError, ValueError):
         params = []
     names = []
-    for path, _ in tree_util.tree_flatten_with_path((args, kwargs))[0]:
+    for path in tree_util.tree_structure((args, kwargs)).paths():  # raw keys: (0 or 1, index or name, ...)
         (where, key), rest = path[:2], path[2:]
         base = key if where == 1 else params[key] if key < len(params) else f"args[{key}]"
         names.append(f"argument {base}{tree_util.keystr(rest)}")
