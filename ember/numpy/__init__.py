@@ -61,4 +61,10 @@ from ember.numpy.convolution import *  # noqa: E402,F401,F403
 from ember.numpy.statistics import *  # noqa: E402,F401,F403
 from ember.numpy.polynomial import *  # noqa: E402,F401,F403
 from ember.numpy.vectorization import *  # noqa: E402,F401,F403
+from ember.numpy.float_functions import *  # noqa: E402,F401,F403
+from ember.numpy.integer_functions import *  # noqa: E402,F401,F403
+from ember.numpy.sets import *  # noqa: E402,F401,F403
+from ember.numpy.windows import *  # noqa: E402,F401,F403
+from ember.numpy.grids import *  # noqa: E402,F401,F403
+from ember.numpy.array_utils import *  # noqa: E402,F401,F403
 from ember.numpy import array_methods as _array_methods  # noqa: E402,F401  (operators on Array / Tracer)
