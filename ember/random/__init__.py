@@ -18,11 +18,20 @@ transcendental functions (log, log1p, erf) round differently in ember and XLA, a
 into one fused multiply-add where ember rounds the product first. ``normal`` evaluates
 erf_inv with XLA's float32 polynomial rather than ``lax.erf_inv`` so that it stays within
 a few ulp of JAX (float64 uses ember's accurate ``lax.erf_inv``).
-Not provided: ``multivariate_normal`` (ember has no Cholesky yet), the gamma family and
-the other samplers of jax.random, and ``mode="highest"`` of ``gumbel``.
+The samplers of ``samplers.py`` (gamma family, Poisson, binomial, multinomial, ...) split
+keys as JAX does; their rejection loops run the same rounds as JAX's except where a
+last-bit difference decides a test within rounding of its threshold.
+Not provided: ``mode="highest"`` of ``gumbel``, typed key arrays (and so ``key_impl``
+returns the name ``"threefry2x32"``), ``out_sharding`` arguments, and the gradients of
+the gamma family with respect to their shape parameters.
 """
 from ember.random.distributions import (  # noqa: F401
     bernoulli, bits, categorical, choice, exponential, gumbel, laplace, logistic, normal, permutation,
     rademacher, randint, truncated_normal, uniform,
 )
 from ember.random.keys import PRNGKey, fold_in, key, key_data, split, wrap_key_data  # noqa: F401
+from ember.random.samplers import (  # noqa: F401
+    ball, beta, binomial, cauchy, chisquare, clone, dirichlet, double_sided_maxwell, f, gamma, generalized_normal,
+    geometric, key_impl, loggamma, lognormal, maxwell, multinomial, multivariate_normal, orthogonal, pareto, poisson,
+    rayleigh, t, triangular, wald, weibull_min,
+)
