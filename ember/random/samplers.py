@@ -278,6 +278,13 @@ def ball(key: Any, d: int, p: float = 2, shape: Sequence[int] = (), dtype: Any =
 
 
 # --- counts ------------------------------------------------------------------------------------------
+def _rejecting(max_iters: Any, state: tuple) -> Any:
+    """The condition of a lock-step rejection loop whose state is (round, draws, accepted, key):
+    some element still rejected, and rounds left."""
+    i, _, accepted, _ = state
+    return jnp.logical_and(jnp.any(jnp.logical_not(accepted)), jnp.less(i, max_iters))
+
+
 def _poisson_knuth(key: Any, lam: Any, shape: tuple[int, ...], max_iters: Any) -> Any:
     """Knuth's method: one less than the number of uniforms whose product first drops below
     exp(-lam); one fresh key (and uniform array) per round for the whole array."""
@@ -303,10 +310,6 @@ def _poisson_rejection(key: Any, lam: Any, shape: tuple[int, ...], max_iters: An
     inv_alpha = jnp.add(1.1239, jnp.divide(1.1328, jnp.subtract(b, 3.4)))
     v_r = jnp.subtract(0.9277, jnp.divide(3.6224, jnp.subtract(b, 2)))
 
-    def more(state: tuple) -> Any:
-        i, _, accepted, _ = state
-        return jnp.logical_and(jnp.any(jnp.logical_not(accepted)), jnp.less(i, max_iters))
-
     def draw(state: tuple) -> tuple:
         i, k_out, accepted, key = state
         key, u_key, v_key = _split3(key)
@@ -322,7 +325,8 @@ def _poisson_rejection(key: Any, lam: Any, shape: tuple[int, ...], max_iters: An
         return jnp.add(i, 1), jnp.where(accept, k, k_out), jnp.logical_or(accepted, accept), key
 
     start = (np.int32(0), jnp.full(shape, -1, dtypes.float32), jnp.zeros(shape, dtypes.bool_), key)
-    return lax.convert_element_type(lax.while_loop(more, draw, start)[1], max_iters.dtype)
+    final = lax.while_loop(functools.partial(_rejecting, max_iters), draw, start)
+    return lax.convert_element_type(final[1], max_iters.dtype)
 
 
 def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
@@ -389,10 +393,6 @@ def _binomial_btrs(key: Any, count: Any, prob: Any, shape: tuple[int, ...], max_
     alpha = jnp.multiply(jnp.add(2.83, jnp.divide(5.1, b)), stddev)
     m = jnp.floor(jnp.multiply(jnp.add(count, 1), prob))
 
-    def more(state: tuple) -> Any:
-        i, _, accepted, _ = state
-        return jnp.logical_and(jnp.any(jnp.logical_not(accepted)), jnp.less(i, max_iters))
-
     def draw(state: tuple) -> tuple:
         i, k_out, accepted, key = state
         key, u_key, v_key = _split3(key)
@@ -415,7 +415,7 @@ def _binomial_btrs(key: Any, count: Any, prob: Any, shape: tuple[int, ...], max_
         return jnp.add(i, 1), jnp.where(accept, k, k_out), jnp.logical_or(accepted, accept), key
 
     start = (np.int32(0), jnp.full(shape, -1, aval(prob).dtype), jnp.zeros(shape, dtypes.bool_), key)
-    return lax.while_loop(more, draw, start)[1]
+    return lax.while_loop(functools.partial(_rejecting, max_iters), draw, start)[1]
 
 
 def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
