@@ -87,3 +87,35 @@ def test_same_answers_as_jax(name, jitted):
         assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, e.dtype, g.shape, e.shape)
         assert g.weak_type == e.weak_type
         np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e, np.float64), rtol=2e-3, atol=1e-5)
+
+
+def _train_cnn(jax_like) -> list[float]:
+    """A small CNN from random initialization, trained five jitted SGD steps: keys, initializers,
+    convolution, value_and_grad and tree_map, written once against the ``jax`` API."""
+    jnp = jax_like.numpy
+    k1, k2, k3 = jax_like.random.split(jax_like.random.PRNGKey(42), 3)
+    params = {"conv": jax_like.nn.initializers.he_normal()(k1, (3, 3, 1, 4)),
+              "dense": jax_like.nn.initializers.glorot_uniform()(k2, (4 * 6 * 6, 10)), "b": jnp.zeros(10)}
+    x = jax_like.random.normal(k3, (8, 8, 8, 1))
+    y = jax_like.nn.one_hot(jnp.arange(8) % 10, 10)
+
+    def loss(p, x, y):
+        h = jax_like.lax.conv_general_dilated(x, p["conv"], (1, 1), "VALID",
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        logits = jax_like.nn.relu(h).reshape(h.shape[0], -1) @ p["dense"] + p["b"]
+        return -jnp.mean(jnp.sum(jax_like.nn.log_softmax(logits) * y, axis=-1))
+
+    @jax_like.jit
+    def step(p, x, y):
+        value, grads = jax_like.value_and_grad(loss)(p, x, y)
+        return jax_like.tree_util.tree_map(lambda a, g: a - 0.1 * g, p, grads), value
+
+    losses = []
+    for _ in range(5):
+        params, value = step(params, x, y)
+        losses.append(float(value))
+    return losses
+
+
+def test_a_cnn_trained_from_random_initialization_follows_jax():
+    np.testing.assert_allclose(_train_cnn(ember), _train_cnn(jax), rtol=1e-4)
