@@ -485,3 +485,14 @@ def test_result_dtypes_match_jax():
             theirs = jax.eval_shape(getattr(jax_numpy, name), jax.ShapeDtypeStruct(x.shape, x.dtype))
             assert ours.dtype == theirs.dtype, f"jnp.{name}({np.dtype(dtype).name})"
             assert ours.shape == theirs.shape
+
+
+@pytest.mark.parametrize("name", ["quantile", "percentile", "nanquantile", "nanpercentile"])
+def test_quantiles_have_the_data_type_whatever_the_type_of_q(name):
+    scale = 100 if "percent" in name else 1
+    fn = getattr(jnp, name)
+    half = np.array([1.0, 3.0, 7.0], np.float16)
+    assert fn(half, np.float32(0.5) * scale).dtype == jnp.float16  # q takes the data's type, as in JAX
+    assert fn(half, 0.5 * scale).dtype == jnp.float16
+    assert fn(np.array([1, 3, 7], np.int32), np.float16(0.5) * scale).dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(fn(half, np.float32(0.25) * scale), np.float32), 2.0)

@@ -67,4 +67,6 @@ from ember.numpy.sets import *  # noqa: E402,F401,F403
 from ember.numpy.windows import *  # noqa: E402,F401,F403
 from ember.numpy.grids import *  # noqa: E402,F401,F403
 from ember.numpy.array_utils import *  # noqa: E402,F401,F403
+from ember.numpy.array_functions import *  # noqa: E402,F401,F403
+from ember.numpy.nan_quantiles import *  # noqa: E402,F401,F403
 from ember.numpy import array_methods as _array_methods  # noqa: E402,F401  (operators on Array / Tracer)

@@ -17,7 +17,7 @@ import numpy as np
 from ember import dtypes, lax
 from ember.lax.reductions import static_axes, static_axis
 from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes_inexact
-from ember.numpy.ufuncs import isnan, logical_not, sqrt, subtract, where as _where
+from ember.numpy.ufuncs import isnan, logical_not, sqrt, subtract, true_divide, where as _where
 
 __all__ = [
     "sum", "prod", "max", "min", "amax", "amin", "any", "all", "mean", "var", "std", "argmax", "argmin",
@@ -479,7 +479,8 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     _no_out(out, "quantile")
     if method not in _QUANTILE_METHODS:
         raise ValueError(f"method can only be one of {list(_QUANTILE_METHODS)}, got {method!r}")
-    a, q = promote_dtypes_inexact(ensure_array(a), ensure_array(q))
+    (a,) = promote_dtypes_inexact(ensure_array(a))
+    q = lax.convert_element_type(ensure_array(q), a.dtype)  # the result has a's type, as in JAX
     if q.ndim > 1:
         raise ValueError(f"q must have rank <= 1, got shape {q.shape}")
     axes = reduction_axes(axis, a.ndim)
@@ -527,8 +528,8 @@ def _sorted_quantile(values: Any, q: Any, method: str) -> Any:
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False) -> Any:
     """``quantile`` with ``q`` in percent (``0 <= q <= 100``)."""
-    (q,) = promote_dtypes_inexact(ensure_array(q))
-    return quantile(a, lax.div(q, _full_scalar(100, q.dtype)), axis, out, overwrite_input, method, keepdims)
+    # A weak 100: a Python ``q`` stays weakly typed, so float16 data keep their type (as in JAX).
+    return quantile(a, true_divide(q, 100), axis, out, overwrite_input, method, keepdims)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
