@@ -38,12 +38,13 @@ def assert_allclose(actual: Any, expected: Any, dtype: Any = None, check_dtype: 
 
 def check_eager_and_jit(fn: Callable, *args: Any, expected: Any = None, **kwargs: Any) -> Any:
     """Run ``fn`` eagerly and under ``jit``; both must agree (exactly in dtype and shape) with
-    ``expected`` if given, else with each other. Returns the eager result."""
+    ``expected`` if given, and with each other, within the tolerances ``kwargs`` give (compiled
+    code may sum in another order). Returns the eager result."""
     eager = fn(*args)
     jitted = ember.jit(fn)(*args)
     for e_leaf, j_leaf in zip(ember.tree_util.tree_leaves(eager), ember.tree_util.tree_leaves(jitted)):
         assert e_leaf.dtype == j_leaf.dtype and e_leaf.shape == j_leaf.shape
-        assert_allclose(j_leaf, e_leaf)
+        assert_allclose(j_leaf, e_leaf, **kwargs)
     if expected is not None:
         for leaf, exp in zip(ember.tree_util.tree_leaves(eager), ember.tree_util.tree_leaves(expected)):
             assert_allclose(leaf, exp, **kwargs)
