@@ -476,11 +476,23 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     """The ``q``-th quantiles (``0 <= q <= 1``) over ``axis``, interpolating between the sorted
     values as ``method`` says. Slices containing a NaN give NaN. The result's leading dimension
     runs over ``q`` when ``q`` is 1-D."""
-    _no_out(out, "quantile")
+    def sort_rows(rows: Any) -> Any:  # a row with a NaN becomes all NaN
+        return lax.sort(_where(any(isnan(rows), -1, keepdims=True), np.nan, rows), dimension=-1)
+
+    return quantiles_over_rows("quantile", a, q, axis, out, method, keepdims, sort_rows,
+                               lambda rows, q_i: _sorted_quantile(rows, q_i, method))
+
+
+def quantiles_over_rows(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool,
+                        prepare: Callable[[Any], Any], row_quantile: Callable[[Any, Any], Any]) -> Any:
+    """What the quantile functions share: the checks, ``a``'s reduced axes merged last into rows,
+    ``prepare(rows)`` once, then ``row_quantile(prepared, q_i)`` per entry of ``q`` (stacked first
+    when ``q`` is 1-D). ``q`` takes ``a``'s (inexact) type, and so does the result, as in JAX."""
+    _no_out(out, name)
     if method not in _QUANTILE_METHODS:
         raise ValueError(f"method can only be one of {list(_QUANTILE_METHODS)}, got {method!r}")
     (a,) = promote_dtypes_inexact(ensure_array(a))
-    q = lax.convert_element_type(ensure_array(q), a.dtype)  # the result has a's type, as in JAX
+    q = lax.convert_element_type(ensure_array(q), a.dtype)
     if q.ndim > 1:
         raise ValueError(f"q must have rank <= 1, got shape {q.shape}")
     axes = reduction_axes(axis, a.ndim)
@@ -488,19 +500,15 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     n = _count(a.shape, axes)
     if n == 0:
         raise ValueError("cannot take a quantile over an empty axis: it has no elements")
-    # Move the reduced axes last and merge them; a slice with a NaN becomes all NaN.
     kept_shape = tuple(a.shape[d] for d in kept)
-    values = lax.reshape(lax.transpose(a, kept + axes), kept_shape + (n,))
-    has_nan = any(isnan(values), -1, keepdims=True)
-    values = lax.sort(_where(has_nan, np.nan, values), dimension=-1)
-    if keepdims:
-        kept_shape = tuple(1 if d in axes else a.shape[d] for d in range(a.ndim))
+    prepared = prepare(lax.reshape(lax.transpose(a, kept + axes), kept_shape + (n,)))
+    out_shape = tuple(1 if d in axes else a.shape[d] for d in range(a.ndim)) if keepdims else kept_shape
     if q.ndim == 0:
-        return lax.reshape(_sorted_quantile(values, q, method), kept_shape)
+        return lax.reshape(row_quantile(prepared, q), out_shape)
     if q.shape[0] == 0:
-        return lax.broadcast_in_dim(_full_scalar(np.nan, a.dtype), (0,) + kept_shape, ())
-    results = [_sorted_quantile(values, lax.index_in_dim(q, i, keepdims=False), method) for i in range(q.shape[0])]
-    return lax.concatenate([lax.reshape(r, (1,) + kept_shape) for r in results], 0)
+        return lax.broadcast_in_dim(_full_scalar(np.nan, a.dtype), (0,) + out_shape, ())
+    results = [row_quantile(prepared, lax.index_in_dim(q, i, keepdims=False)) for i in range(q.shape[0])]
+    return lax.concatenate([lax.reshape(r, (1,) + out_shape) for r in results], 0)
 
 
 def _sorted_quantile(values: Any, q: Any, method: str) -> Any:
@@ -509,20 +517,26 @@ def _sorted_quantile(values: Any, q: Any, method: str) -> Any:
     position = lax.mul(q, _full_scalar(n - 1, q.dtype))
     low = lax.clamp(_full_scalar(0, q.dtype), lax.floor(position), _full_scalar(n - 1, q.dtype))
     high = lax.clamp(_full_scalar(0, q.dtype), lax.ceil(position), _full_scalar(n - 1, q.dtype))
-    high_weight = lax.sub(position, lax.floor(position))
     low_value, high_value = (
         lax.dynamic_index_in_dim(values, lax.convert_element_type(i, dtypes.int32), values.ndim - 1, False)
         for i in (low, high))
+    return interpolate(low_value, high_value, lax.sub(position, lax.floor(position)), method)
+
+
+def interpolate(low: Any, high: Any, high_weight: Any, method: str) -> Any:
+    """A quantile between its neighbouring sorted values ``low`` and ``high``, ``high_weight``
+    of the way from one to the other, as ``method`` says."""
     if method == "lower":
-        return low_value
+        return low
     if method == "higher":
-        return high_value
+        return high
+    dt = high_weight.dtype
     if method == "nearest":  # ties go to the lower value, as in JAX
-        return lax.select(lax.le(high_weight, _full_scalar(0.5, q.dtype)), low_value, high_value)
+        return _where(lax.le(high_weight, _full_scalar(0.5, dt)), low, high)
     if method == "midpoint":
-        return lax.mul(lax.add(low_value, high_value), _full_scalar(0.5, q.dtype))
-    low_weight = lax.sub(_full_scalar(1, q.dtype), high_weight)
-    return lax.add(lax.mul(low_value, low_weight), lax.mul(high_value, high_weight))
+        return lax.mul(lax.add(low, high), _full_scalar(0.5, dt))
+    low_weight = lax.sub(_full_scalar(1, dt), high_weight)
+    return lax.add(lax.mul(low, low_weight), lax.mul(high, high_weight))
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
