@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 import ember
 import ember.numpy as jnp
 from ember import errors
-from util import assert_allclose, check_eager_and_jit
+from util import assert_allclose, check_eager_and_jit, numeric_gradient
 
 F32 = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against float64 NumPy
 
@@ -25,20 +25,9 @@ def _normal(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def _numeric_gradient(f, x, eps=1e-3):
-    """Central differences of the scalar function ``f`` at ``x``, in float64."""
-    x = np.asarray(x, np.float64)
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad
-
-
 def _check_gradient(f, x, **tol):
     """ember.grad of ``f`` (an ember function to a scalar) against central differences."""
-    expected = _numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x)
+    expected = numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x, eps=1e-3)
     assert_allclose(ember.grad(f)(jnp.asarray(x)), expected, check_dtype=False, **(tol or dict(rtol=2e-2, atol=2e-2)))
 
 

@@ -1,6 +1,5 @@
-"""ember.scipy (special, stats, linalg) and lax.associative_scan: differential against SciPy
-and jax.scipy (values, dtypes, weak types), eagerly and under jit; gradients against finite
-differences; associative_scan against a sequential loop under jit, vmap and grad."""
+"""ember.scipy (special, stats, linalg): differential against SciPy and jax.scipy (values, dtypes,
+weak types), eagerly and under jit; gradients against finite differences. Needs SciPy."""
 import pathlib
 import re
 import types
@@ -11,9 +10,8 @@ from hypothesis import given, strategies as st
 
 import ember
 import ember.numpy as jnp
-from ember import lax
 from ember.scipy import linalg as sla, special, stats
-from tests.util import assert_allclose, check_eager_and_jit
+from tests.util import assert_allclose, check_eager_and_jit, check_gradient
 
 scipy_special = pytest.importorskip("scipy.special")
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -21,29 +19,6 @@ scipy_linalg = pytest.importorskip("scipy.linalg")
 
 F32 = dict(rtol=2e-5, atol=1e-6)
 F64 = dict(rtol=1e-10, atol=1e-12)
-
-
-def _numeric_grad(f, x, eps=1e-6):
-    """Central differences of a scalar ``f`` at a float64 array ``x``."""
-    x = np.asarray(x, np.float64)
-    grad = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[index] = eps
-        grad[index] = (float(f(x + step)) - float(f(x - step))) / (2 * eps)
-    return grad
-
-
-def _check_grad(f, *args, argnum=0, **tol):
-    """ember.grad of ``sum(f(*args))`` w.r.t. ``args[argnum]`` against finite differences (float64)."""
-    def total(*a):
-        return jnp.sum(f(*a))
-
-    def at(x):
-        return total(*args[:argnum], x, *args[argnum + 1:])
-
-    assert_allclose(ember.grad(total, argnums=argnum)(*args), _numeric_grad(at, args[argnum]),
-                    **(tol or dict(rtol=1e-6, atol=1e-7)))
 
 
 # --- special ------------------------------------------------------------------------------------
@@ -138,7 +113,7 @@ def test_multigammaln_and_reductions(x64):
     (lambda v: special.log_softmax(v) * v, [0.3, -1.0]),
 ])
 def test_special_gradients(fn, points, x64):
-    _check_grad(fn, np.array(points), rtol=1e-5, atol=1e-7)
+    check_gradient(fn, np.array(points), rtol=1e-5, atol=1e-7)
 
 
 def test_special_against_jax_scipy():
@@ -217,7 +192,7 @@ def test_poisson_matches_scipy(fn, reference, x64):
     check_eager_and_jit(fn, k, mu, expected=reference(k, mu), **F64)
     assert_allclose(fn(2.5, 1.0), np.float64(0.0 if fn is stats.poisson.pmf else -np.inf))  # not an integer
     assert_allclose(fn(7, 3.0, 2), reference(7, 3.0, 2), **F64)
-    _check_grad(lambda m: fn(np.array([0.0, 2.0, 6.0]), m), np.array([0.5, 2.5, 4.0]))
+    check_gradient(lambda m: fn(np.array([0.0, 2.0, 6.0]), m), np.array([0.5, 2.5, 4.0]))
 
 
 def test_distributions_promote_and_keep_weak_types():
@@ -261,8 +236,8 @@ def test_multivariate_normal_matches_scipy(rng, x64):
     batched = stats.multivariate_normal.logpdf(x[:2], mean, covs)
     assert_allclose(batched, [scipy_stats.multivariate_normal.logpdf(x[i], mean, covs[i]) for i in range(2)], **F64)
     assert_allclose(ember.vmap(stats.multivariate_normal.logpdf, (0, None, None))(x, mean, cov), expected, **F64)
-    _check_grad(stats.multivariate_normal.logpdf, x, mean, cov, argnum=1)
-    _check_grad(stats.multivariate_normal.logpdf, x, mean, cov, argnum=2, rtol=1e-5, atol=1e-7)
+    check_gradient(stats.multivariate_normal.logpdf, x, mean, cov, argnum=1)
+    check_gradient(stats.multivariate_normal.logpdf, x, mean, cov, argnum=2, rtol=1e-5, atol=1e-7)
 
 
 def test_multivariate_normal_errors():
@@ -279,8 +254,8 @@ def test_multivariate_normal_errors():
 ])
 def test_distribution_gradients(fn, args, x64):
     points = np.array([0.2, 0.45, 0.8]) if fn is stats.norm.ppf else np.array([0.5, 1.5, 4.0])
-    _check_grad(lambda v: fn(v, *args), points, rtol=1e-5, atol=1e-7)
-    _check_grad(lambda s: fn(points, *args[:-1], s), np.array(args[-1]), rtol=1e-5, atol=1e-7)
+    check_gradient(lambda v: fn(v, *args), points, rtol=1e-5, atol=1e-7)
+    check_gradient(lambda s: fn(points, *args[:-1], s), np.array(args[-1]), rtol=1e-5, atol=1e-7)
 
 
 # --- linalg --------------------------------------------------------------------------------------------
@@ -317,7 +292,7 @@ def test_cholesky_factor_and_solve(rng, lower, x64):
     check_eager_and_jit(lambda c_, b_: sla.cho_solve((c_, lower), b_), c, b,
                         expected=scipy_linalg.cho_solve(scipy_linalg.cho_factor(a, lower=lower), b), **F64)
     assert_allclose(sla.cho_solve((c, lower), b[:, 0]), np.linalg.solve(a, b[:, 0]), **F64)
-    _check_grad(lambda m: sla.cho_solve(sla.cho_factor(m, lower=lower), b), a, rtol=1e-5, atol=1e-7)
+    check_gradient(lambda m: sla.cho_solve(sla.cho_factor(m, lower=lower), b), a, rtol=1e-5, atol=1e-7)
 
 
 def test_lu_matches_scipy(rng, x64):
@@ -342,7 +317,7 @@ def test_lu_factor_and_solve(rng, trans, x64):
         expected = scipy_linalg.lu_solve((lu_expected, piv_expected), b, trans=trans)
         check_eager_and_jit(lambda l_, p_, b_: sla.lu_solve((l_, p_), b_, trans=trans), lu_, piv, b,
                             expected=expected, **F64)
-    _check_grad(lambda b_: sla.lu_solve(sla.lu_factor(a), b_, trans=trans), rng.normal(size=5))
+    check_gradient(lambda b_: sla.lu_solve(sla.lu_factor(a), b_, trans=trans), rng.normal(size=5))
     with pytest.raises(ValueError, match="first dimension must be 5"):
         sla.lu_solve((lu_, piv), np.ones(4))
 
@@ -378,7 +353,7 @@ def test_qr_svd_eigh_det_inv(rng, x64):
     square = rng.normal(size=(4, 4))
     check_eager_and_jit(sla.det, square, expected=scipy_linalg.det(square), **F64)
     check_eager_and_jit(sla.inv, square, expected=scipy_linalg.inv(square), **F64)
-    _check_grad(sla.det, square)
+    check_gradient(sla.det, square)
 
 
 @pytest.mark.parametrize("assume_a", ["gen", "sym", "pos"])
@@ -405,7 +380,7 @@ def test_expm_matches_scipy(rng, x64):
     assert_allclose(sla.expm(batch), np.stack([scipy_linalg.expm(m) for m in batch]), rtol=1e-9, atol=1e-9)
     assert_allclose(ember.vmap(sla.expm)(batch), np.stack([scipy_linalg.expm(m) for m in batch]),
                     rtol=1e-9, atol=1e-9)
-    _check_grad(lambda m: sla.expm(m) * np.arange(9.0).reshape(3, 3), rng.normal(size=(3, 3)),
+    check_gradient(lambda m: sla.expm(m) * np.arange(9.0).reshape(3, 3), rng.normal(size=(3, 3)),
                 rtol=1e-5, atol=1e-6)
     with ember.config.override(enable_x64=False):
         a32 = (rng.normal(size=(4, 4)) * 2).astype(np.float32)
@@ -420,84 +395,6 @@ def test_linalg_promotes_ints():
     for fn in (sla.inv, sla.det, sla.expm, sla.cholesky):
         assert fn(a).dtype == np.float32
     assert sla.solve(a, np.array([1, 2])).dtype == np.float32
-
-
-# --- associative_scan ---------------------------------------------------------------------------------
-def _sequential_scan(fn, elems, reverse=False, axis=0):
-    """The reference: a Python loop of ``fn`` over the slices along ``axis`` (reversed: from the
-    end, still accumulating on the left, as JAX's rev / scan / rev)."""
-    leaves, treedef = ember.tree_util.tree_flatten(elems)
-    n = np.shape(leaves[0])[axis]
-    order = range(n - 1, -1, -1) if reverse else range(n)
-    take = lambda i: ember.tree_util.tree_unflatten(treedef, [np.take(x, [i], axis) for x in leaves])
-    results, carry = {}, None
-    for i in order:
-        carry = take(i) if carry is None else fn(carry, take(i))
-        results[i] = [np.asarray(x) for x in ember.tree_util.tree_leaves(carry)]
-    stacked = [np.concatenate([results[i][k] for i in range(n)], axis) for k in range(len(leaves))]
-    return ember.tree_util.tree_unflatten(treedef, stacked)
-
-
-def _affine_compose(first, second):
-    """Apply ``first`` then ``second`` (x -> a x + b): associative, not commutative."""
-    a1, b1 = first
-    a2, b2 = second
-    return a2 * a1, a2 * b1 + b2
-
-
-def _matrix_product(x, y):
-    return jnp.matmul(x, y)
-
-
-@pytest.mark.parametrize("length", [1, 2, 5, 8, 13])
-@pytest.mark.parametrize("reverse", [False, True])
-def test_associative_scan_matches_loop(rng, length, reverse):
-    x = rng.normal(size=(length, 3)).astype(np.float32)
-    for fn in (jnp.add, jnp.multiply, jnp.maximum):
-        check_eager_and_jit(lambda v: lax.associative_scan(fn, v, reverse=reverse), x,
-                            expected=_sequential_scan(fn, x, reverse), rtol=1e-5, atol=1e-5)
-    pair = (rng.uniform(0.5, 1.5, size=(length, 2)).astype(np.float32), rng.normal(size=(length, 2)).astype(np.float32))
-    check_eager_and_jit(lambda p: lax.associative_scan(_affine_compose, p, reverse=reverse), pair,
-                        expected=_sequential_scan(_affine_compose, pair, reverse), rtol=1e-5, atol=1e-5)
-    matrices = rng.normal(size=(length, 2, 2)).astype(np.float32)
-    check_eager_and_jit(lambda m: lax.associative_scan(_matrix_product, m, reverse=reverse), matrices,
-                        expected=_sequential_scan(_matrix_product, matrices, reverse), rtol=1e-4, atol=1e-4)
-
-
-@given(st.integers(1, 9), st.integers(0, 2), st.booleans())
-def test_associative_scan_axis(length, axis, reverse):
-    shape = [2, 3, 2]
-    shape[axis] = length
-    x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape) % 7
-    tree = {"a": x, "b": (x * 2).astype(np.float32)}
-    fn = lambda u, v: {"a": u["a"] + v["a"], "b": jnp.maximum(u["b"], v["b"])}
-    expected = {"a": (np.flip(np.cumsum(np.flip(x, axis), axis), axis) if reverse else np.cumsum(x, axis))
-                .astype(np.int32),
-                "b": (np.flip(np.maximum.accumulate(np.flip(2 * x, axis), axis), axis) if reverse
-                      else np.maximum.accumulate(2 * x, axis)).astype(np.float32)}
-    check_eager_and_jit(lambda t: lax.associative_scan(fn, t, reverse=reverse, axis=axis - 3), tree,
-                        expected=expected)
-
-
-def test_associative_scan_vmap_and_grad(rng, x64):
-    x = rng.normal(size=(3, 6))
-    batched = ember.vmap(lambda row: lax.associative_scan(jnp.multiply, row))(x)
-    assert_allclose(batched, np.cumprod(x, axis=1), **F64)
-    weights = np.arange(6.0)
-    _check_grad(lambda v: lax.associative_scan(jnp.multiply, v) * weights, x[0])
-    pair = (rng.uniform(0.5, 1.5, size=7), rng.normal(size=7))
-    _check_grad(lambda a: lax.associative_scan(_affine_compose, (a, pair[1]), reverse=True)[1], pair[0])
-    assert_allclose(ember.jit(ember.grad(lambda v: jnp.sum(lax.associative_scan(jnp.add, v) ** 2)))(x[0]),
-                    _numeric_grad(lambda v: np.sum(np.cumsum(v) ** 2), x[0]), rtol=1e-6, atol=1e-6)
-
-
-def test_associative_scan_errors_and_empty():
-    with pytest.raises(ValueError, match=re.escape("must have the same first dimension. (saw: [(3,), (4,)])")):
-        lax.associative_scan(jnp.add, (jnp.ones(3), jnp.ones(4)))
-    with pytest.raises(ValueError, match="axis 2 is out of bounds"):
-        lax.associative_scan(jnp.add, jnp.ones(3), axis=2)
-    empty = lax.associative_scan(jnp.add, jnp.ones((0, 2)))
-    assert empty.shape == (0, 2)
 
 
 # --- coverage ----------------------------------------------------------------------------------------------
@@ -517,4 +414,3 @@ def test_every_public_scipy_function_is_tested():
     untested = [f"{prefix}.{name}" for prefix, module in modules.items() for name in _public_functions(module)
                 if not re.search(rf"\b{re.escape(prefix)}\.{name}\b", source)]
     assert not untested, f"public ember.scipy functions no test calls: {untested}"
-    assert "lax.associative_scan" in source

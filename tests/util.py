@@ -6,6 +6,7 @@ from typing import Any, Callable
 import numpy as np
 
 import ember
+import ember.numpy  # noqa: F401  (check_gradient sums with it)
 from ember import dtypes
 
 
@@ -49,3 +50,27 @@ def check_eager_and_jit(fn: Callable, *args: Any, expected: Any = None, **kwargs
         for leaf, exp in zip(ember.tree_util.tree_leaves(eager), ember.tree_util.tree_leaves(expected)):
             assert_allclose(leaf, exp, **kwargs)
     return eager
+
+
+def numeric_gradient(f: Callable, x: Any, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar function ``f`` at ``x``, in float64."""
+    x = np.asarray(x, np.float64)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = eps
+        grad[index] = (float(f(x + step)) - float(f(x - step))) / (2 * eps)
+    return grad
+
+
+def check_gradient(f: Callable, *args: Any, argnum: int = 0, **tol: Any) -> None:
+    """ember.grad of ``sum(f(*args))`` w.r.t. ``args[argnum]`` against central differences
+    (float64 arguments: use the ``x64`` fixture)."""
+    def total(*a: Any) -> Any:
+        return ember.numpy.sum(f(*a))
+
+    def at(x: Any) -> Any:
+        return total(*args[:argnum], x, *args[argnum + 1:])
+
+    assert_allclose(ember.grad(total, argnums=argnum)(*args), numeric_gradient(at, args[argnum]),
+                    **(tol or dict(rtol=1e-6, atol=1e-7)))
