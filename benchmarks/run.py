@@ -21,14 +21,12 @@ import numpy as np
 
 import ember
 import ember.numpy as enp
-from ember import lax as elax
-from ember import nn as enn
+from ember import lax as elax, nn as enn
 
 try:
     import jax
     import jax.numpy as jnp_jax
-    from jax import lax as jlax
-    from jax import nn as jnn
+    from jax import lax as jlax, nn as jnn
 except ImportError:  # JAX is an optional oracle, never a dependency
     jax = None
 

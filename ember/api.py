@@ -20,19 +20,27 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ember import errors, tree_util
+from ember import dtypes, errors, tree_util
 from ember.config import config
+from ember.core.array import Array, ShapeDtypeStruct
 from ember.core.avals import ShapedArray, aval_of_value
+from ember.core.calls import jit_p
 from ember.core.ir import ClosedJaxpr
-from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
-from ember.core.trace import EvalTrace, Tracer, current_trace, is_tracing
-from ember.core.trace import _state as _trace_state
-from ember.runtime.array import Array
+from ember.core.trace import EvalTrace, Tracer, _state as _trace_state, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
+from ember.runtime.cache import (
+    CacheInfo,
+    CacheKey,
+    Entry,
+    FunctionCache,
+    cache_for,
+    clock as _lru_clock,
+    explain_miss,
+    logger,
+)
+from ember.runtime.executable import DECLINED
 from ember.runtime.stages import Lowered
-from ember.runtime.cache import DECLINED, CacheInfo, CacheKey, Entry, FunctionCache, cache_for, explain_miss, logger
-from ember.runtime.cache import clock as _lru_clock
 
 
 # --- static and donated arguments -----------------------------------------------------------
@@ -302,9 +310,9 @@ class JitFunction:
         others = [CacheKey(*k) for k in cache.entries if k != key]
         warnings.warn(
             f"ember.jit: `{self._sig.fun_name}` has been traced {cache.traces} times. The latest retrace: "
-            f"{explain_miss(CacheKey(*key), others, arg_names, self._sig.positional)}. Each new shape, dtype or static value "
-            "traces and compiles again. Fix: keep shapes fixed (pad inputs to a few sizes), pass values that vary "
-            "as array arguments instead of static ones, and create the jit wrapper once, outside loops. "
+            f"{explain_miss(CacheKey(*key), others, arg_names, self._sig.positional)}. Each new shape, dtype or "
+            "static value traces and compiles again. Fix: keep shapes fixed (pad inputs to a few sizes), pass values "
+            "that vary as array arguments instead of static ones, and create the jit wrapper once, outside loops. "
             "Set ember.config.update('explain_cache_misses', True) to see every miss.",
             RuntimeWarning, stacklevel=4)
 
@@ -351,21 +359,6 @@ class JitFunction:
 
 def _format_avals(avals: Iterable[ShapedArray]) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
-
-
-# --- the call primitive that nested jit leaves in the IR ---------------------------------
-def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[ShapedArray]:
-    expected = jaxpr.in_avals
-    if len(avals) != len(expected) or any(a.strip_weak_type() != e.strip_weak_type()
-                                           for a, e in zip(avals, expected)):
-        raise TypeError(f"jit call of {name}: arguments typed {list(avals)}, expected {expected}")
-    return jaxpr.out_avals
-
-
-jit_p = Primitive("jit", multiple_results=True)
-abstract_eval_rules[jit_p] = _jit_rule
-higher_order.add(jit_p)
-call_params[jit_p] = "jaxpr"
 
 
 # --- public entry points --------------------------------------------------------------------
@@ -458,8 +451,6 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
         avals = [_abstractify(x, fun) for x in leaves]
         closed, out_tree = probe.trace(avals, in_tree, statics, probe._sig.arg_names(args, kwargs))
         if return_shape:
-            from ember.runtime.array import ShapeDtypeStruct
-
             shapes = [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals]
             return closed, tree_util.tree_unflatten(out_tree, shapes)
         return closed
@@ -476,8 +467,6 @@ def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
 
 def _abstractify(x: Any, fun: Callable) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
-        from ember import dtypes
-
         return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), False)
     return aval_of_value(_check_leaf(x, f"argument of {getattr(fun, '__name__', fun)}"))
 

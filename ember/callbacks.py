@@ -10,7 +10,8 @@ Two primitives carry them through tracing, the compiler and every transformation
   merged with an identical call, or evaluated at compile time when its operands are
   constants (as JAX allows: "may be called multiple times, or not at all").
 
-Both run on the reference interpreter (``ember.backends.reference.callbacks``); the
+The primitives are defined in ``ember.lax.callbacks``. Both run on the reference
+interpreter (``ember.backends.reference.callbacks``); the
 CPU backend runs them as fallback steps, and a loop whose body holds one runs on the
 reference as a whole. Callbacks receive ``ember.Array`` values, as JAX's receive
 ``jax.Array`` ones; leaves of the arguments that are not arrays (strings, ``None``,
@@ -25,10 +26,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember import dtypes, errors, lax, tree_util
-from ember.compiler.rewrite import EFFECTFUL
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
-from ember.lax.base import primitive
+from ember.lax.callbacks import FlatCallback, debug_callback_p, pure_callback_p
 from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
 from ember.transforms.jvp import jvp_rules
 
@@ -38,25 +38,6 @@ VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_a
 # --- arguments: array leaves travel through the program, the others are closed over -------------
 def _is_array_leaf(x: Any) -> bool:
     return isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or hasattr(x, "_value")
-
-
-class FlatCallback:
-    """``callback(*args, **kwargs)`` as a function of the array leaves of its arguments only.
-
-    A primitive's param: hashed by identity; printed in the IR by the callback's name. It
-    keeps the non-array leaves only (a staged program keeps its params alive).
-    """
-
-    def __init__(self, callback: Callable, tree: tree_util.PyTreeDef, is_array: list[bool],
-                 static_leaves: list) -> None:
-        self.callback, self._tree, self._is_array, self._static_leaves = callback, tree, is_array, static_leaves
-        self.__name__ = getattr(callback, "__name__", type(callback).__name__)
-
-    def __call__(self, *arrays: Any) -> Any:
-        arrays_it, statics_it = iter(arrays), iter(self._static_leaves)
-        leaves = [next(arrays_it) if dynamic else next(statics_it) for dynamic in self._is_array]
-        args, kwargs = tree_util.tree_unflatten(self._tree, leaves)
-        return self.callback(*args, **kwargs)
 
 
 def flatten_callback(callback: Callable, args: tuple, kwargs: dict) -> tuple[FlatCallback, list]:
@@ -74,14 +55,6 @@ def _check_callable(api: str, callback: Any) -> None:
 
 
 # --- debug_callback: no outputs, an effect --------------------------------------------------------
-def _debug_callback_rule(*avals: ShapedArray, callback: FlatCallback) -> list[ShapedArray]:
-    return []
-
-
-debug_callback_p = primitive("debug_callback", _debug_callback_rule, multiple_results=True)
-EFFECTFUL.add(debug_callback_p)
-
-
 def debug_callback(callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     """Call ``callback(*args, **kwargs)`` when the program runs (see ``ember.debug.callback``)."""
     _check_callable("ember.debug.callback", callback)
@@ -109,14 +82,6 @@ batching_rules[debug_callback_p] = _debug_callback_batch
 
 
 # --- pure_callback: declared results, no effect ---------------------------------------------------
-def _pure_callback_rule(*avals: ShapedArray, callback: FlatCallback, result_avals: tuple[ShapedArray, ...],
-                        vmap_method: str | None) -> list[ShapedArray]:
-    return list(result_avals)
-
-
-pure_callback_p = primitive("pure_callback", _pure_callback_rule, multiple_results=True)
-
-
 def _result_aval(spec: Any) -> ShapedArray:
     shape, dtype = getattr(spec, "shape", None), getattr(spec, "dtype", None)
     if shape is None or dtype is None:
@@ -197,6 +162,3 @@ def _pure_callback_batch(axis_size: int, values: Sequence[Any], dims: Sequence[B
 
 jvp_rules[pure_callback_p] = _pure_callback_jvp
 batching_rules[pure_callback_p] = _pure_callback_batch
-
-
-from ember.backends.reference import callbacks as _reference_impls  # noqa: E402,F401  (needs the primitives)

@@ -26,7 +26,7 @@ _DEFAULTS: dict[str, Any] = {
     # Warn once when a function has been traced this many times (0: never).
     "retrace_warning_threshold": 32,
     # Keep compiled native code on disk, so a new process running the same program loads it
-    # instead of compiling (see ember.runtime.disk_cache).
+    # instead of compiling (see ember.backends.disk_cache).
     "persistent_cache": os.environ.get("EMBER_PERSISTENT_CACHE", "1") not in ("0", "", "false", "False"),
     # Where the persistent cache lives; empty: $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember or ~/.cache/ember.
     "cache_dir": "",

@@ -238,3 +238,21 @@ class finfo(ml_dtypes.finfo):
 
 def iinfo(dt: Any) -> np.iinfo:
     return np.iinfo(dtype(dt))
+
+
+def convert_values(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
+    """NumPy conversion with XLA's semantics: float -> int saturates and maps NaN to 0."""
+    x = np.asarray(x)
+    if x.dtype == new_dtype:
+        return x
+    if is_floating(x.dtype) and is_integer(new_dtype):
+        info = np.iinfo(new_dtype)
+        wide = np.nan_to_num(x.astype(np.float64), nan=0.0)
+        clipped = np.clip(wide, float(info.min), float(info.max))
+        # float64 cannot hold int64's max exactly; clip in the integer domain afterwards.
+        out = np.where(clipped >= float(info.max), info.max, clipped.astype(new_dtype, casting="unsafe"))
+        return np.asarray(out, dtype=new_dtype)
+    if new_dtype == bool_:
+        return x != 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(new_dtype)

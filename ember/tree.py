@@ -2,7 +2,7 @@
 import dataclasses
 from typing import Any
 
-from ember.tree_util import (  # noqa: F401
+from ember.tree_util import (
     tree_all as all,
     tree_broadcast as broadcast,
     tree_flatten as flatten,
@@ -17,6 +17,9 @@ from ember.tree_util import (  # noqa: F401
     tree_transpose as transpose,
     tree_unflatten as unflatten,
 )
+
+__all__ = ["all", "broadcast", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map", "map_with_path",
+           "reduce", "reduce_associative", "static", "structure", "transpose", "unflatten"]
 
 
 def static(**kwargs: Any) -> Any:

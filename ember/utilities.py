@@ -1,4 +1,5 @@
-"""Small top-level helpers of JAX's API: ``device_get``, ``default_backend``,
+"""Small top-level helpers of JAX's API: moving data in and out (``devices``, ``device_put``,
+``device_get``, ``block_until_ready``, ``from_dlpack``), ``default_backend``,
 ``ensure_compile_time_eval`` and ``named_call``."""
 from __future__ import annotations
 
@@ -9,11 +10,41 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ember import tree_util
+from ember.core.array import CPU, Array, Device
 from ember.core.primitive import Primitive
 from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, set_current_trace
-from ember.runtime.array import Array
+from ember.numpy import asarray
 
-__all__ = ["device_get", "default_backend", "ensure_compile_time_eval", "named_call"]
+__all__ = ["block_until_ready", "default_backend", "device_get", "device_put", "devices", "ensure_compile_time_eval",
+           "from_dlpack", "named_call"]
+
+
+def devices(backend: str | None = None) -> list[Device]:
+    return [CPU]
+
+
+def device_put(x: Any, device: Any = None) -> Any:
+    """Copy a pytree of arrays / scalars onto ember's device (as Arrays)."""
+    return tree_util.tree_map(lambda leaf: leaf if isinstance(leaf, Array) else asarray(leaf), x)
+
+
+def block_until_ready(x: Any) -> Any:
+    """Wait for every array in a pytree (ember runs synchronously; kept for JAX compatibility)."""
+    if type(x) is Array:  # the common case, in timing loops: no tree to walk
+        return x
+    for leaf in tree_util.tree_leaves(x):
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+    return x
+
+
+def from_dlpack(x: Any, *, copy: bool | None = None) -> Array:
+    """An Array from any object with ``__dlpack__`` (NumPy, PyTorch, JAX, ...).
+
+    The data is copied: ember arrays are immutable and must not change when
+    the producer writes to its buffer.
+    """
+    return asarray(np.array(np.from_dlpack(x), copy=True))
 
 
 def device_get(x: Any) -> Any:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_autodiff import check_grads
 
 import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.transforms.tangents import float0
-
-from test_autodiff import check_grads
 
 RNG = np.random.default_rng(7)
 

@@ -7,12 +7,11 @@ import functools
 
 import numpy as np
 import pytest
+from test_autodiff import check_grads
 
 import ember
 import ember.numpy as jnp
 from ember import lax, nn
-
-from test_autodiff import check_grads
 
 
 # --- custom_jvp --------------------------------------------------------------------------------------

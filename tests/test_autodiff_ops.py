@@ -10,17 +10,15 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from op_records import BINARY_RECORDS, UNARY_RECORDS, OpRecord
+from test_autodiff import check_grads
 
 import ember
 import ember.numpy as jnp
 from ember import lax, nn
 from ember.lax.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
-
-from op_records import BINARY_RECORDS, UNARY_RECORDS, OpRecord
-from test_autodiff import check_grads
 
 ZERO_BY_DESIGN = {"lax.stop_gradient"}  # its derivative is 0 although the function is the identity
 DIFFERENTIABLE = [r for r in UNARY_RECORDS + BINARY_RECORDS

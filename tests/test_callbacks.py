@@ -8,14 +8,13 @@ import functools
 
 import numpy as np
 import pytest
+from util import assert_allclose
 
 import ember
 import ember.numpy as jnp
 from ember import errors, lax
 from ember.callbacks import debug_callback_p, pure_callback_p
 from ember.compiler import optimize
-
-from util import assert_allclose
 
 
 def printed(capsys) -> list[str]:

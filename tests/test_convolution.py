@@ -7,12 +7,11 @@ import itertools
 
 import numpy as np
 import pytest
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import lax
-
-from util import assert_allclose, check_eager_and_jit
 
 
 # --- a direct loop implementation (NCHW / OIHW, explicit padding) ----------------------------------------

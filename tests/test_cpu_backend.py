@@ -10,16 +10,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, note
-from hypothesis import strategies as st
+from hypothesis import given, note, strategies as st
 from hypothesis.extra import numpy as hnp
+from util import assert_allclose, tolerance
 
 import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.runtime.executable import CpuExecutable
-
-from util import assert_allclose, tolerance
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -497,7 +495,8 @@ def fusible_programs(draw):
             elif step == "slice" and v.ndim:
                 v = v[..., ::-2] if rng.integers(2) else v[1:]
             elif step == "cumsum" and v.ndim:
-                v = [lax.cumsum, lax.cummax][rng.integers(2)](v, int(rng.integers(v.ndim)), reverse=bool(rng.integers(2)))
+                scan = [lax.cumsum, lax.cummax][rng.integers(2)]
+                v = scan(v, int(rng.integers(v.ndim)), reverse=bool(rng.integers(2)))
             elif step == "argmax" and v.ndim and v.size:
                 v = [jnp.argmax, jnp.argmin][rng.integers(2)](v, axis=int(rng.integers(v.ndim)))
             elif step == "convert":

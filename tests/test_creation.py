@@ -5,16 +5,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from op_records import ALL, NUMBERS, arrays
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import dtypes
-
-from op_records import ALL, NUMBERS, arrays
-from util import assert_allclose, check_eager_and_jit
 
 DTYPES = st.sampled_from([None, np.int32, np.bool_, np.float16, ml_dtypes.bfloat16, np.int64, np.float64])
 SIZES = st.integers(0, 5)

@@ -12,8 +12,8 @@ import pytest
 from llvmlite import ir
 
 import ember
+from ember.backends import disk_cache
 from ember.backends.cpu import jit
-from ember.runtime import disk_cache
 
 
 @pytest.fixture

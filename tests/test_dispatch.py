@@ -11,7 +11,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.backends.cpu import entry
-from ember.runtime.array import Array
+from ember.core.array import Array
 
 cpu_only = pytest.mark.skipif(ember.config.backend != "cpu", reason="the native dispatcher is the CPU backend's")
 

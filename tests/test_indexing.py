@@ -1,8 +1,7 @@
 """Indexing: lax.gather / scatter, NumPy indexing (x[idx]), x.at[idx] updates, and the jnp index functions."""
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import ember
 import ember.numpy as jnp

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from op_records import PARAM_RECORDS, arrays
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import lax
-
-from op_records import PARAM_RECORDS, arrays
-from util import assert_allclose, check_eager_and_jit
 
 
 def _leaves(out):

@@ -9,14 +9,12 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import errors, lax
-
-from util import assert_allclose, check_eager_and_jit
 
 TOL = dict(rtol=2e-5, atol=2e-5)  # float32 decompositions of matrices with condition number <= 2
 BATCHES = [(), (2,), (2, 1)]

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import nn
-from util import assert_allclose, check_eager_and_jit
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

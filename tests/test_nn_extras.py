@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import nn
-from util import assert_allclose, check_eager_and_jit
 
 
 def _sigmoid(x):
@@ -155,8 +155,8 @@ def test_attention_matches_numpy(rng, qkv, option):
 def test_attention_matches_jax(rng, qkv, option):
     jax_nn = pytest.importorskip("jax").nn
     options = _attention_options(rng)[option]
-    assert_allclose(nn.dot_product_attention(*qkv, **options), np.asarray(jax_nn.dot_product_attention(*qkv, **options)),
-                    rtol=2e-6, atol=2e-6)
+    assert_allclose(nn.dot_product_attention(*qkv, **options),
+                    np.asarray(jax_nn.dot_product_attention(*qkv, **options)), rtol=2e-6, atol=2e-6)
 
 
 def test_attention_sequence_lengths_window_and_3d_inputs(rng, qkv):

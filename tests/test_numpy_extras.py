@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from util import assert_allclose, check_eager_and_jit, numeric_gradient
 
 import ember
 import ember.numpy as jnp
 from ember import errors
-from util import assert_allclose, check_eager_and_jit, numeric_gradient
 
 F32 = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against float64 NumPy
 
@@ -392,7 +391,8 @@ def test_vander_matches_numpy(N, increasing):
     x = np.array([1.5, -2.0, 0.0, 3.0], np.float32)
     check_eager_and_jit(lambda a: jnp.vander(a, N, increasing), x, expected=np.vander(x, N, increasing), **F32)
     i = np.array([2, 3, -1], np.int32)
-    check_eager_and_jit(lambda a: jnp.vander(a, N, increasing), i, expected=np.vander(i, N, increasing).astype(np.int32))
+    check_eager_and_jit(lambda a: jnp.vander(a, N, increasing), i,
+                        expected=np.vander(i, N, increasing).astype(np.int32))
 
 
 def test_vander_errors():

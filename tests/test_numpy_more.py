@@ -154,7 +154,8 @@ def test_grids():
     x = np.arange(24).reshape(2, 3, 4)
     assert_allclose(jnp.asarray(x)[jnp.s_[:, 1]], x[np.s_[:, 1]].astype(np.int32))
     assert jnp.index_exp[1:2] == (slice(1, 2),)
-    assert_allclose(jnp.fromfunction(lambda i, j: i + 2 * j, (2, 3)), np.fromfunction(lambda i, j: i + 2 * j, (2, 3)).astype(F32))
+    assert_allclose(jnp.fromfunction(lambda i, j: i + 2 * j, (2, 3)),
+                    np.fromfunction(lambda i, j: i + 2 * j, (2, 3)).astype(F32))
     assert_allclose(jnp.fromfunction(lambda i: 1.0, (3,)), np.ones(3, F32))  # vmapped: constants broadcast
 
 
@@ -179,7 +180,8 @@ def test_predicates_and_conversions():
     assert jnp.iterable([1]) and not jnp.iterable(3)
     v = np.array([[1, 2], [3, 4]], np.int32)
     check_eager_and_jit(lambda a: jnp.diagflat(a, 1), v, expected=np.diagflat(v, 1))
-    check_eager_and_jit(lambda a: jnp.rollaxis(a, 2, 1), np.ones((2, 3, 4, 5), F32), expected=np.ones((2, 4, 3, 5), F32))
+    check_eager_and_jit(lambda a: jnp.rollaxis(a, 2, 1), np.ones((2, 3, 4, 5), F32),
+                        expected=np.ones((2, 4, 3, 5), F32))
 
 
 def test_matvec_vecmat():

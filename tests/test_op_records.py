@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from op_records import ALIASES, BINARY_RECORDS, UNARY_RECORDS, arrays, expected_dtype
+from util import tolerance
 
 import ember
 import ember.numpy as jnp
 from ember import dtypes
 from ember.backends.reference import impl_rules
 from ember.core.primitive import abstract_eval_rules
-
-from op_records import ALIASES, BINARY_RECORDS, UNARY_RECORDS, arrays, expected_dtype
-from util import tolerance
 
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
 # Each drawn shape and dtype retraces on purpose.

@@ -18,13 +18,12 @@ import ember.numpy as jnp
 from ember import compiler, lax
 from ember.api import jit_p
 from ember.backends.reference import eval_jaxpr, impl_rules
+from ember.compiler.simplify import is_exact_conversion
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.core.verify import IRTypeError, check_jaxpr
-from ember.compiler.simplify import is_exact_conversion
-from ember.lax import elementwise as ew
-from ember.lax import shapes as sh
+from ember.lax import elementwise as ew, shapes as sh
 
 f16, f32, f64, i32, u8 = (np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.uint8))
 PASSES = [compiler.inline_calls, compiler.simplify, compiler.fold_constants,

@@ -11,8 +11,7 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import ember
 import ember.numpy as jnp
@@ -381,7 +380,8 @@ def test_an_array_of_keys_where_one_is_expected_points_to_vmap():
 
 def test_traced_shapes_refuse_clearly():
     key = random.PRNGKey(0)
-    for fn in (lambda n: random.normal(key, (n,)), lambda n: random.split(key, n), lambda n: random.permutation(key, n)):
+    for fn in (lambda n: random.normal(key, (n,)), lambda n: random.split(key, n),
+               lambda n: random.permutation(key, n)):
         with pytest.raises(errors.TracerIntegerConversionError, match="traced array"):
             ember.jit(fn)(3)
 
@@ -399,9 +399,12 @@ def test_traced_shapes_refuse_clearly():
     (lambda: random.normal(KEY, (2,), np.int32), ValueError, "`normal` must be a float dtype, got int32"),
     (lambda: random.exponential(KEY, (2,), np.uint8), ValueError, "`exponential` must be a float dtype"),
     (lambda: random.truncated_normal(KEY, -1.0, 1.0, (2,), np.int32), ValueError, "`truncated_normal` must be a float"),
-    (lambda: random.uniform(KEY, (2,), minval=np.zeros(3)), ValueError, "(3,), () must broadcast to the shape argument (2,)"),
-    (lambda: random.randint(KEY, (2,), 0, 3, np.float32), TypeError, "randint only accepts integer dtypes, got float32"),
-    (lambda: random.randint(KEY, (2,), np.zeros(3, np.int32), 5), ValueError, "must broadcast to the shape argument (2,)"),
+    (lambda: random.uniform(KEY, (2,), minval=np.zeros(3)), ValueError,
+     "(3,), () must broadcast to the shape argument (2,)"),
+    (lambda: random.randint(KEY, (2,), 0, 3, np.float32), TypeError,
+     "randint only accepts integer dtypes, got float32"),
+    (lambda: random.randint(KEY, (2,), np.zeros(3, np.int32), 5), ValueError,
+     "must broadcast to the shape argument (2,)"),
     (lambda: random.bernoulli(KEY, 1), TypeError, "`p` must have a floating dtype, got int32"),
     (lambda: random.bernoulli(KEY, mode="mid"), ValueError, "expected 'high' or 'low'"),
     (lambda: random.gumbel(KEY, mode="highest"), ValueError, "expected 'high' or 'low'"),

@@ -252,8 +252,10 @@ def test_result_dtypes_and_shapes_follow_jax():
 
 # --- bad input --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("call,error,message", [
-    (lambda: random.gamma(KEY, 1.0, (2,), np.int32), ValueError, "dtype argument to `gamma` must be a float dtype, got int32"),
-    (lambda: random.t(KEY, np.ones(3), (2,)), ValueError, "t: parameter shapes (3,) must broadcast to the shape argument (2,)"),
+    (lambda: random.gamma(KEY, 1.0, (2,), np.int32), ValueError,
+     "dtype argument to `gamma` must be a float dtype, got int32"),
+    (lambda: random.t(KEY, np.ones(3), (2,)), ValueError,
+     "t: parameter shapes (3,) must broadcast to the shape argument (2,)"),
     (lambda: random.beta(KEY, np.ones(2), np.ones(3)), TypeError, "broadcast"),
     (lambda: random.dirichlet(KEY, 1.0), ValueError, "dirichlet requires alpha.ndim >= 1, got alpha.ndim == 0"),
     (lambda: random.dirichlet(KEY, np.ones((2, 3)), (3,)), ValueError, "must broadcast to the shape argument (3,)"),
@@ -263,7 +265,8 @@ def test_result_dtypes_and_shapes_follow_jax():
     (lambda: random.multivariate_normal(KEY, MEAN, COV, method="qr"), ValueError,
      "method must be one of {'svd', 'eigh', 'cholesky'}"),
     (lambda: random.multivariate_normal(KEY, 1.0, COV), ValueError, "requires mean.ndim >= 1, got mean.ndim == 0"),
-    (lambda: random.multivariate_normal(KEY, MEAN, np.ones(2)), ValueError, "requires cov.ndim >= 2, got cov.ndim == 1"),
+    (lambda: random.multivariate_normal(KEY, MEAN, np.ones(2)), ValueError,
+     "requires cov.ndim >= 2, got cov.ndim == 1"),
     (lambda: random.multivariate_normal(KEY, MEAN, np.eye(3)), ValueError,
      "requires cov.shape == (..., n, n) for n=2, but got cov.shape == (3, 3)."),
     (lambda: random.multivariate_normal(KEY, MEAN, COV, dtype=np.int32), ValueError,

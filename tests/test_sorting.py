@@ -5,14 +5,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import errors, lax
-from util import assert_allclose, check_eager_and_jit
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.uint32, np.float16, BF16, np.float32]

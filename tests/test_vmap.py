@@ -9,17 +9,15 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
+from op_records import BINARY_RECORDS, UNARY_RECORDS
+from util import assert_allclose
 
 import ember
 import ember.numpy as jnp
 from ember import errors, lax, nn, tree_util
 from ember.core.primitive import abstract_eval_rules
-
-from op_records import BINARY_RECORDS, UNARY_RECORDS
-from util import assert_allclose
 
 SIZE = 3  # examples per batch
 

@@ -8,5 +8,5 @@ from ember.compiler.dce import eliminate_dead_code  # noqa: F401
 from ember.compiler.fold import MAX_FOLDED_ELEMENTS, fold_constants  # noqa: F401
 from ember.compiler.inline import inline_calls  # noqa: F401
 from ember.compiler.pipeline import PIPELINE, optimize  # noqa: F401
-from ember.compiler.rewrite import EFFECTFUL  # noqa: F401
 from ember.compiler.simplify import simplify  # noqa: F401
+from ember.core.primitive import EFFECTFUL  # noqa: F401  (the primitives that passes keep as they are)

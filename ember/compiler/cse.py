@@ -14,8 +14,8 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from ember.core.ir import Atom, ClosedJaxpr, Jaxpr, Literal, Var
-from ember.compiler.rewrite import Substitution, SubprogramRewriter, is_effectful, on_closed, rebuild
+from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
+from ember.core.ir import Atom, ClosedJaxpr, Jaxpr, Literal, Var, is_effectful
 
 
 def eliminate_common_subexpressions(closed: ClosedJaxpr) -> ClosedJaxpr:

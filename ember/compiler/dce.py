@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ember.api import jit_p
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
+from ember.compiler.rewrite import SubprogramRewriter, rebuild, used_vars
+from ember.core.calls import jit_p
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, is_effectful
 from ember.core.primitive import Primitive
-from ember.compiler.rewrite import SubprogramRewriter, is_effectful, rebuild, used_vars
 from ember.lax.control_flow import cond_p, scan_p, while_p
 
 

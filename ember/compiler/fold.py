@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ember.backends.reference import impl_rules, to_numpy
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ember.compiler.rewrite import SubprogramRewriter, Substitution, rebuild
+from ember.core.evaluation import impl_rules, to_numpy
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, is_effectful
 from ember.core.primitive import higher_order
 from ember.core.trace import Tracer
-from ember.compiler.rewrite import Substitution, SubprogramRewriter, is_effectful, rebuild
 
 MAX_FOLDED_ELEMENTS = 1024
 

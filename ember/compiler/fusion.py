@@ -29,12 +29,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
-from ember.core.avals import ShapedArray
-from ember.lax import elementwise as ew
-from ember.lax import indexing
-from ember.lax import reductions
+from ember.lax import elementwise as ew, indexing, reductions
 from ember.lax.shapes import INDEX_REMAPPING, broadcast_in_dim_p, iota_p
 
 fusion_p = Primitive("fusion", multiple_results=True)

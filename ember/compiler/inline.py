@@ -10,10 +10,10 @@ so a body called twice stays in SSA form.
 """
 from __future__ import annotations
 
+from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
 from ember.core.avals import ShapedArray
 from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import call_params
-from ember.compiler.rewrite import Substitution, SubprogramRewriter, on_closed, rebuild
 from ember.lax.elementwise import convert_element_type_p
 
 

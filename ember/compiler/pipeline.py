@@ -21,14 +21,14 @@ import os
 import sys
 from typing import Callable, Iterable
 
-from ember.config import config
-from ember.core.ir import ClosedJaxpr
-from ember.core.verify import IRTypeError, check_jaxpr
 from ember.compiler.cse import eliminate_common_subexpressions
 from ember.compiler.dce import eliminate_dead_code
 from ember.compiler.fold import fold_constants
 from ember.compiler.inline import inline_calls
 from ember.compiler.simplify import simplify
+from ember.config import config
+from ember.core.ir import ClosedJaxpr
+from ember.core.verify import IRTypeError, check_jaxpr
 
 Pass = Callable[[ClosedJaxpr], ClosedJaxpr]
 

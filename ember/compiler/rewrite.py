@@ -10,18 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Literal, Var, subjaxprs
-from ember.core.primitive import Primitive
-
-# Primitives with effects, i.e. not a pure function of their operands: passes never merge,
-# fold or drop them (``ember.debug``'s callback registers itself here).
-EFFECTFUL: set[Primitive] = set()
-
-
-def is_effectful(eqn: Eqn) -> bool:
-    """Whether the equation, or any equation in its sub-programs, has an effect."""
-    return eqn.primitive in EFFECTFUL or any(
-        is_effectful(inner) for sub in subjaxprs(eqn.params) for inner in sub.eqns)
+from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 
 
 def used_vars(atoms: list) -> set[int]:

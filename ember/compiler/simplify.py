@@ -23,11 +23,10 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ember import dtypes
+from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
 from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
-from ember.compiler.rewrite import Substitution, SubprogramRewriter, on_closed, rebuild
-from ember.lax import elementwise as ew
-from ember.lax import shapes as sh
+from ember.lax import elementwise as ew, shapes as sh
 
 # Equations already in the simplified program, by the id of each variable they define.
 Producers = dict[int, Eqn]

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ember.core.avals import ShapedArray
-from ember.core.primitive import Primitive
+from ember.core.primitive import EFFECTFUL, Primitive
 
 
 class Var:
@@ -120,6 +120,12 @@ def subjaxprs(params: dict) -> Iterator[Jaxpr]:
                 yield item.jaxpr
             elif isinstance(item, Jaxpr):
                 yield item
+
+
+def is_effectful(eqn: Eqn) -> bool:
+    """Whether the equation, or any equation in its sub-programs, has an effect."""
+    return eqn.primitive in EFFECTFUL or any(
+        is_effectful(inner) for sub in subjaxprs(eqn.params) for inner in sub.eqns)
 
 
 # --- pretty-printing -----------------------------------------------------------

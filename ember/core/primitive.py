@@ -1,13 +1,15 @@
 """Primitives are names; what they mean lives in rule tables keyed by primitive.
 
 Each subsystem owns its table: abstract evaluation here (the core needs it to
-stage), the reference implementation in ``backends.reference``, native
-lowerings in ``backends.cpu``, and later jvp / transpose / batching rules in
-``transforms``. Adding a primitive means one entry per table.
+stage), the reference implementation in ``core.evaluation.impl_rules`` (filled by
+``backends.reference``), native lowerings in ``backends.cpu``, and jvp / transpose /
+batching rules in ``transforms``. Adding a primitive means one entry per table.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from ember.core.trace import current_trace
 
 
 class Primitive:
@@ -20,8 +22,6 @@ class Primitive:
         self.multiple_results = multiple_results
 
     def bind(self, *args: Any, **params: Any) -> Any:
-        from ember.core.trace import current_trace
-
         return current_trace().process_primitive(self, args, params)
 
     def __repr__(self) -> str:
@@ -37,3 +37,7 @@ higher_order: set[Primitive] = set()
 # Call-like primitives: the name of the param holding the callee (a ClosedJaxpr applied to
 # the equation's operands). Calls add nothing to the computation, so passes may inline them.
 call_params: dict[Primitive, str] = {}
+
+# Primitives with effects, i.e. not a pure function of their operands (host callbacks that
+# print): passes never merge, fold or drop them (``ember.core.ir.is_effectful``).
+EFFECTFUL: set[Primitive] = set()

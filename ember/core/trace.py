@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -57,7 +57,8 @@ class Tracer(AvalProperties):
         return (self[i] for i in range(self.shape[0]))
 
     def __bool__(self) -> bool:
-        raise self._trace.concretization_error(self, "boolean conversion (if, while, and/or, bool())", errors.TracerBoolConversionError)
+        raise self._trace.concretization_error(self, "boolean conversion (if, while, and/or, bool())",
+                                               errors.TracerBoolConversionError)
 
     def __int__(self) -> int:
         raise self._trace.concretization_error(self, "integer conversion (int())", errors.TracerIntegerConversionError)
@@ -94,17 +95,21 @@ class _TraceState(threading.local):
 
 
 class EvalTrace(Trace):
-    """Runs each primitive at once on the reference backend (eager mode)."""
+    """Runs each primitive at once with its reference implementation (eager mode).
+
+    The evaluator is ``ember.core.evaluation.apply_primitive``, which installs itself here as
+    ``EvalTrace.apply`` when it loads (``ember.core`` loads it with the package): it reads the
+    rule tables of ``ember.core.primitive``, whose ``bind`` needs this module.
+    """
 
     description = "eager evaluation"
+    apply: Callable[[Any, tuple, dict], Any]
 
     def process_primitive(self, primitive, args: tuple, params: dict) -> Any:
-        from ember.backends.reference import apply_primitive
-
         for a in args:
             if isinstance(a, Tracer):
                 raise unexpected_tracer_error(a)
-        return apply_primitive(primitive, args, params)
+        return self.apply(primitive, args, params)
 
 
 _state = _TraceState()

@@ -30,8 +30,7 @@ from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, is_tracing
 from ember.core.verify import check_jaxpr
 from ember.lax.base import aval, operator_index, primitive
-from ember.lax.conversions import convert_element_type
-from ember.lax.elementwise import add, clamp, lt, ne
+from ember.lax.elementwise import add, clamp, convert_element_type, lt, ne
 from ember.lax.shapes import concatenate, expand_dims, index_in_dim, reshape, slice_in_dim
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
@@ -567,9 +566,13 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:
     return ys
 
 
-def _batched_map(f: Callable, xs: Any, batch_size: int) -> Any:
-    from ember.transforms.batching import vmap
+def vmap(f: Callable) -> Callable:
+    """``vmap``, for ``map(..., batch_size=n)``: a transformation, one layer above lax, which
+    replaces this function by itself as it loads (``ember.transforms.batching``)."""
+    raise RuntimeError("lax.map(..., batch_size=...) needs ember.transforms, which `import ember` loads")
 
+
+def _batched_map(f: Callable, xs: Any, batch_size: int) -> Any:
     leaves, tree = tree_util.tree_flatten(xs)
     if batch_size < 1:
         raise ValueError(f"lax.map: batch_size must be positive, got {batch_size}")

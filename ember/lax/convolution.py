@@ -143,9 +143,9 @@ def _conv_rule(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple, pad
     if batch % batch_group_count:
         raise ValueError(f"conv_general_dilated: the lhs batch dimension ({batch}) must be a multiple of "
                          f"batch_group_count ({batch_group_count}) {where}")
-    spatial = [_window_output_size(lhs.shape[l], rhs.shape[r], *window)
-               for l, r, *window in zip(lhs_spec[2:], rhs_spec[2:], window_strides, padding, lhs_dilation,
-                                        rhs_dilation)]
+    spatial = [_window_output_size(lhs.shape[lhs_dim], rhs.shape[rhs_dim], *window)
+               for lhs_dim, rhs_dim, *window in zip(lhs_spec[2:], rhs_spec[2:], window_strides, padding,
+                                                    lhs_dilation, rhs_dilation)]
     logical = (batch // batch_group_count, out_features, *spatial)
     shape = [0] * lhs.ndim
     for size, position in zip(logical, out_spec):

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes
+from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.primitive import Primitive
+from ember.core.trace import Tracer
 from ember.lax.base import aval, check_dtype, is_python_scalar, primitive
 
 # Every elementwise primitive, for the fusion pass and generic rules.
@@ -141,6 +143,28 @@ def _bitcast_rule(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
 bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule)
 
 
+def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
+    """Convert ``x`` to ``new_dtype`` (canonicalized). A no-op if the type already matches."""
+    new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    a = aval(x)
+    if a.dtype == new_dtype and a.weak_type == weak_type:
+        return x
+    if isinstance(x, Tracer):
+        return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+    # A concrete value: fold now (also while tracing, so the IR sees a constant, not an equation).
+    value = getattr(x, "_value", None)
+    if value is None:
+        value = np.asarray(x, dtype=a.dtype if type(x) in (int, float, bool) else None)
+    value = np.array(dtypes.convert_values(value, new_dtype), dtype=new_dtype)
+    return Array(value, ShapedArray(value.shape, new_dtype, bool(weak_type)))
+
+
+def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:
+    """Reinterpret the bits of ``x`` as ``new_dtype`` (shape changes when widths differ)."""
+    new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    return bitcast_convert_type_p.bind(x, new_dtype=new_dtype)
+
+
 def _select_n_rule(which: ShapedArray, *cases: ShapedArray) -> ShapedArray:
     if not cases:
         raise TypeError("select_n needs at least one case")
@@ -185,8 +209,6 @@ def _scalars_like(args: tuple) -> tuple:
 
 
 def _scalar_of_dtype(x: Any, dt: np.dtype) -> Any:
-    from ember.lax.conversions import convert_element_type
-
     return convert_element_type(x, dt, weak_type=True)
 
 
@@ -226,8 +248,6 @@ class RoundingMethod:
 def pow(x: Any, y: Any) -> Any:
     """``x ** y`` elementwise for a floating ``x``; ``y`` is of ``x``'s dtype or an integer (as in JAX)."""
     if not is_python_scalar(y) and dtypes.is_integer(aval(y).dtype) and dtypes.is_floating(aval(x).dtype):
-        from ember.lax.conversions import convert_element_type
-
         y = convert_element_type(y, aval(x).dtype, weak_type=aval(y).weak_type)
     return _pow_same_dtype(x, y)
 

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ember import dtypes
+from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
 from ember.lax.base import primitive
@@ -137,8 +138,6 @@ def _index_operand(indices: Any) -> Any:
     """Lists and NumPy arrays of indices become (canonically typed) arrays; arrays pass through."""
     if isinstance(indices, Tracer) or hasattr(indices, "_value"):
         return indices
-    from ember.runtime.array import Array
-
     value = np.asarray(indices)
     if value.dtype.kind not in "iu":
         raise TypeError(f"indices must be integers, got dtype {value.dtype}")

@@ -16,7 +16,7 @@ from ember import dtypes
 from ember.core.avals import ShapedArray
 from ember.lax import elementwise, shapes
 from ember.lax.base import aval, primitive
-from ember.lax.conversions import convert_element_type
+from ember.lax.elementwise import convert_element_type
 
 __all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
 
@@ -41,6 +41,18 @@ def matrix_transpose(x: Any) -> Any:
     """Swap the last two dimensions."""
     rank = aval(x).ndim
     return shapes.transpose(x, (*range(rank - 2), rank - 1, rank - 2))
+
+
+def triangle(x: Any, k: int, lower: bool) -> Any:
+    """``x`` with the entries above (``lower``) or below the ``k``-th diagonal of its last two
+    dimensions zeroed: ``jnp.tril`` / ``jnp.triu``, and the derivative rules that need them."""
+    x_aval = aval(x)
+    rank, (rows, cols) = x_aval.ndim, x_aval.shape[-2:]
+    shifted_rows = elementwise.add(shapes.broadcasted_iota(dtypes.int32, (rows, cols), 0), int(k))
+    columns = shapes.broadcasted_iota(dtypes.int32, (rows, cols), 1)
+    keep = elementwise.ge(shifted_rows, columns) if lower else elementwise.le(shifted_rows, columns)
+    keep = shapes.broadcast_in_dim(keep, x_aval.shape, (rank - 2, rank - 1))
+    return elementwise.select(keep, x, 0)
 
 
 def symmetrize(x: Any) -> Any:

@@ -9,6 +9,7 @@ import numpy as np
 from ember import dtypes
 from ember.core.avals import ShapedArray
 from ember.lax.base import aval, canonical_axes, primitive, shape_tuple
+from ember.lax.elementwise import add, convert_element_type, lt, select
 
 # Primitives that only move data (for fusion as index remapping).
 INDEX_REMAPPING = set()
@@ -246,8 +247,6 @@ pad_p = _remapping("pad", _pad_rule)
 
 def pad(x: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Any:
     """Pad with (low, high, interior) per dimension; negative low/high crop."""
-    from ember.lax.conversions import convert_element_type
-
     cfg = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
     return pad_p.bind(x, convert_element_type(padding_value, aval(x).dtype), padding_config=cfg)
 
@@ -291,8 +290,6 @@ dynamic_slice_p = primitive("dynamic_slice", _dynamic_slice_rule)
 
 
 def _index_operand(i: Any) -> Any:
-    from ember.lax.conversions import convert_element_type
-
     a = aval(i)
     if a.dtype not in dtypes.INTEGER:
         raise TypeError(f"indices must be integers, got {a.dtype}")
@@ -301,8 +298,6 @@ def _index_operand(i: Any) -> Any:
 
 def _wrap_negative(starts: Sequence[Any], shape: tuple[int, ...]) -> list[Any]:
     """``start + size`` for negative starts (Python style), as JAX's ``allow_negative_indices``."""
-    from ember.lax.elementwise import add, lt, select
-
     out = []
     for start, size in zip(starts, shape):
         if isinstance(start, (int, np.integer)):

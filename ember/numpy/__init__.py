@@ -5,26 +5,146 @@ import builtins as _builtins
 import numpy as _np
 
 from ember import dtypes as _dtypes
+from ember.core.array import Array as ndarray  # noqa: F401
 from ember.dtypes import finfo, iinfo, issubdtype, promote_types, result_type  # noqa: F401
-from ember.numpy.scalar_types import (  # noqa: F401
-    bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64,
-)
-from ember.runtime.array import Array as ndarray  # noqa: F401
 from ember.numpy.core import array, asarray, broadcast_shapes, broadcast_to  # noqa: F401
 from ember.numpy.creation import (  # noqa: F401
-    arange, copy, empty, empty_like, eye, frombuffer, full, full_like, identity, linspace, logspace, meshgrid,
-    ones, ones_like, tri, zeros, zeros_like,
+    arange,
+    copy,
+    empty,
+    empty_like,
+    eye,
+    frombuffer,
+    full,
+    full_like,
+    identity,
+    linspace,
+    logspace,
+    meshgrid,
+    ones,
+    ones_like,
+    tri,
+    zeros,
+    zeros_like,
+)
+from ember.numpy.scalar_types import (  # noqa: F401
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from ember.numpy.ufuncs import (  # noqa: F401
-    abs, absolute, acos, acosh, add, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, around, asin,
-    asinh, atan, atan2, atanh, bitwise_and, bitwise_invert, bitwise_left_shift, bitwise_not, bitwise_or,
-    bitwise_right_shift, bitwise_xor, cbrt, ceil, clip, conj, conjugate, copysign, cos, cosh, deg2rad, degrees,
-    divide, divmod, equal, exp, exp2, expm1, fabs, fix, float_power, floor, floor_divide, fmod, greater,
-    greater_equal, heaviside, hypot, invert, isfinite, isinf, isnan, isneginf, isposinf, left_shift, less,
-    less_equal, log, log10, log1p, log2, logaddexp, logaddexp2, logical_and, logical_not, logical_or,
-    logical_xor, maximum, minimum, mod, multiply, nan_to_num, negative, nextafter, not_equal, positive, pow,
-    power, rad2deg, radians, real, reciprocal, remainder, right_shift, rint, round, sign, signbit, sin, sinc,
-    sinh, sqrt, square, subtract, tan, tanh, true_divide, trunc, where,
+    abs,
+    absolute,
+    acos,
+    acosh,
+    add,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
+    around,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    bitwise_and,
+    bitwise_invert,
+    bitwise_left_shift,
+    bitwise_not,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
+    cbrt,
+    ceil,
+    clip,
+    conj,
+    conjugate,
+    copysign,
+    cos,
+    cosh,
+    deg2rad,
+    degrees,
+    divide,
+    divmod,
+    equal,
+    exp,
+    exp2,
+    expm1,
+    fabs,
+    fix,
+    float_power,
+    floor,
+    floor_divide,
+    fmod,
+    greater,
+    greater_equal,
+    heaviside,
+    hypot,
+    invert,
+    isfinite,
+    isinf,
+    isnan,
+    isneginf,
+    isposinf,
+    left_shift,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
+    logaddexp,
+    logaddexp2,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    nan_to_num,
+    negative,
+    nextafter,
+    not_equal,
+    positive,
+    pow,
+    power,
+    rad2deg,
+    radians,
+    real,
+    reciprocal,
+    remainder,
+    right_shift,
+    rint,
+    round,
+    sign,
+    signbit,
+    sin,
+    sinc,
+    sinh,
+    sqrt,
+    square,
+    subtract,
+    tan,
+    tanh,
+    true_divide,
+    trunc,
+    where,
 )
 
 bool = bool_  # noqa: A001  (jnp.bool, as in NumPy 2)
@@ -50,23 +170,23 @@ def isdtype(dtype, kind):
     return _np.isdtype(_np.dtype(float32) if dtype == bfloat16 else dtype, kind)
 
 
-from ember.numpy.shape_ops import *  # noqa: E402,F401,F403
-from ember.numpy.reductions import *  # noqa: E402,F401,F403
-from ember.numpy.sorting import *  # noqa: E402,F401,F403
-from ember.numpy.linalg import *  # noqa: E402,F401,F403
-from ember.numpy.index_functions import *  # noqa: E402,F401,F403
-from ember.numpy.comparison import *  # noqa: E402,F401,F403
-from ember.numpy.calculus import *  # noqa: E402,F401,F403
-from ember.numpy.convolution import *  # noqa: E402,F401,F403
-from ember.numpy.statistics import *  # noqa: E402,F401,F403
-from ember.numpy.polynomial import *  # noqa: E402,F401,F403
-from ember.numpy.vectorization import *  # noqa: E402,F401,F403
-from ember.numpy.float_functions import *  # noqa: E402,F401,F403
-from ember.numpy.integer_functions import *  # noqa: E402,F401,F403
-from ember.numpy.sets import *  # noqa: E402,F401,F403
-from ember.numpy.windows import *  # noqa: E402,F401,F403
-from ember.numpy.grids import *  # noqa: E402,F401,F403
-from ember.numpy.array_utils import *  # noqa: E402,F401,F403
-from ember.numpy.array_functions import *  # noqa: E402,F401,F403
-from ember.numpy.nan_quantiles import *  # noqa: E402,F401,F403
 from ember.numpy import array_methods as _array_methods  # noqa: E402,F401  (operators on Array / Tracer)
+from ember.numpy.array_functions import *  # noqa: E402,F401,F403
+from ember.numpy.array_utils import *  # noqa: E402,F401,F403
+from ember.numpy.calculus import *  # noqa: E402,F401,F403
+from ember.numpy.comparison import *  # noqa: E402,F401,F403
+from ember.numpy.convolution import *  # noqa: E402,F401,F403
+from ember.numpy.float_functions import *  # noqa: E402,F401,F403
+from ember.numpy.grids import *  # noqa: E402,F401,F403
+from ember.numpy.index_functions import *  # noqa: E402,F401,F403
+from ember.numpy.integer_functions import *  # noqa: E402,F401,F403
+from ember.numpy.linalg import *  # noqa: E402,F401,F403
+from ember.numpy.nan_quantiles import *  # noqa: E402,F401,F403
+from ember.numpy.polynomial import *  # noqa: E402,F401,F403
+from ember.numpy.reductions import *  # noqa: E402,F401,F403
+from ember.numpy.sets import *  # noqa: E402,F401,F403
+from ember.numpy.shape_ops import *  # noqa: E402,F401,F403
+from ember.numpy.sorting import *  # noqa: E402,F401,F403
+from ember.numpy.statistics import *  # noqa: E402,F401,F403
+from ember.numpy.vectorization import *  # noqa: E402,F401,F403
+from ember.numpy.windows import *  # noqa: E402,F401,F403

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember import dtypes, lax
+from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.reductions import static_axis
 from ember.numpy.array_utils import _refuse_inplace
@@ -19,7 +20,6 @@ from ember.numpy.creation import ones
 from ember.numpy.index_functions import nonzero
 from ember.numpy.shape_ops import concatenate, expand_dims, ravel, reshape
 from ember.numpy.static_args import static_int
-from ember.runtime.array import Array
 from ember.transforms.batching import vmap
 
 __all__ = ["apply_along_axis", "apply_over_axes", "block", "can_cast", "mask_indices", "put_along_axis"]
@@ -117,7 +117,8 @@ def _along_axis_index(shape: tuple[int, ...], indices: Any, axis: int) -> tuple[
         if dim == axis:
             index.append(indices)
         else:
-            index.append(np.arange(size, dtype=dtypes.int32).reshape(tuple(-1 if d == dim else 1 for d in range(len(shape)))))
+            column = tuple(-1 if d == dim else 1 for d in range(len(shape)))
+            index.append(np.arange(size, dtype=dtypes.int32).reshape(column))
     return tuple(index)
 
 

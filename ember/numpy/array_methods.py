@@ -1,40 +1,38 @@
 """Operators and methods of ``Array`` and ``Tracer``: the same ``jnp`` functions users call,
-so eager and traced arrays behave identically."""
+so eager and traced arrays behave identically. The classes of ``x.at[index]`` are here, not in
+``indexing``: their ``divide`` and ``power`` need ``ufuncs``, which needs ``indexing`` (for ``nonzero``)."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
+from ember import dtypes, lax
+from ember.core.array import Array
 from ember.core.trace import Tracer
-from ember.runtime.array import Array
+from ember.lax.base import aval
+from ember.numpy import creation, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
+from ember.numpy.indexing import _filled, _scatter_update, _take, getitem
 
 
-def _jnp(name: str) -> Callable:
-    import ember.numpy as jnp
-
-    return getattr(jnp, name)
-
-
-def _binary(name: str, reflected: bool = False) -> Callable:
+def _binary(fn: Callable, reflected: bool = False) -> Callable:
     def op(self: Any, other: Any) -> Any:
         if not _is_operand(other):
             return NotImplemented
-        fn = _jnp(name)
         return fn(other, self) if reflected else fn(self, other)
 
-    op.__name__ = name
+    op.__name__ = fn.__name__
     return op
 
 
 def _is_operand(x: Any) -> bool:
-    import numpy as np
-
     return isinstance(x, (Array, Tracer, int, float, bool, np.ndarray, np.generic, list, tuple)) or \
         hasattr(x, "__jax_array__")
 
 
-def _method(name: str) -> Callable:
+def _method(name: str, fn: Callable) -> Callable:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return _jnp(name)(self, *args, **kwargs)
+        return fn(self, *args, **kwargs)
 
     method.__name__ = name
     method.__doc__ = f"Same as ``jnp.{name}(self, ...)``."
@@ -44,67 +42,145 @@ def _method(name: str) -> Callable:
 def _reshape(self: Any, *shape: Any, order: str = "C") -> Any:
     if len(shape) == 1 and not isinstance(shape[0], int):
         shape = tuple(shape[0])
-    return _jnp("reshape")(self, shape, order=order)
+    return shape_ops.reshape(self, shape, order=order)
 
 
 def _transpose(self: Any, *axes: Any) -> Any:
     if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
         axes = axes[0]
-    return _jnp("transpose")(self, axes or None)
+    return shape_ops.transpose(self, axes or None)
 
 
 def _astype(self: Any, dtype: Any, copy: bool = False) -> Any:
-    from ember import dtypes, lax
-
     return lax.convert_element_type(self, dtypes.canonicalize_dtype(dtype))
 
 
-def _getitem(self: Any, index: Any) -> Any:
-    from ember.numpy.indexing import getitem
+# --- x.at[idx].op(v) -------------------------------------------------------------------------------
+def _update_method(op: str, doc: str) -> Callable:
+    def method(self: "IndexUpdateRef", values: Any, *, indices_are_sorted: bool = False,
+               unique_indices: bool = False, mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        return _scatter_update(self.array, self.index, values, op, mode=mode, wrap_negative=wrap_negative_indices,
+                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
-    return getitem(self, index)
+    method.__name__ = op
+    method.__doc__ = doc
+    return method
 
 
-def _at(self: Any) -> Any:
-    from ember.numpy.indexing import IndexUpdateHelper
+class IndexUpdateRef:
+    """``x.at[index]``: methods return a copy of ``x`` updated at ``index`` (pure ``x[index] op= v``).
 
-    return IndexUpdateHelper(self)
+    Every method takes ``mode`` ('clip', 'drop'/'fill', 'promise_in_bounds'; updates default to
+    dropping out-of-bounds indices, ``get`` to clamping), ``indices_are_sorted`` and
+    ``unique_indices`` (hints) and ``wrap_negative_indices``.
+    """
+
+    __slots__ = ("array", "index")
+
+    def __init__(self, array: Any, index: Any) -> None:
+        self.array = array
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
+            fill_value: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index]``; with ``mode='fill'`` out-of-bounds reads give ``fill_value`` (default NaN / extreme)."""
+        return _take(self.array, self.index, mode=mode, fill_value=fill_value, wrap_negative=wrap_negative_indices,
+                     indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+    set = _update_method("set", "``x[index] = values`` (with repeated indices, one of the values wins).")
+    add = _update_method("add", "``x[index] += values``; repeated indices accumulate.")
+    subtract = _update_method("subtract", "``x[index] -= values``; repeated indices accumulate.")
+    multiply = mul = _update_method("multiply", "``x[index] *= values``; repeated indices accumulate.")
+    min = _update_method("min", "``x[index] = minimum(x[index], values)``.")
+    max = _update_method("max", "``x[index] = maximum(x[index], values)``.")
+
+    def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+               mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index] /= values``, as JAX computes it: ``x / ones_like(x).at[index].multiply(values)``
+        (so repeated indices divide repeatedly, and integer arrays become floating)."""
+        divisors = IndexUpdateRef(_filled(aval(self.array), 1), self.index).multiply(
+            values, mode=mode, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+            wrap_negative_indices=wrap_negative_indices)
+        return ufuncs.true_divide(self.array, divisors)
+
+    def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index] **= values``, as JAX computes it: ``x ** ones_like(x).at[index].multiply(values)``."""
+        exponents = IndexUpdateRef(_filled(aval(self.array), 1), self.index).multiply(
+            values, mode=mode, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+            wrap_negative_indices=wrap_negative_indices)
+        return ufuncs.power(self.array, exponents)
+
+    def apply(self, func: Callable[[Any], Any], *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index] = func(x[index])`` for an elementwise ``func``. Unlike JAX, a repeated index gets
+        ``func`` applied once, not once per repetition."""
+        current = self.get(mode="clip", wrap_negative_indices=wrap_negative_indices)
+        return self.set(func(current), mode=mode, indices_are_sorted=indices_are_sorted,
+                        unique_indices=unique_indices, wrap_negative_indices=wrap_negative_indices)
+
+
+class IndexUpdateHelper:
+    """``x.at``: index it (``x.at[index]``) to get the update methods."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __getitem__(self, index: Any) -> IndexUpdateRef:
+        return IndexUpdateRef(self.array, index)
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateHelper({self.array!r})"
 
 
 _BINARY = {
-    "__add__": "add", "__sub__": "subtract", "__mul__": "multiply", "__truediv__": "true_divide",
-    "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "power", "__matmul__": "matmul",
-    "__and__": "bitwise_and", "__or__": "bitwise_or", "__xor__": "bitwise_xor",
-    "__lshift__": "left_shift", "__rshift__": "right_shift", "__divmod__": "divmod",
+    "__add__": ufuncs.add, "__sub__": ufuncs.subtract, "__mul__": ufuncs.multiply,
+    "__truediv__": ufuncs.true_divide, "__floordiv__": ufuncs.floor_divide, "__mod__": ufuncs.remainder,
+    "__pow__": ufuncs.power, "__matmul__": linalg.matmul, "__and__": ufuncs.bitwise_and,
+    "__or__": ufuncs.bitwise_or, "__xor__": ufuncs.bitwise_xor, "__lshift__": ufuncs.left_shift,
+    "__rshift__": ufuncs.right_shift, "__divmod__": ufuncs.divmod,
 }
-_COMPARE = {"__eq__": "equal", "__ne__": "not_equal", "__lt__": "less", "__le__": "less_equal",
-            "__gt__": "greater", "__ge__": "greater_equal"}
-_UNARY = {"__neg__": "negative", "__pos__": "positive", "__abs__": "absolute", "__invert__": "invert"}
-_METHODS = ("sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "any", "all", "cumsum",
-            "cumprod", "ravel", "squeeze", "swapaxes", "repeat", "clip", "round", "sort",
-            "argsort", "take", "dot", "trace", "diagonal", "nonzero", "conj", "conjugate", "ptp", "searchsorted")
+_COMPARE = {"__eq__": ufuncs.equal, "__ne__": ufuncs.not_equal, "__lt__": ufuncs.less, "__le__": ufuncs.less_equal,
+            "__gt__": ufuncs.greater, "__ge__": ufuncs.greater_equal}
+_UNARY = {"__neg__": ufuncs.negative, "__pos__": ufuncs.positive, "__abs__": ufuncs.absolute,
+          "__invert__": ufuncs.invert}
+_METHODS = {
+    "sum": reductions.sum, "prod": reductions.prod, "mean": reductions.mean, "var": reductions.var,
+    "std": reductions.std, "max": reductions.max, "min": reductions.min, "argmax": reductions.argmax,
+    "argmin": reductions.argmin, "any": reductions.any, "all": reductions.all, "cumsum": reductions.cumsum,
+    "cumprod": reductions.cumprod, "ravel": shape_ops.ravel, "squeeze": shape_ops.squeeze,
+    "swapaxes": shape_ops.swapaxes, "repeat": shape_ops.repeat, "clip": ufuncs.clip, "round": ufuncs.round,
+    "sort": sorting.sort, "argsort": sorting.argsort, "take": index_functions.take, "dot": linalg.dot,
+    "trace": linalg.trace, "diagonal": linalg.diagonal, "nonzero": index_functions.nonzero, "conj": ufuncs.conj,
+    "conjugate": ufuncs.conjugate, "ptp": reductions.ptp, "searchsorted": sorting.searchsorted,
+}
 
 
 def attach(cls: type) -> None:
-    for dunder, name in {**_BINARY, **_COMPARE}.items():
-        setattr(cls, dunder, _binary(name))
-    for dunder, name in _BINARY.items():
-        setattr(cls, "__r" + dunder[2:], _binary(name, reflected=True))
-    for dunder, name in _UNARY.items():
-        setattr(cls, dunder, _method(name))
-    for name in _METHODS:
-        setattr(cls, name, _method(name))
-    cls.flatten = _method("ravel")
+    for dunder, fn in {**_BINARY, **_COMPARE}.items():
+        setattr(cls, dunder, _binary(fn))
+    for dunder, fn in _BINARY.items():
+        setattr(cls, "__r" + dunder[2:], _binary(fn, reflected=True))
+    for dunder, fn in _UNARY.items():
+        setattr(cls, dunder, _method(fn.__name__, fn))
+    for name, fn in _METHODS.items():
+        setattr(cls, name, _method(name, fn))
+    cls.flatten = _method("ravel", shape_ops.ravel)
     cls.reshape = _reshape
     cls.transpose = _transpose
     cls.astype = _astype
-    cls.__getitem__ = _getitem
-    cls.at = property(_at)
-    cls.T = property(lambda self: _jnp("transpose")(self))
-    cls.mT = property(lambda self: _jnp("swapaxes")(self, -1, -2))
+    cls.__getitem__ = getitem
+    cls.at = property(IndexUpdateHelper)
+    cls.T = property(lambda self: shape_ops.transpose(self))
+    cls.mT = property(lambda self: shape_ops.swapaxes(self, -1, -2))
     cls.real = property(lambda self: self)
-    cls.imag = property(lambda self: _jnp("zeros_like")(self))
-    cls.view = lambda self, dtype=None: self if dtype is None else _jnp("view")(self, dtype)
+    cls.imag = property(lambda self: creation.zeros_like(self))
+    cls.view = lambda self, dtype=None: self if dtype is None else shape_ops.view(self, dtype)
     cls.__hash__ = None
 
 

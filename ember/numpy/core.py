@@ -6,11 +6,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes, lax
-from ember.core.avals import ShapedArray
+from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
 from ember.lax.base import aval, is_python_scalar
-from ember.lax.conversions import convert_values
-from ember.runtime.array import Array
 
 
 def is_array(x: Any) -> bool:
@@ -23,23 +21,11 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         dtype = dtypes.canonicalize_dtype(dtype)
     if is_array(a):
         return a if dtype is None else lax.convert_element_type(a, dtype)
-    if isinstance(a, (list, tuple)):
-        return _array_from_sequence(a, dtype)
+    if isinstance(a, (list, tuple)) and any(isinstance(x, Tracer) for x in flatten_nested(a)):
+        return _stack_rows([asarray(x, dtype) for x in a])
     if hasattr(a, "__jax_array__"):
         return asarray(a.__jax_array__(), dtype)
-    if is_python_scalar(a) or isinstance(a, (np.ndarray, np.generic)) or hasattr(a, "__array__"):
-        dt, weak = dtypes.value_dtype_and_weak(a) if not hasattr(a, "__array__") or isinstance(
-            a, (np.ndarray, np.generic)) else (dtypes.canonicalize_dtype(np.asarray(a).dtype), False)
-        target = dtype or dt
-        if isinstance(a, int) and dtype is not None:
-            dt = target  # straight into the requested type, as JAX: asarray(2**32 - 1, uint32) fits
-        value = np.array(a, dtype=dt if is_python_scalar(a) else None)
-        if value.dtype != target:
-            value = convert_values(value, target)
-        return Array(np.array(value, dtype=target), ShapedArray(value.shape, target, weak and dtype is None))
-    if isinstance(a, complex):
-        raise TypeError("ember does not support complex numbers yet")
-    raise TypeError(f"cannot convert a value of type {type(a).__name__} to an ember array")
+    return as_array(a, dtype)
 
 
 def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None, ndmin: int = 0) -> Any:
@@ -49,32 +35,13 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
     return out
 
 
-def _array_from_sequence(seq: Sequence, dtype: Any) -> Any:
-    leaves = _flatten_nested(seq)
-    if any(isinstance(x, Tracer) for x in leaves):
-        from ember.numpy.shape_ops import stack
-
-        return stack([asarray(x, dtype) for x in seq])
-    if dtype is None:  # a list of scalars is strongly typed, as in JAX
-        dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
-    value = np.array(_to_host(seq))
-    if value.dtype == object:
-        raise ValueError(f"cannot build an array from a ragged or mixed sequence {seq!r}")
-    return Array(np.array(convert_values(value, dtype), dtype=dtype), ShapedArray(value.shape, dtype, False))
-
-
-def _to_host(x: Any) -> Any:
-    if isinstance(x, (list, tuple)):
-        return [_to_host(v) for v in x]
-    if isinstance(x, Array):
-        return np.asarray(x)
-    return x
-
-
-def _flatten_nested(x: Any) -> list:
-    if isinstance(x, (list, tuple)):
-        return [leaf for v in x for leaf in _flatten_nested(v)]
-    return [x]
+def _stack_rows(rows: list) -> Any:
+    """The rows (of one shape, dtypes promoted) stacked along a new leading axis: a list that
+    holds traced values (``jnp.stack``'s rule, written here below ``shape_ops``)."""
+    shapes = [aval(r).shape for r in rows]
+    if len(set(shapes)) > 1:
+        raise ValueError(f"All input arrays must have the same shape. Got {', '.join(map(str, shapes))}.")
+    return lax.concatenate([lax.expand_dims(r, (0,)) for r in promote_dtypes(*rows)], 0)
 
 
 # --- promotion and broadcasting ---------------------------------------------------------------
@@ -141,5 +108,6 @@ def promote_and_broadcast(*args: Any) -> list[Any]:
 
 
 def ensure_array(x: Any) -> Any:
-    """An Array or Tracer for anything array-like (Python scalars become weak arrays)."""
+    """An Array or Tracer for anything array-like: ``asarray`` unless it already is one (so,
+    unlike ``ember.core.array.ensure_array``, lists holding traced values are stacked)."""
     return x if is_array(x) else asarray(x)

@@ -6,10 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from ember import dtypes, lax
+from ember import dtypes, errors, lax
 from ember.core.trace import Tracer
 from ember.lax.base import aval, shape_tuple
 from ember.numpy.core import asarray, broadcast_to, ensure_array
+from ember.numpy.shape_ops import moveaxis
+from ember.numpy.ufuncs import power
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -69,14 +71,8 @@ def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
 def _concrete_scalar(x: Any, what: str) -> Any:
     if isinstance(x, Tracer):
         raise x._trace.concretization_error(x, f"use as the {what} of jnp.arange (the length of the result "
-                                               "must be known while tracing)", _concretization_error_type())
+                                               "must be known while tracing)", errors.ConcretizationTypeError)
     return x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x
-
-
-def _concretization_error_type() -> type:
-    from ember.errors import ConcretizationTypeError
-
-    return ConcretizationTypeError
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
@@ -121,8 +117,6 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         last = lax.broadcast_in_dim(stop_c, (1,) + tuple(bshape), tuple(range(1, len(out_shape))))
         out = lax.concatenate([lax.slice_in_dim(out, 0, num - 1), last], 0)
     if axis != 0:
-        from ember.numpy.shape_ops import moveaxis
-
         out = moveaxis(out, 0, axis)
     if not dtypes.is_floating(dt):
         out = lax.floor(out)
@@ -136,8 +130,6 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
 
 def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: float = 10.0,
              dtype: Any = None, axis: int = 0) -> Any:
-    from ember.numpy.ufuncs import power
-
     lin = linspace(start, stop, num, endpoint=endpoint, axis=axis)
     out = power(base, lin)
     return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize_dtype(dtype))

@@ -33,8 +33,8 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
     grids = []
     for axis, n in enumerate(shape):
         if sparse:
-            grids.append(lax.broadcast_in_dim(lax.iota(dtype, n), tuple(n if d == axis else 1 for d in range(len(shape))),
-                                              (axis,)))
+            along_axis = tuple(n if d == axis else 1 for d in range(len(shape)))
+            grids.append(lax.broadcast_in_dim(lax.iota(dtype, n), along_axis, (axis,)))
         else:
             grids.append(lax.broadcasted_iota(dtype, shape, axis))
     if sparse:

@@ -9,15 +9,24 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ember import dtypes, errors, lax
-from ember.core.trace import Tracer
+from ember import dtypes, lax
+from ember.core.avals import ShapedArray
 from ember.lax.base import aval, canonical_axes
 from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, promote_dtypes
-from ember.core.avals import ShapedArray
-# The gather / scatter machinery shared with x[idx] and x.at[idx].
-from ember.numpy.indexing import _check_nonempty_axis, _filled, _index_dtype, _normalize, _scatter_update, _take
-from ember.runtime.array import Array
+
+# The gather / scatter machinery shared with x[idx] and x.at[idx]; nonzero lives there too (see indexing).
+from ember.numpy.indexing import (
+    _check_nonempty_axis,
+    _concrete,
+    _filled,
+    _index_dtype,
+    _normalize,
+    _ravel,
+    _take,
+    nonzero,
+)
+from ember.numpy.ufuncs import add, clip, divmod as _divmod, multiply, remainder
 
 __all__ = [
     "argwhere", "choose", "compress", "diag_indices", "diag_indices_from", "extract", "flatnonzero", "ix_",
@@ -27,26 +36,11 @@ __all__ = [
 
 
 # --- jnp index functions ------------------------------------------------------------------------------
-def _ravel(x: Any) -> Any:
-    """Flatten. A concrete array stays concrete (under jit, lax would stage it), so functions
-    whose result shape depends on values (nonzero, compress) still accept it."""
-    x = ensure_array(x)
-    if isinstance(x, Tracer):
-        return lax.reshape(x, (x.size,))
-    return Array(np.ravel(x), x.aval._replace(shape=(x.size,)))
-
-
 def _integer_array(x: Any, what: str) -> Any:
     x = ensure_array(x)
     if x.dtype not in dtypes.INTEGER:
         raise TypeError(f"{what} must be an integer array, got dtype {x.dtype}")
     return x
-
-
-def _concrete(x: Any, message: str) -> np.ndarray:
-    if isinstance(x, Tracer):
-        raise x._trace.concretization_error(x, message, errors.ConcretizationTypeError)
-    return np.asarray(x)
 
 
 def _take_mode(mode: str | None) -> tuple[GatherScatterMode, bool]:
@@ -85,8 +79,6 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     if 0 in out_shape:
         return _filled(aval(a)._replace(shape=out_shape), 0)
     if mode == "wrap":
-        from ember.numpy.ufuncs import remainder
-
         indices = remainder(indices, n)
     index = tuple(slice(None) for _ in range(axis)) + (indices,)
     return _take(a, index, mode=gather_mode, fill_value=fill_value, wrap_negative=wrap_negative,
@@ -124,41 +116,6 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None =
                                    operand_batching_dims=batch_dims, start_indices_batching_dims=batch_dims)
     return lax.gather(arr, lax.expand_dims(ensure_array(indices), (arr.ndim,)), dnums, (1,) * arr.ndim,
                       mode=gather_mode, fill_value=fill_value)
-
-
-def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
-    """Indices of the nonzero elements, one array per dimension.
-
-    The result's length depends on the values, so a traced ``a`` needs a static ``size``: the first
-    ``size`` indices are returned, padded with ``fill_value`` (default 0).
-    """
-    a = ensure_array(a)
-    if a.ndim == 0:
-        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use jnp.atleast_1d(scalar).nonzero() "
-                         "instead.")
-    if size is None:
-        value = _concrete(a, "jnp.nonzero without size= (the number of nonzero elements must be known while "
-                             "tracing: pass size=N, and fill_value= for the padding)")
-        return tuple(asarray(i, _index_dtype()) for i in np.nonzero(value))
-    size = operator.index(size)
-    int_dtype = _index_dtype()
-    if a.size == 0 or size == 0:
-        return tuple(_filled(ShapedArray((size,), int_dtype), 0) for _ in a.shape)
-    mask = _ravel(a if a.dtype == dtypes.bool_ else lax.ne(a, lax.convert_element_type(0, a.dtype)))
-    counts = lax.cumsum(lax.convert_element_type(mask, int_dtype))
-    slots = lax.select(mask, lax.sub(counts, 1), lax.convert_element_type(size, int_dtype))  # size: dropped
-    flat = _scatter_update(_filled(ShapedArray((size,), int_dtype), 0), slots, lax.iota(int_dtype, a.size), "set",
-                           mode="drop", unique_indices=True)
-    strides = np.cumprod((1,) + a.shape[:0:-1])[::-1]
-    out = [lax.rem(lax.div(flat, int(stride)), n) for stride, n in zip(strides, a.shape)]
-    if fill_value is not None:
-        fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * a.ndim
-        if len(fills) != a.ndim or any(np.ndim(f) != 0 for f in fills):
-            raise ValueError(f"fill_value must be a scalar or a tuple of length {a.ndim}; got {fill_value}")
-        total = lax.reshape(lax.slice(counts, (a.size - 1,), (a.size,)), ())
-        padding = lax.ge(lax.iota(int_dtype, size), total)
-        out = [lax.select(padding, lax.convert_element_type(ensure_array(f), int_dtype), o) for f, o in zip(fills, out)]
-    return tuple(out)
 
 
 def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
@@ -246,8 +203,6 @@ def ix_(*args: Any) -> tuple[Any, ...]:
 def unravel_index(indices: Any, shape: Sequence[int]) -> tuple[Any, ...]:
     """Flat indices into coordinate arrays for ``shape``. As in JAX, negative indices count from the
     end and out-of-bounds indices are clamped (NumPy raises)."""
-    from ember.numpy.ufuncs import divmod as _divmod
-
     indices = _integer_array(indices, "unravel_index indices")
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     coordinates: list[Any] = [0] * len(shape)
@@ -267,8 +222,6 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
                       order: str = "C") -> Any:
     """Coordinate arrays into flat indices for an array of shape ``dims``. ``mode='raise'`` needs
     concrete indices (it checks bounds now); 'clip' and 'wrap' work under jit."""
-    from ember.numpy.ufuncs import add, clip, multiply, remainder
-
     if len(multi_index) != len(dims):
         raise ValueError(f"ravel_multi_index: {len(multi_index)} index arrays for {len(dims)} dimensions")
     dims = tuple(operator.index(d) for d in dims)
@@ -326,8 +279,6 @@ def choose(a: Any, choices: Sequence[Any], out: None = None, mode: str = "raise"
         if np.any((value < 0) | (value >= n)):
             raise ValueError("invalid entry in choice array")
     elif mode == "wrap":
-        from ember.numpy.ufuncs import remainder
-
         a = remainder(a, n)
     elif mode == "clip":
         a = lax.clamp(lax.convert_element_type(0, a.dtype), a, lax.convert_element_type(n - 1, a.dtype))

@@ -1,4 +1,5 @@
-"""NumPy indexing: ``x[idx]`` and ``x.at[idx].<op>(v)`` (the index functions are in ``index_functions``).
+"""NumPy indexing: ``x[idx]``, the scatters of ``x.at[idx].<op>(v)`` (its classes are in ``array_methods``)
+and ``nonzero`` (the other index functions are in ``index_functions``).
 
 An index is parsed into one entry per operand dimension (static slices, static or
 traced integers, integer arrays, new axes). Basic indices (no arrays) lower to cheap
@@ -16,13 +17,14 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ember import dtypes, errors, lax
+from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
 from ember.lax.base import aval
 from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, promote_dtypes
 
-__all__: list[str] = []  # getitem and .at are reached through Array / Tracer
+__all__: list[str] = []  # getitem and .at are reached through Array / Tracer, nonzero through index_functions
 
 _INVALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or "
                   "boolean arrays are valid indices")
@@ -505,87 +507,53 @@ def _read_block(x: Any, starts: list, window: list[int]) -> Any:
     return lax.slice(x, starts, [s + w for s, w in zip(starts, window)])
 
 
-def _update_method(op: str, doc: str) -> Callable:
-    def method(self: "IndexUpdateRef", values: Any, *, indices_are_sorted: bool = False,
-               unique_indices: bool = False, mode: Any = None, wrap_negative_indices: bool = True) -> Any:
-        return _scatter_update(self.array, self.index, values, op, mode=mode, wrap_negative=wrap_negative_indices,
-                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+# --- nonzero ---------------------------------------------------------------------------------------
+# Here, not in index_functions: the one-argument ufuncs.where is nonzero, and index_functions uses ufuncs.
+def _ravel(x: Any) -> Any:
+    """Flatten. A concrete array stays concrete (under jit, lax would stage it), so functions
+    whose result shape depends on values (nonzero, compress) still accept it."""
+    x = ensure_array(x)
+    if isinstance(x, Tracer):
+        return lax.reshape(x, (x.size,))
+    return Array(np.ravel(x), x.aval._replace(shape=(x.size,)))
 
-    method.__name__ = op
-    method.__doc__ = doc
-    return method
+
+def _concrete(x: Any, message: str) -> np.ndarray:
+    if isinstance(x, Tracer):
+        raise x._trace.concretization_error(x, message, errors.ConcretizationTypeError)
+    return np.asarray(x)
 
 
-class IndexUpdateRef:
-    """``x.at[index]``: methods return a copy of ``x`` updated at ``index`` (pure ``x[index] op= v``).
+def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
+    """Indices of the nonzero elements, one array per dimension.
 
-    Every method takes ``mode`` ('clip', 'drop'/'fill', 'promise_in_bounds'; updates default to
-    dropping out-of-bounds indices, ``get`` to clamping), ``indices_are_sorted`` and
-    ``unique_indices`` (hints) and ``wrap_negative_indices``.
+    The result's length depends on the values, so a traced ``a`` needs a static ``size``: the first
+    ``size`` indices are returned, padded with ``fill_value`` (default 0).
     """
-
-    __slots__ = ("array", "index")
-
-    def __init__(self, array: Any, index: Any) -> None:
-        self.array = array
-        self.index = index
-
-    def __repr__(self) -> str:
-        return f"IndexUpdateRef({self.array!r}, {self.index!r})"
-
-    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
-            fill_value: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[index]``; with ``mode='fill'`` out-of-bounds reads give ``fill_value`` (default NaN / extreme)."""
-        return _take(self.array, self.index, mode=mode, fill_value=fill_value, wrap_negative=wrap_negative_indices,
-                     indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
-
-    set = _update_method("set", "``x[index] = values`` (with repeated indices, one of the values wins).")
-    add = _update_method("add", "``x[index] += values``; repeated indices accumulate.")
-    subtract = _update_method("subtract", "``x[index] -= values``; repeated indices accumulate.")
-    multiply = mul = _update_method("multiply", "``x[index] *= values``; repeated indices accumulate.")
-    min = _update_method("min", "``x[index] = minimum(x[index], values)``.")
-    max = _update_method("max", "``x[index] = maximum(x[index], values)``.")
-
-    def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-               mode: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[index] /= values``, as JAX computes it: ``x / ones_like(x).at[index].multiply(values)``
-        (so repeated indices divide repeatedly, and integer arrays become floating)."""
-        from ember.numpy.ufuncs import true_divide
-
-        divisors = IndexUpdateRef(_filled(aval(self.array), 1), self.index).multiply(
-            values, mode=mode, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-            wrap_negative_indices=wrap_negative_indices)
-        return true_divide(self.array, divisors)
-
-    def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[index] **= values``, as JAX computes it: ``x ** ones_like(x).at[index].multiply(values)``."""
-        from ember.numpy.ufuncs import power
-
-        exponents = IndexUpdateRef(_filled(aval(self.array), 1), self.index).multiply(
-            values, mode=mode, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-            wrap_negative_indices=wrap_negative_indices)
-        return power(self.array, exponents)
-
-    def apply(self, func: Callable[[Any], Any], *, indices_are_sorted: bool = False, unique_indices: bool = False,
-              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """``x[index] = func(x[index])`` for an elementwise ``func``. Unlike JAX, a repeated index gets
-        ``func`` applied once, not once per repetition."""
-        current = self.get(mode="clip", wrap_negative_indices=wrap_negative_indices)
-        return self.set(func(current), mode=mode, indices_are_sorted=indices_are_sorted,
-                        unique_indices=unique_indices, wrap_negative_indices=wrap_negative_indices)
-
-
-class IndexUpdateHelper:
-    """``x.at``: index it (``x.at[index]``) to get the update methods."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: Any) -> None:
-        self.array = array
-
-    def __getitem__(self, index: Any) -> IndexUpdateRef:
-        return IndexUpdateRef(self.array, index)
-
-    def __repr__(self) -> str:
-        return f"IndexUpdateHelper({self.array!r})"
+    a = ensure_array(a)
+    if a.ndim == 0:
+        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use jnp.atleast_1d(scalar).nonzero() "
+                         "instead.")
+    if size is None:
+        value = _concrete(a, "jnp.nonzero without size= (the number of nonzero elements must be known while "
+                             "tracing: pass size=N, and fill_value= for the padding)")
+        return tuple(asarray(i, _index_dtype()) for i in np.nonzero(value))
+    size = operator.index(size)
+    int_dtype = _index_dtype()
+    if a.size == 0 or size == 0:
+        return tuple(_filled(ShapedArray((size,), int_dtype), 0) for _ in a.shape)
+    mask = _ravel(a if a.dtype == dtypes.bool_ else lax.ne(a, lax.convert_element_type(0, a.dtype)))
+    counts = lax.cumsum(lax.convert_element_type(mask, int_dtype))
+    slots = lax.select(mask, lax.sub(counts, 1), lax.convert_element_type(size, int_dtype))  # size: dropped
+    flat = _scatter_update(_filled(ShapedArray((size,), int_dtype), 0), slots, lax.iota(int_dtype, a.size), "set",
+                           mode="drop", unique_indices=True)
+    strides = np.cumprod((1,) + a.shape[:0:-1])[::-1]
+    out = [lax.rem(lax.div(flat, int(stride)), n) for stride, n in zip(strides, a.shape)]
+    if fill_value is not None:
+        fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * a.ndim
+        if len(fills) != a.ndim or any(np.ndim(f) != 0 for f in fills):
+            raise ValueError(f"fill_value must be a scalar or a tuple of length {a.ndim}; got {fill_value}")
+        total = lax.reshape(lax.slice(counts, (a.size - 1,), (a.size,)), ())
+        padding = lax.ge(lax.iota(int_dtype, size), total)
+        out = [lax.select(padding, lax.convert_element_type(ensure_array(f), int_dtype), o) for f, o in zip(fills, out)]
+    return tuple(out)

@@ -26,8 +26,14 @@ import numpy as np
 from ember import dtypes, errors, lax
 from ember.lax import linalg as lax_linalg
 from ember.lax.base import canonical_axes
-from ember.numpy.core import (asarray, broadcast_shapes, broadcast_to, ensure_array, promote_dtypes,
-                              promote_dtypes_inexact)
+from ember.numpy.core import (
+    asarray,
+    broadcast_shapes,
+    broadcast_to,
+    ensure_array,
+    promote_dtypes,
+    promote_dtypes_inexact,
+)
 from ember.numpy.creation import arange, eye, zeros
 from ember.numpy.index_functions import take_along_axis
 from ember.numpy.reductions import any as _any, max as _max, sum as _sum
@@ -439,9 +445,7 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
     """The sum along a diagonal (summed as ``jnp.sum`` does: small integers widen)."""
-    from ember.numpy.reductions import sum as jnp_sum
-
-    return jnp_sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+    return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
 def diag(v: Any, k: int = 0) -> Any:
@@ -465,12 +469,7 @@ def _triangle(m: Any, k: int, name: str) -> Any:
     m = ensure_array(m)
     if m.ndim < 2:
         raise ValueError(f"jnp.{name} needs an array of at least 2 dimensions, got shape {m.shape}")
-    rows, cols = m.shape[-2:]
-    shifted_rows = lax.add(lax.broadcasted_iota(dtypes.int32, (rows, cols), 0), operator.index(k))
-    columns = lax.broadcasted_iota(dtypes.int32, (rows, cols), 1)
-    keep = lax.ge(shifted_rows, columns) if name == "tril" else lax.le(shifted_rows, columns)
-    keep = lax.broadcast_in_dim(keep, m.shape, (m.ndim - 2, m.ndim - 1))
-    return lax.select(keep, m, 0)
+    return lax_linalg.triangle(m, operator.index(k), lower=name == "tril")
 
 
 def tril(m: Any, k: int = 0) -> Any:

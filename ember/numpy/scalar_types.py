@@ -12,14 +12,13 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes
+from ember.numpy.core import asarray
 
 
 class _ScalarMeta(type):
     dtype: np.dtype
 
     def __call__(cls, x: Any = 0) -> Any:
-        from ember.numpy.core import asarray
-
         return asarray(x, dtype=cls.dtype)
 
     def __instancecheck__(cls, instance: Any) -> bool:

@@ -19,6 +19,7 @@ from ember import dtypes, errors, lax
 from ember.core.trace import Tracer
 from ember.lax.base import aval, canonical_axes, is_python_scalar, shape_tuple
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, is_array, promote_dtypes
+from ember.numpy.index_functions import take
 
 __all__ = [
     "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "column_stack",
@@ -340,8 +341,6 @@ def take_static(x: Any, indices: Sequence[int], axis: int) -> Any:
     """
     runs = _index_runs([int(i) for i in indices])
     if len(runs) > _MAX_SLICED_RUNS:
-        from ember.numpy.index_functions import take
-
         return take(x, asarray(np.asarray(indices), dtypes.int32), axis=axis)
     run_shape = list(aval(x).shape)
     pieces = []

@@ -7,8 +7,16 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.lax.base import aval
-from ember.numpy.core import (broadcast_operands, ensure_array, promote_and_broadcast, promote_dtypes,
-                              promote_dtypes_inexact)
+from ember.numpy.core import (
+    asarray,
+    broadcast_operands,
+    broadcast_to,
+    ensure_array,
+    promote_and_broadcast,
+    promote_dtypes,
+    promote_dtypes_inexact,
+)
+from ember.numpy.indexing import nonzero
 from ember.transforms import stable
 
 
@@ -306,9 +314,7 @@ def isfinite(x: Any, /) -> Any:
 
 
 def full_bool(x: Any, value: bool) -> Any:
-    from ember.numpy.creation import full
-
-    return full(aval(x).shape, value, dtype=dtypes.bool_)
+    return _full_like(x, value, dtypes.bool_)
 
 
 def isinf(x: Any, /) -> Any:
@@ -406,8 +412,6 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     """``x`` where ``condition`` else ``y`` (the 3-argument form; the 1-argument form needs a
     concrete condition, as its shape depends on the values)."""
     if x is None and y is None:
-        from ember.numpy.index_functions import nonzero
-
         return nonzero(condition)
     if x is None or y is None:
         raise ValueError("jnp.where takes either 1 or 3 arguments")
@@ -445,6 +449,12 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
 
 
 def full_like_value(x: Any, value: float) -> Any:
-    from ember.numpy.creation import full
+    return _full_like(x, value, aval(x).dtype)
 
-    return full(aval(x).shape, value, dtype=aval(x).dtype)
+
+def _full_like(x: Any, value: Any, dtype: np.dtype) -> Any:
+    """``creation.full(aval(x).shape, value, dtype)``, spelled out: creation is above this module
+    (its ``logspace`` calls ``power``)."""
+    fill = asarray(value, dtype)
+    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
+    return broadcast_to(fill, aval(x).shape)

@@ -10,13 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from ember import dtypes, lax
-from ember import numpy as jnp
+from ember import dtypes, lax, numpy as jnp
 from ember.lax.base import aval, canonical_axes, shape_tuple
+from ember.lax.stop_gradient import stop_gradient
 from ember.numpy.core import broadcast_shapes, promote_dtypes_inexact
 from ember.random import threefry
 from ember.random.keys import check_key, split_in_two
-from ember.transforms.stop_gradient import stop_gradient
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -212,7 +211,9 @@ def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
 
 def _integer(bound: Any) -> Any:
     """A float bound of randint truncated to the default integer type (as JAX does)."""
-    return bound if dtypes.is_integer(aval(bound).dtype) else lax.convert_element_type(bound, dtypes.default_int_dtype())
+    if dtypes.is_integer(aval(bound).dtype):
+        return bound
+    return lax.convert_element_type(bound, dtypes.default_int_dtype())
 
 
 def _saturate(x: Any, dtype: np.dtype) -> Any:

@@ -6,8 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ember import dtypes, lax
-from ember import numpy as jnp
+from ember import dtypes, lax, numpy as jnp
 from ember.lax.base import aval, shape_tuple
 from ember.numpy.core import is_array
 from ember.random import threefry

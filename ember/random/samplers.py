@@ -17,14 +17,19 @@ from typing import Any
 
 import numpy as np
 
-from ember import dtypes, lax
-from ember import numpy as jnp
+from ember import dtypes, lax, numpy as jnp
 from ember.lax.base import aval, shape_tuple
-from ember.nn.functions import softmax
 from ember.numpy.core import broadcast_shapes, promote_dtypes_inexact
 from ember.random import threefry
 from ember.random.distributions import (
-    _check_shape, _float_dtype, _float_sampler_args, _uniform, exponential, normal, rademacher, uniform,
+    _check_shape,
+    _float_dtype,
+    _float_sampler_args,
+    _uniform,
+    exponential,
+    normal,
+    rademacher,
+    uniform,
 )
 from ember.random.keys import _IMPLEMENTATION, check_key, split_in_two
 from ember.transforms.batching import vmap
@@ -160,7 +165,8 @@ def _gamma_one(key: Any, alpha: Any, log_space: bool) -> Any:
     def rejected(state: tuple) -> Any:
         _, x_sq, v_cubed, u = state
         outside_squeeze = jnp.greater_equal(u, jnp.subtract(1, jnp.multiply(0.0331, jnp.multiply(x_sq, x_sq))))
-        log_bound = jnp.add(jnp.multiply(x_sq, 0.5), jnp.multiply(d, jnp.add(jnp.subtract(1, v_cubed), jnp.log(v_cubed))))
+        log_bound = jnp.add(jnp.multiply(x_sq, 0.5),
+                            jnp.multiply(d, jnp.add(jnp.subtract(1, v_cubed), jnp.log(v_cubed))))
         return jnp.logical_and(outside_squeeze, jnp.greater_equal(jnp.log(u), log_bound))
 
     def next_normal(state: tuple) -> tuple:
@@ -231,7 +237,10 @@ def dirichlet(key: Any, alpha: Any, shape: Sequence[int] | None = None, dtype: A
     else:
         shape = shape_tuple(shape)
         _check_shape("dirichlet", shape, alpha_shape[:-1])
-    return softmax(loggamma(key, jnp.asarray(alpha, dtype), (*shape, alpha_shape[-1]), dtype), -1)
+    log_gamma = loggamma(key, jnp.asarray(alpha, dtype), (*shape, alpha_shape[-1]), dtype)
+    # softmax over the last axis (as jax.nn.softmax computes it: ember.nn sits above ember.random)
+    unnormalized = jnp.exp(log_gamma - lax.stop_gradient(jnp.max(log_gamma, -1, keepdims=True)))
+    return unnormalized / jnp.sum(unnormalized, -1, keepdims=True)
 
 
 def chisquare(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
@@ -316,8 +325,10 @@ def _poisson_rejection(key: Any, lam: Any, shape: tuple[int, ...], max_iters: An
         u = jnp.subtract(_uniform(u_key, shape, dtypes.float32, 0.0, 1.0), 0.5)
         v = _uniform(v_key, shape, dtypes.float32, 0.0, 1.0)
         u_shifted = jnp.subtract(0.5, jnp.abs(u))
-        k = jnp.floor(jnp.add(jnp.add(jnp.multiply(jnp.add(jnp.divide(jnp.multiply(2, a), u_shifted), b), u), lam), 0.43))
-        s = jnp.log(jnp.divide(jnp.multiply(v, inv_alpha), jnp.add(jnp.divide(a, jnp.multiply(u_shifted, u_shifted)), b)))
+        k = jnp.floor(jnp.add(jnp.add(jnp.multiply(jnp.add(jnp.divide(jnp.multiply(2, a), u_shifted), b), u), lam),
+                              0.43))
+        s = jnp.log(jnp.divide(jnp.multiply(v, inv_alpha),
+                               jnp.add(jnp.divide(a, jnp.multiply(u_shifted, u_shifted)), b)))
         log_pmf = jnp.subtract(jnp.add(jnp.negative(lam), jnp.multiply(k, log_lam)), lax.lgamma(jnp.add(k, 1)))
         quick_accept = jnp.logical_and(jnp.greater_equal(u_shifted, 0.07), jnp.less_equal(v, v_r))
         reject = jnp.logical_or(jnp.less(k, 0), jnp.logical_and(jnp.less(u_shifted, 0.013), jnp.greater(v, u_shifted)))
@@ -404,13 +415,14 @@ def _binomial_btrs(key: Any, count: Any, prob: Any, shape: tuple[int, ...], max_
         reject = jnp.logical_or(jnp.less(k, 0), jnp.greater(k, count))
         log_v = jnp.log(jnp.divide(jnp.multiply(v, alpha), jnp.add(jnp.divide(a, jnp.multiply(us, us)), b)))
         bound = jnp.add(jnp.add(
-            jnp.multiply(jnp.add(m, 0.5), jnp.log(jnp.divide(jnp.add(m, 1), jnp.multiply(r, jnp.add(jnp.subtract(count, m), 1))))),
+            jnp.multiply(jnp.add(m, 0.5),
+                         jnp.log(jnp.divide(jnp.add(m, 1), jnp.multiply(r, jnp.add(jnp.subtract(count, m), 1))))),
             jnp.multiply(jnp.add(count, 1), jnp.log(jnp.divide(jnp.add(jnp.subtract(count, m), 1),
                                                              jnp.add(jnp.subtract(count, k), 1))))),
             jnp.multiply(jnp.add(k, 0.5), jnp.log(jnp.divide(jnp.multiply(r, jnp.add(jnp.subtract(count, k), 1)),
                                                              jnp.add(k, 1)))))
-        bound = jnp.subtract(jnp.subtract(jnp.add(jnp.add(bound, _stirling_tail(m)), _stirling_tail(jnp.subtract(count, m))),
-                                          _stirling_tail(k)), _stirling_tail(jnp.subtract(count, k)))
+        bound = jnp.add(jnp.add(bound, _stirling_tail(m)), _stirling_tail(jnp.subtract(count, m)))
+        bound = jnp.subtract(jnp.subtract(bound, _stirling_tail(k)), _stirling_tail(jnp.subtract(count, k)))
         accept = jnp.logical_or(quick_accept, jnp.logical_and(jnp.logical_not(reject), jnp.less_equal(log_v, bound)))
         return jnp.add(i, 1), jnp.where(accept, k, k_out), jnp.logical_or(accepted, accept), key
 
@@ -442,7 +454,8 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
     invalid = jnp.logical_or(jnp.logical_or(q_negative, q_nan), count_nan_or_negative)
     samples = jnp.where(invalid, np.nan, samples)
     samples = jnp.where(jnp.logical_and(count_infinite, jnp.logical_not(invalid)), np.inf, samples)
-    drew_for_p = jnp.logical_or(jnp.logical_or(p_below_half, count_nan_or_negative), jnp.logical_or(q_nan, count_infinite))
+    drew_for_p = jnp.logical_or(jnp.logical_or(p_below_half, count_nan_or_negative),
+                                jnp.logical_or(q_nan, count_infinite))
     return jnp.where(drew_for_p, samples, jnp.subtract(count.astype(dtype), samples)).astype(dtype)
 
 

@@ -17,9 +17,12 @@ import warnings
 import weakref
 from typing import Any, Callable, NamedTuple, Sequence
 
+from ember.backends import disk_cache
 from ember.config import CODEGEN_FLAGS, config
+from ember.core.array import type_string
 from ember.core.ir import ClosedJaxpr
-from ember.runtime import compile_cache, disk_cache
+from ember.runtime import compile_cache
+from ember.runtime.executable import compile_jaxpr
 
 logger = logging.getLogger("ember")
 
@@ -63,8 +66,6 @@ class Entry:
         if executable is None:
             with self._lock:
                 if self.executable is None:
-                    from ember.backends import compile_jaxpr
-
                     start = time.perf_counter()
                     self.executable, built = compile_cache.compile_shared(
                         self.closed, name, compile_jaxpr, self.donated)
@@ -97,14 +98,9 @@ def warn_unusable_donations(executable: Any, stacklevel: int) -> None:
     """One warning listing the donated arguments whose buffers no output can take."""
     unusable = getattr(executable, "unusable_donations", ())
     if unusable:
-        from ember.runtime.array import type_string
-
         warnings.warn(f"Some donated buffers were not usable: {', '.join(map(type_string, unusable))}. "
                       "A donated buffer is reused only for an output of the same shape and dtype that is "
                       "computed after the last read of the argument.", UserWarning, stacklevel=stacklevel)
-
-
-DECLINED = object()  # what a FastTable runner returns when the native dispatcher turns the arguments down
 
 
 # Ticks of the LRU order: a hit stamps its entry (cheaper than reordering a dict by a key

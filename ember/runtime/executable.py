@@ -13,12 +13,25 @@ import numpy as np
 from ember import tree_util
 from ember.backends.reference import eval_jaxpr, to_numpy
 from ember.config import config
+from ember.core.array import Array
 from ember.core.ir import ClosedJaxpr
-from ember.runtime.array import Array
-from ember.runtime.cache import DECLINED
 
 empty = np.empty
 _LEAF = tree_util.tree_structure(0)
+
+BACKENDS = ("reference", "cpu")
+DECLINED = object()  # what a native runner returns when the dispatcher turns the arguments down
+
+
+def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Any:
+    """An executable for ``closed`` on ``config.backend``: call it with flat arguments, get a
+    list of Arrays. It may write outputs into the buffers of the arguments at ``donated``."""
+    backend = config.backend
+    if backend == "reference":
+        return ReferenceExecutable(closed, name)
+    if backend == "cpu":
+        return CpuExecutable(closed, name, donated)
+    raise ValueError(f"unknown backend {backend!r}; available: {', '.join(map(repr, BACKENDS))}")
 
 
 class ReferenceExecutable:
@@ -43,12 +56,13 @@ class CpuExecutable:
     """Runs a program compiled by the native CPU backend (``ember.backends.cpu``)."""
 
     def __init__(self, closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> None:
-        from ember.backends.cpu import compile_program
+        from ember.backends import cpu  # at the first native compile: LLVM loads then, not with ember
 
         self.name = name
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
-        self.program, self.report = compile_program(closed, name, donated)
+        self.program, self.report = cpu.compile_program(closed, name, donated)
+        self._dispatcher = cpu.entry.dispatcher
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = self.program.unusable_donations
         self._native: Callable[[tuple], Any] | None = None  # the dispatcher's runner, once set up
@@ -82,12 +96,10 @@ class CpuExecutable:
         """``run(args)``: the output Arrays of the program on the Arrays ``args``, run by the
         native dispatcher (``ember.backends.cpu.entry``) in one call, or ``DECLINED`` if it turns
         the arguments down. None if the dispatcher cannot run the program."""
-        from ember.backends.cpu.entry import dispatcher
-
         program = self.program
         if program.plan is None:
             return None
-        call, plan = dispatcher(), program.plan
+        call, plan = self._dispatcher(), program.plan
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
         position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
         picks = [(position[a], aval) for a, aval in zip(program.out_atoms, self.out_avals)]
@@ -109,14 +121,12 @@ class CpuExecutable:
         """For the jit hit path: ``run(args)``, the unflattened result (by ``out_tree``) of the
         program on the Arrays ``args`` through the native dispatcher, or ``DECLINED``. None if
         the dispatcher cannot run the program, or NaNs are to be checked (``debug_nans``)."""
-        from ember.backends.cpu.entry import dispatcher
-
         runner = self._native_runner()
         if runner is None or config.debug_nans:
             return None
         program = self.program
         if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF:
-            call, plan, new = dispatcher(), program.plan, Array.__new__
+            call, plan, new = self._dispatcher(), program.plan, Array.__new__
             (_, aval), = program.allocations
             shape, dtype, out_aval = aval.shape, aval.dtype, self.out_avals[0]
 

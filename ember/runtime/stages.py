@@ -9,8 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ember import tree_util
+from ember.compiler import optimize
+from ember.compiler.cost import cost_analysis
+from ember.core.array import ShapeDtypeStruct
 from ember.core.avals import aval_of_value
 from ember.core.ir import ClosedJaxpr
+from ember.runtime.cache import warn_unusable_donations
+from ember.runtime.executable import compile_jaxpr
 
 
 class Lowered:
@@ -29,8 +34,6 @@ class Lowered:
 
     @property
     def out_info(self) -> Any:
-        from ember.runtime.array import ShapeDtypeStruct
-
         return tree_util.tree_unflatten(self._out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                                          for a in self._closed.out_avals])
 
@@ -39,8 +42,6 @@ class Lowered:
         return self._closed
 
     def optimized(self) -> ClosedJaxpr:
-        from ember.compiler import optimize
-
         return optimize(self._closed)
 
     def as_text(self, dialect: str | None = None) -> str:
@@ -52,17 +53,11 @@ class Lowered:
         raise ValueError(f"unknown dialect {dialect!r}: use None (the IR) or 'llvm'")
 
     def compile(self) -> "Compiled":
-        from ember.backends import compile_jaxpr
-
-        from ember.runtime.cache import warn_unusable_donations
-
         executable = compile_jaxpr(self._closed, name=self._jitted.__name__, donated=self._donated)
         warn_unusable_donations(executable, stacklevel=3)
         return Compiled(self, executable)
 
     def cost_analysis(self) -> dict[str, float]:
-        from ember.compiler.cost import cost_analysis
-
         return cost_analysis(self.optimized())
 
 

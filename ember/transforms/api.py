@@ -13,11 +13,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember import lax, tree_util
+from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
 from ember.lax.base import aval
-from ember.numpy.core import ensure_array
-from ember.runtime.array import Array
 from ember.transforms import rules  # noqa: F401  (registers the rules)
 from ember.transforms.batching import vmap
 from ember.transforms.custom import custom_jvp, custom_vjp

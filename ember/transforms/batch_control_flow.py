@@ -15,14 +15,20 @@ import functools
 from typing import Any, Sequence
 
 from ember import lax
-from ember.api import jit_p
 from ember.compiler.fusion import fusion_p
+from ember.core.calls import jit_p
 from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive
 from ember.lax.base import aval
 from ember.lax.control_flow import cond_p, scan_p, while_p
 from ember.transforms.batching import (
-    BatchDim, batch_flat, batch_jaxpr, batch_jaxprs, batched_aval, batching_rules, move_batch_axis,
+    BatchDim,
+    batch_flat,
+    batch_jaxpr,
+    batch_jaxprs,
+    batched_aval,
+    batching_rules,
+    move_batch_axis,
 )
 from ember.transforms.programs import eval_closed_by_binding, split_list, trace_program
 

@@ -24,13 +24,14 @@ import numpy as np
 import optree
 
 from ember import errors, lax, tree_util
+from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, unexpected_tracer_error
+from ember.lax import control_flow
 from ember.lax.base import aval
 from ember.lax.elementwise import ELEMENTWISE
-from ember.numpy.core import ensure_array
 from ember.transforms.programs import eval_closed_by_binding, trace_program, trace_programs
 
 BatchDim = int | None
@@ -322,6 +323,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
 
     return vmapped
 
+
+control_flow.vmap = vmap  # lax.map's batch_size batches with it
 
 # The rule modules register themselves; elementwise primitives share ``batch_elementwise``.
 from ember.transforms import batch_control_flow, batch_custom  # noqa: E402,F401

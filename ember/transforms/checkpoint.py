@@ -18,8 +18,8 @@ import types
 from typing import Any, Callable, Iterable, Sequence
 
 from ember import tree_util
-from ember.api import jit_p
 from ember.core.avals import ShapedArray
+from ember.core.calls import jit_p
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.lax.base import aval

@@ -18,53 +18,19 @@ import inspect
 from typing import Any, Callable, Sequence
 
 from ember import tree_util
-from ember.backends.reference import eval_closed, impl_rules
+from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
+from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p
 from ember.core.ir import ClosedJaxpr
-from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 from ember.core.trace import is_tracing
 from ember.lax.base import aval
-from ember.numpy.core import ensure_array
+from ember.lax.stop_gradient import stop_gradient_p
 from ember.transforms.jvp import defzero, jvp_rules
 from ember.transforms.programs import trace_program
-from ember.transforms.stop_gradient import stop_gradient_p
 from ember.transforms.tangents import Zero, instantiate, is_differentiable, match_type, zeros
 from ember.transforms.transpose import transpose_rules
 
 defzero(stop_gradient_p)
-impl_rules[stop_gradient_p] = lambda x: x
-
-
-# --- the primitives -----------------------------------------------------------------------------
-def _call_rule(*avals: ShapedArray, call: ClosedJaxpr, **params: Any) -> list[ShapedArray]:
-    return call.out_avals
-
-
-def _call_impl(*args: Any, call: ClosedJaxpr, **params: Any) -> list:
-    return eval_closed(call, *args)
-
-
-def _call_primitive(name: str) -> Primitive:
-    p = Primitive(name, multiple_results=True)
-    abstract_eval_rules[p] = _call_rule
-    higher_order.add(p)
-    call_params[p] = "call"  # once differentiation is done, the call is just its body
-    impl_rules[p] = _call_impl
-    return p
-
-
-custom_jvp_call_p = _call_primitive("custom_jvp_call")
-custom_vjp_call_p = _call_primitive("custom_vjp_call")
-
-custom_vjp_lin_p = Primitive("custom_vjp_lin", multiple_results=True)
-abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list(out_avals)
-
-
-def _forward_through_custom_vjp(*args: Any, **params: Any) -> Any:
-    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
-
-
-impl_rules[custom_vjp_lin_p] = _forward_through_custom_vjp
 
 
 # --- shared argument handling -------------------------------------------------------------------

@@ -23,7 +23,12 @@ from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, un
 from ember.lax.base import aval
 from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by, trace_program
 from ember.transforms.tangents import (
-    Zero, add_tangents, broadcast_to_shape, instantiate, is_differentiable, match_type,
+    Zero,
+    add_tangents,
+    broadcast_to_shape,
+    instantiate,
+    is_differentiable,
+    match_type,
 )
 
 jvp_rules: dict[Primitive, Callable] = {}

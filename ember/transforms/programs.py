@@ -13,11 +13,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember.config import config
+from ember.core.array import Array
 from ember.core.avals import ShapedArray
-from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
+from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, is_effectful
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.verify import check_jaxpr
-from ember.runtime.array import Array
 
 
 def literal_value(lit: Literal) -> Array:
@@ -77,8 +77,6 @@ def trace_programs(funs: Sequence[Callable[..., Sequence[Any]]], in_avals: Seque
 
 def prune(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> Jaxpr:
     """The program computing only the used outputs, and keeping every effect (a print)."""
-    from ember.compiler.rewrite import is_effectful  # (the compiler imports the transforms)
-
     outvars = [v for v, used in zip(jaxpr.outvars, used_outputs) if used]
     live = {id(v) for v in outvars if isinstance(v, Var)}
     kept = []

@@ -15,6 +15,7 @@ Compile stages, each timed in the compile log::
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 
@@ -24,7 +25,8 @@ from ember.compiler.fusion import fuse
 from ember.config import config
 from ember.core.ir import ClosedJaxpr
 from ember.core.verify import check_jaxpr
-from ember.runtime.cache import logger
+
+logger = logging.getLogger("ember")  # the compile log (``config.log_compiles``)
 
 
 def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> tuple[Program, Report]:

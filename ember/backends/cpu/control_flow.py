@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from ember.backends.cpu import kernel, lowering
 from ember.backends.cpu.lowering import I8, I64
-from ember.compiler.fusion import fusion_p, fuse
+from ember.compiler.fusion import fuse, fusion_p
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.lax import control_flow as cf
 

@@ -39,8 +39,9 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
+from ember.backends.cpu import jit, threads
 from ember.backends.cpu.threads import PIECES_PER_THREAD
-from ember.runtime.array import Array
+from ember.core.array import Array
 
 METH_FASTCALL = 0x0080
 NPY_C_CONTIGUOUS = 0x0001
@@ -150,8 +151,6 @@ class Plan:
         self.split = self.split or chunks > 1
 
     def array(self, release_gil: bool) -> np.ndarray:
-        from ember.backends.cpu import threads
-
         header = [0] * HEADER
         header[ARGUMENTS] = 1 + self.inputs + self.outputs
         header[INPUTS] = self.inputs
@@ -314,8 +313,6 @@ class _Dispatcher:
     """Owns the compiled dispatcher and its method table; ``function`` keeps it alive."""
 
     def __init__(self) -> None:
-        from ember.backends.cpu import jit
-
         _register_symbols()
         module = jit.new_module("ember_dispatch")
         _build(module)

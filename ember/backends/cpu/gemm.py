@@ -23,7 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember.backends.cpu import jit, threads
-from ember.backends.cpu.lowering import I64, F32, F64
+from ember.backends.cpu.lowering import F32, F64, I64
 
 # Tile shapes measured (float32, one thread, 512^3 / 1024^3): 6 rows x 2 vectors 1.29 / 9.18 ms,
 # 8x2 1.21 / 9.20, 12x2 1.29 / 9.35, 4x4 1.29 / 9.46: about 220 GFLOP/s, three quarters of the

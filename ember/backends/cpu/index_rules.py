@@ -19,11 +19,9 @@ from ember import dtypes
 from ember.backends.cpu import lowering
 from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
-from ember.core.primitive import Primitive
 from ember.backends.reference.indexing import default_fill_value
-from ember.lax import indexing as ix
-from ember.lax import reductions as red
-from ember.lax import shapes as sh
+from ember.core.primitive import Primitive
+from ember.lax import indexing as ix, reductions as red, shapes as sh
 from ember.lax.dot import dot_general_p
 
 if TYPE_CHECKING:
@@ -102,7 +100,7 @@ def _pad(k, eqn, index, scope):
     """In bounds where (i - lo) is a multiple of (interior + 1) inside the operand; else the pad value."""
     operand, pad_value = eqn.invars
     comps, conditions = [], []
-    for c, (lo, hi, interior), n in zip(index.comps, eqn.params["padding_config"], operand.aval.shape):
+    for c, (lo, _, interior), n in zip(index.comps, eqn.params["padding_config"], operand.aval.shape):
         shifted = k.add(c, -lo)
         step = interior + 1
         src = k.div_signed(shifted, step)

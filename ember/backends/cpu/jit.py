@@ -11,7 +11,7 @@ vectorizers forced on) 23-29 ms / 0.26, 2.6, 1.15 ms; O2 18-30 ms / 0.26, 2.2,
 elements (``QUICK_WORK``) are compiled without optimization: about 2 ms instead of
 7-15 ms for a small selu or softmax, and microseconds of run time either way.
 
-Compiled modules are cached in memory by IR text and on disk (``ember.runtime.disk_cache``)
+Compiled modules are cached in memory by IR text and on disk (``ember.backends.disk_cache``)
 by a key of everything that determines the machine code: the IR text, the optimization
 level, the host triple, CPU name and features, the llvmlite and LLVM versions, ember's
 version and this file's source (the pass pipeline). An entry holds the object code that
@@ -34,8 +34,9 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from ember.backends import disk_cache
 from ember.config import config
-from ember.runtime import disk_cache
+from ember.version import __version__
 
 OPT_LEVEL = 2
 
@@ -175,8 +176,6 @@ def _disk_key(source: str, quick: bool) -> str:
 @functools.cache
 def _toolchain() -> str:
     """The versions and the compile recipe (this file's source) that the machine code depends on."""
-    from ember import __version__  # at first use: ember/__init__ defines it after its imports
-
     recipe = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     llvm_version = ".".join(map(str, llvm.llvm_version_info))
     return f"ember {__version__} llvmlite {llvmlite.__version__} llvm {llvm_version} recipe {recipe}"

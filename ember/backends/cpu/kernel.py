@@ -24,22 +24,24 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
-from ember.core.ir import Jaxpr, Literal, Var
+from ember import dtypes
 from ember.backends.cpu import lowering
 from ember.backends.cpu.index_rules import (
-    REDUCTION_PRIMITIVES, dot_accumulation_dtype, dot_row, dot_row_layout, elementwise, index_rules, index_vector_entry,
+    REDUCTION_PRIMITIVES,
+    dot_accumulation_dtype,
+    dot_row,
+    dot_row_layout,
+    elementwise,
+    index_rules,
+    index_vector_entry,
     reduction_row,
 )
 from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
-from ember import dtypes
-from ember.lax import elementwise as ew
-from ember.lax import indexing as ix
-from ember.lax import reductions as red
-from ember.lax.indexing import GatherScatterMode
-from ember.lax import shapes as sh
+from ember.core.ir import Jaxpr, Literal, Var
+from ember.lax import elementwise as ew, indexing as ix, reductions as red, shapes as sh
 from ember.lax.dot import dot_general_p
-
+from ember.lax.indexing import GatherScatterMode
 
 ROW_BYTES = 32 * 1024  # the largest row kept on the stack (rows stay in the L1 cache)
 

@@ -19,14 +19,10 @@ import numpy as np
 from llvmlite import ir
 
 from ember import dtypes
+from ember.backends.cpu import vecmath  # the inline vector math library (exp, log, tanh, ...)
 from ember.core.primitive import Primitive
 from ember.lax import elementwise as ew
-from ember.transforms.stop_gradient import stop_gradient_p
-
-try:  # the inline vector math library (exp, log, tanh, ...), owned by its own engineer
-    from ember.backends.cpu import vecmath
-except ImportError:  # pragma: no cover - until it lands every such op falls back
-    vecmath = None
+from ember.lax.stop_gradient import stop_gradient_p
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -145,11 +141,11 @@ def _type_suffix(ty: ir.Type) -> str:
 
 # --- which primitives lower ---------------------------------------------------------------
 def vecmath_unary(name: str) -> bool:
-    return vecmath is not None and name in getattr(vecmath, "SUPPORTED_UNARY", ())
+    return name in vecmath.SUPPORTED_UNARY
 
 
 def vecmath_binary(name: str) -> bool:
-    return vecmath is not None and name in getattr(vecmath, "SUPPORTED_BINARY", ())
+    return name in vecmath.SUPPORTED_BINARY
 
 
 lower_rules: dict[Primitive, Callable[..., ir.Value]] = {}

@@ -32,9 +32,7 @@ from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
-from ember.lax import elementwise as ew
-from ember.lax import reductions
-from ember.lax import shapes as sh
+from ember.lax import elementwise as ew, reductions, shapes as sh
 from ember.lax.dot import dot_general_p
 
 ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)

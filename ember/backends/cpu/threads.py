@@ -32,6 +32,7 @@ from typing import Callable
 
 from llvmlite import ir
 
+from ember.backends.cpu import jit
 from ember.backends.cpu.jit import register_library_symbols
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -126,8 +127,6 @@ def _team_runner():
     """``run(kernel, buffers, begin, end, threads, pieces_per_thread)``, compiled once: calls
     ``kernel(buffers, lo, hi)`` on pieces of [begin, end) from a team of OpenMP threads
     (``GOMP_parallel``), each thread taking the next piece from a shared counter."""
-    from ember.backends.cpu import jit
-
     module = jit.new_module("ember_team")
     i8p = ir.IntType(8).as_pointer()
     i32, i64 = ir.IntType(32), ir.IntType(64)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ember import dtypes, tree_util
-from ember.backends.reference import impl_rules
-from ember.callbacks import FlatCallback, debug_callback_p, pure_callback_p
+from ember.core.array import Array
 from ember.core.avals import ShapedArray
-from ember.runtime.array import Array
+from ember.core.evaluation import impl_rules
+from ember.lax.callbacks import FlatCallback, debug_callback_p, pure_callback_p
 
 
 def _as_arrays(values: tuple) -> list[Array]:

@@ -10,7 +10,7 @@ import numpy as np
 from ember import dtypes
 from ember.backends.reference import impl_rules
 from ember.lax import elementwise as ew
-from ember.lax.conversions import convert_values
+from ember.lax.stop_gradient import stop_gradient_p
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
 
@@ -155,7 +155,8 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _integer_pow(x: np.ndarray, *, y: int) -> np.ndarray:
     with np.errstate(all="ignore"):
         if dtypes.is_floating(x.dtype):
-            return _float_math(lambda v: np.power(v, v.dtype.type(y)) if y >= 0 else 1 / np.power(v, v.dtype.type(-y)))(x)
+            return _float_math(
+                lambda v: np.power(v, v.dtype.type(y)) if y >= 0 else 1 / np.power(v, v.dtype.type(-y)))(x)
         return np.power(x, np.asarray(y, dtype=x.dtype)) if y != 0 else np.ones_like(x)
 
 
@@ -274,10 +275,11 @@ impl_rules.update({
     ew.le_p: np.less_equal,
     ew.gt_p: np.greater,
     ew.ge_p: np.greater_equal,
-    ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: convert_values(x, new_dtype),
+    ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: dtypes.convert_values(x, new_dtype),
     ew.bitcast_convert_type_p: lambda x, *, new_dtype: _bitcast(x, new_dtype),
     ew.select_n_p: lambda which, *cases: _select_n(which, cases),
     ew.clamp_p: lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
+    stop_gradient_p: lambda x: x,
 })
 
 

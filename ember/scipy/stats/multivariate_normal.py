@@ -27,7 +27,8 @@ def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
     n = mean.shape[-1]
     if cov.ndim == 0:
         squared_norm = jnp.sum(jnp.square(diff), axis=-1)
-        return jnp.multiply(-0.5, jnp.add(jnp.divide(squared_norm, cov), jnp.multiply(n, jnp.add(jnp.log(cov), _LOG_2PI))))
+        return jnp.multiply(-0.5, jnp.add(jnp.divide(squared_norm, cov),
+                                          jnp.multiply(n, jnp.add(jnp.log(cov), _LOG_2PI))))
     if cov.ndim < 2 or cov.shape[-2:] != (n, n):
         raise ValueError("multivariate_normal.logpdf got incompatible shapes")
     factor = lax_linalg.cholesky(cov)

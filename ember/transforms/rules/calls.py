@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.api import jit_p
+from ember.core.calls import jit_p
 from ember.core.ir import ClosedJaxpr
 from ember.core.trace import set_current_trace
 from ember.transforms.jvp import jvp_jaxpr, jvp_rules

@@ -22,7 +22,14 @@ from ember.lax.base import aval
 from ember.transforms.jvp import jvp_jaxpr, jvp_rules
 from ember.transforms.partial_eval import PartialEvalTrace, SplitProgram, partial_eval_jaxpr, partial_eval_rules
 from ember.transforms.programs import (
-    eval_closed_by_binding, merge_by, prune, select_by, split_list, trace_program, trace_programs, with_io,
+    eval_closed_by_binding,
+    merge_by,
+    prune,
+    select_by,
+    split_list,
+    trace_program,
+    trace_programs,
+    with_io,
 )
 from ember.transforms.tangents import Zero, add_tangents, instantiate, match_type, zeros
 from ember.transforms.transpose import UndefinedPrimal, backward_pass, is_undefined, transpose_jaxpr, transpose_rules

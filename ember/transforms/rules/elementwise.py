@@ -12,7 +12,7 @@ from typing import Any
 from ember import lax
 from ember.lax import elementwise as ew
 from ember.lax.base import aval
-from ember.transforms.jvp import deflinear, defjvp, defzero, jvp_rules
+from ember.transforms.jvp import defjvp, deflinear, defzero, jvp_rules
 from ember.transforms.tangents import Zero, instantiate, is_differentiable, sum_to_shape, zeros
 from ember.transforms.transpose import is_undefined, transpose_rules
 

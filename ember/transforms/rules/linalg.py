@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import ember.numpy as jnp
-from ember import lax
+from ember import dtypes, lax
 from ember.core.primitive import Primitive
 from ember.lax import linalg
 from ember.lax.base import aval
@@ -31,16 +30,55 @@ from ember.transforms.tangents import Zero
 from ember.transforms.transpose import is_undefined, transpose_rules
 
 
+# --- array helpers on lax alone (this layer sits below ember.numpy) ------------------------------------
+def _tril(x: Any, k: int = 0) -> Any:
+    return linalg.triangle(x, k, lower=True)
+
+
+def _triu(x: Any, k: int = 0) -> Any:
+    return linalg.triangle(x, k, lower=False)
+
+
+def _eye(n: int, dtype: Any, start: int = 0) -> Any:
+    """The ``n x n`` identity of ``dtype`` (a strong type), with ones only from row / column ``start`` on."""
+    rows = lax.broadcasted_iota(dtypes.int32, (n, n), 0)
+    columns = lax.broadcasted_iota(dtypes.int32, (n, n), 1)
+    ones = lax.eq(rows, columns)
+    if start > 0:
+        ones = lax.and_(ones, lax.ge(columns, int(start)))
+    return lax.convert_element_type(ones, dtype)
+
+
+def _matmul(a: Any, b: Any) -> Any:
+    """``(..., m, k) @ (..., k, n)`` for operands with the same batch dimensions (as the factors and
+    tangents here have), their dtypes promoted as ``jnp.matmul`` promotes them (weak types included)."""
+    a_aval, b_aval = aval(a), aval(b)
+    dt, weak = dtypes.promote_types_weak((a_aval.dtype, a_aval.weak_type), (b_aval.dtype, b_aval.weak_type))
+    return lax.batch_matmul(lax.convert_element_type(a, dt, weak), lax.convert_element_type(b, dt, weak))
+
+
+def _diagonal(x: Any) -> Any:
+    """The diagonal of the last two dimensions of square matrices ``(..., n, n) -> (..., n)``: element
+    (i, i) sits at i * (n + 1) of the flattened matrix, so it is one strided slice of a reshape."""
+    x_aval = aval(x)
+    n = x_aval.shape[-1]
+    flat = lax.reshape(x, x_aval.shape[:-2] + (n * n,))
+    last = x_aval.ndim - 2
+    if n == 0:
+        return lax.slice_in_dim(flat, 0, 0, axis=last)
+    return lax.slice_in_dim(flat, 0, (n - 1) * (n + 1) + 1, n + 1, axis=last)
+
+
 def _symmetric_from_triangle(t: Any, lower: bool) -> Any:
     """The symmetric matrix that the lower (or upper) triangle of ``t`` stands for."""
     if lower:
-        return jnp.tril(t) + matrix_transpose(jnp.tril(t, -1))
-    return jnp.triu(t) + matrix_transpose(jnp.triu(t, 1))
+        return _tril(t) + matrix_transpose(_tril(t, -1))
+    return _triu(t) + matrix_transpose(_triu(t, 1))
 
 
 def _off_diagonal_reciprocal(differences: Any) -> Any:
     """``1 / differences`` off the diagonal and 0 on it (where the differences are zero)."""
-    eye = jnp.eye(aval(differences).shape[-1], dtype=aval(differences).dtype)
+    eye = _eye(aval(differences).shape[-1], aval(differences).dtype)
     return 1 / (differences + eye) - eye
 
 
@@ -62,8 +100,8 @@ def _cholesky_jvp(primals: tuple, tangents: tuple) -> tuple:
     da = _symmetric_from_triangle(dx, lower=True)
     right = linalg.triangular_solve(factor, da, left_side=False, lower=True, transpose_a=True)  # dA L^-T
     inner = linalg.triangular_solve(factor, right, left_side=True, lower=True)  # L^-1 dA L^-T
-    phi = jnp.tril(inner) - 0.5 * inner * jnp.eye(aval(x).shape[-1], dtype=aval(x).dtype)
-    return factor, jnp.matmul(factor, phi)
+    phi = _tril(inner) - 0.5 * inner * _eye(aval(x).shape[-1], aval(x).dtype)
+    return factor, _matmul(factor, phi)
 
 
 jvp_rules[linalg.cholesky_p] = _cholesky_jvp
@@ -77,14 +115,15 @@ def _solve_again(a: Any, b: Any, **params: Any) -> Any:
 def _triangular_solve_a_tangent(da: Any, x: Any, a: Any, b: Any, *, left_side: bool, lower: bool, transpose_a: bool,
                                 unit_diagonal: bool) -> Any:
     offset = 1 if unit_diagonal else 0  # the solve reads a's triangle, without its diagonal if unit_diagonal
-    read = jnp.tril(da, -offset) if lower else jnp.triu(da, offset)
+    read = _tril(da, -offset) if lower else _triu(da, offset)
     op_da = matrix_transpose(read) if transpose_a else read
-    product = jnp.matmul(op_da, x) if left_side else jnp.matmul(x, op_da)
+    product = _matmul(op_da, x) if left_side else _matmul(x, op_da)
     return -_solve_again(a, product, left_side=left_side, lower=lower, transpose_a=transpose_a,
                          unit_diagonal=unit_diagonal)
 
 
-defjvp(linalg.triangular_solve_p, _triangular_solve_a_tangent, lambda db, x, a, b, **params: _solve_again(a, db, **params))
+defjvp(linalg.triangular_solve_p, _triangular_solve_a_tangent,
+       lambda db, x, a, b, **params: _solve_again(a, db, **params))
 
 
 def _triangular_solve_transpose(ct: Any, a: Any, b: Any, *, left_side: bool, lower: bool, transpose_a: bool,
@@ -108,14 +147,13 @@ def _lu_jvp(primals: tuple, tangents: tuple) -> tuple:
     lu, pivots, permutation = linalg.lu_p.bind(x)
     x_aval = aval(x)
     rank, (m, n) = x_aval.ndim, x_aval.shape[-2:]
-    eye_m, eye_n = jnp.eye(m, dtype=x_aval.dtype), jnp.eye(n, dtype=x_aval.dtype)
-    lower = jnp.tril(_fit(lu, m, rank - 1), -1) + eye_m
-    upper = jnp.triu(_fit(lu, n, rank - 2)) + eye_n * (jnp.arange(n) >= min(m, n))
+    lower = _tril(_fit(lu, m, rank - 1), -1) + _eye(m, x_aval.dtype)
+    upper = _triu(_fit(lu, n, rank - 2)) + _eye(n, x_aval.dtype, start=min(m, n))
     rows = lax.broadcast_in_dim(permutation, x_aval.shape, tuple(range(rank - 1)))
     permuted = take_along_axis(dx, rows, rank - 2)  # P dA
     solved = linalg.triangular_solve(lower, permuted, left_side=True, lower=True, unit_diagonal=True)
     solved = linalg.triangular_solve(upper, solved, left_side=False, lower=False)
-    d_lu = jnp.matmul(lower, jnp.tril(solved, -1)) + jnp.matmul(jnp.triu(solved), upper)
+    d_lu = _matmul(lower, _tril(solved, -1)) + _matmul(_triu(solved), upper)
     return [lu, pivots, permutation], [d_lu, Zero(aval(pivots)), Zero(aval(permutation))]
 
 
@@ -137,13 +175,13 @@ def _qr_jvp(primals: tuple, tangents: tuple, *, full_matrices: bool) -> tuple:
     k, last = min(m, n), aval(x).ndim - 1
     r1 = lax.slice_in_dim(r, 0, k, axis=last)
     dx_rinv = linalg.triangular_solve(r1, lax.slice_in_dim(dx, 0, k, axis=last), left_side=False, lower=False)
-    c = jnp.matmul(matrix_transpose(q), dx_rinv)
-    omega = jnp.tril(c, -1) - matrix_transpose(jnp.tril(c, -1))
-    dq = jnp.matmul(q, omega - c) + dx_rinv
-    dr = jnp.matmul(c - omega, r1)
+    c = _matmul(matrix_transpose(q), dx_rinv)
+    omega = _tril(c, -1) - matrix_transpose(_tril(c, -1))
+    dq = _matmul(q, omega - c) + dx_rinv
+    dr = _matmul(c - omega, r1)
     if n > k:
         r2, dx2 = lax.slice_in_dim(r, k, n, axis=last), lax.slice_in_dim(dx, k, n, axis=last)
-        dr = lax.concatenate([dr, jnp.matmul(matrix_transpose(q), dx2 - jnp.matmul(dq, r2))], last)
+        dr = lax.concatenate([dr, _matmul(matrix_transpose(q), dx2 - _matmul(dq, r2))], last)
     return [q, r], [dq, dr]
 
 
@@ -154,9 +192,9 @@ jvp_rules[linalg.qr_p] = _qr_jvp
 def _eigh_jvp(primals: tuple, tangents: tuple, *, lower: bool) -> tuple:
     [x], [dx] = primals, tangents
     v, w = linalg.eigh_p.bind(x, lower=lower)
-    rotated = jnp.matmul(jnp.matmul(matrix_transpose(v), _symmetric_from_triangle(dx, lower)), v)
+    rotated = _matmul(_matmul(matrix_transpose(v), _symmetric_from_triangle(dx, lower)), v)
     gaps = _off_diagonal_reciprocal(w[..., None, :] - w[..., :, None])
-    return [v, w], [jnp.matmul(v, gaps * rotated), jnp.diagonal(rotated, axis1=-2, axis2=-1)]
+    return [v, w], [_matmul(v, gaps * rotated), _diagonal(rotated)]
 
 
 jvp_rules[linalg.eigh_p] = _eigh_jvp
@@ -173,21 +211,21 @@ def _svd_jvp(primals: tuple, tangents: tuple, *, full_matrices: bool, compute_uv
             "singular vectors are not unique. Use full_matrices=False.")
     u, s, vh = linalg.svd_p.bind(x, full_matrices=False, compute_uv=True)
     v = matrix_transpose(vh)
-    projected = jnp.matmul(jnp.matmul(matrix_transpose(u), dx), v)
-    ds = jnp.diagonal(projected, axis1=-2, axis2=-1)
+    projected = _matmul(_matmul(matrix_transpose(u), dx), v)
+    ds = _diagonal(projected)
     if not compute_uv:
         return [s], [ds]
     s_row, s_column = s[..., None, :], s[..., :, None]
     gaps = _off_diagonal_reciprocal((s_row - s_column) * (s_row + s_column))
     projected_s, s_projected = projected * s_row, s_column * projected
-    du = jnp.matmul(u, gaps * (projected_s + matrix_transpose(projected_s)))
-    dv = jnp.matmul(v, gaps * (s_projected + matrix_transpose(s_projected)))
+    du = _matmul(u, gaps * (projected_s + matrix_transpose(projected_s)))
+    dv = _matmul(v, gaps * (s_projected + matrix_transpose(s_projected)))
     if m > n:  # the part of dA V outside the span of U
-        dx_v = jnp.matmul(dx, v)
-        du = du + (dx_v - jnp.matmul(u, jnp.matmul(matrix_transpose(u), dx_v))) / s_row
+        dx_v = _matmul(dx, v)
+        du = du + (dx_v - _matmul(u, _matmul(matrix_transpose(u), dx_v))) / s_row
     if n > m:
-        dxt_u = jnp.matmul(matrix_transpose(dx), u)
-        dv = dv + (dxt_u - jnp.matmul(v, jnp.matmul(vh, dxt_u))) / s_row
+        dxt_u = _matmul(matrix_transpose(dx), u)
+        dv = dv + (dxt_u - _matmul(v, _matmul(vh, dxt_u))) / s_row
     return [u, s, vh], [du, ds, matrix_transpose(dv)]
 
 

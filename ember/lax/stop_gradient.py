@@ -1,9 +1,7 @@
 """``lax.stop_gradient``: the identity, with a zero derivative.
 
-Only the primitive and the lax function live here (``ember.lax`` imports this
-module while it initializes, so it depends on nothing above ``lax.base``); its
-derivative rule and reference implementation are registered in
-``ember.transforms.custom``.
+Its derivative rule (zero) is in ``ember.transforms.custom``, its implementation
+(the identity) in ``ember.backends.reference.elementwise``.
 """
 from __future__ import annotations
 

@@ -6,12 +6,13 @@ same functions that tracers use, so eager and traced code behave alike.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from ember import dtypes
 from ember.core.avals import AvalProperties, ShapedArray
+from ember.core.trace import Tracer
 
 
 class Device:
@@ -195,3 +196,60 @@ class ShapeDtypeStruct:
 
     def __repr__(self) -> str:
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+
+# --- concrete values to Arrays ------------------------------------------------------------------
+def ensure_array(x: Any) -> Any:
+    """An Array or Tracer for anything array-like: arrays and tracers pass through, a
+    concrete value becomes an Array (Python scalars weakly typed), as ``as_array``."""
+    return x if isinstance(x, (Array, Tracer)) else as_array(x)
+
+
+def as_array(a: Any, dtype: Any = None) -> Array:
+    """An Array holding a concrete value: a Python scalar (weakly typed), a NumPy array or
+    scalar, an object with ``__array__`` or ``__jax_array__``, or nested lists of them (which
+    are strongly typed, as in JAX). ``dtype``, if given, must be canonical. The data is
+    copied, so the Array never shares a buffer that the caller can still write."""
+    if isinstance(a, (list, tuple)):
+        return _array_from_sequence(a, dtype)
+    if hasattr(a, "__jax_array__"):
+        return as_array(a.__jax_array__(), dtype)
+    scalar = type(a) in (bool, int, float)
+    if scalar or isinstance(a, (np.ndarray, np.generic)) or hasattr(a, "__array__"):
+        dt, weak = dtypes.value_dtype_and_weak(a) if not hasattr(a, "__array__") or isinstance(
+            a, (np.ndarray, np.generic)) else (dtypes.canonicalize_dtype(np.asarray(a).dtype), False)
+        target = dtype or dt
+        if isinstance(a, int) and dtype is not None:
+            dt = target  # straight into the requested type, as JAX: asarray(2**32 - 1, uint32) fits
+        value = np.array(a, dtype=dt if scalar else None)
+        if value.dtype != target:
+            value = dtypes.convert_values(value, target)
+        return Array(np.array(value, dtype=target), ShapedArray(value.shape, target, weak and dtype is None))
+    if isinstance(a, complex):
+        raise TypeError("ember does not support complex numbers yet")
+    raise TypeError(f"cannot convert a value of type {type(a).__name__} to an ember array")
+
+
+def _array_from_sequence(seq: Sequence, dtype: Any) -> Array:
+    leaves = flatten_nested(seq)
+    if dtype is None:  # a list of scalars is strongly typed, as in JAX
+        dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
+    value = np.array(_to_host(seq))
+    if value.dtype == object:
+        raise ValueError(f"cannot build an array from a ragged or mixed sequence {seq!r}")
+    return Array(np.array(dtypes.convert_values(value, dtype), dtype=dtype), ShapedArray(value.shape, dtype, False))
+
+
+def _to_host(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return [_to_host(v) for v in x]
+    if isinstance(x, Array):
+        return np.asarray(x)
+    return x
+
+
+def flatten_nested(x: Any) -> list:
+    """The leaves of nested lists and tuples."""
+    if isinstance(x, (list, tuple)):
+        return [leaf for v in x for leaf in flatten_nested(v)]
+    return [x]

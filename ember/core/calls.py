@@ -1,0 +1,53 @@
+"""The call primitives: equations whose param holds a sub-program applied to the operands.
+
+They live in the core because every layer above interprets them: the reference
+interpreter and the CPU backend run them, the passes inline and prune them, and
+the transformations differentiate and batch them. What each one means is in
+those layers' rule tables; here are only the names and their shape rules.
+
+* ``jit``: a nested jitted function (param ``jaxpr``).
+* ``custom_jvp_call`` / ``custom_vjp_call``: a function with user-defined
+  derivatives (param ``call``; the rules travel in the other params).
+* ``custom_vjp_lin``: the linear part of a ``custom_vjp`` function under
+  differentiation; its transpose is the user's ``bwd``. It has no forward meaning.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ember.core.avals import ShapedArray
+from ember.core.ir import ClosedJaxpr
+from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
+
+
+def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[ShapedArray]:
+    expected = jaxpr.in_avals
+    if len(avals) != len(expected) or any(a.strip_weak_type() != e.strip_weak_type()
+                                           for a, e in zip(avals, expected)):
+        raise TypeError(f"jit call of {name}: arguments typed {list(avals)}, expected {expected}")
+    return jaxpr.out_avals
+
+
+jit_p = Primitive("jit", multiple_results=True)
+abstract_eval_rules[jit_p] = _jit_rule
+higher_order.add(jit_p)
+call_params[jit_p] = "jaxpr"
+
+
+def _custom_call_rule(*avals: ShapedArray, call: ClosedJaxpr, **params: Any) -> list[ShapedArray]:
+    return call.out_avals
+
+
+def _custom_call_primitive(name: str) -> Primitive:
+    p = Primitive(name, multiple_results=True)
+    abstract_eval_rules[p] = _custom_call_rule
+    higher_order.add(p)
+    call_params[p] = "call"  # once differentiation is done, the call is just its body
+    return p
+
+
+custom_jvp_call_p = _custom_call_primitive("custom_jvp_call")
+custom_vjp_call_p = _custom_call_primitive("custom_vjp_call")
+
+custom_vjp_lin_p = Primitive("custom_vjp_lin", multiple_results=True)
+abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list(out_avals)
