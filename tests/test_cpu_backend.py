@@ -319,6 +319,23 @@ def test_selu_is_one_vectorized_kernel():
     check_backends_agree(selu, x)
 
 
+def test_kernels_that_compute_the_same_thing_are_generated_once():
+    rng = np.random.default_rng(5)
+    x, w = (rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for _ in range(2))
+
+    def layers(a, m):
+        for i in range(12):  # each product ends a kernel: 5 alike, then the last one with the sum
+            a = jnp.tanh(a @ m) * 0.5 + a if i % 2 == 0 else jnp.sin(a) * 1.01 + 0.1 * a
+        return a.sum()
+
+    exe = compile_cpu(layers, x, w)
+    kernels = exe.report.kernels
+    assert len(kernels) == 6 and len(set(kernels)) == 2 and exe.report.contractions == 6
+    source = exe.program.compiled.source
+    assert all(source.count(f'define void @"{name}"(') == 1 for name in kernels)  # each in the module once
+    check_backends_agree(layers, x, w, rtol=1e-5)
+
+
 def test_softmax_is_one_kernel_with_vectorized_row_loops():
     x = np.random.default_rng(4).standard_normal((33, 129)).astype(np.float32)
 

@@ -46,10 +46,13 @@ def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = fr
 
 def format_report(name: str, report: Report) -> str:
     times = ", ".join(f"{stage} {seconds * 1e3:.1f} ms" for stage, seconds in report.times.items())
-    lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels, {len(report.loops)} native "
+    kernels = Counter(report.kernels)  # a kernel that computes what another does is generated once
+    distinct = f" ({len(kernels)} distinct)" if len(kernels) < len(report.kernels) else ""
+    lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels{distinct}, {len(report.loops)} native "
              f"loops/conditionals, {report.contractions} matrix products; {times}"]
     if report.kernels or report.loops:
-        lines.append("  native: " + ", ".join(report.kernels + report.loops))
+        lines.append("  native: " + ", ".join([f"{k} x{n}" if n > 1 else k for k, n in kernels.items()]
+                                               + report.loops))
     if report.fallbacks:
         counts = Counter(report.fallbacks)
         lines.append("  fell back to the reference interpreter: "

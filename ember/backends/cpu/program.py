@@ -31,6 +31,7 @@ from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
+from ember.core.fingerprint import fingerprint
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.lax import elementwise as ew, reductions, shapes as sh
 from ember.lax.dot import dot_general_p
@@ -210,6 +211,7 @@ class Program:
         start = time.perf_counter()
         module = jit.new_module(name)
         native: list = []
+        self._kernels: dict[str, tuple[str, int]] = {}  # fingerprint -> (function name, extent)
         for eqn in jaxpr.eqns:
             self._lower(eqn, module, native)
         self.out_atoms = [self._slot(a) if isinstance(a, Var) else np.asarray(a.val, a.aval.dtype)
@@ -255,9 +257,16 @@ class Program:
             step = ViewStep(ins, outs, eqn.outvars[0].aval.shape)
         elif p is fusion_p:
             sub = eqn.params["jaxpr"].jaxpr
-            builder = kernel.KernelBuilder(module, name, _flattened(sub))
-            builder.build()
-            extent = builder.extent
+            flat = _flattened(sub)
+            # A kernel that computes what an earlier one of this program computes is that kernel:
+            # its code depends on the (flattened) sub-program alone, so it is generated once.
+            same, _ = fingerprint(flat)
+            built = self._kernels.get(same)
+            if built is None:
+                builder = kernel.KernelBuilder(module, name, flat)
+                builder.build()
+                built = self._kernels[same] = (name, builder.extent)
+            name, extent = built
             work = _work(sub)
             chunks, team = threads.kernel_chunks(extent, work)
             step = KernelStep(name, None, ins, outs, extent, work, chunks, team)
