@@ -8,36 +8,78 @@ Where: ``<cache root>/native/<sha256 key>.bin``; the root is ``config.cache_dir`
 set, else ``$EMBER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ember`` or ``~/.cache/ember``.
 Off with ``config.update("persistent_cache", False)`` or ``EMBER_PERSISTENT_CACHE=0``.
 
-An entry is a header (magic, format version, payload length, sha256 of the payload)
-and the payload. Safety:
+An entry is a header (magic, format version, the entry's own key, payload length, sha256 of
+the payload) and the payload; what the payload holds is the caller's (for the CPU backend: a
+sha256 of the object code taken when LLVM produced it, and the object code). Safety:
 
 - writes are atomic: a temporary file in the same directory, fsync, ``os.replace``;
   readers never see a partial entry, and two processes writing the same key each
   replace the file with a complete, identical one;
-- a damaged or truncated entry fails the header or checksum test: it is removed, a
-  ``RuntimeWarning`` names it, and the caller compiles again (and writes it anew);
+- a damaged or truncated entry fails the header or checksum test, an entry moved or copied
+  under another key's name fails the key test, and one whose payload the caller's ``check``
+  rejects fails that: it is removed, a ``RuntimeWarning`` names it and says what is wrong, and
+  the caller compiles again (and writes it anew);
 - the directory is bounded by ``config.persistent_cache_max_bytes``: hits refresh an
   entry's modification time, and after a write the least recently used entries are
   evicted until the total fits;
 - a cache that cannot be written (read-only or full disk) only costs the speed-up:
   one ``RuntimeWarning`` per process, and programs are compiled as if it were off.
+
+What is verified before any byte reaches LLVM, and what is trusted:
+
+- here, for every entry: the magic, the format version (entries of another version live under
+  other names, since the version is part of every key, and are never read: they are evicted in
+  time), that the key in the header is the key asked for (so a file moved or copied under
+  another entry's name is refused), the payload length, and the sha256 of the payload (so
+  accidental damage, a truncated or torn file, is refused);
+- by the CPU backend (``ember.backends.cpu.object_code.inspect``), for each payload: a
+  second sha256, over the object code alone, taken in the process that generated the code when
+  LLVM handed it over (so a payload rewritten with a fresh outer checksum but not this one is
+  refused); then, in Python, the object's structure: an ELF64 relocatable object of this host's
+  class, byte order and machine (from the target triple llvmlite reports); the section header
+  table and every section's contents within the file, section types LLVM's runtime linker
+  handles (no thread-local storage), alignments (powers of two, at most 64 KiB), at most 64 MiB
+  of zero-filled sections; NUL-terminated string tables; at most one symbol table, its symbols with
+  names in it, known types and bindings, real section indices (no common or extended ones) and
+  values and sizes within their section; relocations of a type that LLVM's runtime linker
+  implements for this machine, against a symbol of the table (not a file symbol), patching
+  bytes within the patched section; ``.eh_frame`` records that the unwinder can walk and decode
+  (lengths within the section, each FDE linked to a CIE, augmentation and pointer encodings it
+  knows); a global definition of every function the IR defines (so no kernel's address is
+  null); and, once an engine exists, that each symbol the object imports resolves in this
+  process. Each is a case in which LLVM (``report_fatal_error``, a failed assertion) or the
+  unwinder would abort the interpreter, or the runtime linker would write outside the memory it
+  allocated. An object the checks refuse is handled like a damaged entry; one that the process
+  generated itself and the checks refuse is not written (one warning per process), so no entry
+  is refused on every run;
+- trusted: the bytes of a well-formed object that these checks do not interpret: the
+  instructions and data, relocation addends, the call frame instructions. Neither checksum is
+  a signature: a process that can write the cache directory can place well-formed code with any
+  behaviour there (re-checksummed, under the right key), just as it could replace ember's own
+  files; the directory is the user's (made with the user's umask; entries are written ``0600``),
+  like any local code cache. Hosts whose objects the checks cannot read (not ELF, or a machine
+  other than x86-64 and AArch64) do not use the disk cache.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import struct
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ember.config import config
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the header holds the entry's key
 _MAGIC = b"EMBERBIN"
-_HEADER = struct.Struct("<8sIQ32s")  # magic, format version, payload length, sha256(payload)
+_HEADER = struct.Struct("<8sI32sQ32s")  # magic, format version, key, payload length, sha256(payload)
+_PREFIX = struct.Struct("<8sI")  # what every version's header begins with: magic, format version
+_KEY = re.compile("[0-9a-f]{64}")  # what entry_key returns: the file name, and 32 bytes in the header
 _SUFFIX = ".bin"
 _TEMP_PREFIX = ".tmp-"
 _SUBDIRECTORY = "native"
@@ -85,18 +127,23 @@ def entry_key(*parts: str) -> str:
     return digest.hexdigest()
 
 
-def load(key: str) -> bytes | None:
-    """The payload stored under ``key``; None on a miss, when off, or when the entry is damaged."""
+def load(key: str, check: Callable[[bytes], str] | None = None) -> bytes | None:
+    """The payload stored under ``key``; None on a miss, when off, or when the entry is damaged.
+
+    ``check(payload)`` says what is wrong with a payload that passed the entry's own tests ("" if
+    nothing): a payload it rejects is handled like a damaged entry."""
     folder = directory()
     if folder is None:
         return None
-    path = folder / (key + _SUFFIX)
+    path = _path(folder, key)
     try:
         data = path.read_bytes()
     except OSError:  # absent (or unreadable): a miss
         _count("misses")
         return None
-    payload, problem = _unpack(data)
+    payload, problem = _unpack(data, key)
+    if not problem and check is not None:
+        problem = check(payload)
     if problem:
         _discard(path, problem)
         return None
@@ -108,13 +155,22 @@ def load(key: str) -> bytes | None:
     return payload
 
 
+def discard(key: str, problem: str) -> None:
+    """Remove the entry under ``key``, found unusable after ``load`` returned it (``problem``
+    says why), with the same warning as a damaged entry."""
+    folder = directory()
+    if folder is not None:
+        _discard(_path(folder, key), problem)
+
+
 def store(key: str, payload: bytes) -> None:
     """Write ``payload`` under ``key`` atomically, then evict down to the size bound."""
     folder = directory()
     if folder is None:
         return
-    header = _HEADER.pack(_MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest())
-    path = folder / (key + _SUFFIX)
+    path = _path(folder, key)
+    header = _HEADER.pack(_MAGIC, FORMAT_VERSION, bytes.fromhex(key), len(payload),
+                          hashlib.sha256(payload).digest())
     try:
         folder.mkdir(parents=True, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=_TEMP_PREFIX, suffix=_SUFFIX)
@@ -144,15 +200,27 @@ def clear() -> None:
             _remove(path)
 
 
-def _unpack(data: bytes) -> tuple[bytes, str]:
-    """(payload, "") for a sound entry, else (b"", what is wrong with it)."""
-    if len(data) < _HEADER.size:
+def _path(folder: Path, key: str) -> Path:
+    if not _KEY.fullmatch(key):  # a file name, never a path: only what entry_key returns
+        raise ValueError(f"not a disk cache key: {key!r}")
+    return folder / (key + _SUFFIX)
+
+
+def _unpack(data: bytes, key: str) -> tuple[bytes, str]:
+    """(payload, "") for a sound entry of ``key``, else (b"", what is wrong with it)."""
+    if len(data) < _PREFIX.size:
         return b"", f"truncated: {len(data)} bytes, shorter than the header"
-    magic, version, length, checksum = _HEADER.unpack_from(data)
+    magic, version = _PREFIX.unpack_from(data)
     if magic != _MAGIC:
         return b"", "not an ember cache entry (bad magic)"
     if version != FORMAT_VERSION:
         return b"", f"format version {version}, expected {FORMAT_VERSION}"
+    if len(data) < _HEADER.size:
+        return b"", f"truncated: {len(data)} bytes, shorter than the header"
+    _, _, stored_key, length, checksum = _HEADER.unpack_from(data)
+    if stored_key != bytes.fromhex(key):
+        return b"", (f"it is the entry of key {stored_key.hex()}, not of this file's key: moved or "
+                     "copied under another name")
     payload = data[_HEADER.size:]
     if len(payload) != length:
         return b"", f"truncated: {len(payload)} of {length} payload bytes"
@@ -164,7 +232,7 @@ def _unpack(data: bytes) -> tuple[bytes, str]:
 def _discard(path: Path, problem: str) -> None:
     _count("damaged")
     _remove(path)
-    warnings.warn(f"ember: the disk cache entry {path} is damaged ({problem}); it was removed and the "
+    warnings.warn(f"ember: the disk cache entry {path} is unusable ({problem}); it was removed and the "
                   "program is compiled again", RuntimeWarning, stacklevel=3)
 
 

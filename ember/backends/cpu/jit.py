@@ -15,9 +15,13 @@ Compiled modules are cached in memory by IR text and on disk (``ember.backends.d
 by a key of everything that determines the machine code: the IR text, the optimization
 level, the host triple, CPU name and features, the llvmlite and LLVM versions, ember's
 version and this file's source (the pass pipeline). An entry holds the object code that
-MCJIT generated (caught by its object cache, so a miss generates code once); a hit hands it
-to the object cache of an engine of an empty module, which loads it without compiling. The
-optimized IR of a module loaded from disk is regenerated only when asked for (``optimized_ir``).
+MCJIT generated (caught by its object cache, so a miss generates code once), after a sha256 of
+it taken there; a hit is checked in Python first (``object_code.inspect``: that checksum, then the
+ELF object's structure, against what makes LLVM abort or write out of bounds; the disk cache's
+docstring lists what is verified and what is trusted), then handed to the object cache of an
+engine of an empty module, which loads it without compiling. An entry the checks or LLVM refuse
+is removed with a warning and the program compiled again. The optimized IR of a module loaded
+from disk is regenerated only when asked for (``optimized_ir``).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import logging
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
 import llvmlite
@@ -35,6 +40,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ember.backends import disk_cache
+from ember.backends.cpu import object_code
 from ember.config import config
 from ember.version import __version__
 
@@ -42,6 +48,7 @@ OPT_LEVEL = 2
 
 KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
+_warned_unstorable = False
 _lock = threading.RLock()  # LLVM's global state is not thread-safe
 
 
@@ -108,39 +115,60 @@ class CompiledModule:
         self._optimized_ir: llvm.ModuleRef | None = None
         self.from_disk = False
         key = _disk_key(self.source, quick)
-        cached = disk_cache.load(key)
+        # Hosts whose objects the checks cannot read do without the disk cache.
+        usable = object_code.elf_machine(_host()[0]) is not None
+        imports: list[str] = []
+
+        def check(payload: bytes) -> str:
+            problem, names = object_code.inspect(payload, self.source, _host()[0])
+            imports.extend(names)
+            return problem
+
+        cached = disk_cache.load(key, check) if usable else None
         with _lock:
             self.target_machine = target_machine(0 if quick else OPT_LEVEL)
-            if cached is not None and self._load(cached):
-                self.from_disk = True
-                return
+            if cached is not None:
+                problem = self._load(cached[object_code.DIGEST_SIZE:], imports)
+                if not problem:
+                    self.from_disk = True
+                    return
+                disk_cache.discard(key, problem)
             self._optimized_ir = _optimize(self.source, quick)
             self.engine = llvm.create_mcjit_compiler(self._optimized_ir, self.target_machine)
-            objects: list[bytes] = []
-            self.engine.set_object_cache(notify_func=lambda _module, obj: objects.append(obj))
+            objects: list[bytes] = []  # payloads: the code's sha256, taken as LLVM hands it over, + the code
+            self.engine.set_object_cache(
+                notify_func=lambda _module, obj: objects.append(hashlib.sha256(obj).digest() + obj))
             self.engine.finalize_object()
-        if objects:
-            disk_cache.store(key, objects[0])
+        if objects and usable:
+            _store(key, objects[0], self.source)
 
-    def _load(self, obj: bytes) -> bool:
-        """Take the machine code of a disk-cache entry; False (after a warning) if LLVM rejects it."""
+    def _load(self, obj: bytes, imports: Iterable[str]) -> str:
+        """Take the machine code of a disk-cache entry (checked by ``object_code.inspect``); "" when
+        loaded, else what is wrong (LLVM refused it, or a symbol it imports is not there)."""
         try:
             empty = llvm.parse_assembly("")
             empty.triple = _host()[0]
             self.engine = llvm.create_mcjit_compiler(empty, self.target_machine)
-            # MCJIT asks its object cache for the empty module's code and loads this object
-            # instead of generating any (half the time of ``add_object_file`` plus an empty compile).
-            self.engine.set_object_cache(getbuffer_func=lambda _module: obj)
-            self.engine.finalize_object()
+            # Only now (an engine makes the process's own symbols searchable) can the imports be
+            # looked up as MCJIT will; one it cannot resolve would abort the process.
+            missing = [name for name in imports if not llvm.address_of_symbol(name)]
+            if missing:
+                problem = f"it imports {', '.join(missing[:3])}, not found in this process"
+            else:
+                # MCJIT asks its object cache for the empty module's code and loads this object
+                # instead of generating any (half the time of ``add_object_file`` plus an empty compile).
+                self.engine.set_object_cache(getbuffer_func=lambda _module: obj)
+                self.engine.finalize_object()
+                problem = ""
         except Exception as error:  # any failure to load only means compiling instead
-            warnings.warn(f"ember: LLVM could not load a disk cache entry ({error}); compiling instead",
-                          RuntimeWarning, stacklevel=3)
+            problem = f"LLVM could not load it: {error}"
+        if problem:
             self.target_machine = target_machine(0 if self.quick else OPT_LEVEL)  # the engine may own it
-            return False
+            return problem
         if config.log_compiles:
             logging.getLogger("ember").warning("ember: %s: machine code loaded from the disk cache",
                                                _module_name(self.source))
-        return True
+        return ""
 
     @property
     def optimized_ir(self) -> llvm.ModuleRef:
@@ -171,6 +199,19 @@ def _optimize(source: str, quick: bool) -> llvm.ModuleRef:
 
 def _disk_key(source: str, quick: bool) -> str:
     return disk_cache.entry_key(source, f"quick={quick} opt={0 if quick else OPT_LEVEL}", *_host(), _toolchain())
+
+
+def _store(key: str, payload: bytes, source: str) -> None:
+    """Write a payload that this process generated, unless the checks of a load would refuse it."""
+    global _warned_unstorable
+    problem, _ = object_code.inspect(payload, source, _host()[0])
+    if not problem:
+        disk_cache.store(key, payload)
+    elif not _warned_unstorable:
+        _warned_unstorable = True
+        warnings.warn(f"ember: the object code LLVM generated for {_module_name(source)} fails the disk "
+                      f"cache's checks ({problem}); such code is not kept on disk", RuntimeWarning, stacklevel=3)
+
 
 
 @functools.cache
