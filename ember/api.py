@@ -241,7 +241,7 @@ class JitFunction:
         runner = runner and runner(entry.out_tree)
         if runner is not None:
             self._cache.add_fast(key, entry, key[1], runner)
-        else:
+        elif not getattr(executable, "dispatcher_pending", False):  # (pending: a later hit tries again)
             entry.fast_key = ()  # never: the dispatcher cannot run this executable
 
     def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:

@@ -16,6 +16,14 @@ from ember.core.array import Array
 cpu_only = pytest.mark.skipif(ember.config.backend != "cpu", reason="the native dispatcher is the CPU backend's")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def built_dispatcher():
+    """The dispatcher, built before these tests count fast-path entries (in a running program it
+    is built in the background: until then, calls take the general path)."""
+    if ember.config.backend == "cpu":
+        entry.dispatcher()
+
+
 def _fast_entries(f) -> int:
     return len(f._fast)
 
@@ -194,7 +202,10 @@ def test_large_inputs_split_across_threads_in_the_dispatcher():
 
 _PROCESS = """
 import numpy as np, ember, ember.numpy as jnp
+from ember.backends.cpu import entry
 f = ember.jit(lambda x, y: jnp.exp(x) * y - 1.0)
+f(jnp.arange(5.0), jnp.full(5, 2.0))
+entry._background.join()  # (the first compile starts building the dispatcher)
 x, y = jnp.arange(5.0), jnp.full(5, 2.0)
 outs = [np.asarray(f(x, y)) for _ in range(3)]
 print(len(f._fast), all((o == outs[0]).all() for o in outs), outs[0].tolist())
@@ -215,3 +226,34 @@ def test_a_new_process_loads_the_dispatcher_from_the_disk_cache(tmp_path):
         assert same == "True"
         np.testing.assert_allclose(eval(values), want, rtol=1e-6)
         assert fast == ("1" if ember.config.backend == "cpu" else "0")
+
+
+_PENDING = """
+import threading
+import numpy as np, ember, ember.numpy as jnp
+from ember.backends.cpu import entry
+release, build = threading.Event(), entry._Dispatcher.__init__
+def slow_build(self):
+    release.wait()
+    build(self)
+entry._Dispatcher.__init__ = slow_build  # the dispatcher is still being built while f runs
+f = ember.jit(lambda x: x * 2.0 + 1.0)
+x = jnp.arange(4.0)
+before = [np.asarray(f(x)).tolist() for _ in range(4)]
+pending = (entry.ready_dispatcher() is None, len(f._fast))
+release.set()
+entry._background.join()
+after = [np.asarray(f(x)).tolist() for _ in range(2)]
+print(pending, len(f._fast), before == [[1.0, 3.0, 5.0, 7.0]] * 4, after == before[:2])
+"""
+
+
+@cpu_only
+def test_calls_never_wait_for_the_dispatcher_and_use_it_once_it_is_built(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1"}
+    run = subprocess.run([sys.executable, "-c", _PENDING], env=env, text=True, capture_output=True, check=True)
+    assert run.stdout.split() == ["(True,", "0)", "1", "True", "True"]

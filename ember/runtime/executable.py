@@ -62,7 +62,9 @@ class CpuExecutable:
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
         self.program, self.report = cpu.compile_program(closed, name, donated)
-        self._dispatcher = cpu.entry.dispatcher
+        self._entry = cpu.entry
+        if self.program.plan is not None:
+            cpu.entry.prepare_dispatcher()
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = self.program.unusable_donations
         self._native: Callable[[tuple], Any] | None = None  # the dispatcher's runner, once set up
@@ -95,11 +97,11 @@ class CpuExecutable:
     def _native_runner(self) -> Callable[[tuple], Any] | None:
         """``run(args)``: the output Arrays of the program on the Arrays ``args``, run by the
         native dispatcher (``ember.backends.cpu.entry``) in one call, or ``DECLINED`` if it turns
-        the arguments down. None if the dispatcher cannot run the program."""
-        program = self.program
-        if program.plan is None:
+        the arguments down. None if the dispatcher cannot run the program (or is not built yet)."""
+        program, call = self.program, self._entry.ready_dispatcher()
+        if program.plan is None or call is None:
             return None
-        call, plan = self._dispatcher(), program.plan
+        plan = program.plan
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
         position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
         picks = [(position[a], aval) for a, aval in zip(program.out_atoms, self.out_avals)]
@@ -117,6 +119,11 @@ class CpuExecutable:
             return results
         return run
 
+    @property
+    def dispatcher_pending(self) -> bool:
+        """Whether the dispatcher could run this program but is still being built."""
+        return self.program.plan is not None and self._entry.dispatcher_pending()
+
     def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
         """For the jit hit path: ``run(args)``, the unflattened result (by ``out_tree``) of the
         program on the Arrays ``args`` through the native dispatcher, or ``DECLINED``. None if
@@ -126,7 +133,7 @@ class CpuExecutable:
             return None
         program = self.program
         if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF:
-            call, plan, new = self._dispatcher(), program.plan, Array.__new__
+            call, plan, new = self._entry.ready_dispatcher(), program.plan, Array.__new__
             (_, aval), = program.allocations
             shape, dtype, out_aval = aval.shape, aval.dtype, self.out_avals[0]
 

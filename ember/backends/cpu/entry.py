@@ -31,8 +31,10 @@ False and programs run by the general path only.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
+import threading
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -322,7 +324,50 @@ class _Dispatcher:
         self.function = _new_builtin(ctypes.addressof(self._method), self, None)
 
 
-@functools.cache
+# The dispatcher is built once per process, in the background: the first native compile starts
+# it (``prepare_dispatcher``), and until it is ready calls take the general path, so that no call
+# of a jitted function waits for it (about 40 ms to compile, a few to load from the disk cache).
+_built: Any = None
+_build_lock = threading.Lock()  # held while building
+_background: threading.Thread | None = None
+_background_lock = threading.Lock()
+_failed = False
+
+
 def dispatcher() -> Any:
-    """The dispatcher builtin, compiled (or loaded from the disk cache) at first use."""
-    return _Dispatcher().function
+    """The dispatcher builtin: compiled (or loaded from the disk cache) now, unless it is built."""
+    global _built
+    with _build_lock:
+        if _built is None:
+            _built = _Dispatcher().function
+    return _built
+
+
+def ready_dispatcher() -> Any:
+    """The dispatcher builtin if it is built, else None (a call never waits for it)."""
+    return _built
+
+
+def dispatcher_pending() -> bool:
+    """Whether the dispatcher is not built yet but will be (its build has not failed)."""
+    return _built is None and not _failed
+
+
+def prepare_dispatcher() -> None:
+    """Start building the dispatcher in a background thread, once per process."""
+    global _background
+    if _built is not None or _background is not None:
+        return
+    with _background_lock:
+        if _background is None:
+            _background = threading.Thread(target=_build_in_background, name="ember-dispatcher", daemon=True)
+            _background.start()
+            atexit.register(_background.join)  # not torn down at exit in the middle of LLVM
+
+
+def _build_in_background() -> None:
+    global _failed
+    try:
+        dispatcher()
+    except Exception:  # calls keep the general path: slower, never wrong
+        _failed = True
