@@ -195,8 +195,10 @@ class JitFunction:
             # The fastest path: positional Arrays of a signature hit before, whose program the
             # native dispatcher runs (``FastTable``): one native call. The dispatcher declines
             # (and the general path below takes the call) unless every argument is a live Array.
+            # A Python scalar argument is keyed by its type (its type is its aval, under the config
+            # the table was filled in) and becomes an Array on the way in (``_scalar_runner``).
             try:  # (no exception for other arguments: raising one would cost them a microsecond)
-                hit = self._fast.get(tuple([getattr(x, "aval", None) for x in args]))
+                hit = self._fast.get(tuple([getattr(x, "aval", type(x)) for x in args]))
             except TypeError:  # an unhashable ``aval`` attribute of something else
                 hit = None
             if hit is not None:
@@ -229,6 +231,12 @@ class JitFunction:
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
+        # An executable already: a hit (the first call compiles it), where plain calls with Python
+        # scalars get a fast path, as calls on Arrays do.
+        if entry.executable is not None and entry.fast_key is None and not kwargs and self._sig.plain \
+                and in_tree == _positional_treedef(len(args)) and not is_tracing() \
+                and all(type(x) is Array or type(x) in _SCALARS for x in args):
+            self._enable_scalar_fast_path(entry, in_tree, statics, args)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
                               name=self._sig.fun_name)
@@ -243,6 +251,19 @@ class JitFunction:
             self._cache.add_fast(key, entry, key[1], runner)
         elif not getattr(executable, "dispatcher_pending", False):  # (pending: a later hit tries again)
             entry.fast_key = ()  # never: the dispatcher cannot run this executable
+
+    def _enable_scalar_fast_path(self, entry: Entry, in_tree: Any, statics: tuple, args: tuple) -> None:
+        """The fast path for plain calls with Python scalar arguments (and Arrays): each scalar
+        becomes an Array of the type it was traced with, then the dispatcher runs the program."""
+        runner = getattr(entry.executable, "fast_runner", None)
+        runner = runner and runner(entry.out_tree)
+        if runner is None:
+            return
+        conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(args, entry.closed.in_avals))
+                            if type(x) in _SCALARS)
+        key = (in_tree, tuple(entry.closed.in_avals), statics, config.codegen_key())
+        self._cache.add_fast(key, entry, tuple([getattr(x, "aval", type(x)) for x in args]),
+                             _scalar_runner(runner, conversions))
 
     def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""
@@ -359,6 +380,30 @@ class JitFunction:
 
 def _format_avals(avals: Iterable[ShapedArray]) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
+
+
+_SCALARS = (int, float, bool)  # exactly these types: weakly typed (bool strongly), as in JAX
+
+
+def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
+    """``runner`` for arguments whose Python scalars (at the positions ``conversions`` names,
+    with their traced type) are made Arrays first; a value that does not fit its type (an int
+    out of range) declines, and the general path reports it as it would have."""
+    new = Array.__new__
+
+    def run(args: tuple) -> Any:
+        args = list(args)
+        for i, scalar_type, aval in conversions:
+            try:
+                value = np.array(scalar_type(args[i]))
+            except (OverflowError, ValueError):
+                return DECLINED
+            value.flags.writeable = False
+            array = new(Array)
+            array._value, array.aval = value, aval
+            args[i] = array
+        return runner(tuple(args))
+    return run
 
 
 # --- public entry points --------------------------------------------------------------------
