@@ -312,7 +312,7 @@ _new_builtin.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
 
 
 class _Dispatcher:
-    """Owns the compiled dispatcher and its method table; ``function`` keeps it alive."""
+    """Owns the compiled dispatcher and its method table; ``function`` keeps both alive."""
 
     def __init__(self) -> None:
         _register_symbols()
@@ -321,7 +321,10 @@ class _Dispatcher:
         self._compiled = jit.compile_module(module)
         address = self._compiled.engine.get_function_address("ember_dispatch")
         self._method = _MethodDef(b"ember_dispatch", address, METH_FASTCALL, None)
-        self.function = _new_builtin(ctypes.addressof(self._method), self, None)
+        # The builtin's ``self`` keeps the method table and the code alive. Not this object: that
+        # would be a cycle, which the collector may clear (at exit) table first, and the builtin
+        # reads its table as it is freed.
+        self.function = _new_builtin(ctypes.addressof(self._method), (self._method, self._compiled), None)
 
 
 # The dispatcher is built once per process, in the background: the first native compile starts
