@@ -8,7 +8,7 @@ import numpy as np
 from ember import dtypes, lax
 from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
-from ember.lax.base import aval, is_python_scalar
+from ember.lax.base import aval, is_python_scalar, shape_tuple
 
 
 def is_array(x: Any) -> bool:
@@ -105,6 +105,15 @@ def broadcast_operands(*args: Any) -> list[Any]:
 
 def promote_and_broadcast(*args: Any) -> list[Any]:
     return broadcast_operands(*promote_dtypes(*args))
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+    """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array)."""
+    shape = shape_tuple(shape)
+    fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.canonicalize_dtype(dtype))
+    # The result is strongly typed even for a Python scalar fill, as in jnp.full.
+    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
+    return broadcast_to(fill, shape)
 
 
 def ensure_array(x: Any) -> Any:

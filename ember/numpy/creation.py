@@ -9,22 +9,13 @@ import numpy as np
 from ember import dtypes, errors, lax
 from ember.core.trace import Tracer
 from ember.lax.base import aval, shape_tuple
-from ember.numpy.core import asarray, broadcast_to, ensure_array
+from ember.numpy.core import asarray, broadcast_to, ensure_array, full
 from ember.numpy.shape_ops import moveaxis
 from ember.numpy.ufuncs import power
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
     return shape_tuple(shape)
-
-
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
-    """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array)."""
-    shape = _shape(shape)
-    fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.canonicalize_dtype(dtype))
-    # The result is strongly typed even for a Python scalar fill, as in jnp.full.
-    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
-    return broadcast_to(fill, shape)
 
 
 def zeros(shape: Any, dtype: Any = None) -> Any:

@@ -8,10 +8,9 @@ import numpy as np
 from ember import dtypes, lax
 from ember.lax.base import aval
 from ember.numpy.core import (
-    asarray,
     broadcast_operands,
-    broadcast_to,
     ensure_array,
+    full,
     promote_and_broadcast,
     promote_dtypes,
     promote_dtypes_inexact,
@@ -314,7 +313,7 @@ def isfinite(x: Any, /) -> Any:
 
 
 def full_bool(x: Any, value: bool) -> Any:
-    return _full_like(x, value, dtypes.bool_)
+    return full(aval(x).shape, value, dtype=dtypes.bool_)
 
 
 def isinf(x: Any, /) -> Any:
@@ -449,12 +448,4 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
 
 
 def full_like_value(x: Any, value: float) -> Any:
-    return _full_like(x, value, aval(x).dtype)
-
-
-def _full_like(x: Any, value: Any, dtype: np.dtype) -> Any:
-    """``creation.full(aval(x).shape, value, dtype)``, spelled out: creation is above this module
-    (its ``logspace`` calls ``power``)."""
-    fill = asarray(value, dtype)
-    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
-    return broadcast_to(fill, aval(x).shape)
+    return full(aval(x).shape, value, dtype=aval(x).dtype)
