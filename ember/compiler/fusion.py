@@ -10,7 +10,7 @@ arithmetic (no temporaries for the equations inside).
 Grouping is producer-into-consumer, walking the program backwards: an
 equation joins the kernel of its users when *all* of its users are in that
 one kernel (so nothing is computed twice at the same index and no cycle can
-form). Two cases keep a producer out although its users agree:
+form). Three cases keep a producer out although its users agree:
 
 * it is a program output (kernels have one output: the root's), or a running reduction
   (``cumsum``, ...) or a scatter, which only a kernel's root computes (``ROOTS_ONLY``);
@@ -19,7 +19,15 @@ form). Two cases keep a producer out although its users agree:
   or an expensive operation would be recomputed per reuse, so it is
   materialized instead. Broadcasts that only add trailing dimensions (row-wise
   patterns such as softmax) are free, because the backend hoists a value out
-  of the loops it does not depend on.
+  of the loops it does not depend on;
+* it would lie deeper in the kernel than ``max_depth`` (if given): more
+  equations on the longest path from it to the root, or more than
+  ``max_products`` products (``dot_general``) on a path. A backend whose code
+  generation takes time that grows faster than a chain (LLVM's does) bounds the
+  depth, so that a chain of ten thousand equations becomes a chain of kernels.
+  A product reads each element of its operands once per element of the other
+  operand's free dimensions, so a product computed inside another one's operand
+  is recomputed that many times: nested products multiply their costs.
 
 What may join a kernel at all is the backend's decision (``can_fuse``): the
 default is every elementwise, index-remapping and reduction primitive; the CPU
@@ -33,6 +41,7 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
 from ember.lax import elementwise as ew, indexing, reductions
+from ember.lax.dot import dot_general_p
 from ember.lax.shapes import INDEX_REMAPPING, broadcast_in_dim_p, iota_p
 
 fusion_p = Primitive("fusion", multiple_results=True)
@@ -79,8 +88,10 @@ def _reuses_elements(eqn: Eqn) -> bool:
     return bool(expanded) and any(d > expanded[0] and out_shape[d] != 1 for d in kept)
 
 
-def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse) -> ClosedJaxpr:
-    """``closed`` with its fusible equations grouped into ``fusion`` equations."""
+def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse,
+         max_depth: int | None = None, max_products: int | None = None) -> ClosedJaxpr:
+    """``closed`` with its fusible equations grouped into ``fusion`` equations (with paths of at
+    most ``max_depth`` equations and ``max_products`` products in a kernel, if given)."""
     jaxpr = closed.jaxpr
     eqns = jaxpr.eqns
     users: dict[int, list[int]] = {}
@@ -92,6 +103,8 @@ def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse
 
     group_of: list[int | None] = [None] * len(eqns)  # group id = index of its root equation
     replicated = [False] * len(eqns)  # evaluated many times per element, under a reusing broadcast
+    depth = [1] * len(eqns)  # equations on the longest path from each to its kernel's root, itself included
+    products = [int(e.primitive is dot_general_p) for e in eqns]  # the same, counting products
     for i in reversed(range(len(eqns))):
         eqn = eqns[i]
         if not can_fuse(eqn):
@@ -107,7 +120,12 @@ def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse
         under_broadcast = any(replicated[u] or _reuses_elements(eqns[u]) for u in uses)
         if under_broadcast and eqn.primitive not in _CHEAP:
             continue
+        below = 1 + max(depth[u] for u in uses)
+        nested = products[i] + max(products[u] for u in uses)
+        if (max_depth is not None and below > max_depth) or (max_products is not None and nested > max_products):
+            continue  # deep enough: this equation is the root of the next kernel
         group_of[i] = groups.pop()
+        depth[i], products[i] = below, nested
         replicated[i] = under_broadcast
 
     members: dict[int, list[int]] = {}

@@ -19,6 +19,7 @@ import logging
 import time
 from collections import Counter
 
+from ember.backends.cpu import kernel
 from ember.backends.cpu.program import Program, Report, can_fuse
 from ember.compiler import optimize
 from ember.compiler.fusion import fuse
@@ -34,7 +35,7 @@ def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = fr
     start = time.perf_counter()
     closed = optimize(closed)
     passes = time.perf_counter()
-    fused = fuse(closed, can_fuse)
+    fused = fuse(closed, can_fuse, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
     if config.check_ir:
         check_jaxpr(fused)
     report.times = {"passes": passes - start, "fusion": time.perf_counter() - passes}

@@ -49,7 +49,7 @@ def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | No
     for closed in _sub_programs(eqn):
         if closed.consts:
             return None
-        fused = fuse(closed, can_fuse)
+        fused = fuse(closed, can_fuse, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
         for inner in fused.jaxpr.eqns:
             if inner.primitive in CONTROL_FLOW:
                 if prepare(inner, can_fuse) is None:

@@ -1,12 +1,18 @@
 """How each equation of a kernel computes its element at an index (the kernel's rule table).
 
-``index_rules[p](kernel, eqn, index, scope)`` returns the value of ``eqn``'s
+``index_rules[p](kernel, eqn, index, scope)`` computes the value of ``eqn``'s
 output at ``index``, asking the kernel for operand values at the indices it
 needs: elementwise rules at the same index, index-remapping rules (broadcast,
 reshape, transpose, slice, pad, concatenate, ...) at rewritten indices, and
 reductions and products in loops over the reduced (contracted) axes. The
 ``*_row`` functions compute a whole output row at once, for the kernel's row
 buffers (see ``KernelBuilder._rows_to_materialize``).
+
+A rule is a generator: it asks for an operand's element by yielding a ``Read``
+(``x = yield Read(atom, index, scope)``) and returns its Scalar. It never calls the
+kernel to evaluate an operand: the kernel runs the rules on an explicit stack, in
+the order in which calls would run them, so that the length of a chain of
+equations is not bounded by Python's recursion limit.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from llvmlite import ir
 
 from ember import dtypes
 from ember.backends.cpu import lowering
-from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
+from ember.backends.cpu.loops import Index, Loop, Read, Reads, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember.backends.reference.indexing import default_fill_value
 from ember.core.primitive import Primitive
@@ -28,13 +34,15 @@ if TYPE_CHECKING:
     from ember.backends.cpu.kernel import KernelBuilder
     from ember.core.ir import Var
 
-IndexRule = Callable[["KernelBuilder", Any, Index, Scope], Scalar]
+IndexRule = Callable[["KernelBuilder", Any, Index, Scope], Reads]
 index_rules: dict[Primitive, IndexRule] = {}
 
 
 # --- elementwise ---------------------------------------------------------------------------------------
-def elementwise(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
-    args = [k.value(a, index, scope) for a in eqn.invars]
+def elementwise(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
+    args = []
+    for a in eqn.invars:
+        args.append((yield Read(a, index, scope)))
     depth = max((a.depth for a in args), default=0)
     in_dts = [a.aval.dtype for a in eqn.invars]
     rule = lowering.lower_rules[eqn.primitive]
@@ -42,7 +50,8 @@ def elementwise(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
                                                 *(a.value for a in args), **eqn.params))
 
 
-def _iota(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+def _iota(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
+    yield from ()  # (reads no operand)
     c = index.comps[eqn.params["dimension"]]
     dt = eqn.params["dtype"]
     if c.const is not None:
@@ -52,26 +61,26 @@ def _iota(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
 
 # --- index remapping ------------------------------------------------------------------------------------
 def _operand_at(k: KernelBuilder, eqn, index: Index, scope: Scope, comps: list[Scalar] | None = None,
-                linear: Scalar | None = None) -> Scalar:
+                linear: Scalar | None = None) -> Reads:
     operand = eqn.invars[0]
-    return k.value(operand, Index(k, operand.aval.shape, comps, linear), scope)
+    return (yield Read(operand, Index(k, operand.aval.shape, comps, linear), scope))
 
 
 def _broadcast_in_dim(k, eqn, index, scope):
     shape = eqn.invars[0].aval.shape
     comps = [int_const(0) if n == 1 else index.comps[d] for n, d in zip(shape, eqn.params["broadcast_dimensions"])]
-    return _operand_at(k, eqn, index, scope, comps)
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
 def _reshape(k, eqn, index, scope):
-    return _operand_at(k, eqn, index, scope, linear=index.linear)
+    return (yield from _operand_at(k, eqn, index, scope, linear=index.linear))
 
 
 def _squeeze(k, eqn, index, scope):
     comps = list(index.comps)
     for d in eqn.params["dimensions"]:
         comps.insert(d, int_const(0))
-    return _operand_at(k, eqn, index, scope, comps)
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
 def _transpose(k, eqn, index, scope):
@@ -79,21 +88,21 @@ def _transpose(k, eqn, index, scope):
     comps = [None] * len(perm)
     for out_dim, in_dim in enumerate(perm):
         comps[in_dim] = index.comps[out_dim]
-    return _operand_at(k, eqn, index, scope, comps)
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
 def _rev(k, eqn, index, scope):
     shape = eqn.invars[0].aval.shape
     comps = [k.sub_from(n - 1, c) if d in eqn.params["dimensions"] else c
              for d, (c, n) in enumerate(zip(index.comps, shape))]
-    return _operand_at(k, eqn, index, scope, comps)
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
 def _slice(k, eqn, index, scope):
     p = eqn.params
     strides = p["strides"] or (1,) * len(p["start_indices"])
     comps = [k.add(k.mul(c, st), lo) for c, st, lo in zip(index.comps, strides, p["start_indices"])]
-    return _operand_at(k, eqn, index, scope, comps)
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
 def _pad(k, eqn, index, scope):
@@ -108,8 +117,8 @@ def _pad(k, eqn, index, scope):
         if step > 1:
             conditions.append(k.compare("==", k.rem_signed(shifted, step), 0))
         comps.append(k.clamp(src, n))
-    inside = _operand_at(k, eqn, index, scope, comps)
-    fill = k.value(pad_value, Index(k, (), []), scope)
+    inside = yield from _operand_at(k, eqn, index, scope, comps)
+    fill = yield Read(pad_value, Index(k, (), []), scope)
     return k.select_all(conditions, inside, fill, scope)
 
 
@@ -121,7 +130,7 @@ def _concatenate(k, eqn, index, scope):
         n = x.aval.shape[dim]
         comps = list(index.comps)
         comps[dim] = k.clamp(k.add(c, -offset), n)
-        pieces.append((offset, k.value(x, Index(k, x.aval.shape, comps), scope)))
+        pieces.append((offset, (yield Read(x, Index(k, x.aval.shape, comps), scope))))
         offset += n
     out = pieces[0][1]
     for start, piece in pieces[1:]:
@@ -129,9 +138,9 @@ def _concatenate(k, eqn, index, scope):
     return out
 
 
-def _start(k: "KernelBuilder", atom, n: int, size: int, scope: Scope) -> Scalar:
+def _start(k: "KernelBuilder", atom, n: int, size: int, scope: Scope) -> Reads:
     """A traced start index, clamped into [0, n - size] as the reference clamps it."""
-    value = k.value(atom, Index(k, (), []), scope)
+    value = yield Read(atom, Index(k, (), []), scope)
     dt = atom.aval.dtype
     wide = k.emit_op(value.depth, scope, lambda: lowering.convert(k.emitter, value.value, dt, np.dtype(np.int64)))
     return k.clamp(wide, n - size + 1)
@@ -140,15 +149,16 @@ def _start(k: "KernelBuilder", atom, n: int, size: int, scope: Scope) -> Scalar:
 def _dynamic_slice(k, eqn, index, scope):
     operand, *starts = eqn.invars
     sizes = eqn.params["slice_sizes"]
-    comps = [k.add(c, _start(k, s, n, size, scope))
-             for c, s, n, size in zip(index.comps, starts, operand.aval.shape, sizes)]
-    return _operand_at(k, eqn, index, scope, comps)
+    comps = []
+    for c, s, n, size in zip(index.comps, starts, operand.aval.shape, sizes):
+        comps.append(k.add(c, (yield from _start(k, s, n, size, scope))))
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
-def index_vector_entry(k: KernelBuilder, indices: Var, batch: list[Scalar], j: int, scope: Scope) -> Scalar:
+def index_vector_entry(k: KernelBuilder, indices: Var, batch: list[Scalar], j: int, scope: Scope) -> Reads:
     """Entry ``j`` of the index vector at position ``batch`` of a gather's or scatter's indices
     (the vector is their last dimension), as an i64."""
-    value = k.value(indices, Index(k, indices.aval.shape, batch + [int_const(j)]), scope)
+    value = yield Read(indices, Index(k, indices.aval.shape, batch + [int_const(j)]), scope)
     return k.emit_op(value.depth, scope, lambda: lowering.convert(
         k.emitter, value.value, indices.aval.dtype, np.dtype(np.int64)))
 
@@ -163,7 +173,7 @@ def _gather(k, eqn, index, scope):
     starts: list[Scalar] = [int_const(0)] * len(shape)
     conditions = []
     for j, d in enumerate(dn.start_index_map):
-        start = index_vector_entry(k, indices, batch, j, scope)
+        start = yield from index_vector_entry(k, indices, batch, j, scope)
         fits = shape[d] - sizes[d] + 1  # the number of starts at which the window fits
         conditions += [k.compare(">=", start, 0), k.compare("<", start, fits)]
         starts[d] = k.clamp(start, fits)
@@ -174,7 +184,7 @@ def _gather(k, eqn, index, scope):
     comps = list(starts)
     for d, out_dim in zip(window_dims, dn.offset_dims):
         comps[d] = k.add(starts[d], index.comps[out_dim])
-    inside = k.value(operand, Index(k, shape, comps), scope)
+    inside = yield Read(operand, Index(k, shape, comps), scope)
     if eqn.params["mode"] != ix.GatherScatterMode.FILL_OR_DROP:
         return inside
     fill = eqn.params["fill_value"]
@@ -188,19 +198,20 @@ def _dynamic_update_slice(k, eqn, index, scope):
     operand, update, *starts = eqn.invars
     window, conditions = [], []
     for c, s, n, size in zip(index.comps, starts, operand.aval.shape, update.aval.shape):
-        offset = k.sub(c, _start(k, s, n, size, scope))
+        offset = k.sub(c, (yield from _start(k, s, n, size, scope)))
         conditions += [k.compare(">=", offset, 0), k.compare("<", offset, size)]
         window.append(k.clamp(offset, size))
-    inside = k.value(update, Index(k, update.aval.shape, window), scope)
-    return k.select_all(conditions, inside, k.value(operand, index, scope), scope)
+    inside = yield Read(update, Index(k, update.aval.shape, window), scope)
+    return k.select_all(conditions, inside, (yield Read(operand, index, scope)), scope)
 
 
 # --- reductions -------------------------------------------------------------------------------------------
 def _accumulate(k: KernelBuilder, index: Index, scope: Scope, sizes: list[int], acc_type: ir.Type,
-                init: ir.Value, step: Callable[[list[Scalar], Scope, ir.Value], ir.Value]) -> Scalar:
+                init: ir.Value, step: Callable[[list[Scalar], Scope, ir.Value], Reads]) -> Reads:
     """A loop nest over ``sizes`` at the depth of ``index`` (so it runs once per value of the
     loops it depends on), folding ``acc = step(loop indices, scope, acc)`` in a stack slot
-    (which LLVM promotes to a register, and vectorizes where the fold may be reassociated)."""
+    (which LLVM promotes to a register, and vectorizes where the fold may be reassociated);
+    ``step`` reads operands as rules do."""
     depth = max((c.depth for c in index.comps), default=0)
     acc = k.alloca(acc_type)
     scope.regions[depth].b.store(init, acc)
@@ -212,32 +223,32 @@ def _accumulate(k: KernelBuilder, index: Index, scope: Scope, sizes: list[int], 
         loops.append(loop)
         regions.append(loop.inner)
         indices.append(int_const(0) if n == 1 else loop.index)
-    body_value = step(indices, inner, acc)
+    body_value = yield from step(indices, inner, acc)
     regions[-1].b.store(body_value, acc)
     for loop in reversed(loops):
         loop.close()
     return Scalar(scope.regions[depth].b.load(acc), depth)
 
 
-def _reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+def _reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
     operand = eqn.invars[0]
     shape, axes = operand.aval.shape, eqn.params["axes"]
     dt = operand.aval.dtype
 
-    def step(loop_indices: list[Scalar], inner: Scope, acc: ir.Value) -> ir.Value:
+    def step(loop_indices: list[Scalar], inner: Scope, acc: ir.Value) -> Reads:
         reduced, kept = iter(loop_indices), iter(index.comps)
         comps = [next(reduced) if d in axes else next(kept) for d in range(len(shape))]
-        element = k.value(operand, Index(k, shape, comps), inner)
+        element = yield Read(operand, Index(k, shape, comps), inner)
         b = k.emitter.b = inner.regions[-1].b
         return _combine(k.emitter, eqn.primitive, dt, b.load(acc), element.value)
 
-    total = _accumulate(k, index, scope, [shape[d] for d in axes], register_type(dt),
-                        const(dt, _initial_value(eqn.primitive, dt)), step)
+    total = yield from _accumulate(k, index, scope, [shape[d] for d in axes], register_type(dt),
+                                   const(dt, _initial_value(eqn.primitive, dt)), step)
     b = scope.regions[total.depth].b
     return Scalar(lowering.round_to(b, total.value, dt), total.depth)
 
 
-def _arg_reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+def _arg_reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
     """argmax / argmin: a loop over the reduced axis keeping the best value and its position.
     A later element wins only if strictly better, so ties keep the first; a NaN beats any number
     (both primitives pick the first NaN), as the reference does."""
@@ -263,7 +274,7 @@ def _arg_reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
     regions.append(loop.inner)
     kept = iter(index.comps)
     comps = [loop.index if d == axis else next(kept) for d in range(len(shape))]
-    x = k.value(operand, Index(k, shape, comps), inner).value
+    x = (yield Read(operand, Index(k, shape, comps), inner)).value
     b = loop.inner.b
     current = b.load(best)
     if floating:
@@ -287,7 +298,7 @@ def dot_accumulation_dtype(result: np.dtype) -> np.dtype:
     return dtypes.float32 if result in lowering.HALF else result
 
 
-def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
+def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
     """``sum_k lhs[batch, free, k] * rhs[batch, k, free]`` as a loop over the contracted dimensions."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
     lhs, rhs = eqn.invars
@@ -306,9 +317,9 @@ def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
                 comps[d] = c
         return Index(k, x.aval.shape, comps)
 
-    def step(contracted: list[Scalar], inner: Scope, acc: ir.Value) -> ir.Value:
-        a = k.value(lhs, operand_index(lhs, lhs_batch, lhs_free, lhs_contract, lhs_out, contracted), inner)
-        c = k.value(rhs, operand_index(rhs, rhs_batch, rhs_free, rhs_contract, rhs_out, contracted), inner)
+    def step(contracted: list[Scalar], inner: Scope, acc: ir.Value) -> Reads:
+        a = yield Read(lhs, operand_index(lhs, lhs_batch, lhs_free, lhs_contract, lhs_out, contracted), inner)
+        c = yield Read(rhs, operand_index(rhs, rhs_batch, rhs_free, rhs_contract, rhs_out, contracted), inner)
         e = k.emitter
         e.b = inner.regions[-1].b
         a, c = (lowering.convert(e, v.value, x.aval.dtype, acc_dt) for v, x in ((a, lhs), (c, rhs)))
@@ -316,8 +327,8 @@ def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Scalar:
             return e.b.fadd(e.b.load(acc), e.b.fmul(a, c), flags=("reassoc", "contract"))
         return e.b.add(e.b.load(acc), e.b.mul(a, c))
 
-    total = _accumulate(k, index, scope, [lhs.aval.shape[d] for d in lhs_contract], register_type(acc_dt),
-                        const(acc_dt, 0), step)
+    total = yield from _accumulate(k, index, scope, [lhs.aval.shape[d] for d in lhs_contract],
+                                   register_type(acc_dt), const(acc_dt, 0), step)
     e = k.emitter
     e.b = scope.regions[total.depth].b
     return Scalar(lowering.convert(e, total.value, acc_dt, out_dt), total.depth)
@@ -379,7 +390,7 @@ def _row_loops(k: KernelBuilder, scope: Scope) -> tuple[list[Region], Callable[.
 
 
 def reduction_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Scope,
-                   columns: tuple) -> None:
+                  columns: tuple) -> Reads:
     """row[t] = reduce over the leading axes of operand[.., t]: initialize the row, then fold in
     one contiguous operand row per index of the reduced axes (the inner loop vectorizes)."""
     operand = eqn.invars[0]
@@ -396,7 +407,7 @@ def reduction_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, sco
     kept, by_axis = iter(outer), dict(zip(axes, reduced))
     comps = [(int_const(0) if shape[d] == 1 else by_axis[d].index) if d in by_axis else next(kept)
              for d in range(len(shape) - 1)] + [cols.index]
-    element = k.value(operand, Index(k, shape, comps), Scope(list(regions), scope))
+    element = yield Read(operand, Index(k, shape, comps), Scope(list(regions), scope))
     e = k.emitter
     e.b = cols.inner.b
     slot = e.b.gep(row, [ir.Constant(I64, 0), cols.var])
@@ -406,7 +417,7 @@ def reduction_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, sco
         loop.close()
 
 
-def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Scope, columns: tuple) -> None:
+def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Scope, columns: tuple) -> Reads:
     """row[t] = sum_c lhs[.., c] * rhs[.., c, .., t]: zero the row, then for each contracted index
     add a scaled row of rhs (the inner loop is contiguous and vectorizes)."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
@@ -431,14 +442,14 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
         return out
 
     inner = Scope(list(regions), scope)
-    a = k.value(lhs, Index(k, lhs.aval.shape, comps(lhs, lhs_batch, lhs_free, lhs_out, lhs_contract)), inner)
+    a = yield Read(lhs, Index(k, lhs.aval.shape, comps(lhs, lhs_batch, lhs_free, lhs_out, lhs_contract)), inner)
     k.emitter.b = inner.regions[a.depth].b
     a_value = lowering.convert(k.emitter, a.value, lhs.aval.dtype, acc_dt)
     cols = loop_over(*columns)
     inner = Scope(list(regions), scope)
     r_comps = comps(rhs, rhs_batch, rhs_free[:-1], rhs_out, rhs_contract)
     r_comps[-1] = cols.index
-    r = k.value(rhs, Index(k, rhs.aval.shape, r_comps), inner)
+    r = yield Read(rhs, Index(k, rhs.aval.shape, r_comps), inner)
     e = k.emitter
     e.b = cols.inner.b
     slot = e.b.gep(row, [ir.Constant(I64, 0), cols.var])

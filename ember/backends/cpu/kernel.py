@@ -13,6 +13,11 @@ patterns take one pass over memory per reduction plus one for the output).
 The innermost loop walks the output contiguously, so LLVM's loop vectorizer
 turns it (and the reduction loops) into SIMD code.
 
+Evaluation is demand-driven, but not recursive: a rule asks for an operand by
+yielding a ``Read``, and ``KernelBuilder.run`` evaluates the Reads on an explicit
+stack of the rules waiting for them, in the order in which nested calls would, so
+a kernel of a chain of ten thousand equations compiles as a short one does.
+
 The generated function is ``void name(i8** buffers, i64 begin, i64 end)``:
 ``buffers`` holds the inputs then the output, and [begin, end) is the range of
 the outermost output dimension to compute, so threads can share the work.
@@ -36,7 +41,7 @@ from ember.backends.cpu.index_rules import (
     index_vector_entry,
     reduction_row,
 )
-from ember.backends.cpu.loops import Index, Loop, Region, Scalar, Scope, int_const
+from ember.backends.cpu.loops import Index, Loop, Reads, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember.core.ir import Jaxpr, Literal, Var
 from ember.lax import elementwise as ew, indexing as ix, reductions as red, shapes as sh
@@ -44,6 +49,18 @@ from ember.lax.dot import dot_general_p
 from ember.lax.indexing import GatherScatterMode
 
 ROW_BYTES = 32 * 1024  # the largest row kept on the stack (rows stay in the L1 cache)
+
+# The longest path of equations in one kernel (fusion starts another kernel beyond it). LLVM's
+# time on a loop body grows faster than the body (quadratically for long chains: the loop
+# vectorizer at O2, the expansion of selects at O0), so a chain of n equations compiles in kernels
+# of this depth, in time linear in n. It is twice the depth at which code generation used to
+# stop (it recursed per equation, to about 240), so kernels it could generate stay as they were
+# (the test suite's programs have kernels of depth 19 at most).
+MAX_DEPTH = 512
+# The most products (``dot_general``) on one path of a kernel: a product inside another one's
+# operand is computed once per element that the outer one reads it for, so nested products
+# multiply their cost (and their code). Kernels had at most three in the test suite's programs.
+MAX_PRODUCTS = 4
 
 
 class KernelBuilder:
@@ -154,6 +171,35 @@ class KernelBuilder:
     # --- evaluation of a variable at an index ---
     def value(self, atom: Any, index: Index, scope: Scope) -> Scalar:
         """``atom``'s element at ``index`` as a register value."""
+        return self.run(self._element(atom, index, scope))
+
+    def run(self, reads: Reads) -> Any:
+        """The result of ``reads`` (a rule, or anything that yields Reads as rules do), each Read
+        it yields evaluated, and each Read that evaluation yields, and so on: on an explicit stack
+        of the computations waiting for an element, so that a chain of equations does not make
+        Python recurse. The order is that of nested calls, so the code is the same."""
+        stack = [reads]
+        answer: Any = None
+        error: BaseException | None = None
+        while stack:
+            try:
+                read = stack[-1].send(answer) if error is None else stack[-1].throw(error)
+            except StopIteration as done:
+                stack.pop()
+                answer, error = done.value, None
+                continue
+            except BaseException as raised:  # handed to the computation that asked, as a call would
+                stack.pop()
+                if not stack:
+                    raise
+                answer, error = None, raised
+                continue
+            stack.append(self._element(*read))
+            answer = None
+        return answer
+
+    def _element(self, atom: Any, index: Index, scope: Scope) -> Reads:
+        """``atom`` at ``index``: a literal, a value already emitted in ``scope``, or computed."""
         if isinstance(atom, Literal):
             return Scalar(const(atom.aval.dtype, np.asarray(atom.val).item()), 0)
         if atom.aval.shape == ():
@@ -164,19 +210,19 @@ class KernelBuilder:
             return hit
         saved, self.scope = self.scope, scope
         try:
-            result = self._from_row(atom, index, scope) if id(atom) in self.row_vars else None
+            result = (yield from self._from_row(atom, index, scope)) if id(atom) in self.row_vars else None
             if result is None:
-                result = self._compute(atom, index, scope)
+                result = yield from self._compute(atom, index, scope)
         finally:
             self.scope = saved
         scope.remember(key, result)
         return result
 
-    def _compute(self, atom: Var, index: Index, scope: Scope) -> Scalar:
+    def _compute(self, atom: Var, index: Index, scope: Scope) -> Reads:
         eqn = self.defining.get(id(atom))
         if eqn is None:
             return self._load(atom, index, scope)
-        return index_rules.get(eqn.primitive, elementwise)(self, eqn, index, scope)
+        return (yield from index_rules.get(eqn.primitive, elementwise)(self, eqn, index, scope))
 
     # --- rows: values computed once per row into a stack buffer ---
     def _rows_to_materialize(self, jaxpr: Jaxpr) -> set[int]:
@@ -202,7 +248,7 @@ class KernelBuilder:
                 rows.add(id(e.outvars[0]))
         return rows
 
-    def _from_row(self, atom: Var, index: Index, scope: Scope) -> Scalar | None:
+    def _from_row(self, atom: Var, index: Index, scope: Scope) -> Reads:
         """``atom`` at ``index`` read from its row buffer, if the row is invariant in the loop
         that walks the last axis (else None: the row would be recomputed per element)."""
         *outer, last = index.comps
@@ -214,7 +260,7 @@ class KernelBuilder:
         key = ("row", id(atom), tuple(c.key for c in outer), partial)
         row = scope.lookup(key)
         if row is None:
-            row = self._materialize_row(atom, outer, depth, scope, partial)
+            row = yield from self._materialize_row(atom, outer, depth, scope, partial)
             scope.remember(key, row)
         b = scope.regions[last.depth].b
         value = b.load(b.gep(row.value, [ir.Constant(I64, 0), last.value]))
@@ -227,7 +273,7 @@ class KernelBuilder:
         return Scalar(value, last.depth)
 
     def _materialize_row(self, atom: Var, outer: list[Scalar], depth: int, scope: Scope,
-                         partial: bool) -> Scalar:
+                         partial: bool) -> Reads:
         eqn = self.defining[id(atom)]
         n = atom.aval.shape[-1]
         is_dot = eqn.primitive is dot_general_p
@@ -237,13 +283,13 @@ class KernelBuilder:
         regions = scope.regions[:depth + 1]
         columns = (self.fn.args[-2], self.fn.args[-1]) if partial else (ir.Constant(I64, 0), ir.Constant(I64, n))
         if is_dot:
-            dot_row(self, eqn, outer, row, Scope(regions, scope), columns)
+            yield from dot_row(self, eqn, outer, row, Scope(regions, scope), columns)
         elif eqn.primitive in REDUCTION_PRIMITIVES:
-            reduction_row(self, eqn, outer, row, Scope(regions, scope), columns)
+            yield from reduction_row(self, eqn, outer, row, Scope(regions, scope), columns)
         else:
             loop = Loop(self.fn, regions[-1], *columns, len(regions))
             inner = Scope(regions + [loop.inner], scope)
-            value = self._compute(atom, Index(self, atom.aval.shape, outer + [loop.index]), inner)
+            value = yield from self._compute(atom, Index(self, atom.aval.shape, outer + [loop.index]), inner)
             b = loop.inner.b
             b.store(value.value, b.gep(row, [ir.Constant(I64, 0), loop.var]))
             loop.close()
@@ -387,7 +433,7 @@ class KernelBuilder:
         coords: list[Scalar] = [int_const(0)] * len(shape)
         conditions = []
         for j, d in enumerate(dn.scatter_dims_to_operand_dims):
-            start = index_vector_entry(self, indices, batch, j, scope)
+            start = self.run(index_vector_entry(self, indices, batch, j, scope))
             fits = shape[d] - window.get(d, 1) + 1  # the starts at which the window fits
             if root.params["mode"] == GatherScatterMode.CLIP:
                 start = self.clamp(start, fits)

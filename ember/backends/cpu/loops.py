@@ -7,10 +7,15 @@ loop, so everything is computed in the outermost loop where it can be: the
 same thing as loop-invariant code motion, done while generating the code.
 A ``Scope`` lists the regions of one loop nest (reductions open nested scopes
 that share the outer regions) and remembers what was already computed where.
+A ``Read`` is how code generation asks for an operand's element without calling
+itself: the rules are generators that yield Reads, which the kernel evaluates on
+an explicit stack (``KernelBuilder.run``), so a chain of equations may be as long
+as a program is.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -139,3 +144,15 @@ class Scope:
     @property
     def parent_depth(self) -> int:
         return self.base
+
+
+class Read(NamedTuple):
+    """A request that a rule yields: the element of ``atom`` at ``index``, evaluated in
+    ``scope``. The kernel sends the element (a ``Scalar``) back into the rule."""
+    atom: Any
+    index: Index
+    scope: Scope
+
+
+# A computation that yields Reads and returns its result (a Scalar, for the rules).
+Reads = Generator[Read, Scalar, Any]

@@ -270,8 +270,9 @@ class Program:
             work = _work(sub)
             chunks, team = threads.kernel_chunks(extent, work)
             step = KernelStep(name, None, ins, outs, extent, work, chunks, team)
+            pointwise = _read_pointwise(sub)
             self.pointwise_reads[len(self.steps)] = {slot for slot, v in zip(ins, sub.invars)
-                                                     if isinstance(slot, int) and _reads_pointwise(sub, v)}
+                                                     if isinstance(slot, int) and id(v) in pointwise}
             self.report.kernels.append(name)
         elif p in control_flow.CONTROL_FLOW and (subs := control_flow.prepare(eqn, can_fuse_in_loop)):
             loop = control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs)
@@ -481,19 +482,18 @@ class _NotFlat(Exception):
     pass
 
 
-def _reads_pointwise(jaxpr: Jaxpr, var: Var) -> bool:
-    """Whether a kernel reads ``var`` only at the index of the element it computes: everything
-    computed from it is elementwise over the output's shape (no broadcast, remapping, reduction)."""
+def _read_pointwise(jaxpr: Jaxpr) -> set[int]:
+    """The ids of the inputs that a kernel reads only at the index of the element it computes:
+    everything computed from them is elementwise over the output's shape (no broadcast,
+    remapping, reduction). One pass backwards: a variable is read elsewhere if an equation that
+    reads it is not elementwise of that shape, or computes a variable that is read elsewhere."""
     shape = jaxpr.outvars[0].aval.shape
-    if var.aval.shape != shape:
-        return False
-    derived = {id(var)}
-    for eqn in jaxpr.eqns:
-        if any(isinstance(a, Var) and id(a) in derived for a in eqn.invars):
-            if eqn.primitive not in ew.ELEMENTWISE or any(o.aval.shape != shape for o in eqn.outvars):
-                return False
-            derived.update(id(o) for o in eqn.outvars)
-    return True
+    elsewhere: set[int] = set()
+    for eqn in reversed(jaxpr.eqns):
+        if (eqn.primitive not in ew.ELEMENTWISE or any(o.aval.shape != shape for o in eqn.outvars)
+                or any(id(o) in elsewhere for o in eqn.outvars)):
+            elsewhere.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    return {id(v) for v in jaxpr.invars if v.aval.shape == shape and id(v) not in elsewhere}
 
 
 def _work(jaxpr: Jaxpr) -> int:
