@@ -48,6 +48,7 @@ from ember.utilities import (  # noqa: F401
     ensure_compile_time_eval,
     from_dlpack,
     named_call,
+    wait_for_compiles,
 )
 from ember.version import __version__  # noqa: F401
 

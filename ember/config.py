@@ -36,6 +36,9 @@ _DEFAULTS: dict[str, Any] = {
     "disabled_passes": (),
     # Which backend runs jitted programs: "cpu" (native, LLVM) or "reference" (the NumPy interpreter).
     "backend": os.environ.get("EMBER_BACKEND", "cpu"),
+    # Run a large program's first calls on the reference interpreter while its native code
+    # compiles in the background (see ember.runtime.tiers).
+    "tiered_compilation": os.environ.get("EMBER_TIERED_COMPILATION", "1") not in ("0", "", "false", "False"),
 }
 
 # Flags whose value changes the compiled result, hence part of the cache key.

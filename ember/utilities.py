@@ -14,6 +14,7 @@ from ember.core.array import CPU, Array, Device
 from ember.core.primitive import Primitive
 from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, set_current_trace
 from ember.numpy import asarray
+from ember.runtime.tiers import wait_for_compiles  # noqa: F401  (re-exported by ember)
 
 __all__ = ["block_until_ready", "default_backend", "device_get", "device_put", "devices", "ensure_compile_time_eval",
            "from_dlpack", "named_call"]

@@ -18,6 +18,11 @@ atexit.register(shutil.rmtree, _disk_cache, ignore_errors=True)
 # tested where they are the subject (tests/test_cache.py).
 ember.config.update("jit_churn_warning_threshold", 0)
 ember.config.update("retrace_warning_threshold", 0)
+# Differential tests of native code must run native code: a tiered program's first calls run on
+# the reference interpreter, which would compare the reference with itself. Tiering is tested
+# where it is the subject (tests/test_tiers.py), where it is turned back on.
+os.environ["EMBER_TIERED_COMPILATION"] = "0"  # (the processes the suite starts, too)
+ember.config.update("tiered_compilation", False)
 
 settings.register_profile(
     "ember", max_examples=int(os.environ.get("EMBER_HYPOTHESIS_EXAMPLES", "25")), deadline=None,

@@ -22,7 +22,7 @@ from ember.config import CODEGEN_FLAGS, config
 from ember.core.array import type_string
 from ember.core.ir import ClosedJaxpr
 from ember.runtime import compile_cache
-from ember.runtime.executable import compile_jaxpr
+from ember.runtime.tiers import compile_jaxpr
 
 logger = logging.getLogger("ember")
 
@@ -34,6 +34,10 @@ class CacheInfo(NamedTuple):
     compiles: int
     compile_seconds: float
     currsize: int
+    # Calls that ran on the quick tier (the reference interpreter) while native code compiled in
+    # the background, and this function's programs still compiling (``ember.runtime.tiers``).
+    quick_tier_calls: int = 0
+    compiling: int = 0
 
 
 class CacheKey(NamedTuple):
@@ -75,6 +79,11 @@ class Entry:
                     code = getattr(self.executable, "code", "compiled") if built else "shared"
                     if code in ("compiled", "none"):
                         cache.record_compile(seconds)
+                    elif code == "tiered":  # a compile once the background thread has done it
+                        def count(done: Any, seconds: float = seconds) -> None:
+                            if done.native is not None and done.native.code == "compiled":
+                                cache.record_compile(seconds + done.native_seconds)
+                        self.executable.add_done_callback(count)
                     if config.log_compiles:
                         what = _BUILT[code].format(name=name, avals=", ".join(map(str, self.closed.in_avals)))
                         logger.warning("ember: %s in %.1f ms", what, seconds * 1e3)
@@ -91,6 +100,8 @@ _BUILT = {
               "that differs only in sizes, no compile",
     "disk": "loaded {name} for ({avals}) from the disk cache, no compile",
     "shared": "reused the executable of an equivalent program for {name} ({avals}), no compile",
+    "tiered": "tiered {name} for ({avals}): calls run on the reference interpreter until its native code, "
+              "compiling in the background, is ready",
 }
 
 
@@ -186,8 +197,11 @@ class FunctionCache:
         event.set()
 
     def info(self) -> CacheInfo:
+        executables = [e.executable for e in list(self.entries.values())]
+        tiered = [x for x in executables if getattr(x, "code", None) == "tiered"]
         return CacheInfo(self.hits, self.misses, self.traces, self.compiles, self.compile_seconds,
-                         len(self.entries))
+                         len(self.entries), sum(x.quick_calls for x in tiered),
+                         sum(x.compiling for x in tiered))
 
     def clear(self) -> None:
         with self.lock:
@@ -216,8 +230,9 @@ def cache_for(fun: Callable, options: tuple) -> FunctionCache:
         return per_options.setdefault(options, FunctionCache())
 
 
-def clear_caches() -> None:
-    """Empty every jit cache (traced programs and executables) and the disk cache of native code."""
+def clear_caches(*, disk: bool = True) -> None:
+    """Empty every jit cache (traced programs and executables) and, unless ``disk=False``, the
+    disk cache of native code (with it kept, the next compiles load machine code from disk)."""
     with _registry_lock:
         caches = [c for per in _function_caches.values() for c in per.values()]
     for c in caches:
@@ -226,7 +241,8 @@ def clear_caches() -> None:
     native = sys.modules.get("ember.backends.cpu.jit")  # (not imported: nothing compiled)
     if native is not None:
         native.clear()
-    disk_cache.clear()
+    if disk:
+        disk_cache.clear()
 
 
 # --- explanations ------------------------------------------------------------------------

@@ -1,0 +1,282 @@
+"""Tiered compilation: a large program's first calls do not wait for LLVM.
+
+When the native compile of a program would take long (by the cost model below) and one run of
+it on the reference interpreter is cheaper than that compile, ``compile_jaxpr`` returns a
+``TieredExecutable``: its calls run at once on the reference interpreter (the *quick tier*:
+NumPy, nothing to compile) while one background thread builds the native executable (passes,
+fusion, LLVM); calls switch to the native code when it is ready. Both tiers compute the
+reference's results (the native code is tested against the reference, as always).
+
+What is not tiered: programs that donate buffers (donation is about the native buffers), the
+reference backend, ahead-of-time compiles (``jit(f).lower(x).compile()`` compiles now), and
+programs under ``config.tiered_compilation = False``.
+
+The cost model is deliberately coarse (measured on the 2-core machine of the benchmarks, the
+``benchmarks/compile_time.py`` programs): native compile about ``COMPILE_MS_FIXED`` plus
+``COMPILE_MS_PER_EQN`` per equation (sub-programs included); a reference run about
+``REFERENCE_MS_PER_EQN`` per equation executed (loop bodies times their trip counts; a
+``while_loop`` counts ``WHILE_TRIPS`` trips) plus the arithmetic at NumPy's speed.
+
+The background thread is one for the process (LLVM is serialized anyway), fed first in, first
+out. At interpreter exit the queue is dropped and the compile in flight finished (an LLVM call
+cannot be interrupted, and the interpreter must not tear down LLVM under it).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+from ember.config import config
+from ember.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
+from ember.lax.control_flow import cond_p, scan_p, while_p
+from ember.lax.convolution import conv_general_dilated_p
+from ember.lax.dot import dot_general_p
+from ember.runtime.executable import CpuExecutable, ReferenceExecutable, compile_jaxpr as compile_now
+
+logger = logging.getLogger("ember")
+
+MIN_EQNS = 24  # smaller programs compile in milliseconds: not worth a second tier
+COMPILE_MS_FIXED = 40.0
+COMPILE_MS_PER_EQN = 0.5
+REFERENCE_MS_PER_EQN = 0.04
+REFERENCE_NS_PER_ELEMENT = 2.0  # elementwise and data movement
+REFERENCE_NS_PER_FLOP = 0.05  # products (NumPy's BLAS)
+REFERENCE_NS_PER_CONV_FLOP = 1.0
+WHILE_TRIPS = 1000
+
+
+def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Any:
+    """``executable.compile_jaxpr``, tiered where the cost model says the first calls would
+    otherwise wait (see the module docstring)."""
+    if config.backend == "cpu" and config.tiered_compilation and not donated:
+        static = _static_size(closed.jaxpr)
+        if static >= MIN_EQNS:
+            compile_ms = COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * static
+            if _reference_ms(closed.jaxpr) < compile_ms:
+                return TieredExecutable(closed, name, compile_ms)
+    return compile_now(closed, name, donated)
+
+
+def _static_size(jaxpr: Jaxpr) -> int:
+    """Equations, those of sub-programs included (what code generation walks)."""
+    total, stack = 0, [jaxpr]
+    while stack:
+        j = stack.pop()
+        total += len(j.eqns)
+        for eqn in j.eqns:
+            stack.extend(subjaxprs(eqn.params))
+    return total
+
+
+def _reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
+    """The estimated time of one run of ``jaxpr`` on the reference interpreter."""
+    ms = 0.0
+    for eqn in jaxpr.eqns:
+        p = eqn.primitive
+        if p is scan_p:
+            ms += _reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"])
+            continue
+        if p is while_p:
+            ms += _reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS)
+            ms += _reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS)
+            continue
+        if p is cond_p:
+            ms += max(_reference_ms(b.jaxpr, trips) for b in eqn.params["branches"])
+            continue
+        subs = list(subjaxprs(eqn.params))
+        if subs:  # calls (jit, custom rules) run their sub-program once
+            ms += sum(_reference_ms(s, trips) for s in subs)
+            continue
+        elements = sum(math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape"))
+        ns = REFERENCE_NS_PER_ELEMENT * elements
+        if p is dot_general_p:
+            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+            depth = math.prod(eqn.invars[0].aval.shape[d] for d in lhs_contract)
+            ns += REFERENCE_NS_PER_FLOP * 2 * elements * depth
+        elif p is conv_general_dilated_p:  # each output element: a window of every input feature
+            kernel = eqn.invars[1].aval.shape
+            out_features = kernel[eqn.params["dimension_numbers"].rhs_spec[0]]
+            ns += REFERENCE_NS_PER_CONV_FLOP * 2 * elements * math.prod(kernel) / max(out_features, 1)
+        ms += trips * (REFERENCE_MS_PER_EQN + ns * 1e-6)
+    return ms
+
+
+class TieredExecutable:
+    """Runs on the reference interpreter until the native executable, compiled in the
+    background, is ready; then runs that. ``tier``: which one a call runs now."""
+
+    def __init__(self, closed: ClosedJaxpr, name: str, estimate_ms: float) -> None:
+        self.name = name
+        self.in_avals = closed.in_avals
+        self.out_avals = closed.out_avals
+        self.estimate_ms = estimate_ms
+        self.code = "tiered"
+        self.unusable_donations: tuple = ()  # never tiered with donations
+        self.quick_calls = 0  # calls run on the reference tier
+        self.native: CpuExecutable | None = None
+        self.native_seconds = 0.0
+        self.error: BaseException | None = None  # why the native compile failed, if it did
+        self._reference: ReferenceExecutable | None = ReferenceExecutable(closed, name)
+        self._ready = threading.Event()
+        self._callbacks: list[Callable[[TieredExecutable], None]] = []
+        self._lock = threading.Lock()
+        self._closed: ClosedJaxpr | None = closed  # until the background compile is submitted
+
+    @property
+    def tier(self) -> str:
+        return "native" if self.native is not None else "reference"
+
+    def __call__(self, *args: Any) -> list:
+        native = self.native
+        if native is not None:
+            return native(*args)
+        reference = self._reference
+        if reference is None:  # (the native executable was set just now)
+            return self.native(*args)
+        self.quick_calls += 1
+        try:
+            return reference(*args)
+        finally:
+            # The compile starts when the first call has returned: both are mostly Python, and
+            # sharing the interpreter would make the first call wait for the compile after all.
+            if self._closed is not None:
+                self._start()
+
+    def _start(self) -> None:
+        with self._lock:
+            closed, self._closed = self._closed, None
+        if closed is not None:
+            _background.submit(self, closed)
+
+    @property
+    def compiling(self) -> bool:
+        return not self._ready.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background compile (starting it, if no call has); whether it has
+        finished (successfully or not)."""
+        self._start()
+        return self._ready.wait(timeout)
+
+    def add_done_callback(self, callback: Callable[[TieredExecutable], None]) -> None:
+        """Call ``callback(self)`` when the background compile finishes (now, if it has)."""
+        with self._lock:
+            if not self._ready.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    # --- the native executable's interface, once there is one ---
+    @property
+    def dispatcher_pending(self) -> bool:
+        """Whether a later call may get the native dispatcher's fast path (so the jit hit path
+        asks again): while compiling, or while the native executable's dispatcher is built."""
+        native = self.native
+        if native is None:
+            return self.error is None
+        return native.dispatcher_pending
+
+    def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
+        native = self.native
+        return None if native is None else native.fast_runner(out_tree)
+
+    def llvm_ir(self) -> str:
+        self.wait()
+        return "" if self.native is None else self.native.llvm_ir()
+
+    def _compile(self, closed: ClosedJaxpr) -> None:
+        start = time.perf_counter()
+        try:
+            native = CpuExecutable(closed, self.name)
+        except Exception as error:  # the reference tier goes on serving the calls
+            self.error = error
+            if _background.closing:  # (at exit, threads and atexit hooks can no longer start)
+                return
+            logger.warning("ember: the native compile of %s failed (%s: %s); it runs on the reference "
+                           "interpreter", self.name, type(error).__name__, error)
+        else:
+            self.native_seconds = time.perf_counter() - start
+            self.native = native
+            self._reference = None
+            if config.log_compiles:
+                logger.warning("ember: native code for %s ready after %.1f ms (%s, %d calls ran on the "
+                               "reference tier meanwhile); calls switch to it", self.name,
+                               self.native_seconds * 1e3, native.code, self.quick_calls)
+        finally:
+            with self._lock:
+                self._ready.set()
+                callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                callback(self)
+
+
+class _Background:
+    """The one thread that compiles tiered programs, first in, first out."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._pending: list[TieredExecutable] = []
+        self.closing = False
+        self.current: TieredExecutable | None = None  # the one compiling now
+
+    def submit(self, executable: TieredExecutable, closed: ClosedJaxpr) -> None:
+        with self._lock:
+            if self.closing:  # (at exit: the reference tier serves it)
+                executable.error = RuntimeError("the interpreter is exiting")
+                executable._ready.set()
+                return
+            self._pending.append(executable)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ember-compile", daemon=True)
+                self._thread.start()
+        self._queue.put((executable, closed))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            executable, closed = item
+            if self.closing:
+                executable.error = RuntimeError("the interpreter is exiting")
+                executable._ready.set()
+            else:
+                self.current = executable
+                executable._compile(closed)
+                self.current = None
+            with self._lock:
+                self._pending.remove(executable)
+
+    def pending(self) -> list[TieredExecutable]:
+        with self._lock:
+            return list(self._pending)
+
+    def close(self) -> None:
+        """At exit: drop what has not started, finish what has."""
+        with self._lock:
+            self.closing = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+
+_background = _Background()
+atexit.register(_background.close)
+
+
+def wait_for_compiles(timeout: float | None = None) -> bool:
+    """Wait until the background compiles started so far have finished; whether they have."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for executable in _background.pending():
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if not executable.wait(left):
+            return False
+    return True

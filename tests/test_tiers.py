@@ -1,0 +1,155 @@
+"""Tiered compilation (ember.runtime.tiers): a large program's first calls run on the reference
+interpreter while its native code compiles in the background; every tier gives the reference's
+answers, and the switch is visible in ``cache_info`` and the compile log."""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember.runtime import executable as executables, tiers
+
+pytestmark = pytest.mark.skipif(ember.config.backend != "cpu", reason="tiers lead to the CPU backend's code")
+
+
+@pytest.fixture(autouse=True)
+def tiered():
+    with ember.config.override(tiered_compilation=True):
+        yield
+    ember.wait_for_compiles()
+
+
+def layers(n, scale):
+    def f(x, w):
+        for i in range(n):
+            x = jnp.tanh(x @ w) * scale + x if i % 2 == 0 else jnp.sin(x) * 1.01 + 0.1 * x
+        return x.sum()
+    return f
+
+
+def inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(rng.standard_normal((16, 16), dtype=np.float32) * 0.1) for _ in range(2)]
+
+
+def reference(f, *args):
+    with ember.config.override(backend="reference"):
+        return ember.jit(lambda *a: f(*a))(*args)  # (a function of its own: a cache of its own)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["forward", "grad"])
+def test_first_call_runs_on_the_reference_then_calls_switch_to_native_code(grad):
+    f = layers(40, 0.4375 + 0.001 * grad)  # constants of this test alone: nothing shared
+    g = ember.grad(f) if grad else f
+    jf = ember.jit(g)
+    args = inputs()
+    expected = np.asarray(reference(g, *args))
+    first = jf(*args)
+    info = jf.cache_info()
+    assert info.quick_tier_calls == 1 and info.traces == 1
+    np.testing.assert_allclose(np.asarray(first), expected, rtol=1e-6, atol=1e-6)  # the reference itself
+    assert ember.wait_for_compiles(timeout=120)
+    info = jf.cache_info()
+    assert info.compiling == 0 and info.compiles == 1
+    for _ in range(3):  # native now, through the hit path and the dispatcher's fast path
+        np.testing.assert_allclose(np.asarray(jf(*args)), expected, rtol=2e-5, atol=2e-5)
+    assert jf.cache_info().quick_tier_calls == 1
+    executable = next(iter(jf._cache.entries.values())).executable
+    assert isinstance(executable, tiers.TieredExecutable) and executable.tier == "native"
+    # The native tier is the code an untiered compile makes: the same answers, bit for bit.
+    untiered = executables.CpuExecutable(ember.make_jaxpr(g)(*args), "g")
+    np.testing.assert_array_equal(np.asarray(untiered(*args)[0]), np.asarray(jf(*args)))
+
+
+def test_the_compile_log_says_which_tier_ran(caplog):
+    jf = ember.jit(layers(30, 0.40625))
+    with ember.config.override(log_compiles=True), caplog.at_level(logging.WARNING, logger="ember"):
+        jf(*inputs())
+        assert ember.wait_for_compiles(timeout=120)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "tiered f for (f32[16,16], f32[16,16]): calls run on the reference interpreter" in text
+    assert "native code for f ready after" in text and "1 calls ran on the reference tier" in text
+    assert "ember cpu: compiled f:" in text
+
+
+def test_small_programs_compile_natively_at_once():
+    jf = ember.jit(lambda x: jnp.tanh(x) * 3.25 + 1.0)
+    jf(jnp.ones(4))
+    assert jf.cache_info().quick_tier_calls == 0
+    assert isinstance(next(iter(jf._cache.entries.values())).executable, executables.CpuExecutable)
+
+
+def test_what_is_not_tiered():
+    args = inputs()
+    with ember.config.override(tiered_compilation=False):
+        off = ember.jit(layers(30, 0.3))
+        off(*args)
+        assert off.cache_info().quick_tier_calls == 0
+    compiled = ember.jit(layers(30, 0.31)).lower(*args).compile()  # ahead of time: compiled now
+    np.testing.assert_allclose(np.asarray(compiled(*args)), np.asarray(reference(layers(30, 0.31), *args)),
+                               rtol=2e-5)
+    donating = ember.jit(lambda x, w: layers(30, 0.32)(x, w) + x, donate_argnums=0)
+    donating(jnp.array(args[0]), args[1])
+    assert donating.cache_info().quick_tier_calls == 0
+
+
+def test_a_long_loop_waits_for_native_code_rather_than_run_on_the_reference():
+    def body(c, x):
+        for _ in range(12):
+            c = jnp.tanh(c * 1.125 + x)
+        return c, c.sum()
+
+    closed = ember.make_jaxpr(lambda c, xs: lax.scan(body, c, xs))(jnp.ones(8), jnp.ones((4000, 8)))
+    assert tiers._reference_ms(closed.jaxpr) > 10 * tiers._reference_ms(
+        ember.make_jaxpr(lambda c, xs: lax.scan(body, c, xs))(jnp.ones(8), jnp.ones((40, 8))).jaxpr)
+    jf = ember.jit(lambda c, xs: lax.scan(body, c, xs))
+    jf(jnp.ones(8), jnp.ones((4000, 8)))
+    assert jf.cache_info().quick_tier_calls == 0
+
+
+def test_a_failed_native_compile_leaves_the_reference_tier_serving(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no LLVM today")
+
+    monkeypatch.setattr(tiers, "CpuExecutable", broken)
+    f = layers(30, 0.34375)
+    jf = ember.jit(f)
+    args = inputs(1)
+    with caplog.at_level(logging.WARNING, logger="ember"):
+        first = jf(*args)
+        assert ember.wait_for_compiles(timeout=60)
+    assert "the native compile of f failed (RuntimeError: no LLVM today)" in caplog.text
+    np.testing.assert_allclose(np.asarray(jf(*args)), np.asarray(first))
+    assert jf.cache_info().quick_tier_calls == 2 and jf.cache_info().compiling == 0
+
+
+def test_a_process_that_exits_during_the_background_compile_exits_cleanly(tmp_path):
+    script = textwrap.dedent("""
+        import time, ember, ember.numpy as jnp
+        from ember.runtime import tiers
+        ember.jit(lambda x: x * 2.0)(jnp.ones(3))  # the CPU backend loaded: the compile at exit needs no import
+        def f(x, w):
+            for i in range(200):
+                x = jnp.tanh(x @ w) * 0.28125 + x if i % 2 == 0 else jnp.sin(x) * 1.01 + 0.1 * x
+            return x.sum()
+        print(float(ember.jit(f)(jnp.ones((8, 8)) * 0.01, jnp.ones((8, 8)) * 0.01)))
+        deadline = time.monotonic() + 30
+        while WAIT and tiers._background.current is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+    """)
+    env = dict(os.environ, EMBER_TIERED_COMPILATION="1", EMBER_CACHE_DIR=str(tmp_path))
+    runs = []
+    for wait in (False, True):  # exit at once (the compile dropped), or while it runs (finished)
+        runs.append(subprocess.run([sys.executable, "-c", script.replace("WAIT", str(wait))], env=env,
+                                   capture_output=True, text=True, timeout=300))
+        assert runs[-1].returncode == 0, runs[-1].stderr
+        assert runs[-1].stderr == ""
+    assert runs[0].stdout == runs[1].stdout
+    # The compile that the exit waited for was kept on disk for the next process.
+    assert any(p.is_file() for p in tmp_path.rglob("*"))
