@@ -238,9 +238,10 @@ def clear_caches(*, disk: bool = True) -> None:
     for c in caches:
         c.clear()
     compile_cache.clear()
-    native = sys.modules.get("ember.backends.cpu.jit")  # (not imported: nothing compiled)
-    if native is not None:
-        native.clear()
+    for name in ("ember.backends.cpu.jit", "ember.backends.cpu.program"):  # (not imported: nothing compiled)
+        native = sys.modules.get(name)
+        if native is not None:
+            native.clear()
     if disk:
         disk_cache.clear()
 

@@ -153,8 +153,7 @@ class CpuExecutable:
 
     def llvm_ir(self) -> str:
         """The optimized LLVM IR of the program's native code ("" if nothing compiled natively)."""
-        compiled = getattr(self.program, "compiled", None)
-        return "" if compiled is None else str(compiled.optimized_ir)
+        return "\n".join(str(module.optimized_ir) for module in getattr(self.program, "modules", ()))
 
 
 def _buffer_references(x: Array) -> int:

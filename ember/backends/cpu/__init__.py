@@ -7,7 +7,10 @@ Modules: ``fusion`` (in ``ember.compiler``) groups equations into kernels; ``ker
 inline math library; ``control_flow`` compiles loops and conditionals; ``gemm`` and ``dot``
 compute products; ``program`` plans steps and memory and runs them; ``entry`` is the native
 dispatcher that runs a whole program in one call from the jit hit path; ``jit`` drives LLVM
-(and shares machine code between programs with the same IR); ``threads`` splits work over cores.
+(and shares machine code between programs with the same IR); ``compile_workers`` are the
+processes that compile a large program's parts at the same time as this one; ``threads`` splits
+work over cores. A kernel or loop that an earlier program compiled is not generated again
+(``program.lend``).
 
 Compile stages, each timed in the compile log::
 
@@ -47,13 +50,20 @@ def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = fr
 
 def format_report(name: str, report: Report) -> str:
     times = ", ".join(f"{stage} {seconds * 1e3:.1f} ms" for stage, seconds in report.times.items())
-    kernels = Counter(report.kernels)  # a kernel that computes what another does is generated once
-    distinct = f" ({len(kernels)} distinct)" if len(kernels) < len(report.kernels) else ""
-    lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels{distinct}, {len(report.loops)} native "
-             f"loops/conditionals, {report.contractions} matrix products; {times}"]
+    kernels, loops = Counter(report.kernels), Counter(report.loops)
+    before = report.compiled_before  # by earlier programs: not generated again
+
+    def notes(counts: Counter, total: int) -> str:
+        parts = [f"{len(counts)} distinct"] if len(counts) < total else []  # alike ones are generated once
+        if before & counts.keys():
+            parts.append(f"{len(before & counts.keys())} compiled before")
+        return f" ({', '.join(parts)})" if parts else ""
+    lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels{notes(kernels, len(report.kernels))}, "
+             f"{len(report.loops)} native loops/conditionals{notes(loops, len(report.loops))}, "
+             f"{report.contractions} matrix products; {times}"]
     if report.kernels or report.loops:
-        lines.append("  native: " + ", ".join([f"{k} x{n}" if n > 1 else k for k, n in kernels.items()]
-                                               + report.loops))
+        lines.append("  native: " + ", ".join(f"{k}{f' x{n}' if n > 1 else ''}{' (compiled before)' * (k in before)}"
+                                               for k, n in (kernels + loops).items()))
     if report.fallbacks:
         counts = Counter(report.fallbacks)
         lines.append("  fell back to the reference interpreter: "

@@ -3,12 +3,15 @@
 Steps: a native kernel (one LLVM function per ``fusion`` equation), a native
 loop or conditional (one LLVM function per control-flow equation whose body
 lowers), a matrix product (``dot``), a free reshape (a view), or a fallback
-equation run by the reference interpreter inside the same executable. All
-LLVM functions of a program are one module, compiled once. Buffers: the
-program's inputs and constants, outputs (fresh arrays each call, handed to the
-caller), and temporaries, which share one arena allocated per call, reusing
-the space of temporaries that are no longer needed. An output may instead be
-written into a donated input's buffer (``jit(..., donate_argnums=...)``) when
+equation run by the reference interpreter inside the same executable. The
+LLVM functions that a program generates are one module, compiled once; a kernel
+or loop that an earlier program of the process compiled at full optimization is
+not generated again: the program calls that program's code (see ``lend``).
+
+Buffers: the program's inputs and constants, outputs (fresh arrays each call,
+handed to the caller), and temporaries, which share one arena allocated per
+call, reusing the space of temporaries that are no longer needed. An output may
+instead be written into a donated input's buffer (``jit(..., donate_argnums=...)``) when
 that is safe: the input is read by no later step, and by the producing step at
 most at the index of the element being written.
 
@@ -18,7 +21,9 @@ A program whose steps are all native also gets a plan for the native dispatcher
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -32,7 +37,7 @@ from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.fingerprint import fingerprint
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, subjaxprs
 from ember.lax import elementwise as ew, reductions, shapes as sh
 from ember.lax.dot import dot_general_p
 
@@ -40,6 +45,10 @@ ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
 # Programs whose kernels each touch at most this many elements (and that have no loops) are
 # compiled without optimization: compiling is then most of their cost (see ``jit``).
 QUICK_WORK = 256
+# Programs of at least this many equations (sub-programs included) have their new functions
+# compiled in parts at the same time (``jit.compile_many``): an extra module costs LLVM about
+# 7 ms, two parts of a large program compile in 0.53-0.60x the time of one (2 cores).
+SPLIT_EQNS = 200
 # Products up to this many multiply-adds are computed by a fused loop (no call of the blocked
 # product, and their bias / activation epilogue in the same kernel); larger ones call ``gemm``.
 SMALL_DOT = 1 << 15
@@ -188,11 +197,93 @@ class Report:
     fallbacks: list[str] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)
     code: str = "none"  # where the machine code came from (``jit.compile_or_reuse``); "none": no native code
+    # Names (in ``kernels`` / ``loops``) of the functions that earlier programs compiled and this one calls.
+    compiled_before: set[str] = field(default_factory=set)
+
+
+# --- functions shared between programs ---------------------------------------------------------
+@dataclass(frozen=True)
+class LentFunction:
+    """A kernel or loop function that a compiled module holds."""
+    name: str  # in its module
+    size: int  # a kernel's extent, a loop's scratch bytes
+    fn: Callable
+    module: weakref.ref  # to its ``jit.CompiledModule``
+    refs: list  # what its fingerprint refers to by identity (kept so that no id is reused meanwhile)
+
+
+# The functions of modules compiled at full optimization, by the fingerprint of what they compute
+# (see ``_kernel_key``, ``_loop_key``). Entries refer to their module weakly: a module lives as
+# long as ``jit._compiled`` or a program keeps it, and its entries go with it, so this holds no
+# code alive, its size is bounded by the modules alive, and ``ember.clear_caches`` (which drops
+# those) empties it; ``clear`` empties it at once. Modules at O0 (``quick``) lend nothing.
+_lent: dict[str, LentFunction] = {}
+_freed: list[str] = []  # keys whose module was freed (appended by weakref callbacks: no lock there)
+_lent_lock = threading.Lock()
+
+
+def _prune() -> None:
+    """Drop the entries of freed modules (``_lent_lock`` held)."""
+    while _freed:
+        key = _freed.pop()
+        entry = _lent.get(key)
+        if entry is not None and entry.module() is None:
+            del _lent[key]
+
+
+def borrow(key: str) -> tuple[LentFunction, Any] | None:
+    """The function registered under ``key`` and its module (held by the caller from now on)."""
+    with _lent_lock:
+        _prune()
+        entry = _lent.get(key)
+        module = entry.module() if entry is not None else None
+        return None if module is None else (entry, module)
+
+
+def lend(compiled: Any, functions: dict[str, tuple[str, int, Callable, list]]) -> None:
+    """Register the functions of a module that is compiled (so borrowers get finished code):
+    key -> (name, size, function pointer, fingerprint refs). Keys registered meanwhile by
+    another thread (which compiled the same function too) keep their entry."""
+    if compiled.quick or not functions:
+        return
+    keys = tuple(functions)
+    module = weakref.ref(compiled, lambda _ref: _freed.extend(keys))
+    with _lent_lock:
+        _prune()
+        for key, (name, size, fn, refs) in functions.items():
+            entry = _lent.get(key)
+            if entry is None or entry.module() is None:
+                _lent[key] = LentFunction(name, size, fn, module, refs)
+
+
+def clear() -> None:
+    """Forget the functions lent (programs that borrowed them keep their modules)."""
+    with _lent_lock:
+        _lent.clear()
+        _freed.clear()
+
+
+def _kernel_key(flat: Jaxpr) -> tuple[str, list]:
+    """A kernel's code depends on its (flattened) sub-program alone: the generator reads no
+    config flag (those that matter act before, on the jaxpr: dtypes, passes), and the host and
+    the float16 helpers are the process's."""
+    return fingerprint(flat, "kernel")
+
+
+def _loop_key(eqn: Eqn) -> tuple[str, list]:
+    """A loop's code depends on its equation alone (sub-programs, params, operand types and
+    literal values, and which operands are the same variable: each position gets a pointer)."""
+    invars = list({id(v): v for v in eqn.invars if isinstance(v, Var)}.values())
+    return fingerprint(Jaxpr([], invars, [eqn], list(eqn.outvars)), "loop")
 
 
 # --- building the program ----------------------------------------------------------------------
 class Program:
-    """A fused ClosedJaxpr lowered to steps; ``run(args)`` returns the output NumPy arrays."""
+    """A fused ClosedJaxpr lowered to steps; ``run(args)`` returns the output NumPy arrays.
+
+    ``compiled``: the module of the functions generated for this program, None if it generated
+    none (all of its native functions, if any, were compiled before: its LLVM IR is then "");
+    ``borrowed``: the modules of earlier programs whose functions it calls, kept alive with it."""
 
     def __init__(self, closed: ClosedJaxpr, name: str, report: Report, donated: frozenset[int] = frozenset()) -> None:
         jaxpr = closed.jaxpr
@@ -209,24 +300,35 @@ class Program:
         self.allocations: list[tuple[int, ShapedArray]] = []  # (slot, aval) of per-call outputs
         self.pointwise_reads: dict[int, set[int]] = {}  # kernel step -> slots it reads only in place
         start = time.perf_counter()
-        module = jit.new_module(name)
         native: list = []
-        self._kernels: dict[str, tuple[str, int]] = {}  # fingerprint -> (function name, extent)
+        self._functions: dict[str, tuple] = {}  # fingerprint -> (name, size, function pointer or None)
+        self._generated: dict[str, tuple[list, list, int]] = {}  # of those generated here: (steps, refs, part)
+        self.compiled = None
+        self.modules: list = []  # the compiled modules of the functions generated here
+        self.borrowed: list = []
+        # The functions generated here go into parts compiled at the same time (``jit.compile_many``)
+        # when there is enough to compile; each new function into the part with the least so far.
+        # Part 0 holds the kernels that touch few elements (``QUICK_WORK``), compiled unoptimized.
+        parts = jit.parallel_compiles() if _size(jaxpr) >= SPLIT_EQNS else 1
+        if parts > 1:
+            jit.start_workers()  # (ready, or nearly, by the time the IR is)
+        self._parts = [jit.new_module(name)] + [jit.new_module(name if i == 0 else f"{name}_{i}")
+                                                for i in range(parts)]
+        self._part_weights = [0] * len(self._parts)
         for eqn in jaxpr.eqns:
-            self._lower(eqn, module, native)
+            self._lower(eqn, native)
         self.out_atoms = [self._slot(a) if isinstance(a, Var) else np.asarray(a.val, a.aval.dtype)
                           for a in jaxpr.outvars]
         last_use = self._last_uses()
         self._plan_memory(last_use)
         self._plan_donation(donated, last_use)
         report.times["LLVM IR"] = time.perf_counter() - start
-        if native:
+        if self._generated:
             start = time.perf_counter()
-            quick = all(isinstance(s, KernelStep) and s.work <= QUICK_WORK for s in native)
-            self.compiled, report.code = jit.compile_or_reuse(module, quick)
-            for step in native:
-                step.fn = self.compiled.kernel(step.name)
+            self._compile()
             report.times["LLVM opt+codegen"] = time.perf_counter() - start
+        elif native:
+            report.code = "reused"  # all of it compiled before: no compile
         self.plan = self._dispatch_plan() if native and not donated and entry.available() else None
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
                                                   for step in self.steps):
@@ -243,40 +345,94 @@ class Program:
     def _atom(self, a: Any) -> Any:
         return self._slot(a) if isinstance(a, Var) else np.asarray(a.val, dtype=a.aval.dtype)
 
-    def _lower(self, eqn: Eqn, module, native: list) -> None:
-        """Append the step that runs ``eqn``; native ones (compiled with the module) also to ``native``."""
+    def _compile(self) -> None:
+        """Compile the parts that have functions (at once: ``jit.compile_many``) and give the
+        steps their functions. The kernels of part 0 are at O0 (``quick``), unless the program
+        generated no other function: then they are at O2, as code that others may borrow."""
+        used = sorted({part for _, _, part in self._generated.values()})
+        quick = [0] if used[0] == 0 and len(used) > 1 else []
+        optimized = [i for i in used if i not in quick]
+        # A program of few elements only: all of it unoptimized (about 2 ms of LLVM, not 7-15).
+        all_small = used == [0]
+        results = jit.compile_many([self._parts[i] for i in optimized], all_small)
+        if quick:
+            results.append(jit.compile_or_reuse(self._parts[0], True))
+        compiled = dict(zip(optimized + quick, (module for module, _ in results)))
+        codes = {code for _, code in results}
+        self.report.code = next(code for code in ("compiled", "disk", "reused") if code in codes)
+        self.modules = [compiled[i] for i in optimized + quick]
+        self.compiled = self.modules[0]
+        lent: dict[int, dict] = {i: {} for i in compiled}
+        for key, (steps, refs, part) in self._generated.items():
+            fn = compiled[part].kernel(steps[0].name)
+            for step in steps:
+                step.fn = fn
+            lent[part][key] = (steps[0].name, self._functions[key][1], fn, refs)
+        for part, functions in lent.items():
+            lend(compiled[part], functions)  # compiled: from now on others may call it
+
+    def _function(self, key: str, refs: list, name: str, generate: Callable[[Any], int | None],
+                  weight: int, small: bool = False) -> tuple | None:
+        """(name, size, function pointer) of the function that computes what ``key`` says: one
+        of this program's (generated once), else one an earlier program compiled, else the one
+        that ``generate(module)`` emits into one of the parts (it returns its size, or None if it
+        cannot: then so does this): part 0 if ``small``, else the part with the least ``weight``
+        (equations) so far. The pointer is None for the parts': ``_compile`` fills it in."""
+        known = self._functions.get(key)
+        if known is None:
+            lent = borrow(key)
+            if lent is not None:
+                entry, module = lent
+                if not any(m is module for m in self.borrowed):
+                    self.borrowed.append(module)
+                known = (name, entry.size, entry.fn)
+                self.report.compiled_before.add(name)
+            else:
+                part = 0 if small else min(range(1, len(self._parts)), key=self._part_weights.__getitem__)
+                size = generate(self._parts[part])
+                if size is None:
+                    return None
+                self._part_weights[part] += weight
+                known = (name, size, None)
+                self._generated[key] = ([], refs, part)
+            self._functions[key] = known
+        return known
+
+    def _lower(self, eqn: Eqn, native: list) -> None:
+        """Append the step that runs ``eqn``; native ones also to ``native``, and those whose
+        function is generated here (filled in once the module is compiled) to ``_generated``."""
         p = eqn.primitive
         ins = [self._atom(a) for a in eqn.invars]
         outs = [self._slot(v) for v in eqn.outvars]
         name = f"f{len(native)}_{eqn.params.get('name', p.name)}"
         if p is fusion_p and (parts := _split_full_reduction(eqn)):
             for part in parts:
-                self._lower(part, module, native)
+                self._lower(part, native)
             return
+        key = None
         if p is fusion_p and kernel.is_view(eqn):
             step = ViewStep(ins, outs, eqn.outvars[0].aval.shape)
         elif p is fusion_p:
             sub = eqn.params["jaxpr"].jaxpr
             flat = _flattened(sub)
-            # A kernel that computes what an earlier one of this program computes is that kernel:
-            # its code depends on the (flattened) sub-program alone, so it is generated once.
-            same, _ = fingerprint(flat)
-            built = self._kernels.get(same)
-            if built is None:
+            # A kernel that computes what another one computes is that kernel: generated once.
+            key, refs = _kernel_key(flat)
+
+            def build(module: Any) -> int:
                 builder = kernel.KernelBuilder(module, name, flat)
                 builder.build()
-                built = self._kernels[same] = (name, builder.extent)
-            name, extent = built
+                return builder.extent
             work = _work(sub)
+            name, extent, fn = self._function(key, refs, name, build, len(flat.eqns), work <= QUICK_WORK)
             chunks, team = threads.kernel_chunks(extent, work)
-            step = KernelStep(name, None, ins, outs, extent, work, chunks, team)
+            step = KernelStep(name, fn, ins, outs, extent, work, chunks, team)
             pointwise = _read_pointwise(sub)
             self.pointwise_reads[len(self.steps)] = {slot for slot, v in zip(ins, sub.invars)
                                                      if isinstance(slot, int) and id(v) in pointwise}
             self.report.kernels.append(name)
-        elif p in control_flow.CONTROL_FLOW and (subs := control_flow.prepare(eqn, can_fuse_in_loop)):
-            loop = control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs)
-            step = LoopStep(name, None, ins, outs, loop.scratch_bytes)
+        elif p in control_flow.CONTROL_FLOW and (loop := self._loop(eqn, name)) is not None:
+            key, (name, scratch_bytes, fn) = loop
+            step = LoopStep(name, fn, ins, outs, scratch_bytes)
             self.report.loops.append(name)
         elif p is dot_general_p and dot.lowers_natively(eqn):
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
@@ -287,6 +443,19 @@ class Program:
         self.steps.append(step)
         if isinstance(step, (KernelStep, LoopStep)):
             native.append(step)
+            if key in self._generated:
+                self._generated[key][0].append(step)
+
+    def _loop(self, eqn: Eqn, name: str) -> tuple[str, tuple] | None:
+        """(key, ``_function``'s triple) of a control-flow equation's function; None if it does
+        not lower natively (an equation compiled before did: it is not prepared again)."""
+        key, refs = _loop_key(eqn)
+
+        def build(module: Any) -> int | None:
+            subs = control_flow.prepare(eqn, can_fuse_in_loop)
+            return control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs).scratch_bytes if subs else None
+        function = self._function(key, refs, name, build, _size(Jaxpr([], [], [eqn], [])))
+        return None if function is None else (key, function)
 
     def _last_uses(self) -> dict[int, int]:
         """The last step reading each slot; ``len(steps)`` for slots read by steps that may keep
@@ -505,4 +674,15 @@ def _work(jaxpr: Jaxpr) -> int:
             total += e.invars[-1].aval.size  # (a scatter's updates)
         elif e.primitive is dot_general_p:
             total += _multiply_adds(e)
+    return total
+
+
+def _size(jaxpr: Jaxpr) -> int:
+    """Equations, those of sub-programs included."""
+    total, stack = 0, [jaxpr]
+    while stack:
+        j = stack.pop()
+        total += len(j.eqns)
+        for eqn in j.eqns:
+            stack.extend(subjaxprs(eqn.params))
     return total
