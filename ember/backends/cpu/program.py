@@ -45,10 +45,14 @@ ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
 # Programs whose kernels each touch at most this many elements (and that have no loops) are
 # compiled without optimization: compiling is then most of their cost (see ``jit``).
 QUICK_WORK = 256
-# Programs of at least this many equations (sub-programs included) have their new functions
-# compiled in parts at the same time (``jit.compile_many``): an extra module costs LLVM about
-# 7 ms, two parts of a large program compile in 0.53-0.60x the time of one (2 cores).
-SPLIT_EQNS = 200
+# Programs of at least this many kernels and loops have their new functions compiled in parts
+# at the same time (``jit.compile_many``): an extra module costs LLVM about 7 ms, one kernel
+# 15-45 ms, and two parts of a large program compile in 0.53-0.60x the time of one (2 cores).
+SPLIT_FUNCTIONS = 4
+# Programs of at least this many equations (sub-programs included) start the compile workers
+# before generating their IR (0.18 s to start: about the IR time of such a program); smaller
+# ones use the workers if they are running (``jit.compile_many`` starts them for large modules).
+START_WORKERS_EQNS = 200
 # Products up to this many multiply-adds are computed by a fused loop (no call of the blocked
 # product, and their bias / activation epilogue in the same kernel); larger ones call ``gemm``.
 SMALL_DOT = 1 << 15
@@ -309,8 +313,9 @@ class Program:
         # The functions generated here go into parts compiled at the same time (``jit.compile_many``)
         # when there is enough to compile; each new function into the part with the least so far.
         # Part 0 holds the kernels that touch few elements (``QUICK_WORK``), compiled unoptimized.
-        parts = jit.parallel_compiles() if _size(jaxpr) >= SPLIT_EQNS else 1
-        if parts > 1:
+        functions = sum(e.primitive is fusion_p or e.primitive in control_flow.CONTROL_FLOW for e in jaxpr.eqns)
+        parts = jit.parallel_compiles() if functions >= SPLIT_FUNCTIONS else 1
+        if parts > 1 and _size(jaxpr) >= START_WORKERS_EQNS:
             jit.start_workers()  # (ready, or nearly, by the time the IR is)
         self._parts = [jit.new_module(name)] + [jit.new_module(name if i == 0 else f"{name}_{i}")
                                                 for i in range(parts)]
