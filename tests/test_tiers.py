@@ -45,7 +45,7 @@ def reference(f, *args):
 
 @pytest.mark.parametrize("grad", [False, True], ids=["forward", "grad"])
 def test_first_call_runs_on_the_reference_then_calls_switch_to_native_code(grad):
-    f = layers(40, 0.4375 + 0.001 * grad)  # constants of this test alone: nothing shared
+    f = layers(12, 0.4375 + 0.001 * grad)  # constants of this test alone: nothing shared
     g = ember.grad(f) if grad else f
     jf = ember.jit(g)
     args = inputs()
@@ -68,7 +68,7 @@ def test_first_call_runs_on_the_reference_then_calls_switch_to_native_code(grad)
 
 
 def test_the_compile_log_says_which_tier_ran(caplog):
-    jf = ember.jit(layers(30, 0.40625))
+    jf = ember.jit(layers(12, 0.40625))
     with ember.config.override(log_compiles=True), caplog.at_level(logging.WARNING, logger="ember"):
         jf(*inputs())
         assert ember.wait_for_compiles(timeout=120)
@@ -88,13 +88,13 @@ def test_small_programs_compile_natively_at_once():
 def test_what_is_not_tiered():
     args = inputs()
     with ember.config.override(tiered_compilation=False):
-        off = ember.jit(layers(30, 0.3))
+        off = ember.jit(layers(12, 0.3))
         off(*args)
         assert off.cache_info().quick_tier_calls == 0
-    compiled = ember.jit(layers(30, 0.31)).lower(*args).compile()  # ahead of time: compiled now
-    np.testing.assert_allclose(np.asarray(compiled(*args)), np.asarray(reference(layers(30, 0.31), *args)),
+    compiled = ember.jit(layers(12, 0.31)).lower(*args).compile()  # ahead of time: compiled now
+    np.testing.assert_allclose(np.asarray(compiled(*args)), np.asarray(reference(layers(12, 0.31), *args)),
                                rtol=2e-5)
-    donating = ember.jit(lambda x, w: layers(30, 0.32)(x, w) + x, donate_argnums=0)
+    donating = ember.jit(lambda x, w: layers(12, 0.32)(x, w) + x, donate_argnums=0)
     donating(jnp.array(args[0]), args[1])
     assert donating.cache_info().quick_tier_calls == 0
 
@@ -118,7 +118,7 @@ def test_a_failed_native_compile_leaves_the_reference_tier_serving(monkeypatch, 
         raise RuntimeError("no LLVM today")
 
     monkeypatch.setattr(tiers, "CpuExecutable", broken)
-    f = layers(30, 0.34375)
+    f = layers(12, 0.34375)
     jf = ember.jit(f)
     args = inputs(1)
     with caplog.at_level(logging.WARNING, logger="ember"):
