@@ -122,6 +122,17 @@ def subjaxprs(params: dict) -> Iterator[Jaxpr]:
                 yield item
 
 
+def count_eqns(jaxpr: Jaxpr) -> int:
+    """Equations, those of sub-programs included (what code generation walks)."""
+    total, stack = 0, [jaxpr]
+    while stack:
+        j = stack.pop()
+        total += len(j.eqns)
+        for eqn in j.eqns:
+            stack.extend(subjaxprs(eqn.params))
+    return total
+
+
 def is_effectful(eqn: Eqn) -> bool:
     """Whether the equation, or any equation in its sub-programs, has an effect."""
     return eqn.primitive in EFFECTFUL or any(

@@ -33,7 +33,7 @@ import time
 from typing import Any, Callable
 
 from ember.config import config
-from ember.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
+from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, subjaxprs
 from ember.lax.control_flow import cond_p, scan_p, while_p
 from ember.lax.convolution import (
     conv_general_dilated_p,
@@ -63,23 +63,12 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
     """``executable.compile_jaxpr``, tiered where the cost model says the first calls would
     otherwise wait (see the module docstring)."""
     if config.backend == "cpu" and config.tiered_compilation and not donated:
-        static = _static_size(closed.jaxpr)
+        static = count_eqns(closed.jaxpr)
         if static >= MIN_EQNS:
             compile_ms = COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * static
             if _reference_ms(closed.jaxpr) < compile_ms:
-                return TieredExecutable(closed, name, compile_ms)
+                return TieredExecutable(closed, name)
     return compile_now(closed, name, donated)
-
-
-def _static_size(jaxpr: Jaxpr) -> int:
-    """Equations, those of sub-programs included (what code generation walks)."""
-    total, stack = 0, [jaxpr]
-    while stack:
-        j = stack.pop()
-        total += len(j.eqns)
-        for eqn in j.eqns:
-            stack.extend(subjaxprs(eqn.params))
-    return total
 
 
 def _reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
@@ -115,11 +104,10 @@ class TieredExecutable:
     """Runs on the reference interpreter until the native executable, compiled in the
     background, is ready; then runs that. ``tier``: which one a call runs now."""
 
-    def __init__(self, closed: ClosedJaxpr, name: str, estimate_ms: float) -> None:
+    def __init__(self, closed: ClosedJaxpr, name: str) -> None:
         self.name = name
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
-        self.estimate_ms = estimate_ms
         self.code = "tiered"
         self.unusable_donations: tuple = ()  # never tiered with donations
         self.quick_calls = 0  # calls run on the reference tier

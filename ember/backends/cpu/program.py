@@ -37,7 +37,7 @@ from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.fingerprint import fingerprint
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, subjaxprs
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, count_eqns
 from ember.lax import elementwise as ew, reductions, shapes as sh
 from ember.lax.dot import dot_general_p
 
@@ -315,7 +315,7 @@ class Program:
         # Part 0 holds the kernels that touch few elements (``QUICK_WORK``), compiled unoptimized.
         functions = sum(e.primitive is fusion_p or e.primitive in control_flow.CONTROL_FLOW for e in jaxpr.eqns)
         parts = jit.parallel_compiles() if functions >= SPLIT_FUNCTIONS else 1
-        if parts > 1 and _size(jaxpr) >= START_WORKERS_EQNS:
+        if parts > 1 and count_eqns(jaxpr) >= START_WORKERS_EQNS:
             jit.start_workers()  # (ready, or nearly, by the time the IR is)
         self._parts = [jit.new_module(name)] + [jit.new_module(name if i == 0 else f"{name}_{i}")
                                                 for i in range(parts)]
@@ -459,7 +459,7 @@ class Program:
         def build(module: Any) -> int | None:
             subs = control_flow.prepare(eqn, can_fuse_in_loop)
             return control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs).scratch_bytes if subs else None
-        function = self._function(key, refs, name, build, _size(Jaxpr([], [], [eqn], [])))
+        function = self._function(key, refs, name, build, count_eqns(Jaxpr([], [], [eqn], [])))
         return None if function is None else (key, function)
 
     def _last_uses(self) -> dict[int, int]:
@@ -679,15 +679,4 @@ def _work(jaxpr: Jaxpr) -> int:
             total += e.invars[-1].aval.size  # (a scatter's updates)
         elif e.primitive is dot_general_p:
             total += _multiply_adds(e)
-    return total
-
-
-def _size(jaxpr: Jaxpr) -> int:
-    """Equations, those of sub-programs included."""
-    total, stack = 0, [jaxpr]
-    while stack:
-        j = stack.pop()
-        total += len(j.eqns)
-        for eqn in j.eqns:
-            stack.extend(subjaxprs(eqn.params))
     return total
