@@ -258,6 +258,8 @@ class JitFunction:
         runner = getattr(entry.executable, "fast_runner", None)
         runner = runner and runner(entry.out_tree)
         if runner is None:
+            if not getattr(entry.executable, "dispatcher_pending", False):  # as in ``_enable_fast_path``
+                entry.fast_key = ()  # never: not asked again per call
             return
         conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(args, entry.closed.in_avals))
                             if type(x) in _SCALARS)
