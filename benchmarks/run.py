@@ -206,6 +206,152 @@ def _mlp_inputs(rng):
     return [rng.standard_normal(s, dtype=np.float32) * 0.05 for s in shapes]
 
 
+# --- training steps and what they are made of (convolutions, loops, linear algebra) -------------------
+def _ad(xp) -> Any:
+    """The framework's transformations (grad, value_and_grad, vmap) for a numpy-like module."""
+    return ember if xp is enp else jax
+
+
+def _conv_nhwc(lax, x, w, stride=1):
+    return lax.conv_general_dilated(x, w, (stride, stride), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def _conv_forward(xp, lax, nn):
+    return lambda x, w: _conv_nhwc(lax, x, w)
+
+
+def _cnn_logits(xp, lax, nn, params, x):
+    w1, w2, w3, b3 = params
+    h = nn.relu(_conv_nhwc(lax, x, w1))
+    h = nn.relu(_conv_nhwc(lax, h, w2))
+    h = lax.reduce_window(h, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") * 0.25
+    return h.reshape(h.shape[0], -1) @ w3 + b3
+
+
+def _cnn_train_step(xp, lax, nn):
+    """Two 3x3 convolutions + ReLU, 2x2 average pooling, a dense layer, softmax cross-entropy; SGD."""
+    def loss(params, x, labels):
+        return -xp.mean(xp.sum(nn.log_softmax(_cnn_logits(xp, lax, nn, params, x)) * labels, axis=-1))
+
+    def step(x, labels, *params):
+        value, grads = _ad(xp).value_and_grad(loss)(params, x, labels)
+        return value, tuple(p - 0.01 * g for p, g in zip(params, grads))
+    return step
+
+
+def _cnn_params(rng):
+    shapes = [(3, 3, 1, 16), (3, 3, 16, 32), (14 * 14 * 32, 10), (10,)]
+    return [rng.standard_normal(s, dtype=np.float32) * 0.1 for s in shapes]
+
+
+def _cnn_inputs(rng, batch=32):
+    x = rng.standard_normal((batch, 28, 28, 1), dtype=np.float32)
+    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
+    return [x, labels, *_cnn_params(rng)]
+
+
+def _per_example_cnn_step(xp, lax, nn):
+    """DP-SGD's core: per-example gradients (vmap of grad) through the CNN, clipped, averaged."""
+    def loss(params, x, label):
+        logits = _cnn_logits(xp, lax, nn, params, x[None])[0]
+        return -xp.sum(nn.log_softmax(logits) * label)
+
+    def step(x, labels, *params):
+        grads = _ad(xp).vmap(_ad(xp).grad(loss), in_axes=(None, 0, 0))(params, x, labels)
+        norms = xp.sqrt(sum(xp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in grads))
+        scale = xp.minimum(1.0, 1.0 / (norms + 1e-6))
+        return tuple(p - 0.01 * xp.mean(g * scale.reshape((-1,) + (1,) * (g.ndim - 1)), axis=0)
+                     for p, g in zip(params, grads))
+    return step
+
+
+def _lstm_train_step(xp, lax, nn):
+    """An LSTM over 100 steps by scan (batch 32, hidden 128), a loss on the last state, SGD."""
+    def loss(params, xs, target):
+        wx, wh, b = params
+
+        def cell(carry, x):
+            h, c = carry
+            gates = x @ wx + h @ wh + b
+            i, f, g, o = xp.split(gates, 4, axis=-1)
+            c = nn.sigmoid(f) * c + nn.sigmoid(i) * xp.tanh(g)
+            h = nn.sigmoid(o) * xp.tanh(c)
+            return (h, c), None
+        zeros = xp.zeros((xs.shape[1], wh.shape[0]), xs.dtype)
+        (h, _), _ = lax.scan(cell, (zeros, zeros), xs)
+        return xp.mean((h - target) ** 2)
+
+    def step(xs, target, *params):
+        value, grads = _ad(xp).value_and_grad(loss)(params, xs, target)
+        return value, tuple(p - 0.01 * g for p, g in zip(params, grads))
+    return step
+
+
+def _lstm_inputs(rng):
+    hidden, features = 128, 32
+    return [rng.standard_normal((100, 32, features), dtype=np.float32),
+            rng.standard_normal((32, hidden), dtype=np.float32) * 0.1,
+            rng.standard_normal((features, 4 * hidden), dtype=np.float32) * 0.1,
+            rng.standard_normal((hidden, 4 * hidden), dtype=np.float32) * 0.1,
+            np.zeros(4 * hidden, np.float32)]
+
+
+def _solve(xp, lax, nn):
+    return lambda a, b: xp.linalg.solve(a, b)
+
+
+def _solve_inputs(rng):
+    a = rng.standard_normal((512, 512), dtype=np.float32) + 512 ** 0.5 * np.eye(512, dtype=np.float32)
+    return [a, rng.standard_normal((512, 16), dtype=np.float32)]
+
+
+def _per_example_logistic(xp, lax, nn):
+    """Per-example gradients of a logistic loss (vmap of grad), clipped to norm 1, averaged."""
+    def loss(w, x, y):
+        return -(y * nn.log_sigmoid(x @ w) + (1 - y) * nn.log_sigmoid(-(x @ w)))
+
+    def f(w, x, y):
+        grads = _ad(xp).vmap(_ad(xp).grad(loss), in_axes=(None, 0, 0))(w, x, y)
+        norms = xp.sqrt(xp.sum(grads ** 2, axis=1, keepdims=True))
+        return xp.mean(grads / xp.maximum(norms, 1.0), axis=0)
+    return f
+
+
+def _logistic_inputs(rng):
+    return [rng.standard_normal(512, dtype=np.float32) * 0.1, rng.standard_normal((256, 512), dtype=np.float32),
+            (rng.uniform(size=256) < 0.5).astype(np.float32)]
+
+
+def _vae_epoch(xp, lax, nn):
+    """A VAE (784-256-2x32 encoder, 32-256-784 decoder) trained for an epoch of 8 minibatches of
+    64 by a ``fori_loop`` whose body takes the gradient and steps SGD (JAX's mnist_vae example)."""
+    def elbo(params, x, eps):
+        we, be, wm, wv, wd, bd, wo, bo = params
+        h = nn.relu(x @ we + be)
+        mean, logvar = h @ wm, h @ wv
+        z = mean + xp.exp(0.5 * logvar) * eps
+        logits = nn.relu(z @ wd + bd) @ wo + bo
+        likelihood = xp.sum(x * logits - nn.softplus(logits), axis=-1)
+        kl = 0.5 * xp.sum(xp.exp(logvar) + mean ** 2 - 1.0 - logvar, axis=-1)
+        return -xp.mean(likelihood - kl)
+
+    def epoch(images, noise, *params):
+        def body(i, params):
+            x = lax.dynamic_slice_in_dim(images, i * 64, 64)
+            eps = lax.dynamic_slice_in_dim(noise, i * 64, 64)
+            grads = _ad(xp).grad(elbo)(params, x, eps)
+            return tuple(p - 0.001 * g for p, g in zip(params, grads))
+        return lax.fori_loop(0, images.shape[0] // 64, body, tuple(params))
+    return epoch
+
+
+def _vae_inputs(rng):
+    shapes = [(784, 256), (256,), (256, 32), (256, 32), (32, 256), (256,), (256, 784), (784,)]
+    images = (rng.uniform(size=(512, 784)) < 0.3).astype(np.float32)
+    return [images, rng.standard_normal((512, 32), dtype=np.float32),
+            *(rng.standard_normal(s, dtype=np.float32) * 0.05 for s in shapes)]
+
+
 WORKLOADS = [
     Workload("selu 1e6", _selu, _rng_normal(1_000_000), _numpy_selu),
     Workload("gelu 1e6", _gelu, _rng_normal(1_000_000), _numpy_gelu),
@@ -231,6 +377,15 @@ WORKLOADS = [
                                                        rng.standard_normal((32, 64), dtype=np.float32) * 0.1,
                                                        rng.standard_normal((1000, 1, 32), dtype=np.float32),
                                                        np.zeros((1, 64), np.float32)], _numpy_rnn),
+    Workload("conv 16x64x64x32 -> 64, 3x3 SAME", _conv_forward,
+             lambda rng: [rng.standard_normal((16, 64, 64, 32), dtype=np.float32),
+                          rng.standard_normal((3, 3, 32, 64), dtype=np.float32) * 0.1]),
+    Workload("CNN training step (batch 32, 28x28)", _cnn_train_step, _cnn_inputs),
+    Workload("per-example-gradient CNN step (vmap, batch 32)", _per_example_cnn_step, _cnn_inputs),
+    Workload("LSTM training step (scan 100, batch 32, hidden 128)", _lstm_train_step, _lstm_inputs),
+    Workload("VAE epoch (fori_loop of 8 SGD steps)", _vae_epoch, _vae_inputs),
+    Workload("per-example logistic gradients 256x512", _per_example_logistic, _logistic_inputs),
+    Workload("linalg.solve 512x512, 16 right-hand sides", _solve, _solve_inputs, np.linalg.solve),
     Workload("broadcast add (4096,1)+(1,1024)", _broadcast_add,
              lambda rng: [rng.standard_normal((4096, 1), dtype=np.float32),
                           rng.standard_normal((1, 1024), dtype=np.float32)], np.add),

@@ -394,8 +394,9 @@ LINEAR = {
     "jit", "cond", "scan", "while", "custom_vjp_lin", "conv_general_dilated", "reduce_window_sum",
     "triangular_solve",
 }
-# Primitives that never see a tangent: no operands, or only ever created by differentiation itself.
-NO_JVP = {"iota", "custom_vjp_lin", "fusion"}
+# Primitives that never see a tangent: no operands, or only ever created by differentiation itself
+# or by a backend after it (the CPU backend's convolutions and windowed reductions: sliding_windows).
+NO_JVP = {"iota", "custom_vjp_lin", "fusion", "sliding_windows"}
 
 
 def test_every_primitive_has_a_jvp_rule() -> None:

@@ -41,6 +41,7 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
 from ember.lax import elementwise as ew, indexing, reductions
+from ember.lax.convolution import sliding_windows_p
 from ember.lax.dot import dot_general_p
 from ember.lax.shapes import INDEX_REMAPPING, broadcast_in_dim_p, iota_p
 
@@ -60,10 +61,10 @@ abstract_eval_rules[fusion_p] = _fusion_rule
 # Cheap enough to recompute for every reuse under a broadcast.
 _CHEAP = {ew.neg_p, ew.abs_p, ew.add_p, ew.sub_p, ew.mul_p, ew.max_p, ew.min_p, ew.select_n_p, ew.clamp_p,
           ew.convert_element_type_p, ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p, ew.and_p, ew.or_p,
-          ew.xor_p, ew.not_p, ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, iota_p} | INDEX_REMAPPING
+          ew.xor_p, ew.not_p, ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, iota_p, sliding_windows_p} | INDEX_REMAPPING
 
 FUSIBLE: set[Primitive] = (ew.ELEMENTWISE - {ew.bitcast_convert_type_p}) | INDEX_REMAPPING | {iota_p} | set(
-    reductions.REDUCTIONS)
+    reductions.REDUCTIONS) | {sliding_windows_p}
 
 
 # Kernel roots only, never read by a consumer at an index: a running reduction would rescan up
@@ -78,7 +79,11 @@ def default_can_fuse(eqn: Eqn) -> bool:
 def _reuses_elements(eqn: Eqn) -> bool:
     """A broadcast that re-reads operand elements from an inner loop: one that expands a
     dimension lying before a dimension it keeps. Expanding only trailing dimensions (a row
-    value spread over its row) reads each element within one iteration of the outer loops."""
+    value spread over its row) reads each element within one iteration of the outer loops.
+    Overlapping sliding windows read elements again too."""
+    if eqn.primitive is sliding_windows_p:
+        p = eqn.params
+        return any(w > s for w, s in zip(p["window_dimensions"], p["window_strides"]))
     if eqn.primitive is not broadcast_in_dim_p:
         return False
     operand, out_shape = eqn.invars[0].aval, eqn.params["shape"]

@@ -32,12 +32,12 @@ def _inline_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
         if callee is None or callee.consts:  # calls carry their consts as operands (consts_as_inputs)
             eqns.append(eqn)
             continue
-        for var, atom in zip(eqn.outvars, _splice(callee.jaxpr, eqn.invars, eqns)):
+        for var, atom in zip(eqn.outvars, splice(callee.jaxpr, eqn.invars, eqns)):
             subst.bind(var, atom)
     return rebuild(jaxpr, eqns, subst.all(jaxpr.outvars))
 
 
-def _splice(body: Jaxpr, operands: list[Atom], eqns: list[Eqn]) -> list[Atom]:
+def splice(body: Jaxpr, operands: list[Atom], eqns: list[Eqn]) -> list[Atom]:
     """Append a fresh copy of ``body``'s equations reading ``operands``; return its outputs."""
     subst = Substitution()
     for var, operand in zip(body.invars, operands):

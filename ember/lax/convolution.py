@@ -22,7 +22,7 @@ from ember.lax.dot import _precision_param
 
 __all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
            "conv_general_dilated_p", "conv_with_general_padding", "padtype_to_pads", "reduce_window",
-           "reduce_window_max_p", "reduce_window_min_p", "reduce_window_sum_p"]
+           "reduce_window_max_p", "reduce_window_min_p", "reduce_window_sum_p", "sliding_windows_p"]
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -273,3 +273,21 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable, window_d
     return p.bind(operand, window_dimensions=window_dimensions, window_strides=window_strides,
                   padding=_explicit_padding(padding, "reduce_window"),
                   base_dilation=_int_tuple(base_dilation, x.ndim, "base_dilation"), window_dilation=window_dilation)
+
+
+# --- sliding windows (a backend's building block) ----------------------------------------------------------
+def _sliding_windows_rule(x: ShapedArray, *, window_dimensions: tuple, window_strides: tuple,
+                          window_dilation: tuple) -> ShapedArray:
+    _check_window_params("sliding_windows", x.ndim, window_dimensions=window_dimensions,
+                         window_strides=window_strides, window_dilation=window_dilation)
+    positions = tuple(_window_output_size(n, w, s, (0, 0), 1, d) for n, w, s, d in
+                      zip(x.shape, window_dimensions, window_strides, window_dilation))
+    return x._replace(shape=positions + tuple(window_dimensions))
+
+
+# Every window of ``x``: the result has one dimension per window position along each of ``x``'s
+# dimensions, then one per window dimension (element ``[p..., w...]`` is ``x[p * stride + w *
+# dilation]``). Backends build convolutions (patches for a matrix product) and windowed reductions
+# from it after differentiation, so it never meets a tangent; it only moves data, and reads each
+# element of ``x`` as many times as windows overlap it.
+sliding_windows_p = primitive("sliding_windows", _sliding_windows_rule)

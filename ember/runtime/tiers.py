@@ -15,8 +15,8 @@ The cost model is deliberately coarse (measured on the 2-core machine of the ben
 ``benchmarks/compile_time.py`` programs): native compile about ``COMPILE_MS_FIXED`` plus
 ``COMPILE_MS_PER_EQN`` per equation (sub-programs included); a reference run about
 ``REFERENCE_MS_PER_EQN`` per equation executed (loop bodies times their trip counts; a
-``while_loop`` counts ``WHILE_TRIPS`` trips) plus the arithmetic at NumPy's speed, except for
-what the native code runs on the reference interpreter as well (``SAME_ON_BOTH_TIERS``).
+``while_loop`` counts ``WHILE_TRIPS`` trips) plus the arithmetic at NumPy's speed (products
+by BLAS, convolutions by ``einsum`` over window views).
 
 The background thread is one for the process (LLVM is serialized anyway), fed first in, first
 out. At interpreter exit the queue is dropped and the compile in flight finished (an LLVM call
@@ -35,12 +35,7 @@ from typing import Any, Callable
 from ember.config import config
 from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, subjaxprs
 from ember.lax.control_flow import cond_p, scan_p, while_p
-from ember.lax.convolution import (
-    conv_general_dilated_p,
-    reduce_window_max_p,
-    reduce_window_min_p,
-    reduce_window_sum_p,
-)
+from ember.lax.convolution import conv_general_dilated_p
 from ember.lax.dot import dot_general_p
 from ember.runtime.executable import CpuExecutable, ReferenceExecutable, compile_jaxpr as compile_now
 
@@ -52,11 +47,8 @@ COMPILE_MS_PER_EQN = 0.5
 REFERENCE_MS_PER_EQN = 0.04
 REFERENCE_NS_PER_ELEMENT = 2.0  # elementwise and data movement
 REFERENCE_NS_PER_FLOP = 0.05  # products (NumPy's BLAS)
+REFERENCE_NS_PER_CONV_FLOP = 1.0  # convolutions: 0.8-1.7 ns measured (16x64x64x32 and 32x28x28x16, 3x3)
 WHILE_TRIPS = 1000
-# What the CPU backend runs on the reference interpreter as well (``log_compiles`` lists it):
-# it costs both tiers the same, so it does not count against the quick one.
-SAME_ON_BOTH_TIERS = frozenset({conv_general_dilated_p, reduce_window_sum_p, reduce_window_max_p,
-                                reduce_window_min_p})
 
 
 def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Any:
@@ -91,11 +83,16 @@ def _reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
             ms += sum(_reference_ms(s, trips) for s in subs)
             continue
         elements = sum(math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape"))
-        ns = 0.0 if p in SAME_ON_BOTH_TIERS else REFERENCE_NS_PER_ELEMENT * elements
+        ns = REFERENCE_NS_PER_ELEMENT * elements
         if p is dot_general_p:
             (lhs_contract, _), _ = eqn.params["dimension_numbers"]
             depth = math.prod(eqn.invars[0].aval.shape[d] for d in lhs_contract)
             ns += REFERENCE_NS_PER_FLOP * 2 * elements * depth
+        elif p is conv_general_dilated_p:
+            lhs_spec, rhs_spec, _ = eqn.params["dimension_numbers"]
+            rhs = eqn.invars[1].aval.shape
+            depth = rhs[rhs_spec[1]] * math.prod(rhs[d] for d in rhs_spec[2:])
+            ns += REFERENCE_NS_PER_CONV_FLOP * 2 * elements * depth
         ms += trips * (REFERENCE_MS_PER_EQN + ns * 1e-6)
     return ms
 

@@ -14,7 +14,8 @@ work over cores. A kernel or loop that an earlier program compiled is not genera
 
 Compile stages, each timed in the compile log::
 
-    passes (ember.compiler.optimize) -> fusion -> LLVM IR generation -> LLVM optimize + codegen
+    expansion (``expand``: convolutions, windowed reductions) + passes (ember.compiler.optimize)
+    -> fusion -> LLVM IR generation -> LLVM optimize + codegen
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import time
 from collections import Counter
 
 from ember.backends.cpu import kernel
+from ember.backends.cpu.expand import expand
 from ember.backends.cpu.program import Program, Report, can_fuse
 from ember.compiler import optimize
 from ember.compiler.fusion import fuse
@@ -36,7 +38,7 @@ logger = logging.getLogger("ember")  # the compile log (``config.log_compiles``)
 def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> tuple[Program, Report]:
     report = Report()
     start = time.perf_counter()
-    closed = optimize(closed)
+    closed = optimize(expand(closed))
     passes = time.perf_counter()
     fused = fuse(closed, can_fuse, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
     if config.check_ir:

@@ -28,6 +28,7 @@ from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember.backends.reference.indexing import default_fill_value
 from ember.core.primitive import Primitive
 from ember.lax import indexing as ix, reductions as red, shapes as sh
+from ember.lax.convolution import sliding_windows_p
 from ember.lax.dot import dot_general_p
 
 if TYPE_CHECKING:
@@ -120,6 +121,15 @@ def _pad(k, eqn, index, scope):
     inside = yield from _operand_at(k, eqn, index, scope, comps)
     fill = yield Read(pad_value, Index(k, (), []), scope)
     return k.select_all(conditions, inside, fill, scope)
+
+
+def _sliding_windows(k, eqn, index, scope):
+    """Element ``[p..., w...]`` is the operand's ``[p * stride + w * dilation]``."""
+    p = eqn.params
+    n = eqn.invars[0].aval.ndim
+    comps = [k.add(k.mul(index.comps[d], stride), k.mul(index.comps[n + d], dilation))
+             for d, (stride, dilation) in enumerate(zip(p["window_strides"], p["window_dilation"]))]
+    return (yield from _operand_at(k, eqn, index, scope, comps))
 
 
 def _concatenate(k, eqn, index, scope):
@@ -469,7 +479,7 @@ REDUCTION_PRIMITIVES = (red.reduce_sum_p, red.reduce_prod_p, red.reduce_max_p, r
 index_rules.update({
     sh.iota_p: _iota, sh.broadcast_in_dim_p: _broadcast_in_dim, sh.reshape_p: _reshape,
     sh.squeeze_p: _squeeze, sh.transpose_p: _transpose, sh.rev_p: _rev, sh.slice_p: _slice, sh.pad_p: _pad,
-    sh.concatenate_p: _concatenate, sh.dynamic_slice_p: _dynamic_slice,
+    sh.concatenate_p: _concatenate, sliding_windows_p: _sliding_windows, sh.dynamic_slice_p: _dynamic_slice,
     sh.dynamic_update_slice_p: _dynamic_update_slice, dot_general_p: _dot_general, ix.gather_p: _gather,
     **{p: _reduction for p in REDUCTION_PRIMITIVES}, red.argmax_p: _arg_reduction, red.argmin_p: _arg_reduction,
 })

@@ -36,10 +36,10 @@ def _windows(x: np.ndarray, axes: tuple, window: tuple, strides: tuple, window_d
     """Sliding windows over ``axes``: the result has ``x``'s dimensions (``axes`` now counting
     window positions), then one per window dimension."""
     span = [conv.dilate_dim(w, d) for w, d in zip(window, window_dilation)]
-    if any(x.shape[a] < s for a, s in zip(axes, span)):  # no window fits: no positions
+    if any(x.shape[a] < s for a, s in zip(axes, span)):  # no window fits along some axis: no positions there
         shape = list(x.shape)
-        for a in axes:
-            shape[a] = 0
+        for a, s, st in zip(axes, span, strides):
+            shape[a] = 0 if x.shape[a] < s else (x.shape[a] - s) // st + 1
         return np.zeros(shape + list(window), x.dtype)
     views = sliding_window_view(x, span, axis=axes)
     positions = tuple(slice(None, None, strides[axes.index(a)]) if a in axes else slice(None) for a in range(x.ndim))
@@ -84,7 +84,13 @@ def _reduce_window(p: Any, reduce: Any) -> Any:
     return rule
 
 
+def _sliding_windows(x: np.ndarray, *, window_dimensions, window_strides, window_dilation) -> np.ndarray:
+    return np.ascontiguousarray(_windows(x, tuple(range(x.ndim)), window_dimensions, window_strides,
+                                         window_dilation))
+
+
 impl_rules.update({
+    conv.sliding_windows_p: _sliding_windows,
     conv.conv_general_dilated_p: _conv_general_dilated,
     conv.reduce_window_sum_p: _reduce_window(conv.reduce_window_sum_p, np.sum),
     conv.reduce_window_max_p: _reduce_window(conv.reduce_window_max_p, np.max),

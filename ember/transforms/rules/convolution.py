@@ -201,3 +201,16 @@ def _batch_reduce_window(p: Any) -> Any:
 
 for _p in (conv.reduce_window_sum_p, conv.reduce_window_max_p, conv.reduce_window_min_p):
     batching_rules[_p] = _batch_reduce_window(_p)
+
+
+def _batch_sliding_windows(axis_size: int, values: tuple, dims: tuple, *, window_dimensions: tuple,
+                           window_strides: tuple, window_dilation: tuple) -> tuple[Any, int]:
+    """Windows of one element along the batch dimension, whose unit window dimension is dropped."""
+    [x], [d] = values, dims
+    out = conv.sliding_windows_p.bind(x, window_dimensions=window_dimensions[:d] + (1,) + window_dimensions[d:],
+                                      window_strides=window_strides[:d] + (1,) + window_strides[d:],
+                                      window_dilation=window_dilation[:d] + (1,) + window_dilation[d:])
+    return lax.squeeze(out, (aval(x).ndim + d,)), d
+
+
+batching_rules[conv.sliding_windows_p] = _batch_sliding_windows

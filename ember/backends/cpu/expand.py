@@ -1,0 +1,162 @@
+"""Convolutions and windowed reductions as primitives this backend compiles: run before the passes.
+
+A convolution becomes a matrix product over patches ("im2col"): the input is moved to
+``[batch, spatial..., features]``, padded (interior padding for input dilation), its
+``sliding_windows`` taken and laid out as ``[groups, batch, positions..., window..., features]``
+(one fused kernel writes them: the transposes, the padding and the windows are index arithmetic),
+then one ``dot_general`` (the blocked product, batched over feature or batch groups) contracts
+them with the kernel and a fused kernel puts the result in the output's layout. The input- and
+kernel-gradient convolutions of ``grad`` and the grouped convolutions of ``vmap`` are
+convolutions too, so they take the same path. Floating-point convolutions only (half precision
+computed in float32 and rounded once, as the reference does); integer and boolean ones stay on
+the reference.
+
+A windowed reduction (``reduce_window`` sum, max, min) becomes a pad with the monoid's identity,
+the sliding windows and one reduction over the window dimensions: a single fused kernel.
+
+Expanding before the passes lets them simplify what it leaves (identity transposes, conversions)
+and lets fusion join the patches with their producers and the output layout with its consumers.
+Sub-programs (loop bodies, branches, calls) are expanded too.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes, lax
+from ember.compiler.inline import splice
+from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
+from ember.core.avals import ShapedArray
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
+from ember.core.primitive import Primitive
+from ember.core.staging import DebugInfo, trace_to_jaxpr
+from ember.lax import convolution as conv
+
+_FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+
+
+def expand(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """``closed`` with the equations that ``expansions`` has rules for replaced by what the rules
+    trace, in its sub-programs too."""
+    return on_closed(closed, _expand_jaxpr)
+
+
+def _expand_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
+    subst = Substitution()
+    eqns: list[Eqn] = []
+    for eqn in jaxpr.eqns:
+        eqn = subprograms(subst.apply(eqn))
+        body = _expansion(eqn)
+        if body is None:
+            eqns.append(eqn)
+            continue
+        for var, atom in zip(eqn.outvars, splice(body.jaxpr, eqn.invars, eqns)):
+            subst.bind(var, atom)
+    return rebuild(jaxpr, eqns, subst.all(jaxpr.outvars))
+
+
+def _expansion(eqn: Eqn) -> ClosedJaxpr | None:
+    rule = expansions.get(eqn.primitive)
+    avals = [a.aval for a in eqn.invars]
+    if rule is None or not rule.applies(*avals, **eqn.params):
+        return None
+    body = trace_to_jaxpr(lambda *xs: [rule(*xs, **eqn.params)], avals,
+                          DebugInfo("expansion", eqn.primitive.name, [f"x{i}" for i in range(len(avals))], False))
+    return None if body.consts else body
+
+
+class Expansion:
+    """``fn(*operands, **params)`` in simpler primitives, where ``applies(*avals, **params)``."""
+
+    def __init__(self, fn: Callable, applies: Callable[..., bool]) -> None:
+        self.fn, self.applies = fn, applies
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        return self.fn(*args, **params)
+
+
+# --- convolution ---------------------------------------------------------------------------------
+def _conv_applies(lhs: ShapedArray, rhs: ShapedArray, *, preferred_element_type: Any, **_: Any) -> bool:
+    out = preferred_element_type or lhs.dtype
+    return lhs.dtype in _FLOATS and rhs.dtype in _FLOATS and out in _FLOATS
+
+
+def _conv(lhs: Any, rhs: Any, *, window_strides: tuple, padding: tuple, lhs_dilation: tuple, rhs_dilation: tuple,
+          dimension_numbers: conv.ConvDimensionNumbers, feature_group_count: int, batch_group_count: int,
+          precision: Any, preferred_element_type: Any) -> Any:
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    k = len(window_strides)
+    out_dtype = np.dtype(preferred_element_type or lhs.aval.dtype)
+    acc = dtypes.float64 if out_dtype == dtypes.float64 else dtypes.float32
+    x = lax.convert_element_type(lax.transpose(lhs, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1])), acc)
+    w = lax.convert_element_type(lax.transpose(rhs, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0])), acc)
+    *window, _, o = w.aval.shape
+    groups = feature_group_count * batch_group_count  # (one of them is 1)
+    # x: [batch groups, batch, spatial..., feature groups, features]. Unit group dimensions are
+    # added and dropped by index maps (expand_dims / squeeze), not by reshapes, which would cost
+    # the patches kernel a division per element.
+    x = _split(_split(x, 0, batch_group_count), k + 2, feature_group_count)
+    zero = np.zeros((), acc)
+    x = lax.pad(x, zero, ((0, 0, 0), (0, 0, 0), *((lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dilation)),
+                          (0, 0, 0), (0, 0, 0)))
+    ones = (1, 1)
+    patches = conv.sliding_windows_p.bind(x, window_dimensions=ones + tuple(window) + ones,
+                                          window_strides=ones + tuple(window_strides) + ones,
+                                          window_dilation=ones + tuple(rhs_dilation) + ones)
+    rank = k + 4  # [bg, nb, positions..., fg, cg, 1, 1, window..., 1, 1] -> [bg, fg, nb, positions..., window..., cg]
+    patches = lax.squeeze(patches, (rank, rank + 1, rank + k + 2, rank + k + 3))
+    patches = lax.transpose(patches, (0, k + 2, 1, *range(2, k + 2), *range(k + 4, 2 * k + 4), k + 3))
+    w = _split(_split(w, k + 1, batch_group_count), k + 2, feature_group_count)  # [window..., cg, bg, fg, og]
+    w = lax.transpose(w, (k + 1, k + 2, *range(k + 1), k + 3))  # [bg, fg, window..., cg, og]
+    contract = tuple(range(3 + k, 4 + 2 * k))
+    out = lax.dot_general(patches, w, ((contract, tuple(range(2, k + 3))), ((0, 1), (0, 1))))
+    if groups == 1:  # [bg, fg, nb, positions..., og] -> [nb, positions..., o]
+        out = lax.squeeze(out, (0, 1))
+    else:
+        out = lax.transpose(out, (2, *range(3, 3 + k), 0, 1, 3 + k))
+        out = lax.reshape(out, (*out.aval.shape[:1 + k], o))
+    # [batch, positions..., features] -> the output's layout
+    logical = (0, k + 1, *range(1, k + 1))  # where (batch, feature, spatial...) are now
+    permutation = [0] * (k + 2)
+    for j, position in enumerate(out_spec):
+        permutation[position] = logical[j]
+    return lax.convert_element_type(lax.transpose(out, tuple(permutation)), out_dtype)
+
+
+def _split(x: Any, axis: int, parts: int) -> Any:
+    """Dimension ``axis`` of ``x`` as two, ``(parts, size // parts)``."""
+    if parts == 1:
+        return lax.expand_dims(x, (axis,))
+    shape = x.aval.shape
+    return lax.reshape(x, (*shape[:axis], parts, shape[axis] // parts, *shape[axis + 1:]))
+
+
+# --- windowed reductions ------------------------------------------------------------------------
+def _reduce_window(p: Primitive, reduce: Callable) -> Expansion:
+    exact = p is not conv.reduce_window_sum_p  # max and min are exact in any type and order
+
+    def applies(x: ShapedArray, **_: Any) -> bool:
+        kinds = "iuf" if exact or x.dtype in (dtypes.float32, dtypes.float64) else "iu"
+        return x.dtype.kind in kinds or (exact and x.dtype == dtypes.bfloat16)
+
+    def fn(x: Any, *, window_dimensions: tuple, window_strides: tuple, padding: tuple, base_dilation: tuple,
+           window_dilation: tuple) -> Any:
+        identity = np.asarray(conv.window_identity(p, x.aval.dtype), x.aval.dtype)
+        padded = lax.pad(x, identity, tuple((lo, hi, d - 1) for (lo, hi), d in zip(padding, base_dilation)))
+        windows = conv.sliding_windows_p.bind(padded, window_dimensions=window_dimensions,
+                                              window_strides=window_strides, window_dilation=window_dilation)
+        n = x.aval.ndim
+        if math.prod(window_dimensions) == 1:
+            return lax.reshape(windows, windows.aval.shape[:n])
+        return reduce(windows, tuple(range(n, 2 * n)))
+    return Expansion(fn, applies)
+
+
+expansions: dict[Primitive, Expansion] = {
+    conv.conv_general_dilated_p: Expansion(_conv, _conv_applies),
+    conv.reduce_window_sum_p: _reduce_window(conv.reduce_window_sum_p, lax.reduce_sum),
+    conv.reduce_window_max_p: _reduce_window(conv.reduce_window_max_p, lax.reduce_max),
+    conv.reduce_window_min_p: _reduce_window(conv.reduce_window_min_p, lax.reduce_min),
+}
