@@ -25,14 +25,22 @@ from llvmlite import ir
 from ember.backends.cpu import jit, threads
 from ember.backends.cpu.lowering import F32, F64, I64
 
-# Tile shapes measured (float32, one thread, 512^3 / 1024^3): 6 rows x 2 vectors 1.29 / 9.18 ms,
-# 8x2 1.21 / 9.20, 12x2 1.29 / 9.35, 4x4 1.29 / 9.46: about 220 GFLOP/s, three quarters of the
-# FMA peak, whatever the shape; 6x2 compiles fastest (100 ms, once per process and dtype).
+# Tile shapes measured (float32, one thread, 512^3 / 1024^3), AVX-512 (znver5): 6 rows x 2
+# vectors 1.29 / 9.18 ms, 8x2 1.21 / 9.20, 12x2 1.29 / 9.35, 4x4 1.29 / 9.46: about 220 GFLOP/s,
+# three quarters of the FMA peak, whatever the shape; 6x2 compiles fastest (100 ms, once per
+# process and dtype). AVX2 (znver3, 16 vector registers): 64-byte vectors (two registers each)
+# spill the 6x2 tile: 26-30 GFLOP/s on 512^3, 1024^3, 256x784x512 and 65536x288x64 (a
+# convolution's patches); 32-byte vectors 42-49, and 50-63 with KC 384 (4x2, 8x1 and 3x4 tiles:
+# 31-58, noisy).
 MR = 6  # rows of a C tile
 NV = 2  # vectors per row of a C tile
-KC = 256  # rows of B in a packed block
 NC = 256  # columns of B in a packed block
-VECTOR_BYTES = 64  # one AVX-512 register (two AVX2 registers: LLVM splits the vectors)
+if "+avx512f" in jit.host_features():
+    VECTOR_BYTES = 64  # one AVX-512 register
+    KC = 256  # rows of B in a packed block
+else:
+    VECTOR_BYTES = 32  # one AVX2 register
+    KC = 384
 
 
 def _c(n: int) -> ir.Constant:

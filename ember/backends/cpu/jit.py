@@ -73,6 +73,11 @@ def _host() -> tuple[str, str, str]:
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
+def host_features() -> str:
+    """The host CPU's features as LLVM spells them (``+avx2,+fma,...``)."""
+    return _host()[2]
+
+
 def register_library_symbols(library: str, names: tuple[str, ...]) -> bool:
     """Make the functions ``names`` of the shared ``library`` callable from JIT-compiled code;
     False (and nothing registered) if the library or one of the functions is missing."""
