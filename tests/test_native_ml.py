@@ -162,3 +162,157 @@ def test_per_example_gradients_are_native_and_match_a_loop(rng):
         for g, w in zip(got, want):
             np.testing.assert_allclose(np.asarray(g)[i], np.asarray(w), rtol=1e-4, atol=1e-5)
     _no_fallbacks(ember.vmap(ember.grad(lambda p, x: _cnn(p, x[None])), in_axes=(None, 0)), params, x)
+
+
+# --- loops that hold products ----------------------------------------------------------------------------
+def _lstm_loss(params, xs, target):
+    wx, wh, b = params
+
+    def cell(carry, x):
+        h, c = carry
+        i, f, g, o = jnp.split(x @ wx + h @ wh + b, 4, axis=-1)
+        c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
+        h = nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+    zeros = jnp.zeros((xs.shape[1], wh.shape[0]), xs.dtype)
+    (h, _), hs = lax.scan(cell, (zeros, zeros), xs)
+    return jnp.mean((h - target) ** 2) + jnp.mean(hs)
+
+
+def _lstm_inputs(rng, hidden=64, batch=8, features=16, steps=5):
+    return ((rng.standard_normal((features, 4 * hidden)).astype(np.float32) * 0.2,
+             rng.standard_normal((hidden, 4 * hidden)).astype(np.float32) * 0.2, np.zeros(4 * hidden, np.float32)),
+            rng.standard_normal((steps, batch, features)).astype(np.float32),
+            rng.standard_normal((batch, hidden)).astype(np.float32))
+
+
+def test_lstm_by_scan_and_its_gradient_call_the_product_natively(rng):
+    params, xs, target = _lstm_inputs(rng)
+    for f in (_lstm_loss, ember.value_and_grad(_lstm_loss)):
+        check_backends_agree(f, params, xs, target, rtol=1e-4, atol=1e-5)
+        report = compile_cpu(f, params, xs, target).report
+        assert report.loops and not report.fallbacks, report.fallbacks
+
+
+def test_lstm_gradient_matches_finite_differences(x64, rng):
+    params, xs, target = _lstm_inputs(rng, hidden=8, batch=2, features=3, steps=3)
+    params = tuple(p.astype(np.float64) for p in params)
+    check_gradient(lambda wh: _lstm_loss((params[0], wh, params[2]), xs.astype(np.float64), target), params[1])
+
+
+def test_products_in_loops_of_every_layout(rng):
+    """Transposed operands, batch dimensions and float64 call the product on the buffers as
+    they are; a layout it cannot take (a contracted pair out of order) is fused into a kernel."""
+    a = rng.standard_normal((4, 48, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 64)).astype(np.float32) * 0.1
+
+    def transposed(a, w):
+        return lax.fori_loop(0, 3, lambda i, x: jnp.tanh(jnp.einsum("bij,kj->bik", x, w) + x.mean(0)), a)
+
+    def batched(a, w):
+        return lax.fori_loop(0, 3, lambda i, x: jnp.tanh(jnp.einsum("bij,bkj->bik", x, x) @ x * 0.01), a)
+
+    def transposed_lhs(a, w):
+        return lax.fori_loop(0, 2, lambda i, v: v + jnp.einsum("bij,bik->jk", a, a) * 1e-3, w)
+
+    def out_of_order(a, w):  # contracts (i, j) of a [b, i, j] with (j, i) of a transposed copy
+        y = jnp.transpose(a, (0, 2, 1)) * 1.0
+        return lax.fori_loop(0, 2, lambda i, v: v + jnp.einsum("bij,cji->bc", a, y + v[0, 0]), jnp.zeros((4, 4)))
+
+    for f in (transposed, batched, transposed_lhs, out_of_order):
+        check_backends_agree(f, a, w, rtol=1e-4, atol=1e-4)
+        report = compile_cpu(f, a, w).report
+        assert report.loops and not report.fallbacks, (f.__name__, report.fallbacks)
+
+
+def test_products_in_while_and_cond_and_nested_loops(rng):
+    x = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
+    w = rng.standard_normal((128, 128)).astype(np.float32) * 0.1
+
+    def f(x, w):
+        def body(state):
+            i, h = state
+            h = lax.cond(i % 2 == 0, lambda h: jnp.tanh(h @ w), lambda h: h @ w.T, h)
+            h = lax.fori_loop(0, 2, lambda j, h: h + 0.1 * (h @ w), h)
+            return i + 1, h
+        return lax.while_loop(lambda s: s[0] < 5, body, (0, x))[1]
+    check_backends_agree(f, x, w, rtol=1e-4, atol=1e-5)
+    report = compile_cpu(f, x, w).report
+    assert report.loops == [report.loops[0]] and not report.fallbacks
+
+
+def test_empty_and_float64_products_in_loops(x64, rng):
+    empty = np.zeros((64, 0), np.float64)
+    w = np.zeros((0, 600), np.float64)
+    x = rng.standard_normal((96, 400))
+    v = rng.standard_normal((400, 400)) * 0.05
+
+    def f(empty, w, x, v):
+        zeros = lax.fori_loop(0, 2, lambda i, acc: acc + empty @ w, jnp.ones((64, 600)))
+        return zeros, lax.fori_loop(0, 2, lambda i, h: jnp.tanh(h @ v), x)
+    check_backends_agree(f, empty, w, x, v, rtol=1e-10, atol=1e-12)
+    assert not compile_cpu(f, empty, w, x, v).report.fallbacks
+
+
+# --- program classes of the ML path: nothing falls back ------------------------------------------------
+def _gru_loss(params, xs):
+    wz, uz, wr, ur, wh, uh = params
+
+    def cell(h, x):
+        z = nn.sigmoid(x @ wz + h @ uz)
+        r = nn.sigmoid(x @ wr + h @ ur)
+        h = (1 - z) * h + z * jnp.tanh(x @ wh + (r * h) @ uh)
+        return h, None
+    h, _ = lax.scan(cell, jnp.zeros((xs.shape[1], uz.shape[0])), xs)
+    return jnp.sum(h ** 2)
+
+
+def _transformer_loss(params, x):
+    wq, wk, wv, wo, w1, w2 = params
+    h = nn.standardize(x, axis=-1)
+    q, k, v = h @ wq, h @ wk, h @ wv
+    attention = nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k) / 8.0, axis=-1)
+    x = x + jnp.einsum("bqk,bkd->bqd", attention, v) @ wo
+    x = x + nn.gelu(nn.standardize(x, axis=-1) @ w1) @ w2
+    return jnp.mean(x ** 2)
+
+
+def _vae_epoch(params, images, noise):
+    def elbo(params, x, eps):
+        we, wm, wv, wd, wo = params
+        h = nn.relu(x @ we)
+        mean, logvar = h @ wm, h @ wv
+        logits = nn.relu((mean + jnp.exp(0.5 * logvar) * eps) @ wd) @ wo
+        kl = 0.5 * jnp.sum(jnp.exp(logvar) + mean ** 2 - 1.0 - logvar, axis=-1)
+        return -jnp.mean(jnp.sum(images[:16] * logits - nn.softplus(logits), axis=-1) - kl)
+
+    def body(i, params):
+        grads = ember.grad(elbo)(params, lax.dynamic_slice_in_dim(images, i * 16, 16),
+                                 lax.dynamic_slice_in_dim(noise, i * 16, 16))
+        return tuple(p - 0.01 * g for p, g in zip(params, grads))
+    return lax.fori_loop(0, 3, body, params)
+
+
+def test_ml_program_classes_compile_with_no_fallback(rng):
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float32) * 0.2
+    cnn_params, cnn_x = _cnn_inputs(rng)
+    lstm = _lstm_inputs(rng)
+    programs = {
+        "cnn step": (ember.value_and_grad(_cnn), cnn_params, cnn_x),
+        "per-example cnn gradients": (ember.vmap(ember.grad(lambda p, x: _cnn(p, x[None])), in_axes=(None, 0)),
+                                      cnn_params, cnn_x),
+        "lstm step": (ember.value_and_grad(_lstm_loss), *lstm),
+        "gru step": (ember.value_and_grad(_gru_loss), tuple(normal(32, 32) for _ in range(6)), normal(6, 8, 32)),
+        "transformer step": (ember.value_and_grad(_transformer_loss),
+                             tuple(normal(*s) for s in [(64, 64)] * 4 + [(64, 128), (128, 64)]), normal(2, 32, 64)),
+        "vae epoch": (_vae_epoch, tuple(normal(*s) for s in [(64, 48), (48, 8), (48, 8), (8, 48), (48, 64)]),
+                      (rng.uniform(size=(48, 64)) < 0.3).astype(np.float32), normal(48, 8)),
+        "per-example logistic gradients": (
+            ember.vmap(ember.grad(lambda w, x, y: -(y * nn.log_sigmoid(x @ w) + (1 - y) * nn.log_sigmoid(-(x @ w)))),
+                       in_axes=(None, 0, 0)), normal(64), normal(32, 64), (rng.uniform(size=32) < 0.5) * 1.0),
+    }
+    for name, (f, *args) in programs.items():
+        report = compile_cpu(f, *args).report
+        assert not report.fallbacks, (name, report.fallbacks)
+        check_backends_agree(f, *args, rtol=2e-4, atol=2e-5)

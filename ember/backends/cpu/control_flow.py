@@ -6,14 +6,21 @@ equation). The loop is then machine code: each iteration calls the kernels'
 functions, which LLVM inlines, so a scalar ``fori_loop`` keeps its carry in a
 register and runs as one tight loop.
 
+Products too large to fuse (``program.SMALL_DOT``) call the blocked product (``gemm``) on their
+operands' buffers as they are (``dot.gemm_layout``: strides, no copies), through a table of
+function pointers that the loop receives (``gemm.FUNCTION_TABLE``), so the loop's code does not
+depend on where the product was loaded and a loop compiled by a worker or kept on disk links to
+nothing.
+
 Buffers: small values (at most ``STACK_BYTES``) live on the stack, where LLVM
 promotes scalars to registers; larger ones get space in a scratch area that
 the caller allocates (its size is known when compiling). Carries are copied
 back after every iteration, once all new values are computed, so a body that
-swaps its carries is correct.
+swaps its carries is correct. Nothing is allocated per iteration.
 
 The function is ``void name(i8** buffers, i64, i64)`` like a kernel:
-``buffers`` holds the operands, then the outputs, then the scratch area.
+``buffers`` holds the operands, then the outputs, then the scratch area, then the address of
+the products' function table.
 """
 from __future__ import annotations
 
@@ -23,11 +30,12 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
-from ember.backends.cpu import kernel, lowering
+from ember.backends.cpu import dot, gemm, kernel, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.lax import control_flow as cf
+from ember.lax.dot import dot_general_p
 
 STACK_BYTES = 256
 CONTROL_FLOW = (cf.while_p, cf.scan_p, cf.cond_p)
@@ -54,10 +62,25 @@ def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | No
             if inner.primitive in CONTROL_FLOW:
                 if prepare(inner, can_fuse) is None:
                     return None
+            elif inner.primitive is dot_general_p:
+                if dot.gemm_layout(inner) is None:
+                    return None
             elif inner.primitive is not fusion_p:
                 return None
         prepared.append(fused)
     return prepared
+
+
+def product_dtypes(eqn: Eqn) -> set[np.dtype]:
+    """The dtypes of the products that a control-flow equation's loop calls (``gemm``'s)."""
+    found = set()
+    for closed in _sub_programs(eqn):
+        for inner in closed.jaxpr.eqns:
+            if inner.primitive is dot_general_p and dot.lowers_natively(inner):
+                found.add(inner.outvars[0].aval.dtype)
+            elif inner.primitive in CONTROL_FLOW:
+                found |= product_dtypes(inner)
+    return found
 
 
 def _nbytes(v: Any) -> int:
@@ -80,7 +103,9 @@ class LoopFunction:
         self.scratch_bytes = 0
         buffers = self.fn.args[0]
         pointers = [self.b.load(self.b.gep(buffers, [ir.Constant(I64, i)]))
-                    for i in range(len(eqn.invars) + len(eqn.outvars) + 1)]
+                    for i in range(len(eqn.invars) + len(eqn.outvars) + 2)]
+        self.products = self.b.bitcast(pointers.pop(), I8P.as_pointer())  # gemm's function table
+        self.products_called = 0
         self.scratch = pointers[-1]
         env = {}
         for v, ptr in zip(eqn.invars, pointers):
@@ -125,6 +150,9 @@ class LoopFunction:
             if eqn.primitive in CONTROL_FLOW:
                 outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
                 self.emit_control_flow(eqn, env, outs)
+            elif eqn.primitive is dot_general_p:
+                outs = [self.buffer(_nbytes(eqn.outvars[0]))]
+                self.emit_product(eqn, env, outs[0])
             elif kernel.is_view(eqn):
                 outs = [env[id(eqn.invars[0])]]
             else:
@@ -142,6 +170,47 @@ class LoopFunction:
         args = [self.b.bitcast(env[id(v)], p.type) for v, p in zip(eqn.invars, params)]
         args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
         self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, builder.extent)])
+
+    def emit_product(self, eqn: Eqn, env: dict, out: ir.Value) -> None:
+        """``gemm`` on the operands' buffers (one thread: all rows), or zeros for an empty sum."""
+        layout = dot.gemm_layout(eqn)
+        batch, m, n, k = layout[:4]
+        if k == 0:
+            nbytes = _nbytes(eqn.outvars[0])
+            if nbytes:
+                memset = self.module.globals.get("llvm.memset.p0.i64") or ir.Function(
+                    self.module, ir.FunctionType(ir.VoidType(), [I8P, I8, I64, lowering.I1]), "llvm.memset.p0.i64")
+                self.b.call(memset, [out, ir.Constant(I8, 0), ir.Constant(I64, nbytes), ir.Constant(lowering.I1, 0)])
+            return
+        if batch * m * n == 0:
+            return
+        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 12), f"{self.name}_product{self.products_called}")
+        self.products_called += 1
+        params.initializer = ir.Constant(ir.ArrayType(I64, 12), list(layout))
+        params.global_constant = True
+        params.linkage = "private"
+        args = self.allocas.alloca(ir.ArrayType(I8P, 4))
+        operands = [self.atom(a, env) for a in eqn.invars] + [out, self.b.bitcast(params, I8P)]
+        for i, pointer in enumerate(operands):
+            self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+        signature = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
+        index = gemm.TABLE_INDEX[eqn.outvars[0].aval.dtype]
+        product = self.b.bitcast(self.b.load(self.b.gep(self.products, [ir.Constant(I64, index)])),
+                                 signature.as_pointer())
+        args = self.b.bitcast(args, I8P.as_pointer())
+        if batch * m * n * k < gemm.PARALLEL_MIN_MULTIPLY_ADDS or m < 2 * gemm.MR:
+            self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, m)])
+            return
+        # rows split over an OpenMP team (one piece per thread: each packs its own B), where there is one
+        runner_type = ir.FunctionType(ir.VoidType(), [signature.as_pointer(), I8P.as_pointer(), I64, I64, I64, I64])
+        runner = self.b.load(self.b.gep(self.products, [ir.Constant(I64, gemm.TEAM_RUNNER)]))
+        team = self.b.ptrtoint(self.b.load(self.b.gep(self.products, [ir.Constant(I64, gemm.THREADS)])), I64)
+        with self.b.if_else(self.b.icmp_unsigned("==", runner, ir.Constant(I8P, None))) as (alone, together):
+            with alone:
+                self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, m)])
+            with together:
+                self.b.call(self.b.bitcast(runner, runner_type.as_pointer()),
+                            [product, args, ir.Constant(I64, 0), ir.Constant(I64, m), team, ir.Constant(I64, 1)])
 
     def emit_control_flow(self, eqn: Eqn, env: dict, outs: list[ir.Value],
                           subs: list[ClosedJaxpr] | None = None) -> None:

@@ -15,6 +15,8 @@ background) products use NumPy's matmul.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ember import dtypes
@@ -30,6 +32,45 @@ def lowers_natively(eqn: Eqn) -> bool:
     lhs, rhs = (a.aval for a in eqn.invars)
     out = eqn.outvars[0].aval
     return lhs.dtype == rhs.dtype == out.dtype and out.dtype in (dtypes.float32, dtypes.float64)
+
+
+def _row_major_strides(shape: tuple) -> list[int]:
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+
+def _merged(shape: tuple, groups: list[list[int]]) -> list[tuple[int, int]] | None:
+    """For each group of dimensions (dimensions of size 1 left out), its size and its element
+    stride in a row-major buffer of ``shape``, if the group is one stride apart; else None."""
+    strides = _row_major_strides(shape)
+    out = []
+    for dims in groups:
+        dims = [d for d in dims if shape[d] != 1]
+        if any(strides[a] != strides[b] * shape[b] for a, b in zip(dims, dims[1:])):
+            return None
+        out.append((math.prod(shape[d] for d in dims), strides[dims[-1]] if dims else 0))
+    return out
+
+
+def gemm_layout(eqn: Eqn) -> tuple[int, ...] | None:
+    """The 12 parameters of ``gemm`` (batch, M, N, K, the strides of A, B and C) that compute the
+    product ``eqn`` on its operands' row-major buffers as they are, if the batch, free and
+    contracted dimensions of each operand are each one stride apart; else None."""
+    if not lowers_natively(eqn):
+        return None
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    lhs, rhs = (a.aval.shape for a in eqn.invars)
+    # pairs of dimensions of size 1 take no part in the product
+    contract = [(a, b) for a, b in zip(lhs_contract, rhs_contract) if lhs[a] != 1]
+    batch = [(a, b) for a, b in zip(lhs_batch, rhs_batch) if lhs[a] != 1]
+    lhs_free = [d for d in range(len(lhs)) if d not in lhs_contract + lhs_batch]
+    rhs_free = [d for d in range(len(rhs)) if d not in rhs_contract + rhs_batch]
+    a = _merged(lhs, [[d for d, _ in batch], lhs_free, [d for d, _ in contract]])
+    b = _merged(rhs, [[d for _, d in batch], [d for _, d in contract], rhs_free])
+    if a is None or b is None:
+        return None
+    (n_batch, a_batch), (m, a_row), (k, a_k) = a
+    (_, b_batch), (_, b_k), (n, b_col) = b
+    return (n_batch, m, n, k, a_batch, a_row, a_k, b_batch, b_k, b_col, m * n, n)
 
 
 def _as_matrices(x: np.ndarray, batch: tuple, first: tuple, second: tuple) -> np.ndarray:

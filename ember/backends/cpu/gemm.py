@@ -241,6 +241,29 @@ def gemm_function(dtype: np.dtype) -> tuple[jit.CompiledModule, ctypes._CFuncPtr
     return compiled, compiled.kernel("gemm")
 
 
+# What native loops need to call the products (``control_flow``): the products for float32 and
+# float64, the OpenMP team runner (``threads``; 0 without OpenMP) and the number of threads. A
+# loop gets this table's address as its last buffer, so its code does not depend on addresses.
+# Entries are filled (``function_table``) before any loop that calls them runs.
+FUNCTION_TABLE = (ctypes.c_void_p * 4)()
+TABLE_INDEX = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+TEAM_RUNNER, THREADS = 2, 3
+# A product in a loop is split over the threads from this many multiply-adds (a team costs ~10 us).
+PARALLEL_MIN_MULTIPLY_ADDS = 1 << 22
+
+
+def function_table(needed: set[np.dtype] | frozenset = frozenset()) -> int:
+    """The address of ``FUNCTION_TABLE``, with the products of the dtypes ``needed`` compiled."""
+    for dtype in needed:
+        if not FUNCTION_TABLE[TABLE_INDEX[dtype]]:
+            FUNCTION_TABLE[TABLE_INDEX[dtype]] = ctypes.cast(gemm_function(dtype)[1], ctypes.c_void_p).value
+    if needed and not FUNCTION_TABLE[THREADS]:
+        if threads.openmp_available():
+            FUNCTION_TABLE[TEAM_RUNNER] = threads.team_runner_address()
+        FUNCTION_TABLE[THREADS] = threads.thread_count()
+    return ctypes.addressof(FUNCTION_TABLE)
+
+
 _background: dict[np.dtype, threading.Thread] = {}
 _background_lock = threading.Lock()
 

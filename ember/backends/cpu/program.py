@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes
-from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lowering, threads
+from ember.backends.cpu import control_flow, dot, entry, gemm, jit, kernel, lowering, threads
 from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
@@ -56,9 +56,6 @@ START_WORKERS_EQNS = 200
 # Products up to this many multiply-adds are computed by a fused loop (no call of the blocked
 # product, and their bias / activation epilogue in the same kernel); larger ones call ``gemm``.
 SMALL_DOT = 1 << 15
-# In loop bodies products are fused up to this size, so the loop compiles to one function;
-# a loop with a larger product runs step by step on the reference (NumPy's matmul per step).
-LOOP_DOT = 1 << 20
 # Programs whose steps touch at least this many elements release the GIL while they run
 # (for less, taking the GIL back costs more than other Python threads gain).
 RELEASE_GIL_WORK = 1 << 16
@@ -66,12 +63,15 @@ RELEASE_GIL_WORK = 1 << 16
 
 def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
     """The fusion predicate of this backend: fusible, and lowerable for these dtypes. In loop
-    bodies larger products are fused too, so that the loop can be one native function."""
+    bodies a larger product is fused too where the loop cannot call ``gemm`` on its operands as
+    they are (``dot.gemm_layout``), so that the loop is still one native function."""
     p = eqn.primitive
     if not jit.float16_supported() and any(a.aval.dtype == dtypes.float16 for a in eqn.invars + eqn.outvars):
         return False
     if p is dot_general_p:
-        return _multiply_adds(eqn) <= (LOOP_DOT if in_loop else SMALL_DOT) or not dot.lowers_natively(eqn)
+        if _multiply_adds(eqn) <= SMALL_DOT or not dot.lowers_natively(eqn):
+            return True
+        return in_loop and dot.gemm_layout(eqn) is None
     if p in index_rules:  # what the kernel generator reads through: FUSIBLE's and dynamic slices
         return True
     if p in kernel.SCANS or p in kernel.SCATTERS:  # (as kernels' roots: see ``fuse``)
@@ -97,8 +97,10 @@ def _multiply_adds(eqn: Eqn) -> int:
 # ``ins`` hold slot numbers, or NumPy values for literals; ``outs`` slot numbers. Steps whose
 # ``planned`` is true write into buffers that the program allocates for them.
 def _pointers(env: list, ins: list, outs: list, extra: list = ()) -> ctypes.Array:
-    buffers = [env[a] if isinstance(a, int) else a for a in ins] + [env[o] for o in outs] + list(extra)
-    return (ctypes.c_void_p * len(buffers))(*map(data_pointer, buffers))
+    """The buffers' addresses; ``extra`` holds arrays or addresses."""
+    buffers = [env[a] if isinstance(a, int) else a for a in ins] + [env[o] for o in outs]
+    addresses = [*map(data_pointer, buffers), *(e if isinstance(e, int) else data_pointer(e) for e in extra)]
+    return (ctypes.c_void_p * len(addresses))(*addresses)
 
 
 @dataclass
@@ -129,18 +131,20 @@ class KernelStep:
 
 @dataclass
 class LoopStep:
-    """A native loop (or conditional): one call; its temporaries live in a scratch area."""
+    """A native loop (or conditional): one call; its temporaries live in a scratch area, and
+    it calls the products through their function table (``gemm.FUNCTION_TABLE``)."""
     name: str
     fn: Callable
     ins: list
     outs: list[int]
     scratch_bytes: int
+    products: int  # the table's address
     planned = True
 
     def run(self, env: list) -> None:
         scratch = np.empty(self.scratch_bytes + ALIGNMENT, np.uint8)
         aligned = scratch[-scratch.ctypes.data % ALIGNMENT:]
-        self.fn(_pointers(env, self.ins, self.outs, [aligned]), 0, 1)
+        self.fn(_pointers(env, self.ins, self.outs, [aligned, self.products]), 0, 1)
 
 
 @dataclass
@@ -437,7 +441,7 @@ class Program:
             self.report.kernels.append(name)
         elif p in control_flow.CONTROL_FLOW and (loop := self._loop(eqn, name)) is not None:
             key, (name, scratch_bytes, fn) = loop
-            step = LoopStep(name, fn, ins, outs, scratch_bytes)
+            step = LoopStep(name, fn, ins, outs, scratch_bytes, gemm.function_table(control_flow.product_dtypes(eqn)))
             self.report.loops.append(name)
         elif p is dot_general_p and dot.lowers_natively(eqn):
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
@@ -561,6 +565,7 @@ class Program:
             address = ctypes.cast(step.fn, ctypes.c_void_p).value
             if isinstance(step, LoopStep):  # its scratch space: in the work area too
                 buffers.append(entry.Plan.work(work_bytes))
+                buffers.append(entry.Plan.address(step.products))
                 work_bytes += -(-max(step.scratch_bytes, 1) // ALIGNMENT) * ALIGNMENT
                 steps.append((address, 1, 1, buffers))
                 work += RELEASE_GIL_WORK  # a loop's work has no bound known here
