@@ -69,7 +69,7 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
     if not jit.float16_supported() and any(a.aval.dtype == dtypes.float16 for a in eqn.invars + eqn.outvars):
         return False
     if p is dot_general_p:
-        if _multiply_adds(eqn) <= SMALL_DOT or not dot.lowers_natively(eqn):
+        if _multiply_adds(eqn) <= SMALL_DOT or not dot.blocked_pays(eqn):
             return True
         return in_loop and dot.gemm_layout(eqn) is None
     if p in index_rules:  # what the kernel generator reads through: FUSIBLE's and dynamic slices
