@@ -214,18 +214,26 @@ def test_reduce_window_gradients_match_finite_differences(x64, rng):
 
 
 # --- vmap ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("in_axes", [(0, None), (1, None), (None, 0), (0, 0)], ids=str)
-@pytest.mark.parametrize("batch_group_count", [1, 2])
-def test_conv_vmap_matches_loop(rng, in_axes, batch_group_count):
-    x = rng.normal(size=(3, 4, 2, 5)).astype(np.float32)  # (vmapped 3, batch 4, features 2, width 5) at axes 0
+@pytest.mark.parametrize("in_axes", [(0, None), (1, None), (None, 0), (None, 2), (0, 0), (1, 3)], ids=str)
+@pytest.mark.parametrize("groups", [(1, 1), (1, 2), (2, 1)], ids=["ungrouped", "batch groups", "feature groups"])
+def test_conv_vmap_matches_loop_and_is_one_convolution(rng, in_axes, groups):
+    feature_group_count, batch_group_count = groups
+    # (vmapped 3, batch 4, features 2 or 4, width 5); kernel (vmapped 3, out 4, in 2, width 2)
+    x = rng.normal(size=(3, 4, 2 * feature_group_count, 5)).astype(np.float32)
     w = rng.normal(size=(3, 4, 2, 2)).astype(np.float32)
-    f = lambda x, w: lax.conv_general_dilated(x, w, (1,), "SAME", batch_group_count=batch_group_count)
+
+    def f(x, w):
+        return lax.conv_general_dilated(x, w, (1,), "SAME", feature_group_count=feature_group_count,
+                                        batch_group_count=batch_group_count)
     xs = x if in_axes[0] == 0 else np.moveaxis(x, 0, 1) if in_axes[0] == 1 else x[0]
-    ws = w if in_axes[1] == 0 else w[0]
-    out = ember.vmap(f, in_axes=in_axes)(xs, ws)
+    ws = w if in_axes[1] == 0 else np.moveaxis(w, 0, in_axes[1]) if in_axes[1] else w[0]
+    batched = ember.vmap(f, in_axes=in_axes)
     expected = np.stack([f(x[i] if in_axes[0] is not None else x[0], w[i] if in_axes[1] is not None else w[0])
                          for i in range(3)])
-    assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert_allclose(batched(xs, ws), expected, rtol=1e-5, atol=1e-5)
+    assert_allclose(ember.jit(batched)(xs, ws), expected, rtol=1e-5, atol=1e-5)
+    program = ember.make_jaxpr(batched)(xs, ws).jaxpr
+    assert [e.primitive.name for e in program.eqns].count("conv_general_dilated") == 1
 
 
 def test_reduce_window_vmap_matches_loop(rng):

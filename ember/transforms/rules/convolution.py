@@ -122,9 +122,11 @@ transpose_rules[conv.conv_general_dilated_p] = _conv_transpose
 
 
 def _batch_conv(axis_size: int, values: tuple, dims: tuple, **params: Any) -> tuple[Any, int]:
-    """A batched input alone folds into the convolution's batch; otherwise one convolution per example."""
+    """One convolution for the whole batch (XLA's rule): a batched input folds into the batch; a
+    batched kernel into the output features, and with the input batched too into the groups
+    (each example's input features, or batch, convolved with its own kernel)."""
     (lhs, rhs), (lhs_dim, rhs_dim) = values, dims
-    lhs_spec, _, out_spec = params["dimension_numbers"]
+    lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
     groups = params["batch_group_count"]
     if rhs_dim is None:
         # Batch dimension (groups, n) becomes (groups, axis_size, n), so each batch group keeps its examples.
@@ -132,10 +134,27 @@ def _batch_conv(axis_size: int, values: tuple, dims: tuple, **params: Any) -> tu
         x = _merge_axis_into(_merge_axis_into(x, 0, lhs_spec[0] + 1), lhs_spec[0], lhs_spec[0])
         out = conv.conv_general_dilated_p.bind(x, rhs, **params)
         return _split_axis(out, out_spec[0], axis_size), out_spec[0]
-    lhs, rhs = move_batch_axis(lhs, lhs_dim, axis_size), move_batch_axis(rhs, rhs_dim, axis_size)
-    outs = [conv.conv_general_dilated_p.bind(lax.index_in_dim(lhs, i, 0, False), lax.index_in_dim(rhs, i, 0, False),
-                                             **params) for i in range(axis_size)]
-    return lax.concatenate([lax.expand_dims(o, (0,)) for o in outs], 0), 0
+    rhs = move_batch_axis(rhs, rhs_dim, axis_size)
+    fg, bg = params["feature_group_count"], params["batch_group_count"]
+    if lhs_dim is not None:
+        lhs = move_batch_axis(lhs, lhs_dim, axis_size)
+        if bg > 1:
+            lhs, params = _merge_axis_into(lhs, 0, lhs_spec[0]), {**params, "batch_group_count": bg * axis_size}
+        else:
+            lhs, params = _merge_axis_into(lhs, 0, lhs_spec[1]), {**params, "feature_group_count": fg * axis_size}
+        out = conv.conv_general_dilated_p.bind(lhs, _merge_axis_into(rhs, 0, rhs_spec[0]), **params)
+        return _split_axis(out, out_spec[1], axis_size), out_spec[1]
+    if fg == bg == 1:
+        out = conv.conv_general_dilated_p.bind(lhs, _merge_axis_into(rhs, 0, rhs_spec[0]), **params)
+        return _split_axis(out, out_spec[1], axis_size), out_spec[1]
+    # Grouped: the output features are (groups, per group); the examples go inside each group.
+    count = max(fg, bg)
+    kernel = _split_axis(rhs, rhs_spec[0] + 1, count)  # [batch, ..., (groups, per group), ...]
+    kernel = _merge_axis_into(kernel, 0, rhs_spec[0] + 1)  # (groups, (batch, per group))
+    kernel = _merge_axis_into(kernel, rhs_spec[0], rhs_spec[0])
+    out = conv.conv_general_dilated_p.bind(lhs, kernel, **params)
+    out = _split_axis(_split_axis(out, out_spec[1], count), out_spec[1] + 1, axis_size)  # (groups, batch, per)
+    return _merge_axis_into(out, out_spec[1], out_spec[1] + 1), out_spec[1]
 
 
 batching_rules[conv.conv_general_dilated_p] = _batch_conv
