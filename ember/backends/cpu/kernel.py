@@ -71,7 +71,7 @@ class KernelBuilder:
         self.emitter = Emitter(module)
         self.defining = {id(v): e for e in jaxpr.eqns for v in e.outvars}
         self.row_vars = self._rows_to_materialize(jaxpr)
-        self.shared_loop_var = None  # the loop over [begin, end) of the first output dimension
+        self.shared_loop_var = None  # the loop over [begin, end) (of ``_split_dim``)
         self.scope: Scope | None = None  # where index arithmetic goes: the scope being evaluated
         params = [lowering.storage_type(v.aval.dtype).as_pointer() for v in jaxpr.invars + jaxpr.outvars]
         body_type = ir.FunctionType(ir.VoidType(), params + [I64, I64])
@@ -315,7 +315,16 @@ class KernelBuilder:
             shape = tuple(n for d, n in enumerate(shape) if d != root.params["axis"])
         if root is not None and root.primitive in SCATTERS:
             return 1  # one thread: updates may hit the same element
-        return shape[0] if shape else 1
+        if root is not None and root.primitive in SCANS:
+            return shape[0] if shape else 1
+        return shape[self._split_dim()] if shape else 1
+
+    def _split_dim(self) -> int:
+        """The output dimension whose loop ranges over [begin, end): the first of size above 1
+        (leading dimensions of size 1 would leave threads nothing to share), short of tiled ones."""
+        shape = self.jaxpr.outvars[0].aval.shape
+        untiled = len(shape) - len(_tiled_dims(self.jaxpr))
+        return next((d for d in range(untiled) if shape[d] != 1), 0)
 
     def build(self) -> ir.Function:
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCANS:
@@ -336,10 +345,12 @@ class KernelBuilder:
             regions.append(loop.inner)
             return loop
 
-        bounds = [(begin, end) if d == 0 else (ir.Constant(I64, 0), ir.Constant(I64, n)) for d, n in enumerate(shape)]
+        split = self._split_dim()
+        bounds = [(begin, end) if d == split else (ir.Constant(I64, 0), ir.Constant(I64, n))
+                  for d, n in enumerate(shape)]
         tiled = _tiled_dims(self.jaxpr)
         comps = [loop_over(*bounds[d]).index for d in range(len(shape) - len(tiled))]
-        self.shared_loop_var = loops[0].var if loops else None
+        self.shared_loop_var = loops[split].var if loops else None
         tiles = [loop_over(*bounds[d], TILE) for d in tiled]
         for d, tile in zip(tiled, tiles):  # the loops within one tile
             b = regions[-1].b
