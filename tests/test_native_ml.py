@@ -316,3 +316,51 @@ def test_ml_program_classes_compile_with_no_fallback(rng):
         report = compile_cpu(f, *args).report
         assert not report.fallbacks, (name, report.fallbacks)
         check_backends_agree(f, *args, rtol=2e-4, atol=2e-5)
+
+
+# --- linear algebra on LAPACK ------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(st.integers(16, 40), st.integers(16, 40), st.sampled_from([(), (3,), (2, 2)]), st.booleans(), st.booleans(),
+       st.booleans(), st.booleans(), st.integers(0, 2 ** 31 - 1))
+def test_lapack_triangular_solve_matches_reference(m, n, batch, left_side, lower, transpose_a, unit_diagonal, seed):
+    rng = np.random.default_rng(seed)
+    a = (0.1 * rng.standard_normal(batch + (m, m)) + np.eye(m)).astype(np.float32)  # well conditioned
+    b = rng.standard_normal(batch + ((m, n) if left_side else (n, m))).astype(np.float32)
+
+    def f(a, b):
+        return lax.linalg.triangular_solve(a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
+                                           unit_diagonal=unit_diagonal)
+    check_backends_agree(f, a, b, rtol=1e-4, atol=1e-4)
+    assert compile_cpu(f, a, b).report.library_calls == ["triangular_solve"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(16, 40), st.integers(16, 40), st.sampled_from([(), (3,)]), st.integers(0, 2 ** 31 - 1))
+def test_lapack_lu_matches_reference(m, n, batch, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(batch + (m, n)).astype(np.float32)
+    x[..., :, 3] = 0  # a zero column: a zero pivot, left unscaled
+    lu, pivots, permutation = check_backends_agree(lax.linalg.lu, x, rtol=1e-4, atol=1e-4)
+    assert compile_cpu(lax.linalg.lu, x).report.library_calls == ["lu"]
+    k = min(m, n)
+    lower = np.tril(lu, -1)[..., :, :k] + np.eye(m, k)
+    upper = np.triu(lu)[..., :k, :]
+    np.testing.assert_allclose(lower @ upper, np.take_along_axis(x, permutation[..., None], -2), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_lapack_cholesky_solve_inv_det_and_their_edge_cases(x64, rng):
+    a = rng.standard_normal((2, 32, 32))
+    spd = a @ np.swapaxes(a, -1, -2) + 32 * np.eye(32)
+    spd[1, 0, 0] = -1.0  # not positive definite: NaN in the lower triangle
+    singular = rng.standard_normal((32, 32))
+    singular[:, 5] = 0  # an exact zero pivot (with rounding, LAPACK and the reference may differ on near ones)
+    b = rng.standard_normal((32, 4))
+    cases = [(lambda x: lax.linalg.cholesky(x), spd), (jnp.linalg.solve, spd[0], b), (jnp.linalg.inv, spd[0]),
+             (jnp.linalg.det, spd[0]), (jnp.linalg.slogdet, spd[0]), (jnp.linalg.solve, singular, b)]
+    for f, *args in cases:
+        check_backends_agree(f, *args, rtol=1e-9, atol=1e-9)
+        assert compile_cpu(f, *args).report.library_calls, f
+    factor = np.asarray(ember.jit(lax.linalg.cholesky)(spd))
+    assert np.isnan(factor[1][np.tril_indices(32)]).all() and (factor[1][np.triu_indices(32, 1)] == 0).all()
+    np.testing.assert_allclose(factor[0] @ factor[0].T, spd[0], rtol=1e-10)

@@ -62,7 +62,8 @@ def format_report(name: str, report: Report) -> str:
         return f" ({', '.join(parts)})" if parts else ""
     lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels{notes(kernels, len(report.kernels))}, "
              f"{len(report.loops)} native loops/conditionals{notes(loops, len(report.loops))}, "
-             f"{report.contractions} matrix products; {times}"]
+             f"{report.contractions} matrix products"
+             f"{f', {len(report.library_calls)} LAPACK calls' if report.library_calls else ''}; {times}"]
     if report.kernels or report.loops:
         lines.append("  native: " + ", ".join(f"{k}{f' x{n}' if n > 1 else ''}{' (compiled before)' * (k in before)}"
                                                for k, n in (kernels + loops).items()))

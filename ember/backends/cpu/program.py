@@ -2,7 +2,8 @@
 
 Steps: a native kernel (one LLVM function per ``fusion`` equation), a native
 loop or conditional (one LLVM function per control-flow equation whose body
-lowers), a matrix product (``dot``), a free reshape (a view), or a fallback
+lowers), a matrix product (``dot``), a decomposition or triangular solve on
+LAPACK (``lapack``), a free reshape (a view), or a fallback
 equation run by the reference interpreter inside the same executable. The
 LLVM functions that a program generates are one module, compiled once; a kernel
 or loop that an earlier program of the process compiled at full optimization is
@@ -30,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes
-from ember.backends.cpu import control_flow, dot, entry, gemm, jit, kernel, lowering, threads
+from ember.backends.cpu import control_flow, dot, entry, gemm, jit, kernel, lapack, lowering, threads
 from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
@@ -159,6 +160,20 @@ class DotStep:
 
 
 @dataclass
+class LibraryStep:
+    """A decomposition or triangular solve by LAPACK / BLAS (``lapack``): fresh outputs."""
+    run_rule: Callable
+    ins: list
+    outs: list[int]
+    planned = False
+
+    def run(self, env: list) -> None:
+        results = self.run_rule(*[env[a] if isinstance(a, int) else a for a in self.ins])
+        for slot, value in zip(self.outs, results if isinstance(results, list) else [results]):
+            env[slot] = value
+
+
+@dataclass
 class ViewStep:
     """A reshape that costs nothing: the result views its operand's buffer."""
     ins: list
@@ -202,6 +217,7 @@ class Report:
     kernels: list[str] = field(default_factory=list)
     loops: list[str] = field(default_factory=list)
     contractions: int = 0
+    library_calls: list[str] = field(default_factory=list)  # LAPACK / BLAS (``lapack``)
     fallbacks: list[str] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)
     code: str = "none"  # where the machine code came from (``jit.compile_or_reuse``); "none": no native code
@@ -446,6 +462,9 @@ class Program:
         elif p is dot_general_p and dot.lowers_natively(eqn):
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
             self.report.contractions += 1
+        elif lapack.lowers(eqn):
+            step = LibraryStep(lapack.native_rules[p](eqn), ins, outs)
+            self.report.library_calls.append(p.name)
         else:
             step = FallbackStep(eqn, ins, outs)
             self.report.fallbacks.append(p.name)

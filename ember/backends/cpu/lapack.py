@@ -1,0 +1,150 @@
+"""LU, Cholesky and triangular solves on LAPACK and BLAS (``getrf``, ``potrf``, ``trsm``).
+
+Where they come from: SciPy's ``scipy.linalg.cython_lapack`` and ``cython_blas`` publish the
+LAPACK and BLAS that SciPy itself links (OpenBLAS in its wheels) as C function pointers, the
+route Numba takes. It is a well-kept, tested LAPACK with one documented ABI (Fortran: every
+argument by reference), installed from the package registries with SciPy (a runtime dependency
+for this reason); NumPy's own LAPACK has no public entry points. SciPy's modules are imported
+when a program first needs them (they take about 0.45 s).
+
+Row-major buffers are LAPACK's column-major matrices transposed, which the calls use instead of
+copying: ``trsm`` solves the transposed system (the side and the triangle swap), ``potrf`` of
+the upper triangle of ``x``'s transpose is ``x``'s lower Cholesky factor. Only ``getrf`` needs
+``x`` in column-major order (row pivoting of ``x`` is not column pivoting of its transpose):
+one copy in and one out. Results follow the reference rules (``backends/reference/linalg.py``):
+LU leaves a zero pivot unscaled and singular systems give IEEE inf / NaN, as LAPACK does; a
+matrix that is not positive definite gives NaN in the lower triangle, as JAX.
+
+Matrices smaller than ``MIN_SIZE`` stay on the reference, which handles a whole batch at once
+in NumPy: one call per matrix would cost more there.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes
+from ember.core.ir import Eqn
+from ember.lax import linalg
+
+MIN_SIZE = 16
+
+_INT, _CHAR = ctypes.POINTER(ctypes.c_int), ctypes.c_char_p
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
+_SCALAR = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+
+
+@functools.cache
+def _routine(name: str, argtypes: tuple) -> Callable:
+    """SciPy's LAPACK / BLAS routine ``name`` as a ctypes function (void, arguments by reference)."""
+    # Imported here, when a program first calls LAPACK: importing SciPy's linalg takes ~0.45 s.
+    from scipy.linalg import cython_blas, cython_lapack
+    capsule = cython_lapack.__pyx_capi__.get(name) or cython_blas.__pyx_capi__[name]
+    ctypes.pythonapi.PyCapsule_GetName.restype = ctypes.c_char_p
+    ctypes.pythonapi.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    address = ctypes.pythonapi.PyCapsule_GetPointer(capsule, ctypes.pythonapi.PyCapsule_GetName(capsule))
+    return ctypes.CFUNCTYPE(None, *argtypes)(address)
+
+
+def _int(n: int) -> Any:
+    return ctypes.byref(ctypes.c_int(n))
+
+
+def _matrices(x: np.ndarray) -> np.ndarray:
+    return x.reshape((-1,) + x.shape[-2:])
+
+
+# --- the rules: (eqn) -> a function of the operands' arrays returning the outputs -------------------
+def _lu(eqn: Eqn) -> Callable:
+    dtype = eqn.invars[0].aval.dtype
+    getrf = _routine(_PREFIX[dtype] + "getrf", (_INT, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p, _INT))
+
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        *batch, m, n = x.shape
+        k = min(m, n)
+        lu = np.empty(x.shape, dtype)
+        pivots = np.empty((*batch, k), np.int32)
+        permutation = np.empty((*batch, m), np.int32)
+        info = ctypes.c_int(0)
+        for a, out, piv, perm in zip(_matrices(x), _matrices(lu), pivots.reshape(-1, k), permutation.reshape(-1, m)):
+            column_major = np.asfortranarray(a)
+            getrf(_int(m), _int(n), column_major.ctypes.data, _int(m), piv.ctypes.data, ctypes.byref(info))
+            out[...] = column_major  # (info > 0: a zero pivot, left unscaled)
+            piv -= 1
+            order = np.arange(m, dtype=np.int32)
+            for j, p in enumerate(piv):
+                order[j], order[p] = order[p], order[j]
+            perm[...] = order
+        return [lu, pivots, permutation]
+    return run
+
+
+def _cholesky(eqn: Eqn) -> Callable:
+    dtype = eqn.invars[0].aval.dtype
+    potrf = _routine(_PREFIX[dtype] + "potrf", (_CHAR, _INT, ctypes.c_void_p, _INT, _INT))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        n = x.shape[-1]
+        out = np.array(x, dtype, order="C")
+        lower = np.tri(n, dtype=bool)
+        info = ctypes.c_int(0)
+        for a in _matrices(out):
+            potrf(b"U", _int(n), a.ctypes.data, _int(n), ctypes.byref(info))  # x's lower factor, in place
+            a[...] = np.where(lower, a if info.value == 0 else np.nan, 0)
+        return out
+    return run
+
+
+def _triangular_solve(eqn: Eqn) -> Callable:
+    dtype = eqn.invars[0].aval.dtype
+    scalar = _SCALAR[dtype]
+    trsm = _routine(_PREFIX[dtype] + "trsm", (_CHAR, _CHAR, _CHAR, _CHAR, _INT, _INT, ctypes.POINTER(scalar),
+                                              ctypes.c_void_p, _INT, ctypes.c_void_p, _INT))
+    p = eqn.params
+    # The transposed system of the column-major views: the side and the triangle swap.
+    side = b"R" if p["left_side"] else b"L"
+    uplo = b"U" if p["lower"] else b"L"
+    trans = b"T" if p["transpose_a"] else b"N"
+    diag = b"U" if p["unit_diagonal"] else b"N"
+
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.array(b, dtype, order="C")
+        if out.size == 0:
+            return out
+        rows, cols = b.shape[-2:]
+        m = a.shape[-1]
+        one = ctypes.byref(scalar(1.0))
+        for t, x in zip(_matrices(np.ascontiguousarray(a)), _matrices(out)):
+            # x (rows x cols, row-major) is a cols x rows column-major matrix
+            trsm(side, uplo, trans, diag, _int(cols), _int(rows), one, t.ctypes.data, _int(m), x.ctypes.data,
+                 _int(cols))
+        return out
+    return run
+
+
+native_rules: dict[Any, Callable[[Eqn], Callable]] = {
+    linalg.lu_p: _lu,
+    linalg.cholesky_p: _cholesky,
+    linalg.triangular_solve_p: _triangular_solve,
+}
+
+
+def lowers(eqn: Eqn) -> bool:
+    """Whether ``eqn`` runs on LAPACK here: a rule, float32 / float64, matrices of ``MIN_SIZE``."""
+    x = eqn.invars[0].aval
+    return (eqn.primitive in native_rules and x.dtype in (dtypes.float32, dtypes.float64)
+            and min(x.shape[-2:]) >= MIN_SIZE and _scipy_available())
+
+
+@functools.cache
+def _scipy_available() -> bool:
+    try:
+        _routine("sgetrf", (_INT, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p, _INT))
+    except ImportError:
+        return False
+    return True
