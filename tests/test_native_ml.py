@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 from hypothesis import given, note, settings, strategies as st
 from test_cpu_backend import check_backends_agree, compile_cpu
 from util import check_gradient
@@ -364,3 +365,40 @@ def test_lapack_cholesky_solve_inv_det_and_their_edge_cases(x64, rng):
     factor = np.asarray(ember.jit(lax.linalg.cholesky)(spd))
     assert np.isnan(factor[1][np.tril_indices(32)]).all() and (factor[1][np.triu_indices(32, 1)] == 0).all()
     np.testing.assert_allclose(factor[0] @ factor[0].T, spd[0], rtol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(16, 36), st.integers(16, 36), st.sampled_from([(), (2,)]), st.booleans(),
+       st.integers(0, 2 ** 31 - 1))
+def test_lapack_qr_and_svd_match_reference(m, n, batch, full_matrices, seed):
+    x = np.random.default_rng(seed).standard_normal(batch + (m, n)).astype(np.float32)
+    k = min(m, n)
+    q, r = check_backends_agree(lambda x: lax.linalg.qr(x, full_matrices=full_matrices), x, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(q @ r, x, rtol=1e-4, atol=1e-4)
+    s = check_backends_agree(lambda x: lax.linalg.svd(x, compute_uv=False), x, rtol=1e-4, atol=1e-4)[0]
+    u, s2, vh = (np.asarray(o) for o in ember.jit(lambda x: lax.linalg.svd(x, full_matrices=full_matrices))(x))
+    assert u.shape[-2:] == ((m, m) if full_matrices else (m, k))
+    assert vh.shape[-2:] == ((n, n) if full_matrices else (k, n))
+    np.testing.assert_allclose(s2, s, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((u[..., :, :k] * s2[..., None, :]) @ vh[..., :k, :], x, rtol=1e-4, atol=1e-4)
+    for f in (lambda x: lax.linalg.qr(x, full_matrices=full_matrices), lambda x: lax.linalg.svd(x),
+              lambda x: lax.linalg.svd(x, compute_uv=False)):
+        assert compile_cpu(f, x).report.library_calls
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_lapack_eigh_matches_reference(rng, lower):
+    a = rng.standard_normal((3, 24, 24)).astype(np.float32)
+    symmetric = a + np.swapaxes(a, -1, -2)
+    unread = np.triu(np.ones((24, 24), bool), 1) if lower else np.tril(np.ones((24, 24), bool), -1)
+    x = np.where(unread, 100.0, symmetric).astype(np.float32)  # only the triangle asked for is read
+
+    def f(x):
+        return lax.linalg.eigh(x, lower=lower, symmetrize_input=False)
+    v, w = (np.asarray(o) for o in ember.jit(f)(x))  # (eigenvector signs are LAPACK's choice)
+    with ember.config.override(backend="reference"):
+        w_reference = np.asarray(ember.jit(f)(x)[1])
+    np.testing.assert_allclose(w, w_reference, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(symmetric @ v, v * w[..., None, :], rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(24), x.shape), atol=1e-5)
+    assert compile_cpu(f, x).report.library_calls == ["eigh"]

@@ -1,4 +1,6 @@
-"""LU, Cholesky and triangular solves on LAPACK and BLAS (``getrf``, ``potrf``, ``trsm``).
+"""Decompositions and triangular solves on LAPACK and BLAS: LU (``getrf``), Cholesky (``potrf``),
+triangular solves (``trsm``), QR (``geqrf``, ``orgqr``), symmetric eigenproblems (``syevd``) and
+singular values (``gesdd``).
 
 Where they come from: SciPy's ``scipy.linalg.cython_lapack`` and ``cython_blas`` publish the
 LAPACK and BLAS that SciPy itself links (OpenBLAS in its wheels) as C function pointers, the
@@ -9,11 +11,15 @@ when a program first needs them (they take about 0.45 s).
 
 Row-major buffers are LAPACK's column-major matrices transposed, which the calls use instead of
 copying: ``trsm`` solves the transposed system (the side and the triangle swap), ``potrf`` of
-the upper triangle of ``x``'s transpose is ``x``'s lower Cholesky factor. Only ``getrf`` needs
-``x`` in column-major order (row pivoting of ``x`` is not column pivoting of its transpose):
-one copy in and one out. Results follow the reference rules (``backends/reference/linalg.py``):
-LU leaves a zero pivot unscaled and singular systems give IEEE inf / NaN, as LAPACK does; a
-matrix that is not positive definite gives NaN in the lower triangle, as JAX.
+the upper triangle of ``x``'s transpose is ``x``'s lower Cholesky factor, ``syevd`` of a
+symmetric matrix reads the other triangle, and the SVD of ``x``'s transpose is ``x``'s with
+``u`` and ``vh`` exchanged and transposed, which is how column-major ``u`` and ``vt`` read
+row-major. ``getrf`` and ``geqrf`` need ``x`` in column-major order (row pivoting or Householder
+reflections of rows are not those of columns): one copy in and one out. Results follow the
+reference rules (``backends/reference/linalg.py``, which call the same routines through NumPy
+or write them out): LU leaves a zero pivot unscaled and singular systems give IEEE inf / NaN, as
+LAPACK does; a matrix that is not positive definite, and an eigensolver or SVD that does not
+converge, give NaN, as JAX.
 
 Matrices smaller than ``MIN_SIZE`` stay on the reference, which handles a whole batch at once
 in NumPy: one call per matrix would cost more there.
@@ -127,7 +133,122 @@ def _triangular_solve(eqn: Eqn) -> Callable:
     return run
 
 
+def _workspace(query: Callable[[Any, Any], None], scalar: type) -> tuple[np.ndarray, int]:
+    """The work array that a routine asks for in its workspace query (``lwork = -1``)."""
+    size = scalar(0)
+    query(ctypes.byref(size), _int(-1))
+    lwork = max(1, int(size.value))
+    return np.empty(lwork, np.dtype(scalar)), lwork
+
+
+def _qr(eqn: Eqn) -> Callable:
+    dtype = eqn.invars[0].aval.dtype
+    scalar, prefix = _SCALAR[dtype], _PREFIX[dtype]
+    # (m, n, a, lda, tau, work, lwork, info) / (m, n, k, a, lda, tau, work, lwork, info)
+    geqrf = _routine(prefix + "geqrf", (_INT, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p, ctypes.c_void_p, _INT,
+                                        _INT))
+    orgqr = _routine(prefix + "orgqr", (_INT, _INT, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p, ctypes.c_void_p,
+                                        _INT, _INT))
+    full = eqn.params["full_matrices"]
+
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        *batch, m, n = x.shape
+        k = min(m, n)
+        rows = m if full else k
+        q = np.empty((*batch, m, rows), dtype)
+        r = np.empty((*batch, rows, n), dtype)
+        info = ctypes.c_int(0)
+        tau = np.empty(max(k, 1), dtype)
+        for a, q_out, r_out in zip(_matrices(x), _matrices(q), _matrices(r)):
+            # the reflectors in an m x max(n, rows) column-major array, which orgqr then turns into q
+            work_area = np.zeros((max(n, rows), m), dtype)  # (row-major: its transpose, column-major)
+            work_area[:n] = a.T
+            reflectors = work_area.ctypes.data
+            work, lwork = _workspace(lambda size, query: geqrf(_int(m), _int(n), reflectors, _int(m), tau.ctypes.data,
+                                                               size, query, ctypes.byref(info)), scalar)
+            geqrf(_int(m), _int(n), reflectors, _int(m), tau.ctypes.data, work.ctypes.data, _int(lwork),
+                  ctypes.byref(info))
+            r_out[...] = np.triu(work_area[:n].T[:rows])
+            work, lwork = _workspace(lambda size, query: orgqr(_int(m), _int(rows), _int(k), reflectors, _int(m),
+                                                               tau.ctypes.data, size, query, ctypes.byref(info)),
+                                     scalar)
+            orgqr(_int(m), _int(rows), _int(k), reflectors, _int(m), tau.ctypes.data, work.ctypes.data, _int(lwork),
+                  ctypes.byref(info))
+            q_out[...] = work_area[:rows].T
+        return [q, r]
+    return run
+
+
+def _eigh(eqn: Eqn) -> Callable:
+    dtype = eqn.invars[0].aval.dtype
+    scalar = _SCALAR[dtype]
+    # (jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info)
+    syevd = _routine(_PREFIX[dtype] + "syevd", (_CHAR, _CHAR, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p,
+                                                ctypes.c_void_p, _INT, ctypes.c_void_p, _INT, _INT))
+    uplo = b"U" if eqn.params["lower"] else b"L"  # x's lower triangle is its transpose's upper one
+
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        n = x.shape[-1]
+        vectors = np.array(x, dtype, order="C")
+        values = np.empty(x.shape[:-1], dtype)
+        info = ctypes.c_int(0)
+        size, isize = scalar(0), ctypes.c_int(0)
+        syevd(b"V", uplo, _int(n), vectors.ctypes.data, _int(n), values.ctypes.data, ctypes.byref(size), _int(-1),
+              ctypes.byref(isize), _int(-1), ctypes.byref(info))
+        work, iwork = np.empty(max(1, int(size.value)), dtype), np.empty(max(1, isize.value), np.int32)
+        for v, w in zip(_matrices(vectors), values.reshape(-1, n)):
+            syevd(b"V", uplo, _int(n), v.ctypes.data, _int(n), w.ctypes.data, work.ctypes.data, _int(work.size),
+                  iwork.ctypes.data, _int(iwork.size), ctypes.byref(info))
+            if info.value:
+                v[...], w[...] = np.nan, np.nan
+            else:
+                v[...] = v.T.copy()  # column-major eigenvectors: the columns of v
+        return [vectors, values]
+    return run
+
+
+def _svd(eqn: Eqn) -> Callable:
+    dtype = eqn.invars[0].aval.dtype
+    scalar = _SCALAR[dtype]
+    # (jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info)
+    gesdd = _routine(_PREFIX[dtype] + "gesdd", (_CHAR, _INT, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p,
+                                                ctypes.c_void_p, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p, _INT,
+                                                ctypes.c_void_p, _INT))
+    full, compute_uv = eqn.params["full_matrices"], eqn.params["compute_uv"]
+    jobz = (b"A" if full else b"S") if compute_uv else b"N"
+
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        *batch, m, n = x.shape
+        k = min(m, n)
+        # x row-major is x.T (n x m) column-major: its u (n x n or n x k) is vh, its vt u.
+        a_all = np.array(x, dtype, order="C")
+        s = np.empty((*batch, k), dtype)
+        u_cols, vh_rows = (m, n) if full else (k, k)
+        u = np.empty((*batch, m, u_cols), dtype)
+        vh = np.empty((*batch, vh_rows, n), dtype)
+        iwork = np.empty(8 * k, np.int32)
+        info = ctypes.c_int(0)
+        ld_u, ld_vt = max(n, 1), max(u_cols, 1)
+
+        def call(a, s_out, u_out, vh_out, work, lwork):
+            gesdd(jobz, _int(n), _int(m), a, _int(n), s_out, vh_out, _int(ld_u), u_out, _int(ld_vt), work, lwork,
+                  iwork.ctypes.data, ctypes.byref(info))
+        size = scalar(0)
+        call(a_all.ctypes.data, s.ctypes.data, u.ctypes.data, vh.ctypes.data, ctypes.byref(size), _int(-1))
+        work = np.empty(max(1, int(size.value)), dtype)
+        for a, s_out, u_out, vh_out in zip(_matrices(a_all), s.reshape(-1, k), _matrices(u), _matrices(vh)):
+            call(a.ctypes.data, s_out.ctypes.data, u_out.ctypes.data, vh_out.ctypes.data, work.ctypes.data,
+                 _int(work.size))
+            if info.value:
+                s_out[...], u_out[...], vh_out[...] = np.nan, np.nan, np.nan
+        return [u, s, vh] if compute_uv else [s]
+    return run
+
+
 native_rules: dict[Any, Callable[[Eqn], Callable]] = {
+    linalg.qr_p: _qr,
+    linalg.eigh_p: _eigh,
+    linalg.svd_p: _svd,
     linalg.lu_p: _lu,
     linalg.cholesky_p: _cholesky,
     linalg.triangular_solve_p: _triangular_solve,
