@@ -24,7 +24,7 @@ import time
 from collections import Counter
 
 from ember.backends.cpu import kernel
-from ember.backends.cpu.expand import expand
+from ember.backends.cpu.expansions import expand
 from ember.backends.cpu.program import Program, Report, can_fuse
 from ember.compiler import optimize
 from ember.compiler.fusion import fuse
