@@ -184,9 +184,11 @@ class LoopFunction:
             return
         if batch * m * n == 0:
             return
-        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 12), f"{self.name}_product{self.products_called}")
+        dtype = eqn.outvars[0].aval.dtype
+        by_columns, extent = gemm.split(m, n, dtype)
+        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 13), f"{self.name}_product{self.products_called}")
         self.products_called += 1
-        params.initializer = ir.Constant(ir.ArrayType(I64, 12), list(layout))
+        params.initializer = ir.Constant(ir.ArrayType(I64, 13), [*layout, by_columns])
         params.global_constant = True
         params.linkage = "private"
         args = self.allocas.alloca(ir.ArrayType(I8P, 4))
@@ -194,23 +196,23 @@ class LoopFunction:
         for i, pointer in enumerate(operands):
             self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
         signature = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
-        index = gemm.TABLE_INDEX[eqn.outvars[0].aval.dtype]
+        index = gemm.TABLE_INDEX[dtype]
         product = self.b.bitcast(self.b.load(self.b.gep(self.products, [ir.Constant(I64, index)])),
                                  signature.as_pointer())
         args = self.b.bitcast(args, I8P.as_pointer())
-        if batch * m * n * k < gemm.PARALLEL_MIN_MULTIPLY_ADDS or m < 2 * gemm.MR:
-            self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, m)])
+        if batch * m * n * k < gemm.PARALLEL_MIN_MULTIPLY_ADDS or (not by_columns and m < 2 * gemm.MR):
+            self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, extent)])
             return
-        # rows split over an OpenMP team (one piece per thread: each packs its own B), where there is one
+        # rows or columns split over an OpenMP team (one piece per thread), where there is one
         runner_type = ir.FunctionType(ir.VoidType(), [signature.as_pointer(), I8P.as_pointer(), I64, I64, I64, I64])
         runner = self.b.load(self.b.gep(self.products, [ir.Constant(I64, gemm.TEAM_RUNNER)]))
         team = self.b.ptrtoint(self.b.load(self.b.gep(self.products, [ir.Constant(I64, gemm.THREADS)])), I64)
         with self.b.if_else(self.b.icmp_unsigned("==", runner, ir.Constant(I8P, None))) as (alone, together):
             with alone:
-                self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, m)])
+                self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, extent)])
             with together:
                 self.b.call(self.b.bitcast(runner, runner_type.as_pointer()),
-                            [product, args, ir.Constant(I64, 0), ir.Constant(I64, m), team, ir.Constant(I64, 1)])
+                            [product, args, ir.Constant(I64, 0), ir.Constant(I64, extent), team, ir.Constant(I64, 1)])
 
     def emit_control_flow(self, eqn: Eqn, env: dict, outs: list[ir.Value],
                           subs: list[ClosedJaxpr] | None = None) -> None:

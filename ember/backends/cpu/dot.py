@@ -74,7 +74,7 @@ def _merged(shape: tuple, groups: list[list[int]]) -> list[tuple[int, int]] | No
 
 
 def gemm_layout(eqn: Eqn) -> tuple[int, ...] | None:
-    """The 12 parameters of ``gemm`` (batch, M, N, K, the strides of A, B and C) that compute the
+    """The first 12 parameters of ``gemm`` (batch, M, N, K, the strides of A, B and C) that compute the
     product ``eqn`` on its operands' row-major buffers as they are, if the batch, free and
     contracted dimensions of each operand are each one stride apart; else None."""
     if not lowers_natively(eqn):

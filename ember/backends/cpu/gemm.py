@@ -8,10 +8,13 @@ from it, keeping the tile in registers for the whole ``KC`` loop (each step:
 multiply-adds).
 
 One function per element type, compiled once per process:
-``void gemm(i8** args, i64 row_begin, i64 row_end)`` with ``args`` = (A, B, C,
-i64 params[12]: batch, M, N, K, then the element strides of A (batch, row, k),
-B (batch, k, col) and C (batch, row)); it computes rows [row_begin, row_end) of
-every batch, so threads can share the rows. Columns of C are contiguous.
+``void gemm(i8** args, i64 begin, i64 end)`` with ``args`` = (A, B, C,
+i64 params[13]: batch, M, N, K, then the element strides of A (batch, row, k),
+B (batch, k, col) and C (batch, row), then whether [begin, end) counts panels of
+columns (``panel_columns`` wide) rather than rows); it computes those rows (or
+columns) of every batch, so threads can share them. Columns of C are contiguous.
+Threads share the columns of a wide product (``split_columns``): each packs only
+its part of B, where sharing the rows would have every thread pack all of it.
 """
 from __future__ import annotations
 
@@ -95,12 +98,16 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
     fma_vec = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}{_suffix(element)}")
     g = _Builder(fn)
     b = g.b
-    buffers, row_begin, row_end = fn.args
+    buffers, begin, end = fn.args
     a_ptr, b_ptr, c_ptr = (b.bitcast(b.load(b.gep(buffers, [_c(k)])), ptr) for k in range(3))
     params = b.bitcast(b.load(b.gep(buffers, [_c(3)])), I64.as_pointer())
-    # The row count is not needed: rows come as [row_begin, row_end).
-    (batch, _, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm) = (
-        b.load(b.gep(params, [_c(i)])) for i in range(12))
+    (batch, m, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm, by_columns) = (
+        b.load(b.gep(params, [_c(i)])) for i in range(13))
+    by_columns = b.icmp_signed("!=", by_columns, _c(0))
+    row_begin = b.select(by_columns, _c(0), begin)
+    row_end = b.select(by_columns, m, end)
+    col_begin = b.select(by_columns, b.mul(begin, _c(nr)), _c(0))
+    col_end = b.select(by_columns, g.min(b.mul(end, _c(nr)), n), n)
     packed = b.alloca(ir.ArrayType(element, KC * NC))  # per call, so per thread
     packed.align = 64
     packed = b.bitcast(packed, ptr)
@@ -121,7 +128,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         c_b = at(c_ptr, g.b.mul(bi, c_sb))
 
         def per_column_block(jc):
-            nc = g.min(_c(NC), g.b.sub(n, jc))
+            nc = g.min(_c(NC), g.b.sub(col_end, jc))
 
             def per_depth_block(pc):
                 kc = g.min(_c(KC), g.b.sub(k_total, pc))
@@ -132,7 +139,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
 
             g.loop(_c(0), k_total, KC, per_depth_block)
 
-        g.loop(_c(0), n, NC, per_column_block)
+        g.loop(col_begin, col_end, NC, per_column_block)
 
     def pack(b_b, jc, pc, nc, kc):
         """packed[p][k][c] = B[pc + k, jc + p*NR + c], zero beyond the last column."""
@@ -279,18 +286,31 @@ def ready(dtype: np.dtype) -> bool:
     return not thread.is_alive()
 
 
+def panel_columns(dtype: np.dtype) -> int:
+    """The columns of one packed panel of B (``NV`` vectors)."""
+    return NV * VECTOR_BYTES // np.dtype(dtype).itemsize
+
+
+def split(m: int, n: int, dtype: np.dtype) -> tuple[int, int]:
+    """(the by-columns flag, the extent of [begin, end)) for threads sharing an m x n product:
+    the columns' panels of a product at least as wide as tall, else the rows."""
+    panels = -(-n // panel_columns(dtype))
+    return (1, panels) if n >= m and panels >= 2 else (0, m)
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> None:
     """``out = a @ b`` for 3-d ``a`` [batch, M, K], ``b`` [batch, K, N] and a C-contiguous ``out``
-    [batch, M, N], the rows split in ``parts`` over threads."""
+    [batch, M, N], the rows or the columns (``split``) shared by ``parts`` threads."""
     _, fn = gemm_function(out.dtype)
     size = out.dtype.itemsize
+    by_columns, extent = split(a.shape[1], b.shape[2], out.dtype) if parts > 1 else (0, a.shape[1])
     params = np.array([a.shape[0], a.shape[1], b.shape[2], a.shape[2], *(s // size for s in a.strides),
-                       *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size], np.int64)
+                       *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size, by_columns],
+                      np.int64)
     pointers = (ctypes.c_void_p * 4)(a.ctypes.data, b.ctypes.data, out.ctypes.data, params.ctypes.data)
-    rows = a.shape[1]
     if parts == 1:
-        fn(pointers, 0, rows)
-    elif threads.openmp_available():  # one piece per thread: each piece packs its own copy of B
-        threads.run_team(fn, pointers, rows, parts, pieces_per_thread=1)
+        fn(pointers, 0, extent)
+    elif threads.openmp_available():  # one piece per thread: each piece packs its own part of B
+        threads.run_team(fn, pointers, extent, parts, pieces_per_thread=1)
     else:
-        threads.run_split(fn, pointers, rows, parts)
+        threads.run_split(fn, pointers, extent, parts)
