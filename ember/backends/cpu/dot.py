@@ -95,36 +95,44 @@ def gemm_layout(eqn: Eqn) -> tuple[int, ...] | None:
     return (n_batch, m, n, k, a_batch, a_row, a_k, b_batch, b_k, b_col, m * n, n)
 
 
-def _as_matrices(x: np.ndarray, batch: tuple, first: tuple, second: tuple) -> np.ndarray:
-    sizes = [int(np.prod([x.shape[d] for d in dims], dtype=np.int64)) for dims in (batch, first, second)]
-    return np.transpose(x, batch + first + second).reshape(sizes)
+def _as_matrices(x: np.ndarray, order: tuple, sizes: tuple) -> np.ndarray:
+    return np.transpose(x, order).reshape(sizes)
 
 
 class DotGeneral:
-    """Computes one ``dot_general`` equation into a given output buffer."""
+    """Computes one ``dot_general`` equation into a given output buffer: ``gemm`` on the
+    operands' buffers as they are where their dimensions allow (``gemm_layout``), else on
+    transposed copies. Everything about the shapes is worked out once, here: a small product
+    costs microseconds, which per-call shape arithmetic in Python would exceed."""
 
     def __init__(self, eqn: Eqn) -> None:
         (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
         lhs, rhs = (a.aval for a in eqn.invars)
-        self.lhs_dims = (lhs_batch, tuple(d for d in range(lhs.ndim) if d not in lhs_contract + lhs_batch),
-                         lhs_contract)
-        self.rhs_dims = (rhs_batch, rhs_contract,
-                         tuple(d for d in range(rhs.ndim) if d not in rhs_contract + rhs_batch))
-        batch = int(np.prod([lhs.shape[d] for d in lhs_batch], dtype=np.int64))
-        rows = int(np.prod([lhs.shape[d] for d in self.lhs_dims[1]], dtype=np.int64))
-        cols = int(np.prod([rhs.shape[d] for d in self.rhs_dims[2]], dtype=np.int64))
+        lhs_free = tuple(d for d in range(lhs.ndim) if d not in lhs_contract + lhs_batch)
+        rhs_free = tuple(d for d in range(rhs.ndim) if d not in rhs_contract + rhs_batch)
+        batch = math.prod(lhs.shape[d] for d in lhs_batch)
+        rows = math.prod(lhs.shape[d] for d in lhs_free)
+        cols = math.prod(rhs.shape[d] for d in rhs_free)
+        contracted = self.contracted = math.prod(lhs.shape[d] for d in lhs_contract)
         self.out_matrices = (batch, rows, cols)
-        contracted = self.contracted = int(np.prod([lhs.shape[d] for d in lhs_contract], dtype=np.int64))
+        self.lhs_view = (lhs_batch + lhs_free + lhs_contract, (batch, rows, contracted))
+        self.rhs_view = (rhs_batch + rhs_contract + rhs_free, (batch, contracted, cols))
         self.chunks = threads.chunk_count(rows, 2 * batch * rows * cols * contracted, PARALLEL_MIN_FLOPS)
         self.dtype = eqn.outvars[0].aval.dtype
+        layout = gemm_layout(eqn)
+        self.by_columns, self.extent = gemm.split(rows, cols, self.dtype) if self.chunks > 1 else (0, rows)
+        self.params = None if layout is None else np.array([*layout, self.by_columns], np.int64)
         gemm.ready(self.dtype)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-        out3 = out.reshape(self.out_matrices)
         if self.contracted == 0:  # an empty sum
-            out3.fill(0)
+            out.fill(0)
             return
-        a, b = _as_matrices(lhs, *self.lhs_dims), _as_matrices(rhs, *self.rhs_dims)
+        if self.params is not None and gemm.ready(self.dtype):
+            gemm.run(self.dtype, (lhs, rhs, out), self.params, self.extent, self.chunks)
+            return
+        a, b = _as_matrices(lhs, *self.lhs_view), _as_matrices(rhs, *self.rhs_view)
+        out3 = out.reshape(self.out_matrices)
         if not gemm.ready(self.dtype):  # only while the product compiles, early in a process
             np.matmul(a, b, out=out3)
             return

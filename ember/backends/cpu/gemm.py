@@ -26,6 +26,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember.backends.cpu import jit, threads
+from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.lowering import F32, F64, I64
 
 # Tile shapes measured (float32, one thread, 512^3 / 1024^3), AVX-512 (znver5): 6 rows x 2
@@ -301,13 +302,19 @@ def split(m: int, n: int, dtype: np.dtype) -> tuple[int, int]:
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> None:
     """``out = a @ b`` for 3-d ``a`` [batch, M, K], ``b`` [batch, K, N] and a C-contiguous ``out``
     [batch, M, N], the rows or the columns (``split``) shared by ``parts`` threads."""
-    _, fn = gemm_function(out.dtype)
     size = out.dtype.itemsize
     by_columns, extent = split(a.shape[1], b.shape[2], out.dtype) if parts > 1 else (0, a.shape[1])
     params = np.array([a.shape[0], a.shape[1], b.shape[2], a.shape[2], *(s // size for s in a.strides),
                        *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size, by_columns],
                       np.int64)
-    pointers = (ctypes.c_void_p * 4)(a.ctypes.data, b.ctypes.data, out.ctypes.data, params.ctypes.data)
+    run(out.dtype, (a, b, out), params, extent, parts)
+
+
+def run(dtype: np.dtype, arrays: tuple, params: np.ndarray, extent: int, parts: int = 1) -> None:
+    """The product of ``arrays`` (A, B, C, whose data ``params`` describes) over [0, ``extent``)
+    (rows, or panels of columns: ``params[12]``), shared by ``parts`` threads."""
+    _, fn = gemm_function(dtype)
+    pointers = (ctypes.c_void_p * 4)(*[data_pointer(x) for x in arrays], params.ctypes.data)
     if parts == 1:
         fn(pointers, 0, extent)
     elif threads.openmp_available():  # one piece per thread: each piece packs its own part of B
