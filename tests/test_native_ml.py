@@ -402,3 +402,27 @@ def test_lapack_eigh_matches_reference(rng, lower):
     np.testing.assert_allclose(symmetric @ v, v * w[..., None, :], rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(24), x.shape), atol=1e-5)
     assert compile_cpu(f, x).report.library_calls == ["eigh"]
+
+
+def test_products_are_computed_in_the_layout_their_users_read(rng):
+    """The transpose rule's ``transpose(dot_general(g, x))`` becomes ``dot_general(x, g)``; a
+    product read elsewhere too keeps its transpose."""
+    from ember.backends.cpu.expansions import transposed_products
+    x, w = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((32, 48)).astype(np.float32)
+
+    def step(w, x):
+        return w - 0.1 * ember.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
+
+    def shared(a, b):
+        p = a @ b.T
+        return p.T * 2.0, p + 1.0
+
+    def transposes_of_products(f, *args):
+        program = transposed_products(ember.make_jaxpr(f)(*args)).jaxpr
+        made = {id(e.outvars[0]) for e in program.eqns if e.primitive.name == "dot_general"}
+        return sum(e.primitive.name == "transpose" and id(e.invars[0]) in made for e in program.eqns)
+    assert transposes_of_products(lambda a, b: (a @ b).T, x, w) == 0
+    assert transposes_of_products(shared, x, x) == 1
+    for f, args in ((step, (w, x)), (shared, (x, x)), (lambda a, b: jnp.einsum("bij,bjk->bki", a, b),
+                                                         (x.reshape(2, 32, 32), w[:, :32].reshape(1, 32, 32)))):
+        check_backends_agree(f, *args, rtol=1e-5, atol=1e-5)

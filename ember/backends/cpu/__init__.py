@@ -24,7 +24,7 @@ import time
 from collections import Counter
 
 from ember.backends.cpu import kernel
-from ember.backends.cpu.expansions import expand
+from ember.backends.cpu.expansions import expand, transposed_products
 from ember.backends.cpu.program import Program, Report, can_fuse
 from ember.compiler import optimize
 from ember.compiler.fusion import fuse
@@ -38,7 +38,7 @@ logger = logging.getLogger("ember")  # the compile log (``config.log_compiles``)
 def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> tuple[Program, Report]:
     report = Report()
     start = time.perf_counter()
-    closed = optimize(expand(closed))
+    closed = transposed_products(optimize(expand(closed)))
     passes = time.perf_counter()
     fused = fuse(closed, can_fuse, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
     if config.check_ir:

@@ -32,7 +32,8 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, trace_to_jaxpr
-from ember.lax import convolution as conv
+from ember.lax import convolution as conv, shapes as sh
+from ember.lax.dot import dot_general_p
 
 _FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 
@@ -152,6 +153,49 @@ def _reduce_window(p: Primitive, reduce: Callable) -> Expansion:
             return lax.reshape(windows, windows.aval.shape[:n])
         return reduce(windows, tuple(range(n, 2 * n)))
     return Expansion(fn, applies)
+
+
+# --- products in the layout their users read --------------------------------------------------------
+def transposed_products(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """``transpose(dot_general(a, b))`` that swaps the free dimensions of the two operands, where
+    nothing else reads the product, as ``dot_general(b, a)``: the transpose rule of a product
+    leaves these (a weight's gradient computed as its transpose), and a kernel that reads a
+    product transposed walks it a column at a time."""
+    return on_closed(closed, _swap_jaxpr)
+
+
+def _swap_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
+    uses: dict[int, int] = {}
+    for eqn in jaxpr.eqns:
+        for a in eqn.invars:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    for a in jaxpr.outvars:
+        uses[id(a)] = uses.get(id(a), 0) + 1
+    products = {id(e.outvars[0]): e for e in jaxpr.eqns if e.primitive is dot_general_p}
+    swapped: dict[int, Eqn] = {}  # id of a product's equation -> None: dropped
+    eqns: list[Eqn] = []
+    for eqn in jaxpr.eqns:
+        eqn = subprograms(eqn)
+        product = products.get(id(eqn.invars[0])) if eqn.primitive is sh.transpose_p else None
+        if product is not None and uses[id(eqn.invars[0])] == 1 and _swaps_free_dimensions(product, eqn):
+            (lc, rc), (lb, rb) = product.params["dimension_numbers"]
+            params = {**product.params, "dimension_numbers": ((rc, lc), (rb, lb))}
+            swapped[id(product)] = True
+            eqns.append(Eqn(dot_general_p, product.invars[::-1], params, eqn.outvars))
+            continue
+        eqns.append(eqn)
+    if not swapped:
+        return rebuild(jaxpr, eqns, jaxpr.outvars)
+    return rebuild(jaxpr, [e for e in eqns if id(e) not in swapped], jaxpr.outvars)
+
+
+def _swaps_free_dimensions(product: Eqn, transpose: Eqn) -> bool:
+    (lc, rc), (lb, _) = product.params["dimension_numbers"]
+    lhs, rhs = (a.aval.ndim for a in product.invars)
+    nb, nl = len(lb), lhs - len(lb) - len(lc)
+    nr = rhs - len(lb) - len(rc)
+    swap = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
+    return nl > 0 and nr > 0 and transpose.params["permutation"] == swap
 
 
 expansions: dict[Primitive, Expansion] = {
