@@ -426,3 +426,28 @@ def test_products_are_computed_in_the_layout_their_users_read(rng):
     for f, args in ((step, (w, x)), (shared, (x, x)), (lambda a, b: jnp.einsum("bij,bjk->bki", a, b),
                                                          (x.reshape(2, 32, 32), w[:, :32].reshape(1, 32, 32)))):
         check_backends_agree(f, *args, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("gemm", ["blas", "own"])
+def test_large_products_on_blas_and_on_gemm_in_every_layout(rng, monkeypatch, gemm):
+    """``EMBER_GEMM`` chooses BLAS or ember's own product for large ones: the same answers for
+    plain, transposed and batched operands, float32 and float64."""
+    monkeypatch.setenv("EMBER_GEMM", gemm)
+    a = rng.standard_normal((2, 160, 144)).astype(np.float32)
+    b = rng.standard_normal((2, 144, 136)).astype(np.float32)
+    cases = {
+        "plain": (lambda a, b: a[0] @ b[0], lambda a, b: a[0] @ b[0]),
+        "transposed lhs": (lambda a, b: a[0].T @ a[1], lambda a, b: a[0].T @ a[1]),
+        "transposed rhs": (lambda a, b: a[0] @ a[1].T, lambda a, b: a[0] @ a[1].T),
+        "both transposed": (lambda a, b: jnp.einsum("ki,jk->ij", b[0], a[0]), lambda a, b: (a[0] @ b[0]).T),
+        "batched": (lambda a, b: jnp.einsum("bij,bjk->bik", a, b), lambda a, b: a @ b),
+        "float64 inputs (x64 off: float32)": (lambda a, b: a[1].astype(jnp.float64) @ b[1], lambda a, b: a[1] @ b[1]),
+    }
+    for name, (f, want) in cases.items():
+        exe = compile_cpu(f, a, b)
+        assert exe.report.contractions == 1, name
+        products = [step.dot for step in exe.program.steps if hasattr(step, "dot")]
+        assert (products[0].blas is not None) == (gemm == "blas"), name
+        got = np.asarray(ember.tree_util.tree_leaves(exe(a, b))[0])
+        np.testing.assert_allclose(got, want(a.astype(np.float64), b.astype(np.float64)), rtol=2e-4, atol=2e-4,
+                                   err_msg=name)
