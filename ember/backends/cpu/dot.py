@@ -1,17 +1,17 @@
-"""``dot_general`` on float32 / float64: the native blocked product (``gemm``) into a preallocated buffer.
+"""``dot_general`` on float32 / float64: the native blocked product (``gemm``) into a preallocated
+buffer, or, for large products on hosts without AVX-512, NumPy's matmul (its OpenBLAS).
 
-Operands are viewed as ``[batch, rows, contracted]`` and ``[batch, contracted,
-cols]`` (a transposed operand stays a strided view: the product reads any
-strides), and the rows are split over the thread pool. Small products are
-fused into kernels instead (see ``program.SMALL_DOT``), and other dtypes
-(integer products, half-precision accumulation) are fused loops too.
+Operands are read where they lie when their dimensions allow (``gemm_layout``: strides, no
+copies), else as ``[batch, rows, contracted]`` and ``[batch, contracted, cols]`` views (copied
+where NumPy must), and the rows or columns are split over the threads. Small products are fused
+into kernels instead (see ``program.SMALL_DOT``), and other dtypes (integer products,
+half-precision accumulation) are fused loops too.
 
-Why not NumPy's matmul (OpenBLAS): the OpenBLAS that NumPy ships runs its
-Haswell (AVX2) kernels on this AVX-512 machine, and its threads spin while
-they wait, which lost badly on shared cores. Measured, float32, one thread:
-OpenBLAS 512^3 in 2.1 ms (125 GFLOP/s), 1024^3 in 17 ms; ``gemm`` 1.2 ms
-(224 GFLOP/s) and 9.7 ms (220 GFLOP/s). While ``gemm`` compiles (once per process, in the
-background) products use NumPy's matmul.
+NumPy's OpenBLAS against ``gemm`` (``use_blas`` has the figures): on an AVX-512 host (znver5)
+OpenBLAS runs its Haswell kernels (125 GFLOP/s a thread on 512^3, against ``gemm``'s 224), and
+its threads spin while they wait, which lost badly on shared cores; on an AVX2 host (znver3) it
+is 1.5-2.5x faster than ``gemm`` on large square products, and no faster on thin ones. While
+``gemm`` compiles (once per process, in the background) products use NumPy's matmul.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from ember import dtypes
-from ember.backends.cpu import gemm, jit, lapack, threads
+from ember.backends.cpu import gemm, jit, threads
 from ember.core.ir import Eqn
 
 # A chunk of a split product should take clearly longer than the split costs (15-20 us):
@@ -35,7 +35,7 @@ BLAS_MIN_DIMENSION = 128
 
 def use_blas() -> bool:
     """Whether products outside loops whose dimensions are all ``BLAS_MIN_DIMENSION`` or more
-    call BLAS (SciPy's OpenBLAS) rather than ``gemm``: ``EMBER_GEMM`` = ``blas`` or ``own`` if set,
+    call BLAS (NumPy's matmul: its OpenBLAS) rather than ``gemm``: ``EMBER_GEMM`` = ``blas`` or ``own`` if set,
     else on hosts without AVX-512. Measured side by side in one process (float32, GFLOP/s, 2
     threads) on znver3 (AVX2): OpenBLAS 78 / 124 / 100 against ``gemm``'s 49 / 51 / 37 for 512^3,
     1024^3 and 256x784x512, but for thin products, ``gemm`` as fast or faster (512x64x512: 81 /
@@ -144,24 +144,21 @@ class DotGeneral:
         layout = gemm_layout(eqn)
         self.by_columns, self.extent = gemm.split(rows, cols, self.dtype) if self.chunks > 1 else (0, rows)
         self.params = None if layout is None else np.array([*layout, self.by_columns], np.int64)
-        blas = layout is not None and min(rows, cols, contracted) >= BLAS_MIN_DIMENSION and use_blas()
-        self.blas = lapack.blas_product(self.dtype, layout) if blas else None
-        if self.blas is None:
+        # NumPy's matmul: its OpenBLAS, reading 2-d transposed views as they are
+        self.blas = min(rows, cols, contracted) >= BLAS_MIN_DIMENSION and use_blas()
+        if not self.blas:
             gemm.ready(self.dtype)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         if self.contracted == 0:  # an empty sum
             out.fill(0)
             return
-        if self.blas is not None:
-            self.blas(lhs, rhs, out)
-            return
-        if self.params is not None and gemm.ready(self.dtype):
+        if self.params is not None and not self.blas and gemm.ready(self.dtype):
             gemm.run(self.dtype, (lhs, rhs, out), self.params, self.extent, self.chunks)
             return
         a, b = _as_matrices(lhs, *self.lhs_view), _as_matrices(rhs, *self.rhs_view)
         out3 = out.reshape(self.out_matrices)
-        if not gemm.ready(self.dtype):  # only while the product compiles, early in a process
+        if self.blas or not gemm.ready(self.dtype):  # (gemm: only while it compiles, early in a process)
             np.matmul(a, b, out=out3)
             return
         gemm.matmul(a, b, out3, self.chunks)

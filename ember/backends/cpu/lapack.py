@@ -247,40 +247,6 @@ def _svd(eqn: Eqn) -> Callable:
     return run
 
 
-# --- products (BLAS gemm) --------------------------------------------------------------------------------
-def blas_product(dtype: np.dtype, layout: tuple[int, ...]) -> Callable | None:
-    """``run(lhs, rhs, out)``: the product that ``layout`` (``dot.gemm_layout``) describes, by
-    BLAS ``sgemm`` / ``dgemm`` (one call per batch matrix); None if BLAS cannot read the
-    operands as they are (each needs one unit stride). Row-major ``C = A B`` is column-major
-    ``C^T = B^T A^T``: the operands are passed in swapped order, each transposed or not."""
-    batch, m, n, k, a_batch, a_row, a_k, b_batch, b_k, b_col, c_batch, c_row = layout
-    if not _scipy_available():
-        return None
-    # column-major, B^T (n x k) is B's buffer as it is when its columns are unit-stride
-    b_op = (b"N", b_k) if b_col == 1 or n == 1 else (b"T", b_col) if b_k == 1 or k == 1 else None
-    a_op = (b"N", a_row) if a_k == 1 or k == 1 else (b"T", a_k) if a_row == 1 or m == 1 else None
-    if a_op is None or b_op is None:
-        return None
-    scalar = _SCALAR[dtype]
-    gemm = _routine(_PREFIX[dtype] + "gemm", (_CHAR, _CHAR, _INT, _INT, _INT, ctypes.POINTER(scalar),
-                                              ctypes.c_void_p, _INT, ctypes.c_void_p, _INT, ctypes.POINTER(scalar),
-                                              ctypes.c_void_p, _INT))
-    itemsize = np.dtype(dtype).itemsize
-    (b_trans, ldb), (a_trans, lda) = b_op, a_op
-    args = [_int(n), _int(m), _int(k), ctypes.byref(scalar(1.0))]
-    # (a stride is free where its dimension has one element, but BLAS wants at least the rows stored)
-    ld = [_int(max(ldb, n if b_trans == b"N" else k, 1)), _int(max(lda, k if a_trans == b"N" else m, 1)),
-          _int(max(c_row, n, 1))]
-    zero = ctypes.byref(scalar(0.0))
-
-    def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-        a0, b0, c0 = lhs.ctypes.data, rhs.ctypes.data, out.ctypes.data
-        for i in range(batch):
-            gemm(b_trans, a_trans, *args, b0 + i * b_batch * itemsize, ld[0], a0 + i * a_batch * itemsize, ld[1],
-                 zero, c0 + i * c_batch * itemsize, ld[2])
-    return run
-
-
 native_rules: dict[Any, Callable[[Eqn], Callable]] = {
     linalg.qr_p: _qr,
     linalg.eigh_p: _eigh,
