@@ -451,3 +451,21 @@ def test_large_products_on_blas_and_on_gemm_in_every_layout(rng, monkeypatch, ge
         assert products[0].blas == (gemm == "blas"), name
         np.testing.assert_allclose(got, want(a.astype(np.float64), b.astype(np.float64)), rtol=2e-4, atol=2e-4,
                                    err_msg=name)
+
+
+def test_loops_holding_convolutions_gathers_and_scatters_are_native(rng):
+    x = rng.standard_normal((2, 12, 12, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 4)).astype(np.float32) * 0.2
+    index = rng.integers(0, 12, 5).astype(np.int32)
+
+    def f(x, w, index):
+        def body(carry, i):
+            h = jnp.tanh(lax.conv_general_dilated(carry, w, (1, 1), "SAME",
+                                                  dimension_numbers=("NHWC", "HWIO", "NHWC")))
+            picked = h[:, index]  # a gather
+            h = h.at[:, index[i % 5]].add(picked.mean(1))  # a scatter
+            return h, lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID").sum()
+        return lax.scan(body, x, jnp.arange(4))
+    check_backends_agree(f, x, w, index, rtol=1e-4, atol=1e-5)
+    report = compile_cpu(f, x, w, index).report
+    assert report.loops and not report.fallbacks, report.fallbacks
