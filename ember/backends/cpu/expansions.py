@@ -106,13 +106,25 @@ def _conv(lhs: Any, rhs: Any, *, window_strides: tuple, padding: tuple, lhs_dila
     patches = conv.sliding_windows_p.bind(x, window_dimensions=ones + tuple(window) + ones,
                                           window_strides=ones + tuple(window_strides) + ones,
                                           window_dilation=ones + tuple(rhs_dilation) + ones)
-    rank = k + 4  # [bg, nb, positions..., fg, cg, 1, 1, window..., 1, 1] -> [bg, fg, nb, positions..., window..., cg]
+    rank = k + 4  # [bg, nb, positions..., fg, cg, 1, 1, window..., 1, 1] -> [bg, nb, positions..., fg, cg, window...]
     patches = lax.squeeze(patches, (rank, rank + 1, rank + k + 2, rank + k + 3))
-    patches = lax.transpose(patches, (0, k + 2, 1, *range(2, k + 2), *range(k + 4, 2 * k + 4), k + 3))
+    window_dims, positions = tuple(range(k + 4, 2 * k + 4)), tuple(range(2, k + 2))
+    # The patches' innermost dimension is the one of the input's two (batch, feature) that lies
+    # innermost in memory, so that the kernel writing them reads the input along its rows: the
+    # features in a forward convolution (NHWC), the batch in a kernel gradient's (where the
+    # image batch is the contracted "feature" dimension).
+    batch_inner = lhs_spec[0] > lhs_spec[1] and lhs_spec[0] == max(lhs_spec)
+    if batch_inner:  # [bg, fg, window..., cg, positions..., nb]: the product reads it transposed
+        patches = lax.transpose(patches, (0, k + 2, *window_dims, k + 3, *positions, 1))
+        contract = tuple(range(2, k + 3))
+    else:  # [bg, fg, nb, positions..., window..., cg]
+        patches = lax.transpose(patches, (0, k + 2, 1, *positions, *window_dims, k + 3))
+        contract = tuple(range(3 + k, 4 + 2 * k))
     w = _split(_split(w, k + 1, batch_group_count), k + 2, feature_group_count)  # [window..., cg, bg, fg, og]
     w = lax.transpose(w, (k + 1, k + 2, *range(k + 1), k + 3))  # [bg, fg, window..., cg, og]
-    contract = tuple(range(3 + k, 4 + 2 * k))
     out = lax.dot_general(patches, w, ((contract, tuple(range(2, k + 3))), ((0, 1), (0, 1))))
+    if batch_inner:  # [bg, fg, positions..., nb, og] -> [bg, fg, nb, positions..., og]
+        out = lax.transpose(out, (0, 1, 2 + k, *range(2, 2 + k), 3 + k))
     if groups == 1:  # [bg, fg, nb, positions..., og] -> [nb, positions..., o]
         out = lax.squeeze(out, (0, 1))
     else:
