@@ -460,8 +460,9 @@ def _odd_series(m: _Math, x, coefficients):
 def _tanh(m: _Math, x):
     a = m.abs(x)
     small = _odd_series(m, a, m.fmt.TANH)
-    e = _expm1(m, m.add(a, a))
-    large = m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(2.0))))
+    # Above the polynomial's range exp(2|x|) >= 3: exp + 1 loses nothing that expm1 + 2 keeps.
+    e = _exp(m, m.add(a, a))
+    large = m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0))))
     return m.copysign(m.select(m.lt(a, m.c(m.fmt.TANH_POLY_BELOW)), small, large), x)
 
 
