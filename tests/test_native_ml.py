@@ -469,3 +469,14 @@ def test_loops_holding_convolutions_gathers_and_scatters_are_native(rng):
     check_backends_agree(f, x, w, index, rtol=1e-4, atol=1e-5)
     report = compile_cpu(f, x, w, index).report
     assert report.loops and not report.fallbacks, report.fallbacks
+
+
+def test_a_callback_without_operands_still_falls_back_cleanly():
+    calls = []
+
+    def f(x):
+        ember.debug.callback(lambda: calls.append(1))
+        return x + 1
+    assert compile_cpu(f, np.ones(3, np.float32)).report.fallbacks == ["debug_callback"]
+    np.testing.assert_array_equal(ember.jit(f)(np.ones(3, np.float32)), 2.0)
+    assert calls == [1]

@@ -259,9 +259,10 @@ native_rules: dict[Any, Callable[[Eqn], Callable]] = {
 
 def lowers(eqn: Eqn) -> bool:
     """Whether ``eqn`` runs on LAPACK here: a rule, float32 / float64, matrices of ``MIN_SIZE``."""
+    if eqn.primitive not in native_rules:
+        return False
     x = eqn.invars[0].aval
-    return (eqn.primitive in native_rules and x.dtype in (dtypes.float32, dtypes.float64)
-            and min(x.shape[-2:]) >= MIN_SIZE and _scipy_available())
+    return x.dtype in (dtypes.float32, dtypes.float64) and min(x.shape[-2:]) >= MIN_SIZE and _scipy_available()
 
 
 @functools.cache
