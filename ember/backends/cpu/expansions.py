@@ -1,4 +1,5 @@
-"""Convolutions and windowed reductions as primitives this backend compiles: run before the passes.
+"""Rewrites into what this backend compiles well: convolutions and windowed reductions (before the
+passes), products in the layout their users read (after them).
 
 A convolution becomes a matrix product over patches ("im2col"): the input is moved to
 ``[batch, spatial..., features]``, padded (interior padding for input dilation), its
@@ -17,6 +18,10 @@ the sliding windows and one reduction over the window dimensions: a single fused
 Expanding before the passes lets them simplify what it leaves (identity transposes, conversions)
 and lets fusion join the patches with their producers and the output layout with its consumers.
 Sub-programs (loop bodies, branches, calls) are expanded too.
+
+After the passes, ``transposed_products`` computes a product that only a transpose reads in the
+transposed layout directly (the operands swapped), as the transpose rule of ``dot_general``
+leaves them in gradients.
 """
 from __future__ import annotations
 
