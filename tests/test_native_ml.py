@@ -103,14 +103,16 @@ def test_native_reduce_window_matches_reference(rank, monoid, dtype, data):
     _no_fallbacks(f, x)
 
 
-def test_integer_convolutions_stay_on_the_reference(rng):
-    x = rng.integers(-3, 3, (1, 2, 5, 5)).astype(np.int32)
-    w = rng.integers(-3, 3, (3, 2, 3, 3)).astype(np.int32)
+@pytest.mark.parametrize("dtype,preferred", [(np.int32, None), (np.int8, np.int32), (np.uint8, None),
+                                             (np.bool_, None)])
+def test_integer_and_boolean_convolutions_are_native_and_exact(rng, dtype, preferred):
+    x = rng.integers(-3, 4, (2, 3, 6, 5)).astype(dtype)
+    w = rng.integers(-3, 4, (4, 3, 3, 2)).astype(dtype)
 
     def f(x, w):
-        return lax.conv(x, w, (1, 1), "SAME")
+        return lax.conv_general_dilated(x, w, (1, 2), "SAME", rhs_dilation=(2, 1), preferred_element_type=preferred)
     check_backends_agree(f, x, w)
-    assert compile_cpu(f, x, w).report.fallbacks == ["conv_general_dilated"]
+    _no_fallbacks(f, x, w)
 
 
 def test_the_product_of_a_large_convolution_is_the_blocked_one(rng):

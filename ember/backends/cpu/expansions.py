@@ -8,9 +8,9 @@ A convolution becomes a matrix product over patches ("im2col"): the input is mov
 then one ``dot_general`` (the blocked product, batched over feature or batch groups) contracts
 them with the kernel and a fused kernel puts the result in the output's layout. The input- and
 kernel-gradient convolutions of ``grad`` and the grouped convolutions of ``vmap`` are
-convolutions too, so they take the same path. Floating-point convolutions only (half precision
-computed in float32 and rounded once, as the reference does); integer and boolean ones stay on
-the reference.
+convolutions too, so they take the same path. Types accumulate as the reference's do (half
+precision in float32, rounded once; integers wrap; booleans count true products): integer
+products are fused loops rather than the blocked product.
 
 A windowed reduction (``reduce_window`` sum, max, min) becomes a pad with the monoid's identity,
 the sliding windows and one reduction over the window dimensions: a single fused kernel.
@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes, lax
+from ember.backends.reference.dot import accumulation_dtype
 from ember.compiler.inline import splice
 from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
 from ember.core.avals import ShapedArray
@@ -39,8 +40,6 @@ from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.lax import convolution as conv, shapes as sh
 from ember.lax.dot import dot_general_p
-
-_FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 
 
 def expand(closed: ClosedJaxpr) -> ClosedJaxpr:
@@ -84,18 +83,13 @@ class Expansion:
 
 
 # --- convolution ---------------------------------------------------------------------------------
-def _conv_applies(lhs: ShapedArray, rhs: ShapedArray, *, preferred_element_type: Any, **_: Any) -> bool:
-    out = preferred_element_type or lhs.dtype
-    return lhs.dtype in _FLOATS and rhs.dtype in _FLOATS and out in _FLOATS
-
-
 def _conv(lhs: Any, rhs: Any, *, window_strides: tuple, padding: tuple, lhs_dilation: tuple, rhs_dilation: tuple,
           dimension_numbers: conv.ConvDimensionNumbers, feature_group_count: int, batch_group_count: int,
           precision: Any, preferred_element_type: Any) -> Any:
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     k = len(window_strides)
     out_dtype = np.dtype(preferred_element_type or lhs.aval.dtype)
-    acc = dtypes.float64 if out_dtype == dtypes.float64 else dtypes.float32
+    acc = accumulation_dtype(out_dtype)  # (as the reference: integers wrap, booleans count)
     x = lax.convert_element_type(lax.transpose(lhs, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1])), acc)
     w = lax.convert_element_type(lax.transpose(rhs, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0])), acc)
     *window, _, o = w.aval.shape
@@ -140,7 +134,8 @@ def _conv(lhs: Any, rhs: Any, *, window_strides: tuple, padding: tuple, lhs_dila
     permutation = [0] * (k + 2)
     for j, position in enumerate(out_spec):
         permutation[position] = logical[j]
-    return lax.convert_element_type(lax.transpose(out, tuple(permutation)), out_dtype)
+    out = lax.transpose(out, tuple(permutation))
+    return lax.ne(out, np.zeros((), acc)) if out_dtype == dtypes.bool_ else lax.convert_element_type(out, out_dtype)
 
 
 def _split(x: Any, axis: int, parts: int) -> Any:
@@ -216,7 +211,7 @@ def _swaps_free_dimensions(product: Eqn, transpose: Eqn) -> bool:
 
 
 expansions: dict[Primitive, Expansion] = {
-    conv.conv_general_dilated_p: Expansion(_conv, _conv_applies),
+    conv.conv_general_dilated_p: Expansion(_conv, lambda *avals, **params: True),
     conv.reduce_window_sum_p: _reduce_window(conv.reduce_window_sum_p, lax.reduce_sum),
     conv.reduce_window_max_p: _reduce_window(conv.reduce_window_max_p, lax.reduce_max),
     conv.reduce_window_min_p: _reduce_window(conv.reduce_window_min_p, lax.reduce_min),

@@ -25,6 +25,7 @@ from ember import dtypes
 from ember.backends.cpu import lowering
 from ember.backends.cpu.loops import Index, Loop, Read, Reads, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
+from ember.backends.reference.dot import accumulation_dtype  # (bool counts in int32, half precision in float32)
 from ember.backends.reference.indexing import default_fill_value
 from ember.core.primitive import Primitive
 from ember.lax import indexing as ix, reductions as red, shapes as sh
@@ -301,19 +302,12 @@ def _arg_reduction(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
     return Scalar(scope.regions[depth].b.trunc(position, out_type) if out_type.width < 64 else position, depth)
 
 
-def dot_accumulation_dtype(result: np.dtype) -> np.dtype:
-    """As the reference: bool counts in int32, half precision accumulates in float32."""
-    if result == dtypes.bool_:
-        return dtypes.int32
-    return dtypes.float32 if result in lowering.HALF else result
-
-
 def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
     """``sum_k lhs[batch, free, k] * rhs[batch, k, free]`` as a loop over the contracted dimensions."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
     lhs, rhs = eqn.invars
     out_dt = eqn.outvars[0].aval.dtype
-    acc_dt = dot_accumulation_dtype(out_dt)
+    acc_dt = accumulation_dtype(out_dt)
     lhs_free = [d for d in range(lhs.aval.ndim) if d not in lhs_contract + lhs_batch]
     rhs_free = [d for d in range(rhs.aval.ndim) if d not in rhs_contract + rhs_batch]
     out = list(index.comps)
@@ -433,7 +427,7 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
     lhs, rhs = eqn.invars
     lhs_free, rhs_free = dot_row_layout(eqn)
-    acc_dt = dot_accumulation_dtype(eqn.outvars[0].aval.dtype)
+    acc_dt = accumulation_dtype(eqn.outvars[0].aval.dtype)
     batch, rest = outer[:len(lhs_batch)], outer[len(lhs_batch):]
     lhs_out, rhs_out = rest[:len(lhs_free)], rest[len(lhs_free):]
     regions, loop_over = _row_loops(k, scope)

@@ -33,7 +33,6 @@ from ember import dtypes
 from ember.backends.cpu import lowering
 from ember.backends.cpu.index_rules import (
     REDUCTION_PRIMITIVES,
-    dot_accumulation_dtype,
     dot_row,
     dot_row_layout,
     elementwise,
@@ -43,6 +42,7 @@ from ember.backends.cpu.index_rules import (
 )
 from ember.backends.cpu.loops import Index, Loop, Reads, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
+from ember.backends.reference.dot import accumulation_dtype
 from ember.core.ir import Jaxpr, Literal, Var
 from ember.lax import elementwise as ew, indexing as ix, reductions as red, shapes as sh
 from ember.lax.dot import dot_general_p
@@ -267,7 +267,7 @@ class KernelBuilder:
         eqn = self.defining[id(atom)]
         self.emitter.b = b
         if eqn.primitive is dot_general_p:
-            value = lowering.convert(self.emitter, value, dot_accumulation_dtype(atom.aval.dtype), atom.aval.dtype)
+            value = lowering.convert(self.emitter, value, accumulation_dtype(atom.aval.dtype), atom.aval.dtype)
         elif eqn.primitive in REDUCTION_PRIMITIVES:
             value = lowering.round_to(b, value, atom.aval.dtype)
         return Scalar(value, last.depth)
@@ -277,7 +277,7 @@ class KernelBuilder:
         eqn = self.defining[id(atom)]
         n = atom.aval.shape[-1]
         is_dot = eqn.primitive is dot_general_p
-        element = register_type(dot_accumulation_dtype(atom.aval.dtype) if is_dot else atom.aval.dtype)
+        element = register_type(accumulation_dtype(atom.aval.dtype) if is_dot else atom.aval.dtype)
         row = self.alloca(ir.ArrayType(element, n))
         row.align = 64
         regions = scope.regions[:depth + 1]

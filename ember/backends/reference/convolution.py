@@ -10,7 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ember import dtypes
 from ember.backends.reference import impl_rules
-from ember.backends.reference.dot import _accumulation_dtype
+from ember.backends.reference.dot import accumulation_dtype
 from ember.lax import convolution as conv
 
 
@@ -51,7 +51,7 @@ def _conv_general_dilated(lhs: np.ndarray, rhs: np.ndarray, *, window_strides, p
                           preferred_element_type) -> np.ndarray:
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     result_dtype = preferred_element_type or lhs.dtype
-    acc = _accumulation_dtype(result_dtype)
+    acc = accumulation_dtype(result_dtype)
     lhs = np.transpose(lhs, lhs_spec).astype(acc)  # N, C, spatial...
     rhs = np.transpose(rhs, rhs_spec).astype(acc)  # O, I, spatial...
     spatial = tuple(range(2, lhs.ndim))

@@ -13,7 +13,7 @@ from ember.backends.reference import impl_rules
 from ember.lax.dot import dot_general_p
 
 
-def _accumulation_dtype(result: np.dtype) -> np.dtype:
+def accumulation_dtype(result: np.dtype) -> np.dtype:
     if result == dtypes.bool_:
         return dtypes.int32  # counts of true products; nonzero means true
     if result in (dtypes.float16, dtypes.bfloat16):
@@ -33,7 +33,7 @@ def _dot_general(lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers, precisi
     lhs_free = tuple(d for d in range(lhs.ndim) if d not in lhs_contract + lhs_batch)
     rhs_free = tuple(d for d in range(rhs.ndim) if d not in rhs_contract + rhs_batch)
     result_dtype = preferred_element_type or lhs.dtype
-    acc = _accumulation_dtype(result_dtype)
+    acc = accumulation_dtype(result_dtype)
     lhs_m = _as_matrices(lhs, lhs_batch, lhs_free, lhs_contract).astype(acc)
     rhs_m = _as_matrices(rhs, rhs_batch, rhs_contract, rhs_free).astype(acc)
     with np.errstate(over="ignore", invalid="ignore"):
