@@ -148,22 +148,24 @@ def _split(x: Any, axis: int, parts: int) -> Any:
 
 # --- windowed reductions ------------------------------------------------------------------------
 def _reduce_window(p: Primitive, reduce: Callable) -> Expansion:
-    exact = p is not conv.reduce_window_sum_p  # max and min are exact in any type and order
-
     def applies(x: ShapedArray, **_: Any) -> bool:
-        kinds = "iuf" if exact or x.dtype in (dtypes.float32, dtypes.float64) else "iu"
-        return x.dtype.kind in kinds or (exact and x.dtype == dtypes.bfloat16)
+        return x.dtype.kind in "iuf" or x.dtype == dtypes.bfloat16
 
     def fn(x: Any, *, window_dimensions: tuple, window_strides: tuple, padding: tuple, base_dilation: tuple,
            window_dilation: tuple) -> Any:
+        dtype = x.aval.dtype
+        if p is conv.reduce_window_sum_p and dtype in (dtypes.float16, dtypes.bfloat16):
+            x = lax.convert_element_type(x, dtypes.float32)  # (summed in float32, rounded once)
         identity = np.asarray(conv.window_identity(p, x.aval.dtype), x.aval.dtype)
         padded = lax.pad(x, identity, tuple((lo, hi, d - 1) for (lo, hi), d in zip(padding, base_dilation)))
         windows = conv.sliding_windows_p.bind(padded, window_dimensions=window_dimensions,
                                               window_strides=window_strides, window_dilation=window_dilation)
         n = x.aval.ndim
         if math.prod(window_dimensions) == 1:
-            return lax.reshape(windows, windows.aval.shape[:n])
-        return reduce(windows, tuple(range(n, 2 * n)))
+            out = lax.reshape(windows, windows.aval.shape[:n])
+        else:
+            out = reduce(windows, tuple(range(n, 2 * n)))
+        return lax.convert_element_type(out, dtype)
     return Expansion(fn, applies)
 
 
