@@ -480,3 +480,41 @@ def test_a_callback_without_operands_still_falls_back_cleanly():
     assert compile_cpu(f, np.ones(3, np.float32)).report.fallbacks == ["debug_callback"]
     np.testing.assert_array_equal(ember.jit(f)(np.ones(3, np.float32)), 2.0)
     assert calls == [1]
+
+
+def test_loop_accumulators_of_products_match_reference(rng):
+    """``acc = acc + a_i.T @ b_i`` is done by the product in the carry's buffer; where the carry
+    is read elsewhere too (or swapped with another), it must not be."""
+    xs = rng.standard_normal((5, 48, 64)).astype(np.float32)
+    ys = rng.standard_normal((5, 48, 80)).astype(np.float32)
+
+    def accumulate(xs, ys):
+        def body(acc, xy):
+            x, y = xy
+            return acc + x.T @ y, None
+        return lax.scan(body, jnp.zeros((64, 80)), (xs, ys))[0]
+
+    def read_too(xs, ys):
+        def body(acc, xy):
+            x, y = xy
+            return acc + x.T @ y, jnp.sum(acc)  # the old carry is read as well
+        return lax.scan(body, jnp.ones((64, 80)), (xs, ys))
+
+    def swapped(xs, ys):
+        def body(carry, xy):
+            a, b = carry
+            x, y = xy
+            return (b + x.T @ y, a), None  # the sum goes to the other carry
+        return lax.scan(body, (jnp.zeros((64, 80)), jnp.ones((64, 80))), (xs, ys))[0]
+
+    def in_while(xs, ys):
+        def body(state):
+            i, acc = state
+            return i + 1, x_t_y(i) + acc
+        x_t_y = lambda i: lax.dynamic_index_in_dim(xs, i, keepdims=False).T @ lax.dynamic_index_in_dim(
+            ys, i, keepdims=False)
+        return lax.while_loop(lambda s: s[0] < 5, body, (0, jnp.zeros((64, 80))))[1]
+
+    for f in (accumulate, read_too, swapped, in_while):
+        check_backends_agree(f, xs, ys, rtol=1e-4, atol=1e-4)
+        assert not compile_cpu(f, xs, ys).report.fallbacks, f.__name__

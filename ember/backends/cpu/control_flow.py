@@ -34,7 +34,7 @@ from ember.backends.cpu import dot, gemm, kernel, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
-from ember.lax import control_flow as cf
+from ember.lax import control_flow as cf, elementwise as ew
 from ember.lax.dot import dot_general_p
 
 STACK_BYTES = 256
@@ -80,6 +80,35 @@ def product_dtypes(eqn: Eqn) -> set[np.dtype]:
                 found.add(inner.outvars[0].aval.dtype)
             elif inner.primitive in CONTROL_FLOW:
                 found |= product_dtypes(inner)
+    return found
+
+
+def _accumulations(body: Jaxpr, carried: list[tuple[int, int]]) -> dict[int, Var]:
+    """A loop body's accumulations ``carry_out = carry_in + product``, which the product can do
+    in the carry's buffer (gemm's ``C += A @ B``), so that neither the sum nor the copy back runs:
+    the product and the addition's kernel, by ``id``, mapped to the carry's input variable.
+    Only where nothing else reads the carry, the product or the sum."""
+    uses: dict[int, int] = {}
+    for atom in [a for e in body.eqns for a in e.invars] + list(body.outvars):
+        uses[id(atom)] = uses.get(id(atom), 0) + 1
+    producers = {id(v): e for e in body.eqns for v in e.outvars}
+    found: dict[int, Var] = {}
+    for position, out_position in carried:
+        carry, result = body.invars[position], body.outvars[out_position]
+        add = producers.get(id(result))
+        if add is None or add.primitive is not fusion_p or uses[id(result)] != 1 or uses.get(id(carry)) != 1:
+            continue
+        sub = add.params["jaxpr"].jaxpr
+        if len(sub.eqns) != 1 or sub.eqns[0].primitive is not ew.add_p or len(add.invars) != 2 or \
+                list(sub.eqns[0].invars) != list(sub.invars) and list(sub.eqns[0].invars) != list(sub.invars)[::-1]:
+            continue
+        other = add.invars[1] if add.invars[0] is carry else add.invars[0] if add.invars[1] is carry else None
+        product = producers.get(id(other)) if other is not None else None
+        if product is None or product.primitive is not dot_general_p or uses[id(other)] != 1 or \
+                product.outvars[0].aval.strip_weak_type() != carry.aval.strip_weak_type() or \
+                dot.gemm_layout(product) is None:
+            continue
+        found[id(product)] = found[id(add)] = carry
     return found
 
 
@@ -144,10 +173,18 @@ class LoopFunction:
         return slot
 
     # --- blocks of equations ---
-    def emit_block(self, jaxpr: Jaxpr, env: dict) -> list[ir.Value]:
-        """Run the equations of ``jaxpr`` (its inputs bound in ``env``); pointers to its outputs."""
+    def emit_block(self, jaxpr: Jaxpr, env: dict, carried: list[tuple[int, int]] = ()) -> list[ir.Value]:
+        """Run the equations of ``jaxpr`` (its inputs bound in ``env``); pointers to its outputs.
+        ``carried``: (input position, output position) pairs of a loop body's carries, whose
+        ``carry + product`` is accumulated in the carry's own buffer (``_accumulations``)."""
+        into = _accumulations(jaxpr, carried)
         for eqn in jaxpr.eqns:
-            if eqn.primitive in CONTROL_FLOW:
+            target = into.get(id(eqn))
+            if target is not None:  # the product added to its carry, or the addition done by it
+                outs = [env[id(target)]]
+                if eqn.primitive is dot_general_p:
+                    self.emit_product(eqn, env, outs[0], accumulate=True)
+            elif eqn.primitive in CONTROL_FLOW:
                 outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
                 self.emit_control_flow(eqn, env, outs)
             elif eqn.primitive is dot_general_p:
@@ -171,10 +208,13 @@ class LoopFunction:
         args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
         self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, builder.extent)])
 
-    def emit_product(self, eqn: Eqn, env: dict, out: ir.Value) -> None:
-        """``gemm`` on the operands' buffers (one thread: all rows), or zeros for an empty sum."""
+    def emit_product(self, eqn: Eqn, env: dict, out: ir.Value, accumulate: bool = False) -> None:
+        """``gemm`` on the operands' buffers, split over a team when large, or zeros for an empty
+        sum; ``accumulate``: ``out += product`` (nothing for an empty sum)."""
         layout = dot.gemm_layout(eqn)
         batch, m, n, k = layout[:4]
+        if k == 0 and accumulate:
+            return
         if k == 0:
             nbytes = _nbytes(eqn.outvars[0])
             if nbytes:
@@ -186,9 +226,9 @@ class LoopFunction:
             return
         dtype = eqn.outvars[0].aval.dtype
         by_columns, extent = gemm.split(m, n, dtype)
-        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 13), f"{self.name}_product{self.products_called}")
+        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 14), f"{self.name}_product{self.products_called}")
         self.products_called += 1
-        params.initializer = ir.Constant(ir.ArrayType(I64, 13), [*layout, by_columns])
+        params.initializer = ir.Constant(ir.ArrayType(I64, 14), [*layout, by_columns, int(accumulate)])
         params.global_constant = True
         params.linkage = "private"
         args = self.allocas.alloca(ir.ArrayType(I8P, 4))
@@ -256,7 +296,8 @@ class LoopFunction:
         go_on = self.b.icmp_unsigned("!=", self.b.load(predicate), ir.Constant(I8, 0))
         self.b.cbranch(go_on, body_block, done)
         self.b = ir.IRBuilder(body_block)
-        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, body_consts + carries))
+        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, body_consts + carries),
+                              [(n_body + j, j) for j in range(len(carries))])
         self._update_carries(carries, new, avals)
         self.b.branch(header)
         self.b = ir.IRBuilder(done)
@@ -284,7 +325,8 @@ class LoopFunction:
         self.b = ir.IRBuilder(body_block)
         step = self.b.sub(ir.Constant(I64, length - 1), i) if p["reverse"] else i
         slices = [self.b.gep(x, [self.b.mul(step, ir.Constant(I64, nb))]) for x, nb in zip(xs, x_bytes)]
-        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, consts + carries + slices))
+        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, consts + carries + slices),
+                              [(n_consts + j, j) for j in range(n_carry)])
         for y_out, y, nb in zip(outs[n_carry:], new[n_carry:], y_bytes):
             self.copy(self.b.gep(y_out, [self.b.mul(step, ir.Constant(I64, nb))]), y, nb)
         self._update_carries(carries, new[:n_carry], carry_avals)

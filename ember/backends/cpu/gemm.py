@@ -9,10 +9,12 @@ multiply-adds).
 
 One function per element type, compiled once per process:
 ``void gemm(i8** args, i64 begin, i64 end)`` with ``args`` = (A, B, C,
-i64 params[13]: batch, M, N, K, then the element strides of A (batch, row, k),
+i64 params[14]: batch, M, N, K, then the element strides of A (batch, row, k),
 B (batch, k, col) and C (batch, row), then whether [begin, end) counts panels of
-columns (``panel_columns`` wide) rather than rows); it computes those rows (or
-columns) of every batch, so threads can share them. Columns of C are contiguous.
+columns (``panel_columns`` wide) rather than rows, then whether to add the product
+to C (``C += A @ B``, for a loop's accumulator) rather than store it); it computes
+those rows (or columns) of every batch, so threads can share them. Columns of C are
+contiguous.
 Threads share the columns of a wide product (``split_columns``): each packs only
 its part of B, where sharing the rows would have every thread pack all of it.
 """
@@ -102,8 +104,9 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
     buffers, begin, end = fn.args
     a_ptr, b_ptr, c_ptr = (b.bitcast(b.load(b.gep(buffers, [_c(k)])), ptr) for k in range(3))
     params = b.bitcast(b.load(b.gep(buffers, [_c(3)])), I64.as_pointer())
-    (batch, m, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm, by_columns) = (
-        b.load(b.gep(params, [_c(i)])) for i in range(13))
+    (batch, m, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm, by_columns, accumulate) = (
+        b.load(b.gep(params, [_c(i)])) for i in range(14))
+    overwrite = b.icmp_signed("==", accumulate, _c(0))
     by_columns = b.icmp_signed("!=", by_columns, _c(0))
     row_begin = b.select(by_columns, _c(0), begin)
     row_end = b.select(by_columns, m, end)
@@ -134,7 +137,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
             def per_depth_block(pc):
                 kc = g.min(_c(KC), g.b.sub(k_total, pc))
                 pack(b_b, jc, pc, nc, kc)
-                first = g.b.icmp_signed("==", pc, _c(0))
+                first = g.b.and_(g.b.icmp_signed("==", pc, _c(0)), overwrite)
                 a_block = at(a_b, g.b.mul(pc, a_sk))
                 g.loop(row_begin, row_end, MR, lambda ic: per_row_tile(a_block, c_b, ic, jc, nc, kc, first))
 
@@ -305,8 +308,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> Non
     size = out.dtype.itemsize
     by_columns, extent = split(a.shape[1], b.shape[2], out.dtype) if parts > 1 else (0, a.shape[1])
     params = np.array([a.shape[0], a.shape[1], b.shape[2], a.shape[2], *(s // size for s in a.strides),
-                       *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size, by_columns],
-                      np.int64)
+                       *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size, by_columns,
+                       0], np.int64)
     run(out.dtype, (a, b, out), params, extent, parts)
 
 
