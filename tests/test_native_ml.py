@@ -483,8 +483,8 @@ def test_a_callback_without_operands_still_falls_back_cleanly():
 
 
 def test_loop_accumulators_of_products_match_reference(rng):
-    """``acc = acc + a_i.T @ b_i`` is done by the product in the carry's buffer; where the carry
-    is read elsewhere too (or swapped with another), it must not be."""
+    """``acc = acc + c * a_i.T @ b_i`` is done by the product in the carry's buffer; where the
+    carry is read elsewhere too (or swapped with another), it must not be."""
     xs = rng.standard_normal((5, 48, 64)).astype(np.float32)
     ys = rng.standard_normal((5, 48, 80)).astype(np.float32)
 
@@ -515,6 +515,27 @@ def test_loop_accumulators_of_products_match_reference(rng):
             ys, i, keepdims=False)
         return lax.while_loop(lambda s: s[0] < 5, body, (0, jnp.zeros((64, 80))))[1]
 
-    for f in (accumulate, read_too, swapped, in_while):
+    def sgd(xs, ys):  # carry - literal * product, and literal * product + carry
+        def body(carry, xy):
+            w, v = carry
+            x, y = xy
+            return (w - 0.01 * (x.T @ y), (x.T @ y) * 2.0 + v), None
+        return lax.scan(body, (jnp.ones((64, 80)), jnp.zeros((64, 80))), (xs, ys))[0]
+
+    def sgd_reads_first(xs, ys):  # the forward pass reads the weights before their update
+        def body(w, xy):
+            x, y = xy
+            return w - 0.01 * (x.T @ (x @ w - y)), None
+        return lax.scan(body, jnp.ones((64, 80)) * 0.1, (xs, ys))[0]
+
+    def read_after(xs, ys):  # the carry is read after the product: no update in place
+        def body(w, xy):
+            x, y = xy
+            g = x.T @ y
+            total = jnp.sum(w)
+            return w - 0.1 * g, total
+        return lax.scan(body, jnp.ones((64, 80)), (xs, ys))
+
+    for f in (accumulate, read_too, swapped, in_while, sgd, sgd_reads_first, read_after):
         check_backends_agree(f, xs, ys, rtol=1e-4, atol=1e-4)
         assert not compile_cpu(f, xs, ys).report.fallbacks, f.__name__

@@ -33,7 +33,7 @@ from llvmlite import ir
 from ember.backends.cpu import dot, gemm, kernel, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.lax import control_flow as cf, elementwise as ew
 from ember.lax.dot import dot_general_p
 
@@ -83,33 +83,70 @@ def product_dtypes(eqn: Eqn) -> set[np.dtype]:
     return found
 
 
-def _accumulations(body: Jaxpr, carried: list[tuple[int, int]]) -> dict[int, Var]:
-    """A loop body's accumulations ``carry_out = carry_in + product``, which the product can do
-    in the carry's buffer (gemm's ``C += A @ B``), so that neither the sum nor the copy back runs:
-    the product and the addition's kernel, by ``id``, mapped to the carry's input variable.
-    Only where nothing else reads the carry, the product or the sum."""
+def _accumulations(body: Jaxpr, carried: list[tuple[int, int]]) -> dict[int, tuple[Var, float]]:
+    """A loop body's accumulations ``carry_out = carry_in + c * product`` (``c`` a literal, or
+    -1 for ``carry - product``: an SGD step, a gradient's sum), which the product can do in the
+    carry's buffer (gemm's ``C += alpha * A @ B``), so that neither the sum kernel nor the copy
+    back runs: the product and the sum's kernel, by ``id``, mapped to (the carry's input
+    variable, ``c``). Only where nothing else reads the product or the sum, and the carry is
+    read by nothing after the product (the body runs in order: an SGD step's forward pass reads
+    the weights before their gradient's product updates them)."""
     uses: dict[int, int] = {}
     for atom in [a for e in body.eqns for a in e.invars] + list(body.outvars):
         uses[id(atom)] = uses.get(id(atom), 0) + 1
     producers = {id(v): e for e in body.eqns for v in e.outvars}
-    found: dict[int, Var] = {}
+    order = {id(e): i for i, e in enumerate(body.eqns)}
+    readers: dict[int, list[int]] = {}
+    for i, e in enumerate(body.eqns):
+        for a in e.invars:
+            readers.setdefault(id(a), []).append(i)
+    outputs = {id(a) for a in body.outvars}
+    found: dict[int, tuple[Var, float]] = {}
     for position, out_position in carried:
         carry, result = body.invars[position], body.outvars[out_position]
-        add = producers.get(id(result))
-        if add is None or add.primitive is not fusion_p or uses[id(result)] != 1 or uses.get(id(carry)) != 1:
+        kernel_eqn = producers.get(id(result))
+        if kernel_eqn is None or kernel_eqn.primitive is not fusion_p or len(kernel_eqn.invars) != 2 or \
+                uses[id(result)] != 1 or id(carry) in outputs or carry not in kernel_eqn.invars:
             continue
-        sub = add.params["jaxpr"].jaxpr
-        if len(sub.eqns) != 1 or sub.eqns[0].primitive is not ew.add_p or len(add.invars) != 2 or \
-                list(sub.eqns[0].invars) != list(sub.invars) and list(sub.eqns[0].invars) != list(sub.invars)[::-1]:
-            continue
-        other = add.invars[1] if add.invars[0] is carry else add.invars[0] if add.invars[1] is carry else None
-        product = producers.get(id(other)) if other is not None else None
+        other = kernel_eqn.invars[1] if kernel_eqn.invars[0] is carry else kernel_eqn.invars[0]
+        product = producers.get(id(other))
         if product is None or product.primitive is not dot_general_p or uses[id(other)] != 1 or \
                 product.outvars[0].aval.strip_weak_type() != carry.aval.strip_weak_type() or \
-                dot.gemm_layout(product) is None:
+                dot.gemm_layout(product) is None or \
+                any(i >= order[id(product)] and i != order[id(kernel_eqn)] for i in readers[id(carry)]):
             continue
-        found[id(product)] = found[id(add)] = carry
+        sub = kernel_eqn.params["jaxpr"].jaxpr
+        inner = dict(zip(map(id, kernel_eqn.invars), sub.invars))
+        scale = _scaled_sum(sub, inner[id(carry)], inner[id(other)])
+        if scale is not None:
+            found[id(product)] = found[id(kernel_eqn)] = (carry, scale)
     return found
+
+
+def _scaled_sum(sub: Jaxpr, carry: Var, product: Var) -> float | None:
+    """``c`` if the kernel ``sub`` computes ``carry + c * product`` (``carry - product``: -1;
+    ``carry +- literal * product``), elementwise in one type; else None."""
+    eqns = sub.eqns
+    last = eqns[-1] if eqns else None
+    if last is None or last.outvars[0] is not sub.outvars[0] or last.primitive not in (ew.add_p, ew.sub_p):
+        return None
+    sign = -1.0 if last.primitive is ew.sub_p else 1.0
+    if len(eqns) == 1:
+        terms, scale = list(last.invars), 1.0
+    elif len(eqns) == 2 and eqns[0].primitive is ew.mul_p:
+        factors = eqns[0].invars
+        literal = next((a for a in factors if isinstance(a, Literal) and a.aval.shape == ()), None)
+        if literal is None or product not in factors:
+            return None
+        scaled = eqns[0].outvars[0]
+        terms, scale = [product if a is scaled else a for a in last.invars], float(np.asarray(literal.val))
+    else:
+        return None
+    if terms == [carry, product]:
+        return sign * scale
+    if terms == [product, carry] and sign == 1.0:
+        return scale
+    return None
 
 
 def _nbytes(v: Any) -> int:
@@ -181,9 +218,10 @@ class LoopFunction:
         for eqn in jaxpr.eqns:
             target = into.get(id(eqn))
             if target is not None:  # the product added to its carry, or the addition done by it
-                outs = [env[id(target)]]
+                carry, scale = target
+                outs = [env[id(carry)]]
                 if eqn.primitive is dot_general_p:
-                    self.emit_product(eqn, env, outs[0], accumulate=True)
+                    self.emit_product(eqn, env, outs[0], accumulate=scale)
             elif eqn.primitive in CONTROL_FLOW:
                 outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
                 self.emit_control_flow(eqn, env, outs)
@@ -208,12 +246,12 @@ class LoopFunction:
         args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
         self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, builder.extent)])
 
-    def emit_product(self, eqn: Eqn, env: dict, out: ir.Value, accumulate: bool = False) -> None:
+    def emit_product(self, eqn: Eqn, env: dict, out: ir.Value, accumulate: float | None = None) -> None:
         """``gemm`` on the operands' buffers, split over a team when large, or zeros for an empty
-        sum; ``accumulate``: ``out += product`` (nothing for an empty sum)."""
+        sum; ``accumulate``: ``out += accumulate * product`` (nothing for an empty sum)."""
         layout = dot.gemm_layout(eqn)
         batch, m, n, k = layout[:4]
-        if k == 0 and accumulate:
+        if k == 0 and accumulate is not None:
             return
         if k == 0:
             nbytes = _nbytes(eqn.outvars[0])
@@ -226,9 +264,10 @@ class LoopFunction:
             return
         dtype = eqn.outvars[0].aval.dtype
         by_columns, extent = gemm.split(m, n, dtype)
-        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 14), f"{self.name}_product{self.products_called}")
+        params = ir.GlobalVariable(self.module, ir.ArrayType(I64, 15), f"{self.name}_product{self.products_called}")
         self.products_called += 1
-        params.initializer = ir.Constant(ir.ArrayType(I64, 14), [*layout, by_columns, int(accumulate)])
+        scale = [1, gemm.alpha_bits(accumulate)] if accumulate is not None else [0, gemm.ALPHA_ONE]
+        params.initializer = ir.Constant(ir.ArrayType(I64, 15), [*layout, by_columns, *scale])
         params.global_constant = True
         params.linkage = "private"
         args = self.allocas.alloca(ir.ArrayType(I8P, 4))

@@ -143,7 +143,7 @@ class DotGeneral:
         self.dtype = eqn.outvars[0].aval.dtype
         layout = gemm_layout(eqn)
         self.by_columns, self.extent = gemm.split(rows, cols, self.dtype) if self.chunks > 1 else (0, rows)
-        self.params = None if layout is None else np.array([*layout, self.by_columns, 0], np.int64)
+        self.params = None if layout is None else np.array([*layout, self.by_columns, 0, gemm.ALPHA_ONE], np.int64)
         # NumPy's matmul: its OpenBLAS, reading 2-d transposed views as they are
         self.blas = min(rows, cols, contracted) >= BLAS_MIN_DIMENSION and use_blas()
         if not self.blas:

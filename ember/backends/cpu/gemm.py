@@ -12,9 +12,9 @@ One function per element type, compiled once per process:
 i64 params[14]: batch, M, N, K, then the element strides of A (batch, row, k),
 B (batch, k, col) and C (batch, row), then whether [begin, end) counts panels of
 columns (``panel_columns`` wide) rather than rows, then whether to add the product
-to C (``C += A @ B``, for a loop's accumulator) rather than store it); it computes
-those rows (or columns) of every batch, so threads can share them. Columns of C are
-contiguous.
+to C (``C += alpha * A @ B``, for a loop's accumulator) rather than store it, then
+alpha (a float64's bits)); it computes those rows (or columns) of every batch, so
+threads can share them. Columns of C are contiguous.
 Threads share the columns of a wide product (``split_columns``): each packs only
 its part of B, where sharing the rows would have every thread pack all of it.
 """
@@ -104,9 +104,14 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
     buffers, begin, end = fn.args
     a_ptr, b_ptr, c_ptr = (b.bitcast(b.load(b.gep(buffers, [_c(k)])), ptr) for k in range(3))
     params = b.bitcast(b.load(b.gep(buffers, [_c(3)])), I64.as_pointer())
-    (batch, m, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm, by_columns, accumulate) = (
-        b.load(b.gep(params, [_c(i)])) for i in range(14))
+    (batch, m, n, k_total, a_sb, a_sm, a_sk, b_sb, b_sk, b_sn, c_sb, c_sm, by_columns, accumulate, alpha) = (
+        b.load(b.gep(params, [_c(i)])) for i in range(15))
     overwrite = b.icmp_signed("==", accumulate, _c(0))
+    alpha = b.bitcast(alpha, F64)
+    alpha = alpha if element == F64 else b.fptrunc(alpha, element)
+    alpha_vec = b.shuffle_vector(b.insert_element(ir.Constant(vec, ir.Undefined), alpha, _c(0)),
+                                 ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                                             [0] * lanes))
     by_columns = b.icmp_signed("!=", by_columns, _c(0))
     row_begin = b.select(by_columns, _c(0), begin)
     row_end = b.select(by_columns, m, end)
@@ -215,7 +220,8 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
                 for h, acc in enumerate(row):
                     slot = g.b.bitcast(at(c_row, _c(h * lanes)), vec.as_pointer())
                     old = g.b.load(slot, align=itemsize)
-                    g.b.store(g.b.select(first, acc, g.b.fadd(old, acc)), slot, align=itemsize)
+                    g.b.store(g.b.select(first, acc, g.b.call(fma_vec, [acc, alpha_vec, old])), slot,
+                              align=itemsize)
 
         def store_part():
             for r, row in enumerate(accs):
@@ -227,7 +233,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
                 def copy(c):
                     value = g.b.load(at(tile, _c(r * nr), c))
                     slot = at(c_row, c)
-                    g.b.store(g.b.select(first, value, g.b.fadd(g.b.load(slot), value)), slot)
+                    g.b.store(g.b.select(first, value, g.b.fadd(g.b.load(slot), g.b.fmul(value, alpha))), slot)
 
                 g.loop(_c(0), cols, 1, copy)
 
@@ -290,6 +296,14 @@ def ready(dtype: np.dtype) -> bool:
     return not thread.is_alive()
 
 
+def alpha_bits(alpha: float) -> int:
+    """``alpha`` as gemm's last parameter: the bits of a float64, as a signed 64-bit integer."""
+    return int(np.array(alpha, np.float64).view(np.int64))
+
+
+ALPHA_ONE = alpha_bits(1.0)
+
+
 def panel_columns(dtype: np.dtype) -> int:
     """The columns of one packed panel of B (``NV`` vectors)."""
     return NV * VECTOR_BYTES // np.dtype(dtype).itemsize
@@ -309,7 +323,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> Non
     by_columns, extent = split(a.shape[1], b.shape[2], out.dtype) if parts > 1 else (0, a.shape[1])
     params = np.array([a.shape[0], a.shape[1], b.shape[2], a.shape[2], *(s // size for s in a.strides),
                        *(s // size for s in b.strides), out.strides[0] // size, out.strides[1] // size, by_columns,
-                       0], np.int64)
+                       0, ALPHA_ONE], np.int64)
     run(out.dtype, (a, b, out), params, extent, parts)
 
 
