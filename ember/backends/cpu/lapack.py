@@ -46,17 +46,14 @@ _SCALAR = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_
 @functools.cache
 def _routine(name: str, argtypes: tuple) -> Callable:
     """SciPy's LAPACK / BLAS routine ``name`` as a ctypes function (void, arguments by reference)."""
-    # (OpenBLAS's idle threads spin for a while; with OPENBLAS_THREAD_TIMEOUT=4, sleeping at
-    # once, the MLP forward row took 4-12x its time in one run of three: left at its default.)
     # Imported here, when a program first calls LAPACK: importing SciPy's linalg takes ~0.45 s.
     from scipy.linalg import cython_blas, cython_lapack
     capsule = cython_lapack.__pyx_capi__.get(name) or cython_blas.__pyx_capi__[name]
-    ctypes.pythonapi.PyCapsule_GetName.restype = ctypes.c_char_p
-    ctypes.pythonapi.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    address = ctypes.pythonapi.PyCapsule_GetPointer(capsule, ctypes.pythonapi.PyCapsule_GetName(capsule))
-    return ctypes.CFUNCTYPE(None, *argtypes)(address)
+    # (prototypes of our own: ctypes.pythonapi's are shared with every other user of ctypes)
+    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+    get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi))
+    return ctypes.CFUNCTYPE(None, *argtypes)(get_pointer(capsule, get_name(capsule)))
 
 
 def _int(n: int) -> Any:
