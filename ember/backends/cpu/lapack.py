@@ -64,10 +64,13 @@ def _matrices(x: np.ndarray) -> np.ndarray:
     return x.reshape((-1,) + x.shape[-2:])
 
 
-# --- the rules: (eqn) -> a function of the operands' arrays returning the outputs -------------------
+# --- the rules: (eqn) -> a function of the operands' arrays returning the list of outputs ------------
 def _lu(eqn: Eqn) -> Callable:
     dtype = eqn.invars[0].aval.dtype
     getrf = _routine(_PREFIX[dtype] + "getrf", (_INT, _INT, ctypes.c_void_p, _INT, ctypes.c_void_p, _INT))
+    # (n, a, lda, k1, k2, ipiv, incx): getrf's row interchanges applied to a column of row numbers
+    # give the permutation (exact in float64), in one call rather than a Python loop over pivots
+    laswp = _routine("dlaswp", (_INT, ctypes.c_void_p, _INT, _INT, _INT, ctypes.c_void_p, _INT))
 
     def run(x: np.ndarray) -> list[np.ndarray]:
         *batch, m, n = x.shape
@@ -76,15 +79,16 @@ def _lu(eqn: Eqn) -> Callable:
         pivots = np.empty((*batch, k), np.int32)
         permutation = np.empty((*batch, m), np.int32)
         info = ctypes.c_int(0)
+        rows = np.empty(m, np.float64)
         for a, out, piv, perm in zip(_matrices(x), _matrices(lu), pivots.reshape(-1, k), permutation.reshape(-1, m)):
             column_major = np.asfortranarray(a)
             getrf(_int(m), _int(n), column_major.ctypes.data, _int(m), piv.ctypes.data, ctypes.byref(info))
             out[...] = column_major  # (info > 0: a zero pivot, left unscaled)
-            piv -= 1
-            order = np.arange(m, dtype=np.int32)
-            for j, p in enumerate(piv):
-                order[j], order[p] = order[p], order[j]
-            perm[...] = order
+            rows[...] = np.arange(m)
+            if k:
+                laswp(_int(1), rows.ctypes.data, _int(m), _int(1), _int(k), piv.ctypes.data, _int(1))
+            perm[...] = rows
+            piv -= 1  # (LAPACK's pivots count from 1)
         return [lu, pivots, permutation]
     return run
 
@@ -93,7 +97,7 @@ def _cholesky(eqn: Eqn) -> Callable:
     dtype = eqn.invars[0].aval.dtype
     potrf = _routine(_PREFIX[dtype] + "potrf", (_CHAR, _INT, ctypes.c_void_p, _INT, _INT))
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(x: np.ndarray) -> list[np.ndarray]:
         n = x.shape[-1]
         out = np.array(x, dtype, order="C")
         lower = np.tri(n, dtype=bool)
@@ -101,7 +105,7 @@ def _cholesky(eqn: Eqn) -> Callable:
         for a in _matrices(out):
             potrf(b"U", _int(n), a.ctypes.data, _int(n), ctypes.byref(info))  # x's lower factor, in place
             a[...] = np.where(lower, a if info.value == 0 else np.nan, 0)
-        return out
+        return [out]
     return run
 
 
@@ -117,10 +121,10 @@ def _triangular_solve(eqn: Eqn) -> Callable:
     trans = b"T" if p["transpose_a"] else b"N"
     diag = b"U" if p["unit_diagonal"] else b"N"
 
-    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def run(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
         out = np.array(b, dtype, order="C")
         if out.size == 0:
-            return out
+            return [out]
         rows, cols = b.shape[-2:]
         m = a.shape[-1]
         one = ctypes.byref(scalar(1.0))
@@ -128,7 +132,7 @@ def _triangular_solve(eqn: Eqn) -> Callable:
             # x (rows x cols, row-major) is a cols x rows column-major matrix
             trsm(side, uplo, trans, diag, _int(cols), _int(rows), one, t.ctypes.data, _int(m), x.ctypes.data,
                  _int(cols))
-        return out
+        return [out]
     return run
 
 
@@ -158,21 +162,23 @@ def _qr(eqn: Eqn) -> Callable:
         r = np.empty((*batch, rows, n), dtype)
         info = ctypes.c_int(0)
         tau = np.empty(max(k, 1), dtype)
-        for a, q_out, r_out in zip(_matrices(x), _matrices(q), _matrices(r)):
-            # the reflectors in an m x max(n, rows) column-major array, which orgqr then turns into q
-            work_area = np.zeros((max(n, rows), m), dtype)  # (row-major: its transpose, column-major)
-            work_area[:n] = a.T
-            reflectors = work_area.ctypes.data
-            work, lwork = _workspace(lambda size, query: geqrf(_int(m), _int(n), reflectors, _int(m), tau.ctypes.data,
+        # the reflectors in an m x max(n, rows) column-major array, which orgqr then turns into q
+        work_area = np.empty((max(n, rows), m), dtype)  # (row-major: its transpose, column-major)
+        reflectors = work_area.ctypes.data
+        # one workspace for every matrix: the queries depend on the shapes alone
+        work_r, lwork_r = _workspace(lambda size, query: geqrf(_int(m), _int(n), reflectors, _int(m), tau.ctypes.data,
                                                                size, query, ctypes.byref(info)), scalar)
-            geqrf(_int(m), _int(n), reflectors, _int(m), tau.ctypes.data, work.ctypes.data, _int(lwork),
-                  ctypes.byref(info))
-            r_out[...] = np.triu(work_area[:n].T[:rows])
-            work, lwork = _workspace(lambda size, query: orgqr(_int(m), _int(rows), _int(k), reflectors, _int(m),
+        work_q, lwork_q = _workspace(lambda size, query: orgqr(_int(m), _int(rows), _int(k), reflectors, _int(m),
                                                                tau.ctypes.data, size, query, ctypes.byref(info)),
                                      scalar)
-            orgqr(_int(m), _int(rows), _int(k), reflectors, _int(m), tau.ctypes.data, work.ctypes.data, _int(lwork),
+        for a, q_out, r_out in zip(_matrices(x), _matrices(q), _matrices(r)):
+            work_area[n:] = 0
+            work_area[:n] = a.T
+            geqrf(_int(m), _int(n), reflectors, _int(m), tau.ctypes.data, work_r.ctypes.data, _int(lwork_r),
                   ctypes.byref(info))
+            r_out[...] = np.triu(work_area[:n].T[:rows])
+            orgqr(_int(m), _int(rows), _int(k), reflectors, _int(m), tau.ctypes.data, work_q.ctypes.data,
+                  _int(lwork_q), ctypes.byref(info))
             q_out[...] = work_area[:rows].T
         return [q, r]
     return run

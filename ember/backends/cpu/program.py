@@ -168,8 +168,7 @@ class LibraryStep:
     planned = False
 
     def run(self, env: list) -> None:
-        results = self.run_rule(*[env[a] if isinstance(a, int) else a for a in self.ins])
-        for slot, value in zip(self.outs, results if isinstance(results, list) else [results]):
+        for slot, value in zip(self.outs, self.run_rule(*[env[a] if isinstance(a, int) else a for a in self.ins])):
             env[slot] = value
 
 
