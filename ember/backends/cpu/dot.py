@@ -10,7 +10,7 @@ half-precision accumulation) are fused loops too.
 NumPy's OpenBLAS against ``gemm`` (``use_blas`` has the figures): on an AVX-512 host (znver5)
 OpenBLAS runs its Haswell kernels (125 GFLOP/s a thread on 512^3, against ``gemm``'s 224), and
 its threads spin while they wait, which lost badly on shared cores; on an AVX2 host (znver3) it
-is 1.5-2.5x faster than ``gemm`` on large square products, and no faster on thin ones. While
+is 1.6-2.7x faster than ``gemm`` on large square products, and no faster on thin ones. While
 ``gemm`` compiles (once per process, in the background) products use NumPy's matmul.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def use_blas() -> bool:
     threads) on znver3 (AVX2): OpenBLAS 78 / 124 / 100 against ``gemm``'s 49 / 51 / 37 for 512^3,
     1024^3 and 256x784x512, but for thin products, ``gemm`` as fast or faster (512x64x512: 81 /
     82; a convolution's patches, 65536x288x64: 55 / 64, and in whole programs, where the kernels
-    between products need the cores, the attention row 0.66-0.84x JAX with ``gemm`` against
+    between products need the cores, the attention row 0.65-0.66x JAX with ``gemm`` against
     0.84-1.32x with BLAS for all products, the CNN step 1.00-1.05x against 1.15-1.25x). On znver5
     (AVX-512) ``gemm`` ran at 224 GFLOP/s a thread against 125 for the OpenBLAS (Haswell kernels)
     that NumPy ships. Loops call ``gemm`` either way."""
