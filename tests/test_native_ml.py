@@ -3,6 +3,8 @@ patches and one product), windowed reductions, their gradients and batched forms
 the programs of training steps compile with no reference fallback (from the compile report)."""
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -519,8 +521,8 @@ def test_loop_accumulators_of_products_match_reference(rng):
         def body(carry, xy):
             w, v = carry
             x, y = xy
-            return (w - 0.01 * (x.T @ y), (x.T @ y) * 2.0 + v), None
-        return lax.scan(body, (jnp.ones((64, 80)), jnp.zeros((64, 80))), (xs, ys))[0]
+            return (w - 0.01 * (x.T @ y), (y.T @ x) * 2.0 + v), None
+        return lax.scan(body, (jnp.ones((64, 80)), jnp.zeros((80, 64))), (xs, ys))[0]
 
     def sgd_reads_first(xs, ys):  # the forward pass reads the weights before their update
         def body(w, xy):
@@ -536,6 +538,18 @@ def test_loop_accumulators_of_products_match_reference(rng):
             return w - 0.1 * g, total
         return lax.scan(body, jnp.ones((64, 80)), (xs, ys))
 
+    def accumulated_in_place(f) -> int:
+        """How many of the loop's products add into their carry (gemm's accumulate flag)."""
+        exe = compile_cpu(f, xs, ys)
+        assert not exe.report.fallbacks, f.__name__
+        source = "\n".join(str(m.source) for m in exe.program.modules)
+        products = re.findall(r"private constant \[15 x i64\] \[([^\]]*)\]", source)
+        assert products, f.__name__
+        return sum(p.split(", ")[13] == "i64 1" for p in products)
+
     for f in (accumulate, read_too, swapped, in_while, sgd, sgd_reads_first, read_after):
         check_backends_agree(f, xs, ys, rtol=1e-4, atol=1e-4)
-        assert not compile_cpu(f, xs, ys).report.fallbacks, f.__name__
+    expected = {accumulate: 1, read_too: 0, swapped: 0, in_while: 1, sgd: 2, sgd_reads_first: 1, read_after: 0}
+    ember.clear_caches(disk=False)  # (each program generates its own loop, not one compiled before)
+    for f, count in expected.items():
+        assert accumulated_in_place(f) == count, f.__name__
