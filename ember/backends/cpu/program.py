@@ -132,20 +132,21 @@ class KernelStep:
 
 @dataclass
 class LoopStep:
-    """A native loop (or conditional): one call; its temporaries live in a scratch area, and
-    it calls the products through their function table (``gemm.FUNCTION_TABLE``)."""
+    """A native loop, conditional or LAPACK call: one call; its temporaries live in a scratch
+    area, and it calls functions through a table of their addresses (the products':
+    ``gemm.FUNCTION_TABLE``; LAPACK's: ``lapack.routine_table``)."""
     name: str
     fn: Callable
     ins: list
     outs: list[int]
     scratch_bytes: int
-    products: int  # the table's address
+    table: int  # the table's address
     planned = True
 
     def run(self, env: list) -> None:
         scratch = np.empty(self.scratch_bytes + ALIGNMENT, np.uint8)
         aligned = scratch[-scratch.ctypes.data % ALIGNMENT:]
-        self.fn(_pointers(env, self.ins, self.outs, [aligned, self.products]), 0, 1)
+        self.fn(_pointers(env, self.ins, self.outs, [aligned, self.table]), 0, 1)
 
 
 @dataclass
@@ -157,19 +158,6 @@ class DotStep:
 
     def run(self, env: list) -> None:
         self.dot(env[self.ins[0]], env[self.ins[1]], env[self.outs[0]])
-
-
-@dataclass
-class LibraryStep:
-    """A decomposition or triangular solve by LAPACK / BLAS (``lapack``): fresh outputs."""
-    run_rule: Callable
-    ins: list
-    outs: list[int]
-    planned = False
-
-    def run(self, env: list) -> None:
-        for slot, value in zip(self.outs, self.run_rule(*[env[a] if isinstance(a, int) else a for a in self.ins])):
-            env[slot] = value
 
 
 @dataclass
@@ -236,7 +224,7 @@ class LentFunction:
 
 
 # The functions of modules compiled at full optimization, by the fingerprint of what they compute
-# (see ``_kernel_key``, ``_loop_key``). Entries refer to their module weakly: a module lives as
+# (see ``_kernel_key``, ``_equation_key``). Entries refer to their module weakly: a module lives as
 # long as ``jit._compiled`` or a program keeps it, and its entries go with it, so this holds no
 # code alive, its size is bounded by the modules alive, and ``ember.clear_caches`` (which drops
 # those) empties it; ``clear`` empties it at once. Modules at O0 (``quick``) lend nothing.
@@ -293,11 +281,12 @@ def _kernel_key(flat: Jaxpr) -> tuple[str, list]:
     return fingerprint(flat, "kernel")
 
 
-def _loop_key(eqn: Eqn) -> tuple[str, list]:
-    """A loop's code depends on its equation alone (sub-programs, params, operand types and
-    literal values, and which operands are the same variable: each position gets a pointer)."""
+def _equation_key(eqn: Eqn, kind: str) -> tuple[str, list]:
+    """A loop's or LAPACK call's code depends on its equation alone (sub-programs, params,
+    operand types and literal values, and which operands are the same variable: each position
+    gets a pointer)."""
     invars = list({id(v): v for v in eqn.invars if isinstance(v, Var)}.values())
-    return fingerprint(Jaxpr([], invars, [eqn], list(eqn.outvars)), "loop")
+    return fingerprint(Jaxpr([], invars, [eqn], list(eqn.outvars)), kind)
 
 
 # --- building the program ----------------------------------------------------------------------
@@ -462,7 +451,12 @@ class Program:
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
             self.report.contractions += 1
         elif lapack.lowers(eqn):
-            step = LibraryStep(lapack.native_rules[p](eqn), ins, outs)
+            key, refs = _equation_key(eqn, "lapack")
+
+            def build(module: Any) -> int:
+                return lapack.LapackFunction(module, name, eqn).scratch_bytes
+            name, scratch_bytes, fn = self._function(key, refs, name, build, 1)
+            step = LoopStep(name, fn, ins, outs, scratch_bytes, lapack.routine_table(eqn))
             self.report.library_calls.append(p.name)
         else:
             step = FallbackStep(eqn, ins, outs)
@@ -476,7 +470,7 @@ class Program:
     def _loop(self, eqn: Eqn, name: str) -> tuple[str, tuple] | None:
         """(key, ``_function``'s triple) of a control-flow equation's function; None if it does
         not lower natively (an equation compiled before did: it is not prepared again)."""
-        key, refs = _loop_key(eqn)
+        key, refs = _equation_key(eqn, "loop")
 
         def build(module: Any) -> int | None:
             subs = control_flow.prepare(eqn, can_fuse_in_loop)
@@ -583,7 +577,7 @@ class Program:
             address = ctypes.cast(step.fn, ctypes.c_void_p).value
             if isinstance(step, LoopStep):  # its scratch space: in the work area too
                 buffers.append(entry.Plan.work(work_bytes))
-                buffers.append(entry.Plan.address(step.products))
+                buffers.append(entry.Plan.address(step.table))
                 work_bytes += -(-max(step.scratch_bytes, 1) // ALIGNMENT) * ALIGNMENT
                 steps.append((address, 1, 1, buffers))
                 work += RELEASE_GIL_WORK  # a loop's work has no bound known here
