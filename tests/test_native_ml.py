@@ -427,6 +427,36 @@ def test_lapack_is_called_from_generated_code_through_a_table(rng):
     assert ember.jit(jnp.linalg.cholesky)(empty).shape == (0, 4, 4)  # (an empty batch: no call)
 
 
+def test_decompositions_inside_loops_are_native(rng):
+    """A loop whose body solves, factors or decomposes is still one native function: its LAPACK
+    calls are functions of its module, their routines at the end of its function table."""
+    a = rng.standard_normal((3, 12, 12)).astype(np.float32)
+    spd = a @ np.swapaxes(a, -1, -2) + 12 * np.eye(12, dtype=np.float32)
+    v = rng.standard_normal((3, 12)).astype(np.float32)
+
+    def newton(spd, v):  # a solve per iteration, with a product next to it
+        def step(i, x):
+            return x - 0.5 * jnp.linalg.solve(spd, spd @ x[..., None] - v[..., None])[..., 0]
+        return lax.fori_loop(0, 4, step, v)
+
+    def filtered(spd, v):  # a scan of Cholesky factors and triangular solves, and a cond of eigh
+        def step(carry, m):
+            factor = jnp.linalg.cholesky(m + jnp.eye(12) * jnp.sum(carry ** 2) * 1e-3)
+            x = lax.linalg.triangular_solve(factor, carry[:, None], left_side=True, lower=True)[:, 0]
+            top = lax.cond(x[0] > 0, lambda m: jnp.linalg.eigh(m)[0], lambda m: jnp.zeros(12), m)
+            return x + 0.1 * top, jnp.linalg.slogdet(m)[1]
+        return lax.scan(step, v[0], spd)
+
+    def nested(spd, v):
+        def inner(j, y):
+            return jnp.linalg.qr(spd[j] + y[:, None])[1][0]
+        return lax.fori_loop(0, 2, lambda i, x: lax.fori_loop(0, 2, inner, x), v[0])
+    for f in (newton, filtered, nested):
+        exe = compile_cpu(f, spd, v)
+        assert not exe.report.fallbacks and exe.report.loops, (f.__name__, exe.report.fallbacks)
+        check_backends_agree(f, spd, v, rtol=2e-4, atol=2e-4)
+
+
 def test_products_are_computed_in_the_layout_their_users_read(rng):
     """The transpose rule's ``transpose(dot_general(g, x))`` becomes ``dot_general(x, g)``; a
     product read elsewhere too keeps its transpose."""

@@ -8,9 +8,10 @@ register and runs as one tight loop.
 
 Products too large to fuse (``program.SMALL_DOT``) call the blocked product (``gemm``) on their
 operands' buffers as they are (``dot.gemm_layout``: strides, no copies), through a table of
-function pointers that the loop receives (``gemm.FUNCTION_TABLE``), so the loop's code does not
-depend on where the product was loaded and a loop compiled by a worker or kept on disk links to
-nothing.
+function pointers that the loop receives (``function_table``: ``gemm.FUNCTION_TABLE``'s entries,
+then the LAPACK routines that its decompositions call, ``lapack.LapackFunction`` functions of
+the same module), so the loop's code does not depend on where the product or LAPACK was loaded
+and a loop compiled by a worker or kept on disk links to nothing.
 
 Buffers: small values (at most ``STACK_BYTES``) live on the stack, where LLVM
 promotes scalars to registers; larger ones get space in a scratch area that
@@ -20,17 +21,18 @@ swaps its carries is correct. Nothing is allocated per iteration.
 
 The function is ``void name(i8** buffers, i64, i64)`` like a kernel:
 ``buffers`` holds the operands, then the outputs, then the scratch area, then the address of
-the products' function table.
+the function table.
 """
 from __future__ import annotations
 
+import ctypes
 import itertools
 from typing import Any, Callable
 
 import numpy as np
 from llvmlite import ir
 
-from ember.backends.cpu import dot, gemm, kernel, lowering
+from ember.backends.cpu import dot, gemm, kernel, lapack, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
@@ -65,10 +67,41 @@ def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | No
             elif inner.primitive is dot_general_p:
                 if dot.gemm_layout(inner) is None:
                     return None
-            elif inner.primitive is not fusion_p:
+            elif inner.primitive is not fusion_p and not lapack.lowers(inner):
                 return None
         prepared.append(fused)
     return prepared
+
+
+def library_routines(eqn: Eqn) -> list[tuple[str, ...]]:
+    """The routine tuples (``lapack.routines``) of the decompositions in a control-flow
+    equation, nested ones included, sorted: their order in the loop's function table."""
+    found = set()
+    for closed in _sub_programs(eqn):
+        for inner in closed.jaxpr.eqns:
+            if lapack.lowers(inner):
+                found.add(lapack.routines(inner))
+            elif inner.primitive in CONTROL_FLOW:
+                found.update(library_routines(inner))
+    return sorted(found)
+
+
+_tables: dict[tuple[str, ...], ctypes.Array] = {}  # (kept for the process's life)
+
+
+def function_table(eqn: Eqn) -> int:
+    """The address of the function table of a control-flow equation's loop: ``gemm``'s, or a
+    copy of its entries followed by the LAPACK routines (``library_routines``) if it has any."""
+    table = gemm.function_table(product_dtypes(eqn))
+    names = tuple(name for group in library_routines(eqn) for name in group)
+    if not names:
+        return table
+    if names not in _tables:
+        _tables[names] = (ctypes.c_void_p * (len(gemm.FUNCTION_TABLE) + len(names)))()
+    combined = _tables[names]
+    combined[:len(gemm.FUNCTION_TABLE)] = gemm.FUNCTION_TABLE[:]  # (entries are only ever filled in)
+    combined[len(gemm.FUNCTION_TABLE):] = [lapack.address(name) for name in names]
+    return ctypes.addressof(combined)
 
 
 def product_dtypes(eqn: Eqn) -> set[np.dtype]:
@@ -170,8 +203,13 @@ class LoopFunction:
         buffers = self.fn.args[0]
         pointers = [self.b.load(self.b.gep(buffers, [ir.Constant(I64, i)]))
                     for i in range(len(eqn.invars) + len(eqn.outvars) + 2)]
-        self.products = self.b.bitcast(pointers.pop(), I8P.as_pointer())  # gemm's function table
+        self.products = self.b.bitcast(pointers.pop(), I8P.as_pointer())  # the function table
         self.products_called = 0
+        self.library_offsets: dict[tuple[str, ...], int] = {}  # where each routine tuple's entries start
+        offset = len(gemm.FUNCTION_TABLE)
+        for group in library_routines(eqn):
+            self.library_offsets[group] = offset
+            offset += len(group)
         self.scratch = pointers[-1]
         env = {}
         for v, ptr in zip(eqn.invars, pointers):
@@ -228,6 +266,9 @@ class LoopFunction:
             elif eqn.primitive is dot_general_p:
                 outs = [self.buffer(_nbytes(eqn.outvars[0]))]
                 self.emit_product(eqn, env, outs[0])
+            elif lapack.lowers(eqn):
+                outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
+                self.emit_library_call(eqn, env, outs)
             elif kernel.is_view(eqn):
                 outs = [env[id(eqn.invars[0])]]
             else:
@@ -245,6 +286,18 @@ class LoopFunction:
         args = [self.b.bitcast(env[id(v)], p.type) for v, p in zip(eqn.invars, params)]
         args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
         self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, builder.extent)])
+
+    def emit_library_call(self, eqn: Eqn, env: dict, outs: list[ir.Value]) -> None:
+        """A decomposition: its LAPACK function (generated into this module), given its
+        workspace here and its routines' part of the function table."""
+        function = lapack.LapackFunction(self.module, f"{self.name}_l{next(self.kernel_names)}", eqn)
+        table = self.b.gep(self.products, [ir.Constant(I64, self.library_offsets[lapack.routines(eqn)])])
+        buffers = [self.atom(a, env) for a in eqn.invars] + outs
+        buffers += [self.buffer(function.scratch_bytes), self.b.bitcast(table, I8P)]
+        args = self.allocas.alloca(ir.ArrayType(I8P, len(buffers)))
+        for i, pointer in enumerate(buffers):
+            self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+        self.b.call(function.fn, [self.b.bitcast(args, I8P.as_pointer()), ir.Constant(I64, 0), ir.Constant(I64, 1)])
 
     def emit_product(self, eqn: Eqn, env: dict, out: ir.Value, accumulate: float | None = None) -> None:
         """``gemm`` on the operands' buffers, split over a team when large, or zeros for an empty

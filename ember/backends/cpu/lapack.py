@@ -25,8 +25,9 @@ of the upper triangle of ``x``'s transpose is ``x``'s lower Cholesky factor. ``g
 not those of columns): one transposing copy in and one out. ``syevd`` and ``gesdd``, which
 overwrite their input, get a column-major copy too, so that their eigen- and singular vectors
 have the signs that NumPy's (the reference's) and JAX's have: the same routine on the same
-matrix (the transposed problem gives vectors of other signs). Results follow the reference rules (``backends/reference/linalg.py``, which call the same routines
-through NumPy or write them out): LU leaves a zero pivot unscaled and singular systems give
+matrix (the transposed problem gives vectors of other signs). Results follow the reference
+rules (``backends/reference/linalg.py``, which call the same routines through NumPy or write
+them out): LU leaves a zero pivot unscaled and singular systems give
 IEEE inf / NaN, as LAPACK does; a matrix that is not positive definite, and an eigensolver or
 SVD that does not converge, give NaN, as JAX.
 
@@ -60,7 +61,7 @@ _KEEP = {"all": 0, "upper": 1, "lower": 2}
 
 
 @functools.cache
-def _address(name: str) -> int:
+def address(name: str) -> int:
     """The address of SciPy's LAPACK / BLAS routine ``name``."""
     # Imported here, when a program first calls LAPACK: importing SciPy's linalg takes ~0.45 s.
     from scipy.linalg import cython_blas, cython_lapack
@@ -74,7 +75,7 @@ def _address(name: str) -> int:
 
 def _query(name: str, *args: Any) -> None:
     """Call ``name`` from Python (its workspace query): every argument a pointer."""
-    ctypes.CFUNCTYPE(None, *[_PTR] * len(args))(_address(name))(*args)
+    ctypes.CFUNCTYPE(None, *[_PTR] * len(args))(address(name))(*args)
 
 
 def _ref(value: int | bytes) -> Any:
@@ -388,7 +389,7 @@ def routine_table(eqn: Eqn) -> int:
     """The address of the table of ``routines(eqn)`` (kept for the process's life)."""
     names = routines(eqn)
     if names not in _tables:
-        _tables[names] = (ctypes.c_void_p * len(names))(*map(_address, names))
+        _tables[names] = (ctypes.c_void_p * len(names))(*map(address, names))
     return ctypes.addressof(_tables[names])
 
 
@@ -403,7 +404,7 @@ def lowers(eqn: Eqn) -> bool:
 @functools.cache
 def _scipy_available() -> bool:
     try:
-        _address("sgetrf")
+        address("sgetrf")
     except ImportError:
         return False
     return True

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes
-from ember.backends.cpu import control_flow, dot, entry, gemm, jit, kernel, lapack, lowering, threads
+from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lapack, lowering, threads
 from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
@@ -134,7 +134,7 @@ class KernelStep:
 class LoopStep:
     """A native loop, conditional or LAPACK call: one call; its temporaries live in a scratch
     area, and it calls functions through a table of their addresses (the products':
-    ``gemm.FUNCTION_TABLE``; LAPACK's: ``lapack.routine_table``)."""
+    ``control_flow.function_table``; LAPACK calls': ``lapack.routine_table``)."""
     name: str
     fn: Callable
     ins: list
@@ -445,7 +445,7 @@ class Program:
             self.report.kernels.append(name)
         elif p in control_flow.CONTROL_FLOW and (loop := self._loop(eqn, name)) is not None:
             key, (name, scratch_bytes, fn) = loop
-            step = LoopStep(name, fn, ins, outs, scratch_bytes, gemm.function_table(control_flow.product_dtypes(eqn)))
+            step = LoopStep(name, fn, ins, outs, scratch_bytes, control_flow.function_table(eqn))
             self.report.loops.append(name)
         elif p is dot_general_p and dot.lowers_natively(eqn):
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
