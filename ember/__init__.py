@@ -24,6 +24,7 @@ from ember.core.array import (
     Array,  # noqa: F401
     ShapeDtypeStruct,  # noqa: F401
 )
+from ember.jax_import import install_as_jax  # noqa: F401
 from ember.runtime.cache import clear_caches  # noqa: F401
 from ember.transforms.api import (  # noqa: F401
     custom_jvp,

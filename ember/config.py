@@ -56,6 +56,8 @@ class _Config:
         object.__setattr__(self, "_codegen_key", tuple(_DEFAULTS[k] for k in CODEGEN_FLAGS))
 
     def __getattr__(self, name: str) -> Any:  # only reached for names that are not flags
+        if name.startswith("jax_") and name[4:] in self._values:  # (JAX's names: config.jax_enable_x64)
+            return self._values[name[4:]]
         raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
 
     def __setattr__(self, name: str, value: Any) -> None:

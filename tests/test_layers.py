@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Bottom to top: a room may import the rooms before it, never those after it.
 LAYERS = (
     "errors", "config", "version", "dtypes", "tree_util", "tree",  # leaves
+    "jax_import",    # install_as_jax: a finder that imports ember's modules by name
     "core",          # avals, Primitive and its rule tables, tracers, the IR, Array, evaluation, call primitives
     "lax",           # every other primitive with its shape rule; control flow
     "compiler",      # passes over the IR and fusion
@@ -32,6 +33,8 @@ LAYERS = (
     "numpy", "utilities",                # jnp; JAX's small top-level helpers (device_put, ...)
     "random", "nn", "scipy",             # user libraries over jnp
     "ember",         # the package: its public names
+    "compat",        # JAX's module paths (the jax module while ember stands in for it)
+    "run",           # python -m ember.run script.py: a JAX program with the switch on
     "demo",          # the tutorial, a user of the package
 )
 RANK = {room: i for i, room in enumerate(LAYERS)}

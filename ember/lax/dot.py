@@ -6,6 +6,7 @@ lhs's free dimensions, then the rhs's, each in operand order (as XLA's DotGenera
 """
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,24 @@ from ember import dtypes
 from ember.core.avals import ShapedArray
 from ember.lax.base import aval, primitive
 
-__all__ = ["DotDimensionNumbers", "batch_matmul", "dot", "dot_general", "dot_general_p"]
+__all__ = ["DotDimensionNumbers", "Precision", "batch_matmul", "dot", "dot_general", "dot_general_p"]
+
+
+class Precision(enum.Enum):
+    """JAX's precision hints for contractions (``precision=``): the CPU backend computes every
+    product at its operands' full precision, so all of them give the same results here."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: Any) -> "Precision | None":
+        names = {"default": cls.DEFAULT, "fastest": cls.DEFAULT, "bfloat16": cls.DEFAULT, "high": cls.HIGH,
+                 "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH, "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        return names.get(value.lower()) if isinstance(value, str) else None
+
+    def __str__(self) -> str:
+        return self.name
 
 # ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))
 DotDimensionNumbers = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]

@@ -18,8 +18,8 @@ from ember.numpy.reductions import all as _all, cumsum
 from ember.numpy.shape_ops import moveaxis, ravel, reshape, tile
 from ember.numpy.ufuncs import equal, isnan, where
 
-__all__ = ["array_equal", "array_equiv", "astype", "diagflat", "fill_diagonal", "isscalar", "iterable",
-           "matvec", "place", "put", "rollaxis", "vecmat"]
+__all__ = ["array_equal", "array_equiv", "astype", "diagflat", "fill_diagonal", "iscomplexobj", "isrealobj",
+           "isscalar", "iterable", "matvec", "place", "put", "rollaxis", "vecmat"]
 
 
 def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
@@ -62,6 +62,19 @@ def isscalar(element: Any) -> bool:
     if is_array(element):
         return element.ndim == 0
     return isinstance(element, (bool, int, float)) or np.isscalar(element) and not isinstance(element, (str, bytes))
+
+
+def iscomplexobj(x: Any) -> bool:
+    """Whether ``x``'s dtype is complex (by type alone, as NumPy: no element is looked at)."""
+    if x is None:
+        return False
+    dtype = getattr(x, "dtype", None)
+    return np.issubdtype(dtype if dtype is not None else np.result_type(x), np.complexfloating)
+
+
+def isrealobj(x: Any) -> bool:
+    """Whether ``x``'s dtype is not complex."""
+    return not iscomplexobj(x)
 
 
 def iterable(y: Any) -> bool:

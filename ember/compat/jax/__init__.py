@@ -1,0 +1,95 @@
+"""The ``jax`` module while ember stands in for it (``ember.install_as_jax()``).
+
+It holds JAX's top-level names that ember provides, each the ember object of the same API
+(``jax.jit`` is ``ember.jit``). A JAX name that ember does not provide is an ``AttributeError``
+that says so, as any missing attribute is; ``MISSING`` lists them (the README's list of what is
+not JAX-compatible is made from it). ``__version__`` is the JAX release whose API ember follows:
+libraries compare it to decide which API to use.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import ember
+from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are ember's, see ember.jax_import)
+    debug,
+    dtypes,
+    errors,
+    lax,
+    nn,
+    numpy,
+    random,
+    scipy,
+    tree,
+    tree_util,
+)
+from ember.compat.jax import core, flatten_util, sharding, typing  # noqa: F401
+from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
+from ember.core.array import Device  # noqa: F401
+
+__version__ = "0.10.2"
+__version_info__ = (0, 10, 2)
+
+# JAX's top-level names that are ember's objects of the same name.
+FROM_EMBER = (
+    "Array", "ShapeDtypeStruct", "block_until_ready", "checkpoint", "checkpoint_policies", "clear_caches",
+    "config", "custom_jvp", "custom_vjp", "default_backend", "device_get", "device_put", "devices",
+    "disable_jit", "ensure_compile_time_eval", "eval_shape", "grad", "hessian", "jacfwd", "jacobian", "jacrev",
+    "jit", "jvp", "linearize", "make_jaxpr", "named_call", "pure_callback", "remat", "typeof",
+    "value_and_grad", "vjp", "vmap",
+)
+# JAX's top-level names that ember does not provide (JAX 0.10.2's ``dir(jax)``, less the above).
+MISSING = (
+    "Ref", "Shard", "ad", "allow_f16_reductions", "api_util", "array_garbage_collection_guard",
+    "auto_pcast", "check_tracer_leaks", "checking_leaks", "closure_convert", "copy_to_host_async",
+    "custom_batching", "custom_derivatives", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
+    "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
+    "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "experimental", "export",
+    "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "interpreters", "jax2tf_associative_scan_reductions",
+    "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles", "make_array_from_callback",
+    "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
+    "make_user_context", "memory", "monitoring", "named_scope", "new_ref", "no_execution", "no_tracing",
+    "numpy_dtype_promotion", "numpy_rank_promotion", "ops", "pmap", "print_environment_info", "profiler", "ref",
+    "remove_size_one_mesh_axis_from_type", "reshard", "set_mesh", "shard_map", "smap",
+    "softmax_custom_jvp", "stages", "thread_guard", "threefry_partitionable", "transfer_guard",
+    "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device",
+)
+
+
+# One process, one device: JAX's answers for a single-host CPU run.
+def device_count(backend: str | None = None) -> int:
+    return len(ember.devices(backend))
+
+
+def local_device_count(backend: str | None = None) -> int:
+    return len(ember.devices(backend))
+
+
+def local_devices(process_index: int | None = None, backend: str | None = None) -> list:
+    return ember.devices(backend)
+
+
+def process_count(backend: str | None = None) -> int:
+    return 1
+
+
+def process_index(backend: str | None = None) -> int:
+    return 0
+
+
+host_count, host_id = process_count, process_index
+float0 = dtypes.float0
+
+
+def __getattr__(name: str) -> Any:
+    if name in FROM_EMBER and hasattr(ember, name):
+        value = getattr(ember, name)
+        globals()[name] = value
+        return value
+    if name in MISSING or name in FROM_EMBER:
+        raise AttributeError(f"jax.{name} is not provided by ember (running as jax: ember.install_as_jax())")
+    raise AttributeError(f"module 'jax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {n for n in FROM_EMBER if hasattr(ember, n)})

@@ -1,0 +1,118 @@
+"""JAX programs on ember through ``ember.install_as_jax()``: the switch itself, and real client
+programs run twice, in separate processes, under JAX and under ember (``python -m ember.run``),
+which must give the same losses. Each test prints ember's per-step time over JAX's (``-s``
+shows it; ``benchmarks/ecosystem.py`` prints them as a table)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "benchmarks" / "ecosystem_programs"  # (benchmarks/ecosystem.py times the same ones)
+
+
+def run_python(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def run_program(name: str, under_ember: bool) -> dict:
+    args = ["-m", "ember.run", str(PROGRAMS / name)] if under_ember else [str(PROGRAMS / name)]
+    done = run_python(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compare(name: str, keys: list[str] | None = None) -> None:
+    pytest.importorskip("jax")
+    jax_result, ember_result = run_program(name, False), run_program(name, True)
+    for key in keys or [None]:
+        want, got = (jax_result, ember_result) if key is None else (jax_result[key], ember_result[key])
+        np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-3, atol=1e-6)
+        print(f"{name} {key or ''}: ember/JAX per step {got['step_seconds'] / want['step_seconds']:.2f}")
+
+
+# --- the switch ------------------------------------------------------------------------------------------
+SWITCH_CHECKS = """
+import sys, importlib, ember
+ember.install_as_jax()
+ember.install_as_jax()  # (again: nothing)
+import jax, jax.numpy as jnp, jax.scipy.special, jax.numpy.linalg
+from jax import lax, random
+from jax.sharding import NamedSharding, PartitionSpec, Mesh
+assert jnp is ember.numpy and lax is ember.lax and random is ember.random and jax.jit is ember.jit
+assert jax.scipy.special is ember.scipy.special and jax.numpy.linalg is ember.numpy.linalg
+assert jax.__version_info__ >= (0, 10) and jax.config.jax_enable_x64 is False
+assert jax.device_count() == 1 and jax.process_index() == 0
+mesh = Mesh(jax.devices(), ("data",))
+assert NamedSharding(mesh, PartitionSpec("data")).is_fully_replicated
+for name in ("jaxlib", "jaxlib.xla_client", "jax.no_such_module"):
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:  # (jaxlib.xla_client: its parent, jaxlib, is what is not found)
+        assert e.name in (name, "jaxlib") and "ember" in str(e), e
+    else:
+        raise AssertionError(name)
+try:
+    jax.pmap
+except AttributeError as e:
+    assert "jax.pmap is not provided by ember" in str(e), e
+else:
+    raise AssertionError("pmap")
+assert "pmap" in jax.MISSING and not set(jax.MISSING) & set(jax.FROM_EMBER)
+assert jax.lax.Precision("highest") is jax.lax.Precision.HIGHEST and str(jax.lax.Precision.HIGH) == "HIGH"
+x = jnp.ones((3, 4))
+assert float(jnp.dot(x, x.T, precision=jax.lax.Precision.HIGHEST)[0, 0]) == 4.0
+print("ok")
+"""
+
+
+def test_install_as_jax_makes_jax_names_resolve_to_ember():
+    done = run_python("-c", SWITCH_CHECKS)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_install_as_jax_refuses_once_jax_is_imported():
+    pytest.importorskip("jax")
+    done = run_python("-c", "import jax, ember\ntry:\n    ember.install_as_jax()\nexcept RuntimeError as e:\n"
+                            "    print(e)\n")
+    assert "JAX is imported already" in done.stdout and "python -m ember.run" in done.stdout, done.stderr
+
+
+def test_the_runner_passes_arguments_and_runs_modules(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text("import sys, jax\nprint(jax.__name__, sys.argv[1:], __name__)\n")
+    done = run_python("-m", "ember.run", str(script), "a", "--b")
+    assert done.stdout.split() == ["ember.compat.jax", "['a',", "'--b']", "__main__"], done.stderr
+    usage = run_python("-m", "ember.run")
+    assert usage.returncode == 2 and "usage: python -m ember.run" in usage.stderr
+
+
+def test_ravel_pytree_matches_jax_rules():
+    from ember.compat.jax.flatten_util import ravel_pytree
+    tree = {"b": np.arange(3, dtype=np.int32), "a": (np.ones((2, 2), np.float32), np.float32(5))}
+    flat, unravel = ravel_pytree(tree)
+    assert flat.dtype == np.float32 and flat.shape == (8,)
+    np.testing.assert_array_equal(flat, [1, 1, 1, 1, 5, 0, 1, 2])  # (leaves in sorted key order)
+    back = unravel(flat)
+    assert back["b"].dtype == np.int32 and back["a"][0].shape == (2, 2)
+    with pytest.raises(ValueError, match=r"expected an array of shape \(8,\)"):
+        unravel(flat[:3])
+    empty, unravel_empty = ravel_pytree(())
+    assert empty.shape == (0,) and unravel_empty(empty) == ()
+
+
+# --- client programs, under JAX and under ember -------------------------------------------------------------
+def test_plain_jax_mlp_gives_jax_losses():
+    compare("mlp_jax.py")
+
+
+def test_optax_mlp_gives_jax_losses():
+    pytest.importorskip("optax")
+    compare("mlp_optax.py", ["adam", "sgd", "clip_adamw"])
