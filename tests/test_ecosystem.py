@@ -116,3 +116,66 @@ def test_plain_jax_mlp_gives_jax_losses():
 def test_optax_mlp_gives_jax_losses():
     pytest.importorskip("optax")
     compare("mlp_optax.py", ["adam", "sgd", "clip_adamw"])
+
+
+def test_jaxopt_lbfgs_gives_jax_solution():
+    pytest.importorskip("jaxopt")
+    compare("lbfgs_jaxopt.py")
+
+
+# --- user-defined primitives (JAX's "How JAX primitives work") ------------------------------------------------
+def _multiply_add_primitive(jax, lowered: bool):
+    """The tutorial's ``multiply_add`` primitive, its rules written against ``jax``'s API."""
+    from importlib import import_module
+    core = import_module(jax.__name__ + ".extend.core")
+    ad, batching, mlir = (import_module(jax.__name__ + ".interpreters." + m) for m in ("ad", "batching", "mlir"))
+    jnp = jax.numpy
+    p = core.Primitive("multiply_add")
+    p.def_impl(lambda x, y, z: np.add(np.multiply(x, y), z))
+    p.def_abstract_eval(lambda x, y, z: jax.core.ShapedArray(x.shape, x.dtype))
+    if lowered:
+        mlir.register_lowering(p, mlir.lower_fun(lambda x, y, z: [x * y + z], multiple_results=True))
+
+    def jvp(primals, tangents):
+        x, y, z = primals
+        xt, yt, zt = (jnp.zeros_like(x) if type(t) is ad.Zero else t for t in tangents)
+        return p.bind(x, y, z), p.bind(xt, y, p.bind(x, yt, zt))
+    ad.primitive_jvps[p] = jvp
+
+    def transpose(ct, x, y, z):
+        if not ad.is_undefined_primal(x):
+            return None, p.bind(x, ct, jnp.zeros_like(x)), ct
+        return p.bind(ct, y, jnp.zeros_like(y)), None, ct
+    ad.primitive_transposes[p] = transpose
+    batching.primitive_batchers[p] = lambda args, dims: (p.bind(*args), dims[0])
+    return p
+
+
+def _primitive_results(jax, lowered: bool) -> list:
+    p = _multiply_add_primitive(jax, lowered)
+
+    def square_add(a, b):
+        return p.bind(a, a, b)
+    x, y = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, 5.0, 6.0], np.float32)
+    return [square_add(2.0, 10.0), jax.jit(square_add)(x, y), jax.jvp(square_add, (2.0, 10.0), (1.0, 1.0)),
+            jax.grad(square_add)(2.0, 10.0), jax.jit(jax.grad(square_add))(2.0, 10.0),
+            jax.jit(jax.vmap(square_add))(x, y), jax.grad(lambda a: jax.numpy.sum(square_add(a, a) ** 2))(x)]
+
+
+@pytest.mark.parametrize("lowered", [True, False])
+def test_user_primitives_work_under_every_transformation_as_in_jax(lowered):
+    import ember
+    from ember.compat import jax as ember_jax
+    from ember.runtime.executable import CpuExecutable
+    got = _primitive_results(ember_jax, lowered)
+    expected = [14.0, [5.0, 9.0, 15.0], (14.0, 5.0), 4.0, 4.0, [5.0, 9.0, 15.0], [12.0, 60.0, 168.0]]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e, np.float64), rtol=1e-6)
+    p = _multiply_add_primitive(ember_jax, lowered)
+    report = CpuExecutable(ember.make_jaxpr(lambda a, b: p.bind(a, a, b) * 2)(np.ones(3), np.ones(3)), "f").report
+    assert report.fallbacks == ([] if lowered else ["multiply_add"])  # (lowered: native code, fused)
+    if not lowered:
+        return  # (JAX cannot jit a primitive without a lowering; ember runs its implementation)
+    jax = pytest.importorskip("jax")
+    for g, w in zip(got, _primitive_results(jax, lowered)):
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-6)

@@ -67,7 +67,8 @@ def _expansion(eqn: Eqn) -> ClosedJaxpr | None:
     avals = [a.aval for a in eqn.invars]
     if rule is None or not rule.applies(*avals, **eqn.params):
         return None
-    body = trace_to_jaxpr(lambda *xs: [rule(*xs, **eqn.params)], avals,
+    multiple = eqn.primitive.multiple_results
+    body = trace_to_jaxpr(lambda *xs: list(rule(*xs, **eqn.params)) if multiple else [rule(*xs, **eqn.params)], avals,
                           DebugInfo("expansion", eqn.primitive.name, [f"x{i}" for i in range(len(avals))], False))
     return None if body.consts else body
 

@@ -23,7 +23,7 @@ from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are
     tree,
     tree_util,
 )
-from ember.compat.jax import core, flatten_util, sharding, typing  # noqa: F401
+from ember.compat.jax import core, extend, flatten_util, interpreters, sharding, typing  # noqa: F401
 from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
 from ember.core.array import Device  # noqa: F401
 
@@ -45,7 +45,7 @@ MISSING = (
     "custom_batching", "custom_derivatives", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
     "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
     "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "experimental", "export",
-    "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "interpreters", "jax2tf_associative_scan_reductions",
+    "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles", "make_array_from_callback",
     "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
     "make_user_context", "memory", "monitoring", "named_scope", "new_ref", "no_execution", "no_tracing",

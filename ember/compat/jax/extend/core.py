@@ -1,0 +1,62 @@
+"""``jax.extend.core``: user-defined primitives, and the IR's types.
+
+A ``Primitive`` made here is an ember primitive whose rules the user gives, the way JAX's
+"How JAX primitives work" tutorial does: ``def_impl`` (eager evaluation and the reference
+interpreter; the implementation gets ember Arrays and may use ``jnp`` or NumPy),
+``def_abstract_eval`` (the shape rule), then ``jax.interpreters.ad`` / ``batching`` / ``mlir``
+for derivatives, ``vmap`` and compiled code. Without a lowering, compiled programs run the
+primitive's implementation in place (it is listed as a fallback by ``log_compiles``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ember.core import primitive as _primitive
+from ember.core.array import Array
+from ember.core.avals import ShapedArray
+from ember.core.evaluation import impl_rules
+from ember.core.ir import ClosedJaxpr, Eqn as JaxprEqn, Jaxpr, Literal, Var  # noqa: F401
+from ember.transforms.programs import eval_closed_by_binding
+
+
+def _shaped(aval: Any) -> ShapedArray:
+    """A shape rule's result as ember's abstract value (rules may build any object with a
+    shape and a dtype, e.g. ``jax.core.ShapedArray(shape, dtype)``)."""
+    if isinstance(aval, ShapedArray):
+        return aval
+    return ShapedArray(tuple(aval.shape), np.dtype(aval.dtype), bool(getattr(aval, "weak_type", False)))
+
+
+class Primitive(_primitive.Primitive):
+    """A primitive whose rules are the user's (JAX's ``jax.extend.core.Primitive``)."""
+
+    __slots__ = ()
+
+    def def_impl(self, impl: Callable) -> Callable:
+        def run(*values: np.ndarray, **params: Any) -> Any:
+            out = impl(*(Array(v, ShapedArray(v.shape, v.dtype)) for v in map(np.asarray, values)), **params)
+            return [np.asarray(o) for o in out] if self.multiple_results else np.asarray(out)
+        impl_rules[self] = run
+        return impl
+
+    def def_abstract_eval(self, rule: Callable) -> Callable:
+        def shape_rule(*avals: ShapedArray, **params: Any) -> Any:
+            out = rule(*avals, **params)
+            return [_shaped(a) for a in out] if self.multiple_results else _shaped(out)
+        _primitive.abstract_eval_rules[self] = shape_rule
+        return rule
+
+    def def_effectful_abstract_eval(self, rule: Callable) -> Callable:
+        """(``rule`` returns the avals and the effects; ember's user primitives have none.)"""
+        self.def_abstract_eval(lambda *avals, **params: rule(*avals, **params)[0])
+        return rule
+
+
+def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:
+    """The function a closed program computes (each call evaluates it on its arguments)."""
+    return lambda *args: eval_closed_by_binding(closed, *args)
+
+
+__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "jaxpr_as_fun"]

@@ -1,0 +1,2 @@
+"""``jax.interpreters``: the rule tables of user-defined primitives (``ad``, ``batching``, ``mlir``)."""
+from ember.compat.jax.interpreters import ad, batching, mlir  # noqa: F401
