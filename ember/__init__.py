@@ -18,7 +18,7 @@ from ember import (  # noqa: F401
     tree_util,
 )
 from ember.api import disable_jit, eval_shape, jit, make_jaxpr  # noqa: F401
-from ember.callbacks import pure_callback  # noqa: F401
+from ember.callbacks import io_callback, pure_callback  # noqa: F401
 from ember.config import config  # noqa: F401
 from ember.core.array import (
     Array,  # noqa: F401

@@ -9,6 +9,9 @@ Two primitives carry them through tracing, the compiler and every transformation
   *pure*: like any other operation it may be dropped when its results are unused,
   merged with an identical call, or evaluated at compile time when its operands are
   constants (as JAX allows: "may be called multiple times, or not at all").
+- ``io_callback`` (``ember.io_callback``, JAX's ``jax.experimental.io_callback``) returns
+  arrays of declared types and is effectful, as ``debug_callback``: it runs exactly once
+  per call of the program (per iteration in a loop), in program order.
 
 The primitives are defined in ``ember.lax.callbacks``. Both run on the reference
 interpreter (``ember.backends.reference.callbacks``); the
@@ -28,7 +31,7 @@ import numpy as np
 from ember import dtypes, errors, lax, tree_util
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
-from ember.lax.callbacks import FlatCallback, debug_callback_p, pure_callback_p
+from ember.lax.callbacks import FlatCallback, debug_callback_p, io_callback_p, pure_callback_p
 from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
 from ember.transforms.jvp import jvp_rules
 
@@ -162,3 +165,41 @@ def _pure_callback_batch(axis_size: int, values: Sequence[Any], dims: Sequence[B
 
 jvp_rules[pure_callback_p] = _pure_callback_jvp
 batching_rules[pure_callback_p] = _pure_callback_batch
+
+
+# --- io_callback: declared results, an effect -------------------------------------------------------
+def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                ordered: bool = False, **kwargs: Any) -> Any:
+    """Call the host function ``callback(*args, **kwargs)`` when the program runs, for its
+    effects and its results (arrays of the types of ``result_shape_dtypes``, checked as for
+    ``pure_callback``). It is never skipped, repeated or merged with another call, and calls
+    keep program order (``ordered`` is accepted: ember runs every program in order). Under
+    ``vmap`` an unordered one is called once per example, in order; an ordered one cannot be
+    batched, and none can be differentiated, as in JAX."""
+    _check_callable("ember.io_callback", callback)
+    specs, out_tree = tree_util.tree_flatten(result_shape_dtypes)
+    flat, arrays = flatten_callback(callback, args, kwargs)
+    outs = io_callback_p.bind(*arrays, callback=flat, result_avals=tuple(map(_result_aval, specs)),
+                              ordered=bool(ordered))
+    return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _io_callback_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
+    raise ValueError("IO callbacks do not support JVP.")
+
+
+def _io_callback_batch(axis_size: int, values: Sequence[Any], dims: Sequence[BatchDim], *,
+                       callback: FlatCallback, result_avals: tuple[ShapedArray, ...], ordered: bool) -> tuple:
+    if ordered:
+        raise ValueError("Cannot `vmap` ordered IO callback.")
+    moved = [x if d is None else move_batch_axis(x, d, axis_size) for x, d in zip(values, dims)]
+
+    def one_example(example: list) -> list:
+        examples = iter(example)
+        return io_callback_p.bind(*[x if d is None else next(examples) for x, d in zip(moved, dims)],
+                                  callback=callback, result_avals=result_avals, ordered=False)
+    return list(lax.map(one_example, [x for x, d in zip(moved, dims) if d is not None])), [0] * len(result_avals)
+
+
+jvp_rules[io_callback_p] = _io_callback_jvp
+batching_rules[io_callback_p] = _io_callback_batch

@@ -51,7 +51,7 @@ def from_dlpack(x: Any, *, copy: bool | None = None) -> Array:
 def device_get(x: Any) -> Any:
     """The pytree ``x`` with every ``ember.Array`` replaced by a (read-only) NumPy array; other
     leaves, tracers included, are returned unchanged (as in JAX)."""
-    return tree_util.tree_map(lambda leaf: np.asarray(leaf) if isinstance(leaf, Array) else leaf, x)
+    return tree_util.tree_map(lambda leaf: np.asarray(leaf) if type(leaf) is Array else leaf, x)  # (tracers pass)
 
 
 def default_backend() -> str:

@@ -582,3 +582,9 @@ def test_64_bit_defaults(x64):
     assert jnp.convolve(np.arange(3), np.arange(2)).dtype == np.float64
     assert_allclose(jnp.cov(np.arange(4.0)), np.cov(np.arange(4.0)))
     assert jnp.histogram(np.arange(4))[0].dtype == np.float64
+
+
+def test_iscomplexobj_and_isrealobj_look_at_the_type_alone():
+    for x in (jnp.ones(3), np.ones(2, np.complex64), 1.0, 1j, [1, 2], None, np.array([1 + 0j])):
+        assert jnp.iscomplexobj(x) == np.iscomplexobj(x) and jnp.isrealobj(x) == np.isrealobj(x), x
+    assert ember.jit(lambda x: jnp.isrealobj(x) * x)(2.0) == 2.0

@@ -29,7 +29,18 @@ class Device:
 CPU = Device()
 
 
-class Array(AvalProperties):
+class _ArrayType(type):
+    """``isinstance(x, Array)`` holds for tracers too, as ``isinstance(x, jax.Array)`` does in
+    JAX (libraries test it to tell arrays from other leaves, also while tracing). Python
+    answers for an exact ``Array`` before asking this, so the common case costs nothing."""
+
+    def __instancecheck__(cls, x: Any) -> bool:
+        return type.__instancecheck__(cls, x) or isinstance(x, Tracer)
+
+
+class Array(AvalProperties, metaclass=_ArrayType):
+    """A concrete array: a NumPy buffer and its abstract value (``aval``). ``isinstance(x,
+    Array)`` is also true of tracers (``_ArrayType``); ``type(x) is Array`` is not."""
     # ``_deleted`` is set only when the array is deleted (then ``_value`` is unset).
     __slots__ = ("_value", "aval", "_deleted", "__weakref__")
     __array_priority__ = 100
@@ -243,7 +254,7 @@ def _array_from_sequence(seq: Sequence, dtype: Any) -> Array:
 def _to_host(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_to_host(v) for v in x]
-    if isinstance(x, Array):
+    if type(x) is Array:
         return np.asarray(x)
     return x
 

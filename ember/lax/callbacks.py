@@ -1,6 +1,7 @@
-"""The host-callback primitives: ``debug_callback`` (no outputs, an effect) and
-``pure_callback`` (declared results, pure). Their user APIs, derivative and batching
-rules are in ``ember.callbacks``; their implementation in ``ember.backends.reference``.
+"""The host-callback primitives: ``debug_callback`` (no outputs, an effect),
+``pure_callback`` (declared results, pure) and ``io_callback`` (declared results, an
+effect). Their user APIs, derivative and batching rules are in ``ember.callbacks``; their
+implementation in ``ember.backends.reference``.
 """
 from __future__ import annotations
 
@@ -45,3 +46,12 @@ def _pure_callback_rule(*avals: ShapedArray, callback: FlatCallback, result_aval
 
 
 pure_callback_p = primitive("pure_callback", _pure_callback_rule, multiple_results=True)
+
+
+def _io_callback_rule(*avals: ShapedArray, callback: FlatCallback, result_avals: tuple[ShapedArray, ...],
+                      ordered: bool) -> list[ShapedArray]:
+    return list(result_avals)
+
+
+io_callback_p = primitive("io_callback", _io_callback_rule, multiple_results=True)
+EFFECTFUL.add(io_callback_p)  # it may read or write host state: never dropped, merged or folded

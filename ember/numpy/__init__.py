@@ -156,6 +156,7 @@ nan = _np.nan
 newaxis = None
 integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
 floating, inexact, number, generic = _np.floating, _np.inexact, _np.number, _np.generic
+complexfloating, character, flexible = _np.complexfloating, _np.character, _np.flexible  # (abstract: issubdtype)
 dtype = _np.dtype
 
 

@@ -39,7 +39,7 @@ def array_equiv(a1: Any, a2: Any) -> Any:
     a1, a2 = ensure_array(a1), ensure_array(a2)
     try:
         broadcast_shapes(a1.shape, a2.shape)
-    except TypeError:
+    except ValueError:
         return asarray(False)
     return _all(equal(a1, a2))
 
@@ -66,10 +66,8 @@ def isscalar(element: Any) -> bool:
 
 def iscomplexobj(x: Any) -> bool:
     """Whether ``x``'s dtype is complex (by type alone, as NumPy: no element is looked at)."""
-    if x is None:
-        return False
     dtype = getattr(x, "dtype", None)
-    return np.issubdtype(dtype if dtype is not None else np.result_type(x), np.complexfloating)
+    return np.issubdtype(dtype if dtype is not None else np.asarray(x).dtype, np.complexfloating)
 
 
 def isrealobj(x: Any) -> bool:

@@ -15,8 +15,8 @@ from ember import lax
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr
 from ember.transforms.batching import BatchDim, batch_flat, batch_jaxpr, batched_aval, batching_rules, move_batch_axis
-from ember.transforms.custom import custom_jvp_call_p, custom_vjp_call_p
-from ember.transforms.tangents import Zero
+from ember.transforms.custom import SymbolicZero, custom_jvp_call_p, custom_vjp_call_p
+from ember.transforms.tangents import Zero, instantiate
 
 
 def _example_aval(a: ShapedArray, dim: BatchDim) -> ShapedArray:
@@ -73,11 +73,11 @@ class _BatchedVJPRules:
         self.axis_size, self.arg_dims = axis_size, list(arg_dims)
         self.residual_dims: list[BatchDim] = []
 
-    def fwd(self, primals: Sequence[Any]) -> tuple[list, list]:
+    def fwd(self, primals: Sequence[Any], perturbed: Sequence[bool] | None = None) -> tuple[list, list]:
         num_outs: list[int] = []
 
         def flat(*xs: Any) -> list:
-            outs, residuals = self.rules.fwd(list(xs))
+            outs, residuals = self.rules.fwd(list(xs), perturbed)
             num_outs.append(len(outs))
             return [*outs, *residuals]
 
@@ -88,6 +88,7 @@ class _BatchedVJPRules:
 
     def bwd(self, residuals: Sequence[Any], cts: Sequence[Any], in_avals: Sequence[ShapedArray]) -> list:
         example_avals = [_example_aval(a, d) for a, d in zip(in_avals, self.arg_dims)]
+        cts = [instantiate(Zero(ct.aval)) if isinstance(ct, SymbolicZero) else ct for ct in cts]  # (batched)
 
         def flat(*xs: Any) -> list:
             return self.rules.bwd(xs[:len(residuals)], xs[len(residuals):], example_avals)

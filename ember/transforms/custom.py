@@ -101,6 +101,25 @@ def _flatten_like(kind: str, tree: Any, reference_tree: Any, what: str) -> list:
 
 
 # --- custom_jvp ----------------------------------------------------------------------------------
+class SymbolicZero:
+    """A tangent known to be zero, as a ``custom_jvp`` rule defined with ``symbolic_zeros=True``
+    receives it (for an input that is not differentiated) and may return it (JAX's
+    ``jax.custom_derivatives.SymbolicZero``)."""
+
+    def __init__(self, aval: Any) -> None:
+        self.aval = aval
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+
+    @staticmethod
+    def from_primal_value(value: Any) -> "SymbolicZero":
+        return SymbolicZero(aval(value))
+
+    def __repr__(self) -> str:
+        return f"SymbolicZero({self.aval.str_short()})"
+
+
 class custom_jvp:
     """A function with a user-given forward-mode derivative (reverse mode is derived from it).
 
@@ -120,13 +139,14 @@ class custom_jvp:
         functools.update_wrapper(self, fun, updated=())  # the function is ``self.__wrapped__``
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp: Callable | None = None
+        self.symbolic_zeros = False
 
     def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
-        """Set the rule ``jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``."""
-        if symbolic_zeros:
-            raise NotImplementedError("custom_jvp.defjvp: symbolic_zeros=True is not supported; "
-                                      "the rule receives zero arrays for inputs that are not differentiated")
+        """Set the rule ``jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``.
+        ``symbolic_zeros``: the tangents of inputs that are not differentiated arrive as
+        ``SymbolicZero`` (else as zero arrays), and the rule may return ``SymbolicZero``."""
         self.jvp = jvp
+        self.symbolic_zeros = symbolic_zeros
         return jvp
 
     def defjvps(self, *jvps: Callable | None) -> None:
@@ -154,16 +174,16 @@ class custom_jvp:
             return self.__wrapped__(*args)
         arguments, call, consts, out_tree = _trace_call(self.__wrapped__, args, self.nondiff_argnums,
                                                         f"custom_jvp of `{name}`")
-        user_jvp = self.jvp
+        user_jvp, symbolic = self.jvp, self.symbolic_zeros
 
         def flat_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
-            out, out_tangent = user_jvp(*arguments.static, arguments.dynamic(primals),
-                                        arguments.dynamic([instantiate(t) for t in tangents]))
+            given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else instantiate(t) for t in tangents]
+            out, out_tangent = user_jvp(*arguments.static, arguments.dynamic(primals), arguments.dynamic(given))
             outs = [ensure_array(o) for o in _flatten_like("Custom JVP", out, out_tree[0], "primal outputs")]
             out_tangents = _flatten_like("Custom JVP", out_tangent, out_tree[0], "tangent outputs")
             checked = []
             for o, t, expected in zip(outs, out_tangents, call.out_avals):
-                if not is_differentiable(expected.dtype):  # integer outputs: the rule's tangent is ignored
+                if not is_differentiable(expected.dtype) or isinstance(t, SymbolicZero):  # (integer: ignored)
                     checked.append(Zero(expected))
                     continue
                 t = ensure_array(t)
@@ -212,13 +232,15 @@ class custom_vjp:
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
+        self.symbolic_zeros = False
 
     def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False) -> None:
         """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff_args, residuals, out_cotangent)`` returns a
-        tuple with one cotangent per (differentiable) argument."""
-        if symbolic_zeros:
-            raise NotImplementedError("custom_vjp.defvjp: symbolic_zeros=True is not supported")
+        tuple with one cotangent per (differentiable) argument. ``symbolic_zeros``: ``fwd`` gets
+        each argument leaf as a ``CustomVJPPrimal`` (its value, and whether it is perturbed: has a
+        nonzero tangent), and ``bwd`` gets ``SymbolicZero`` for output cotangents known to be zero."""
         self.fwd, self.bwd = fwd, bwd
+        self.symbolic_zeros = symbolic_zeros
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
@@ -237,6 +259,17 @@ class custom_vjp:
         return tree_util.tree_unflatten(out_tree[0], outs)
 
 
+class CustomVJPPrimal:
+    """An argument leaf as a ``symbolic_zeros`` fwd rule gets it: ``value`` and ``perturbed``
+    (JAX's ``jax.custom_derivatives.CustomVJPPrimal``)."""
+
+    def __init__(self, value: Any, perturbed: bool) -> None:
+        self.value, self.perturbed = value, perturbed
+
+    def __repr__(self) -> str:
+        return f"CustomVJPPrimal(value={self.value!r}, perturbed={self.perturbed})"
+
+
 class _VJPRules:
     """The user's fwd and bwd of one call, on flat lists of arrays.
 
@@ -249,7 +282,10 @@ class _VJPRules:
         self.fn, self.name, self.arguments, self.out_tree = fn, name, arguments, out_tree
         self.residual_tree: Any = None  # known once fwd has run
 
-    def fwd(self, primals: Sequence[Any]) -> tuple[list, list]:
+    def fwd(self, primals: Sequence[Any], perturbed: Sequence[bool] | None = None) -> tuple[list, list]:
+        if self.fn.symbolic_zeros:
+            perturbed = [True] * len(primals) if perturbed is None else perturbed
+            primals = [CustomVJPPrimal(x, p) for x, p in zip(primals, perturbed)]
         result = self.fn.fwd(*self.arguments.full(primals))
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
             raise TypeError(f"Custom VJP fwd rule of {self.name} must return a pair (output, residuals), "
@@ -275,14 +311,14 @@ class _VJPRules:
                 raise TypeError(f"Custom VJP bwd rule of {self.name} returned a cotangent whose structure differs "
                                 "from its argument's")
             flat.extend(ct_leaves)
-        return [Zero(a) if ct is None or not is_differentiable(a.dtype) else match_type(ensure_array(ct), a)
-                for ct, a in zip(flat, in_avals)]
+        return [Zero(a) if ct is None or isinstance(ct, SymbolicZero) or not is_differentiable(a.dtype)
+                else match_type(ensure_array(ct), a) for ct, a in zip(flat, in_avals)]
 
 
 def _custom_vjp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, rules: _VJPRules,
                          num_consts: int) -> tuple:
     _check_closure_tangents("custom_vjp", _function_name(rules.fn.__wrapped__), tangents[:num_consts])
-    outs, residuals = rules.fwd(primals[num_consts:])
+    outs, residuals = rules.fwd(primals[num_consts:], [not isinstance(t, Zero) for t in tangents[num_consts:]])
     args = primals[num_consts:]
     differentiable = [is_differentiable(aval(x).dtype) for x in args]
     in_tangents = [instantiate(t) for t, d in zip(tangents[num_consts:], differentiable) if d]
@@ -294,7 +330,9 @@ def _custom_vjp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, 
 
 def _custom_vjp_lin_transpose(cts: list, *args: Any, num_residuals: int, rules: _VJPRules, in_avals: tuple,
                               out_avals: tuple) -> list:
-    cts = [match_type(instantiate(ct), a) for ct, a in zip(cts, out_avals)]
+    symbolic = rules.fn.symbolic_zeros
+    cts = [SymbolicZero(a) if symbolic and isinstance(ct, Zero) else match_type(instantiate(ct), a)
+           for ct, a in zip(cts, out_avals)]
     cts_in = rules.bwd(args[:num_residuals], cts, in_avals)
     return [None] * num_residuals + [ct for ct, a in zip(cts_in, in_avals) if is_differentiable(a.dtype)]
 

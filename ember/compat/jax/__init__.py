@@ -8,6 +8,8 @@ libraries compare it to decide which API to use.
 """
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import ember
@@ -23,7 +25,17 @@ from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are
     tree,
     tree_util,
 )
-from ember.compat.jax import core, extend, flatten_util, interpreters, sharding, typing  # noqa: F401
+from ember.compat.jax import (  # noqa: F401
+    core,
+    custom_derivatives,
+    extend,
+    flatten_util,
+    interpreters,
+    sharding,
+    stages,
+    typing,
+)
+from ember.compat.jax.parallel import pmap, shard_map  # noqa: F401
 from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
 from ember.core.array import Device  # noqa: F401
 
@@ -42,16 +54,16 @@ FROM_EMBER = (
 MISSING = (
     "Ref", "Shard", "ad", "allow_f16_reductions", "api_util", "array_garbage_collection_guard",
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "closure_convert", "copy_to_host_async",
-    "custom_batching", "custom_derivatives", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
+    "custom_batching", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
     "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
     "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "experimental", "export",
     "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles", "make_array_from_callback",
     "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
-    "make_user_context", "memory", "monitoring", "named_scope", "new_ref", "no_execution", "no_tracing",
-    "numpy_dtype_promotion", "numpy_rank_promotion", "ops", "pmap", "print_environment_info", "profiler", "ref",
-    "remove_size_one_mesh_axis_from_type", "reshard", "set_mesh", "shard_map", "smap",
-    "softmax_custom_jvp", "stages", "thread_guard", "threefry_partitionable", "transfer_guard",
+    "make_user_context", "memory", "monitoring", "new_ref", "no_execution", "no_tracing",
+    "numpy_dtype_promotion", "numpy_rank_promotion", "ops", "print_environment_info", "profiler", "ref",
+    "remove_size_one_mesh_axis_from_type", "reshard", "set_mesh", "smap",
+    "softmax_custom_jvp", "thread_guard", "threefry_partitionable", "transfer_guard",
     "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device",
 )
 
@@ -78,6 +90,15 @@ def process_index(backend: str | None = None) -> int:
 
 
 host_count, host_id = process_count, process_index
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Iterator[None]:
+    """A name for the operations staged inside (JAX shows it in profiles; ember's IR and
+    profiles do not carry it, so it changes nothing)."""
+    if not isinstance(name, str):
+        raise TypeError("named_scope name must be a string.")
+    yield
 float0 = dtypes.float0
 
 

@@ -1,9 +1,10 @@
 """``jax.core``: the public names of JAX's core that libraries use (abstract values, tracers)."""
 from __future__ import annotations
 
-from ember.compat.jax.extend.core import Primitive
+from ember.compat.jax.extend.core import Primitive, jaxpr_as_fun, mapped_aval, unmapped_aval
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Jaxpr
 from ember.core.trace import Tracer
 
-__all__ = ["ClosedJaxpr", "Jaxpr", "Primitive", "ShapedArray", "Tracer"]
+__all__ = ["ClosedJaxpr", "Jaxpr", "Primitive", "ShapedArray", "Tracer", "jaxpr_as_fun", "mapped_aval",
+           "unmapped_aval"]

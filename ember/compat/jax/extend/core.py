@@ -54,9 +54,24 @@ class Primitive(_primitive.Primitive):
         return rule
 
 
+def mapped_aval(size: int, axis: int | None, aval: ShapedArray) -> ShapedArray:
+    """The type of one slice of ``aval`` along ``axis`` (None: not mapped)."""
+    if axis is None:
+        return aval
+    return aval._replace(shape=aval.shape[:axis] + aval.shape[axis + 1:])
+
+
+def unmapped_aval(size: int, axis: int | None, aval: ShapedArray, explicit_mesh_axis: Any = None) -> ShapedArray:
+    """The type of ``size`` slices of type ``aval`` stacked along ``axis`` (None: not mapped)."""
+    if axis is None:
+        return aval
+    return aval._replace(shape=aval.shape[:axis] + (size,) + aval.shape[axis:])
+
+
 def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:
     """The function a closed program computes (each call evaluates it on its arguments)."""
     return lambda *args: eval_closed_by_binding(closed, *args)
 
 
-__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "jaxpr_as_fun"]
+__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "jaxpr_as_fun",
+           "mapped_aval", "unmapped_aval"]

@@ -22,7 +22,18 @@ class _Batchers(dict):
         batching_rules[primitive] = lambda axis_size, values, dims, **params: rule(values, dims, **params)
 
 
+class _AxisBatchers(dict):
+    """JAX's table of rules that also get the axis: ``rule(axis_size, axis_name, trace_type,
+    batched_args, batch_dims, **params)``."""
+
+    def __setitem__(self, primitive: Primitive, rule: Callable) -> None:
+        super().__setitem__(primitive, rule)
+        batching_rules[primitive] = lambda axis_size, values, dims, **params: rule(axis_size, None, None, values,
+                                                                                   dims, **params)
+
+
 primitive_batchers = _Batchers()
+axis_primitive_batchers = _AxisBatchers()
 
 
 def defvectorized(primitive: Primitive) -> None:
@@ -37,4 +48,5 @@ def defbroadcasting(primitive: Primitive) -> None:
 
 
 
-__all__ = ["BatchTracer", "defbroadcasting", "defvectorized", "not_mapped", "primitive_batchers"]
+__all__ = ["BatchTracer", "axis_primitive_batchers", "defbroadcasting", "defvectorized", "not_mapped",
+           "primitive_batchers"]

@@ -1,0 +1,20 @@
+"""``jax.stages``: the ahead-of-time stages of a jitted function (``jit(f).lower(...)``,
+``.compile()``), which are ember's (``ember.runtime.stages``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ember.runtime.stages import Compiled, Lowered
+
+
+class Traced:
+    """(A traced stage: ``jit(f).trace(...)``; ember's ``lower`` traces and lowers at once.)"""
+
+
+class Wrapped:
+    """What ``jit`` returns: a function with ``lower`` (for annotations and ``isinstance``)."""
+
+
+CompilerOptions = dict[str, Any]
+
+__all__ = ["Compiled", "CompilerOptions", "Lowered", "Traced", "Wrapped"]
