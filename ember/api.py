@@ -182,6 +182,7 @@ class JitFunction:
         options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)),
                    self.donate_argnums, self.donate_argnames)
         self._cache = cache_for(fun, options)
+        self._traced = False
         self._fast = self._cache.fast
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
         functools.update_wrapper(self, fun, updated=())
@@ -317,6 +318,9 @@ class JitFunction:
 
     def _trace(self, avals: tuple, in_tree: Any, statics: tuple, arg_names: list[str],
                donated: frozenset[int]) -> Entry:
+        if not self._traced:  # (a wrapper's first trace: the churn warning counts wrappers that trace)
+            self._traced = True
+            _note_new_wrapper(self.fun)
         start = time.perf_counter()
         closed, out_tree = self.trace(avals, in_tree, statics, arg_names)
         if config.log_compiles:
@@ -433,7 +437,6 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | No
                                  keep_unused=keep_unused, inline=inline)
     if not callable(fun):
         raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
-    _note_new_wrapper(fun)
     return JitFunction(fun, _as_tuple(static_argnums), _as_tuple(static_argnames), _as_tuple(donate_argnums),
                        _as_tuple(donate_argnames), keep_unused, inline)
 
@@ -458,8 +461,10 @@ def _code_of(fun: Callable) -> Any:
 
 
 def _note_new_wrapper(fun: Callable) -> None:
-    """Warn once when ``jit`` keeps being applied to fresh function objects of one piece of code
-    (a lambda, closure or ``functools.partial`` made anew in a loop): each is traced again."""
+    """Warn once when fresh function objects of one piece of code (a lambda, closure or
+    ``functools.partial`` made anew in a loop) keep being jitted and traced: each traces again.
+    Counted at a wrapper's first trace, not when it is made: libraries make many wrappers of
+    one decorator's code (equinox's ``filter_jit``), and the ones never called cost nothing."""
     threshold = int(config.jit_churn_warning_threshold)
     code = _code_of(fun)
     if not threshold or code is None:

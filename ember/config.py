@@ -34,6 +34,9 @@ _DEFAULTS: dict[str, Any] = {
     "persistent_cache_max_bytes": 512 * 2**20,
     # Compiler passes to skip, by name (see ember.compiler.pipeline.PIPELINE).
     "disabled_passes": (),
+    # JAX's type promotion mode: "standard" (the lattice, implicit promotions allowed) is the one
+    # ember implements; "strict" (a TypePromotionError for every implicit promotion) is refused.
+    "numpy_dtype_promotion": "standard",
     # Which backend runs jitted programs: "cpu" (native, LLVM) or "reference" (the NumPy interpreter).
     "backend": os.environ.get("EMBER_BACKEND", "cpu"),
     # Run a large program's first calls on the reference interpreter while its native code
@@ -69,6 +72,9 @@ class _Config:
             name = name[4:]
         if name not in self._values:
             raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
+        if name == "numpy_dtype_promotion" and value != "standard":
+            raise ValueError(f"numpy_dtype_promotion={value!r}: ember implements JAX's 'standard' type promotion "
+                             "only (implicit promotions follow the lattice); 'strict' is not available")
         self._values[name] = value
         self.__dict__[name] = value
         if name in CODEGEN_FLAGS:

@@ -26,6 +26,16 @@ bfloat16 = np.dtype(ml_dtypes.bfloat16)
 # The dtype of tangents and cotangents of integer and boolean values (as jax.dtypes.float0).
 float0 = np.dtype([("float0", "V")])
 
+
+class extended(np.generic):  # noqa: N801  (JAX's names: jax.dtypes.extended, prng_key)
+    """The abstract scalar type of JAX's extended dtypes, for ``issubdtype(x, extended)``. ember
+    has none of them yet: no dtype is a subtype."""
+
+
+class prng_key(extended):  # noqa: N801
+    """The abstract scalar type of typed PRNG keys (``issubdtype(k.dtype, prng_key)``): ember's
+    keys are raw ``uint32`` arrays, which are not."""
+
 SIGNED = (int8, int16, int32, int64)
 UNSIGNED = (uint8, uint16, uint32, uint64)
 INTEGER = SIGNED + UNSIGNED

@@ -17,21 +17,28 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "benchmarks" / "ecosystem_programs"  # (benchmarks/ecosystem.py times the same ones)
 
 
+def _environment() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                PROGRAM_WARMUP_SECONDS="0.3", PROGRAM_TIMED_STEPS="5")  # (the step times printed are rough)
+
+
 def run_python(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=600)
-
-
-def run_program(name: str, under_ember: bool) -> dict:
-    args = ["-m", "ember.run", str(PROGRAMS / name)] if under_ember else [str(PROGRAMS / name)]
-    done = run_python(*args)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_environment(), timeout=600)
 
 
 def compare(name: str, keys: list[str] | None = None) -> None:
+    """Run the program under JAX and under ember (at the same time: they are separate
+    processes) and require the same losses, rtol 1e-3."""
     pytest.importorskip("jax")
-    jax_result, ember_result = run_program(name, False), run_program(name, True)
+    runs = [subprocess.Popen([sys.executable, *args, str(PROGRAMS / name)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=_environment())
+            for args in ([], ["-m", "ember.run"])]
+    results = []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    jax_result, ember_result = results
     for key in keys or [None]:
         want, got = (jax_result, ember_result) if key is None else (jax_result[key], ember_result[key])
         np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-3, atol=1e-6)
@@ -184,6 +191,21 @@ def test_user_primitives_work_under_every_transformation_as_in_jax(lowered):
 def test_equinox_mlp_gives_jax_losses():
     pytest.importorskip("equinox")
     compare("mlp_equinox.py")
+
+
+def test_flax_linen_cnn_with_train_state_gives_jax_losses():
+    pytest.importorskip("flax")
+    compare("cnn_flax.py")
+
+
+def test_diffrax_solve_and_its_gradient_give_jax_values():
+    pytest.importorskip("diffrax")
+    compare("ode_diffrax.py")
+
+
+def test_blackjax_hmc_gives_jax_samples():
+    pytest.importorskip("blackjax")
+    compare("hmc_blackjax.py")
 
 
 def test_tracers_are_arrays_and_custom_rules_take_symbolic_zeros():

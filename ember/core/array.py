@@ -12,21 +12,8 @@ import numpy as np
 
 from ember import dtypes
 from ember.core.avals import AvalProperties, ShapedArray
+from ember.core.sharding import CPU, Device, Sharding
 from ember.core.trace import Tracer
-
-
-class Device:
-    """The one device ember runs on for now."""
-
-    platform = "cpu"
-    device_kind = "cpu"
-    id = 0
-
-    def __repr__(self) -> str:
-        return "CpuDevice(id=0)"
-
-
-CPU = Device()
 
 
 class _ArrayType(type):
@@ -185,12 +172,15 @@ def _rebuild(value: np.ndarray, aval: ShapedArray) -> Array:
 class ShapeDtypeStruct:
     """A shape and dtype without data: describes arguments to ``make_jaxpr`` / ``eval_shape``."""
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding")
 
-    def __init__(self, shape: tuple, dtype: Any, weak_type: bool = False) -> None:
+    def __init__(self, shape: tuple, dtype: Any, weak_type: bool = False, *, sharding: Sharding | None = None) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = dtypes.canonicalize_dtype(dtype)
         self.weak_type = weak_type
+        if sharding is not None and not isinstance(sharding, Sharding):
+            raise TypeError(f"ShapeDtypeStruct: sharding must be a jax.sharding.Sharding, got {sharding!r}")
+        self.sharding = sharding
 
     @property
     def aval(self) -> ShapedArray:

@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ember import dtypes
+from ember.core.sharding import CPU, SingleDeviceSharding
 
 
 class ShapedArray(NamedTuple):
@@ -30,6 +31,12 @@ class ShapedArray(NamedTuple):
     def strip_weak_type(self) -> "ShapedArray":
         return self._replace(weak_type=False) if self.weak_type else self
 
+    def to_tangent_aval(self) -> "ShapedArray":
+        """The type of this type's tangents: itself for floats, float0 for integers and booleans."""
+        if np.issubdtype(self.dtype, np.inexact) or self.dtype == dtypes.bfloat16:
+            return self.strip_weak_type()
+        return ShapedArray(self.shape, dtypes.float0, False)
+
     def __str__(self) -> str:
         return self.str_short() + ("{weak}" if self.weak_type else "")
 
@@ -49,6 +56,8 @@ class AvalProperties:
     weak_type = property(lambda self: self.aval.weak_type)
     itemsize = property(lambda self: self.aval.dtype.itemsize)
     nbytes = property(lambda self: self.aval.size * self.aval.dtype.itemsize)
+    # (one device: every array and tracer lives whole on it)
+    sharding = property(lambda self: SingleDeviceSharding(CPU))
 
 
 def aval_of_value(x) -> ShapedArray:

@@ -2,6 +2,7 @@
 written only in terms of ``ember.lax``."""
 import builtins as _builtins
 
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from ember import dtypes as _dtypes
@@ -157,6 +158,10 @@ newaxis = None
 integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
 floating, inexact, number, generic = _np.floating, _np.inexact, _np.number, _np.generic
 complexfloating, character, flexible = _np.complexfloating, _np.character, _np.flexible  # (abstract: issubdtype)
+# JAX's float8 types (ml_dtypes'): named for code that refers to them; ember's arrays cannot have
+# them yet (creating one is a TypeError that says so).
+float8_e4m3fn, float8_e5m2 = _ml_dtypes.float8_e4m3fn, _ml_dtypes.float8_e5m2
+float8_e4m3fnuz, float8_e5m2fnuz = _ml_dtypes.float8_e4m3fnuz, _ml_dtypes.float8_e5m2fnuz
 dtype = _np.dtype
 
 

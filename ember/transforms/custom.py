@@ -18,11 +18,11 @@ import inspect
 from typing import Any, Callable, Sequence
 
 from ember import tree_util
-from ember.core.array import ensure_array
+from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p
 from ember.core.ir import ClosedJaxpr
-from ember.core.trace import is_tracing
+from ember.core.trace import Tracer, is_tracing
 from ember.lax.base import aval
 from ember.lax.stop_gradient import stop_gradient_p
 from ember.transforms.jvp import defzero, jvp_rules
@@ -281,6 +281,9 @@ class _VJPRules:
     def __init__(self, fn: custom_vjp, name: str, arguments: _Arguments, out_tree: Any) -> None:
         self.fn, self.name, self.arguments, self.out_tree = fn, name, arguments, out_tree
         self.residual_tree: Any = None  # known once fwd has run
+        # The residual leaves that are not arrays (Python bools, numbers, NumPy values), kept as
+        # they are and handed to bwd unchanged, as JAX does; None where a leaf is an array.
+        self.residual_constants: list = []
 
     def fwd(self, primals: Sequence[Any], perturbed: Sequence[bool] | None = None) -> tuple[list, list]:
         if self.fn.symbolic_zeros:
@@ -293,11 +296,15 @@ class _VJPRules:
         out, residuals = result
         outs = [ensure_array(o) for o in _flatten_like("Custom VJP fwd", out, self.out_tree, "primal outputs")]
         residual_leaves, self.residual_tree = tree_util.tree_flatten(residuals)
-        return outs, [ensure_array(r) for r in residual_leaves]
+        dynamic = [isinstance(r, (Array, Tracer)) for r in residual_leaves]
+        self.residual_constants = [None if d else r for r, d in zip(residual_leaves, dynamic)]
+        return outs, [r for r, d in zip(residual_leaves, dynamic) if d]
 
     def bwd(self, residuals: Sequence[Any], cts: Sequence[Any], in_avals: Sequence[ShapedArray]) -> list:
         ct_tree = tree_util.tree_unflatten(self.out_tree, list(cts))
-        result = self.fn.bwd(*self.arguments.static, tree_util.tree_unflatten(self.residual_tree, list(residuals)),
+        arrays = iter(residuals)
+        leaves = [next(arrays) if c is None else c for c in self.residual_constants]
+        result = self.fn.bwd(*self.arguments.static, tree_util.tree_unflatten(self.residual_tree, leaves),
                              ct_tree)
         dynamic_count = len(self.arguments.args) - len(self.arguments.nondiff_argnums)
         if not isinstance(result, (tuple, list)) or len(result) != dynamic_count:

@@ -26,6 +26,7 @@ from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are
     tree_util,
 )
 from ember.compat.jax import (  # noqa: F401
+    api_util,
     core,
     custom_derivatives,
     extend,
@@ -52,7 +53,7 @@ FROM_EMBER = (
 )
 # JAX's top-level names that ember does not provide (JAX 0.10.2's ``dir(jax)``, less the above).
 MISSING = (
-    "Ref", "Shard", "ad", "allow_f16_reductions", "api_util", "array_garbage_collection_guard",
+    "Ref", "Shard", "ad", "allow_f16_reductions", "array_garbage_collection_guard",
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "closure_convert", "copy_to_host_async",
     "custom_batching", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
     "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
@@ -61,7 +62,7 @@ MISSING = (
     "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles", "make_array_from_callback",
     "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
     "make_user_context", "memory", "monitoring", "new_ref", "no_execution", "no_tracing",
-    "numpy_dtype_promotion", "numpy_rank_promotion", "ops", "print_environment_info", "profiler", "ref",
+    "numpy_rank_promotion", "ops", "print_environment_info", "profiler", "ref",
     "remove_size_one_mesh_axis_from_type", "reshard", "set_mesh", "smap",
     "softmax_custom_jvp", "thread_guard", "threefry_partitionable", "transfer_guard",
     "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device",
@@ -90,6 +91,13 @@ def process_index(backend: str | None = None) -> int:
 
 
 host_count, host_id = process_count, process_index
+
+
+@contextlib.contextmanager
+def numpy_dtype_promotion(mode: str) -> Iterator[None]:
+    """Type promotion ``mode`` inside the block ("standard": ember's; see ``config``)."""
+    with ember.config.override(numpy_dtype_promotion=mode):
+        yield
 
 
 @contextlib.contextmanager

@@ -18,7 +18,9 @@ from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.evaluation import impl_rules
 from ember.core.ir import ClosedJaxpr, Eqn as JaxprEqn, Jaxpr, Literal, Var  # noqa: F401
-from ember.transforms.programs import eval_closed_by_binding
+from ember.core.trace import current_trace
+from ember.lax.base import aval
+from ember.transforms.programs import eval_closed_by_binding, eval_jaxpr_by_binding
 
 
 def _shaped(aval: Any) -> ShapedArray:
@@ -68,10 +70,38 @@ def unmapped_aval(size: int, axis: int | None, aval: ShapedArray, explicit_mesh_
     return aval._replace(shape=aval.shape[:axis] + (size,) + aval.shape[axis:])
 
 
+class OpaqueTraceState:
+    """Which trace is current, to compare with another moment's (libraries check that state is
+    changed under the transformation that made it): equal when the trace is the same."""
+
+    def __init__(self, trace: Any) -> None:
+        self._trace = trace
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, OpaqueTraceState) and other._trace is self._trace
+
+    def __hash__(self) -> int:
+        return id(self._trace)
+
+
+def get_opaque_trace_state(convention: Any = None) -> OpaqueTraceState:
+    return OpaqueTraceState(current_trace())
+
+
+def get_aval(x: Any) -> ShapedArray:
+    """The abstract value of an array, a tracer or a Python / NumPy value."""
+    return aval(x)
+
+
+def eval_jaxpr(jaxpr: Jaxpr, consts: Any, *args: Any, propagate_source_info: bool = True) -> list:
+    """The outputs of ``jaxpr`` on ``args`` (each equation bound: under a trace, it is traced)."""
+    return eval_jaxpr_by_binding(jaxpr, list(consts), *args)
+
+
 def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:
     """The function a closed program computes (each call evaluates it on its arguments)."""
     return lambda *args: eval_closed_by_binding(closed, *args)
 
 
-__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "jaxpr_as_fun",
-           "mapped_aval", "unmapped_aval"]
+__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "eval_jaxpr",
+           "get_aval", "get_opaque_trace_state", "jaxpr_as_fun", "mapped_aval", "unmapped_aval"]
