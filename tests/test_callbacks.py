@@ -105,7 +105,8 @@ def test_compiler_never_drops_merges_or_folds_the_callback(capsys):
     assert printed(capsys) == ["v [3. 3.]", "v [3. 3.]", "c 5"] * 2
 
 
-def test_cpu_backend_runs_callbacks_on_the_reference_and_loops_holding_them_as_a_whole():
+def test_cpu_backend_runs_callbacks_as_steps_and_loops_holding_them_natively(capsys):
+    """A callback in a loop body is a host call: the loop stays native and calls it back."""
     from ember.backends.cpu import compile_program
 
     def f(x):
@@ -113,7 +114,29 @@ def test_cpu_backend_runs_callbacks_on_the_reference_and_loops_holding_them_as_a
         return lax.fori_loop(0, 3, _counting_body, x * 2.0)
 
     _, report = compile_program(ember.make_jaxpr(f)(1.0), "f")
-    assert sorted(report.fallbacks) == ["debug_callback", "scan"] and not report.loops
+    assert report.fallbacks == ["debug_callback"] and report.loops and report.host_calls == ["debug_callback"]
+    assert float(ember.jit(f)(jnp.float32(1.0))) == 5.0
+    assert printed(capsys) == ["1.0", "i=0 carry=2.0", "i=1 carry=3.0", "i=2 carry=4.0"]
+
+
+def test_an_exception_in_a_host_call_of_a_native_loop_is_raised_after_it():
+    calls = []
+
+    def fails_at_two(i):
+        calls.append(int(i))
+        if i == 2:
+            raise ValueError("callback failed at 2")
+        return np.int32(i)
+
+    def f(x):
+        return lax.fori_loop(0, 5, lambda i, c: c + ember.pure_callback(fails_at_two, jax_struct(), i), x)
+    with pytest.raises(ValueError, match="callback failed at 2"):
+        ember.jit(f)(jnp.int32(0))
+    assert calls == [0, 1, 2]  # (after the error, the loop's other host calls do nothing)
+
+
+def jax_struct():
+    return ember.ShapeDtypeStruct((), np.int32)
 
 
 def test_callback_without_outputs_in_a_function_returning_nothing(capsys):

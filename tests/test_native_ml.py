@@ -604,3 +604,20 @@ def test_loop_accumulators_of_products_match_reference(rng):
     ember.clear_caches(disk=False)  # (each program generates its own loop, not one compiled before)
     for f, count in expected.items():
         assert accumulated_in_place(f) == count, f.__name__
+
+
+def test_loops_holding_operations_without_native_code_call_them_and_stay_native(rng):
+    """A sort, an argsort and a cumlogsumexp in loop bodies are host calls: the loop is native,
+    and its results are the reference's."""
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+
+    def sorts(x):
+        return lax.fori_loop(0, 3, lambda i, v: jnp.sort(v * -1.5, axis=-1) + jnp.argsort(v, axis=0) * 0.25, x)
+
+    def scan_of_cumlogsumexp(x):
+        return lax.scan(lambda c, row: (c + lax.cumlogsumexp(row + c), jnp.max(c)), x[0], x)
+
+    for f in (sorts, scan_of_cumlogsumexp):
+        report = compile_cpu(f, x).report
+        assert not report.fallbacks and report.loops and report.host_calls, (f.__name__, report.fallbacks)
+        check_backends_agree(f, x, rtol=1e-6, atol=1e-6)

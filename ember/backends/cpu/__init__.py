@@ -67,6 +67,10 @@ def format_report(name: str, report: Report) -> str:
     if report.kernels or report.loops:
         lines.append("  native: " + ", ".join(f"{k}{f' x{n}' if n > 1 else ''}{' (compiled before)' * (k in before)}"
                                                for k, n in (kernels + loops).items()))
+    if report.host_calls:
+        counts = Counter(report.host_calls)
+        lines.append("  called in Python from native loops: "
+                     + ", ".join(f"{p} x{n}" if n > 1 else p for p, n in counts.items()))
     if report.fallbacks:
         counts = Counter(report.fallbacks)
         lines.append("  fell back to the reference interpreter: "

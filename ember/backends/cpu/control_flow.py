@@ -13,6 +13,12 @@ then the LAPACK routines that its decompositions call, ``lapack.LapackFunction``
 the same module), so the loop's code does not depend on where the product or LAPACK was loaded
 and a loop compiled by a worker or kept on disk links to nothing.
 
+Anything else in a body (a sort, a host callback, an operation without native code) is a host
+call: the loop calls, through the same table, a Python function that runs the equation's
+reference rule on the buffers (``HostCalls``), so the loop stays native around it instead of
+running on the reference interpreter as a whole. A host call costs a few microseconds; an
+exception it raises stops the rest of the loop's host calls and is raised when the loop returns.
+
 Buffers: small values (at most ``STACK_BYTES``) live on the stack, where LLVM
 promotes scalars to registers; larger ones get space in a scratch area that
 the caller allocates (its size is known when compiling). Carries are copied
@@ -35,7 +41,9 @@ from llvmlite import ir
 from ember.backends.cpu import dot, gemm, kernel, lapack, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
+from ember.core.evaluation import impl_rules
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ember.core.primitive import higher_order
 from ember.lax import control_flow as cf, elementwise as ew
 from ember.lax.dot import dot_general_p
 
@@ -67,10 +75,15 @@ def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | No
             elif inner.primitive is dot_general_p:
                 if dot.gemm_layout(inner) is None:
                     return None
-            elif inner.primitive is not fusion_p and not lapack.lowers(inner):
+            elif inner.primitive is not fusion_p and not lapack.lowers(inner) and not is_host_call(inner):
                 return None
         prepared.append(fused)
     return prepared
+
+
+def is_host_call(eqn: Eqn) -> bool:
+    """Whether a loop runs ``eqn`` by calling its reference rule (no native code, no sub-programs)."""
+    return eqn.primitive in impl_rules and eqn.primitive not in higher_order and eqn.primitive not in CONTROL_FLOW
 
 
 def library_routines(eqn: Eqn) -> list[tuple[str, ...]]:
@@ -89,9 +102,61 @@ def library_routines(eqn: Eqn) -> list[tuple[str, ...]]:
 _tables: dict[tuple[str, ...], ctypes.Array] = {}  # (kept for the process's life)
 
 
+HOST_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
+
+
+class HostCalls:
+    """The Python functions a loop's host calls call, in a function table of their own: gemm's
+    entries, the LAPACK routines, then these (``address``). ``check`` raises what one raised."""
+
+    def __init__(self, eqn: Eqn, host_eqns: tuple) -> None:
+        self.errors: list[BaseException] = []
+        self.functions = [HOST_SIGNATURE(_host_function(e, self.errors)) for e in host_eqns]
+        gemm.function_table(product_dtypes(eqn))
+        names = [name for group in library_routines(eqn) for name in group]
+        self.table = (ctypes.c_void_p * (len(gemm.FUNCTION_TABLE) + len(names) + len(self.functions)))(
+            *gemm.FUNCTION_TABLE[:], *[lapack.address(name) for name in names],
+            *[ctypes.cast(f, ctypes.c_void_p).value for f in self.functions])
+        self.address = ctypes.addressof(self.table)
+
+    def check(self) -> None:
+        if self.errors:
+            error = self.errors[0]
+            self.errors.clear()
+            raise error
+
+
+def _host_function(eqn: Eqn, errors: list) -> Callable[[Any], None]:
+    """``run(pointers)``: the reference rule of ``eqn`` on the buffers at ``pointers`` (its
+    operands, then its outputs); an exception is kept in ``errors``, and then nothing runs."""
+    rule, params, multiple = impl_rules[eqn.primitive], eqn.params, eqn.primitive.multiple_results
+    in_avals, out_avals = [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars]
+
+    def view(address: int, aval: Any) -> np.ndarray:
+        nbytes = aval.size * aval.dtype.itemsize
+        if not nbytes:
+            return np.empty(aval.shape, aval.dtype)
+        return np.frombuffer((ctypes.c_char * nbytes).from_address(address), aval.dtype).reshape(aval.shape)
+
+    def run(pointers: Any) -> None:
+        if errors:
+            return
+        try:
+            args = [view(pointers[i], a).copy() for i, a in enumerate(in_avals)]  # (the rule may keep them)
+            with np.errstate(all="ignore"):
+                results = rule(*args, **params)
+            for k, (value, a) in enumerate(zip(results if multiple else (results,), out_avals)):
+                value = np.asarray(value)
+                np.copyto(view(pointers[len(in_avals) + k], a),
+                          np.broadcast_to(value if value.dtype == a.dtype else value.astype(a.dtype), a.shape))
+        except BaseException as error:  # (a ctypes callback cannot raise: the loop's caller does)
+            errors.append(error)
+    return run
+
+
 def function_table(eqn: Eqn) -> int:
-    """The address of the function table of a control-flow equation's loop: ``gemm``'s, or a
-    copy of its entries followed by the LAPACK routines (``library_routines``) if it has any."""
+    """The address of the function table of a control-flow equation's loop without host calls:
+    ``gemm``'s, or a copy of its entries followed by the LAPACK routines (``library_routines``)."""
     table = gemm.function_table(product_dtypes(eqn))
     names = tuple(name for group in library_routines(eqn) for name in group)
     if not names:
@@ -210,6 +275,8 @@ class LoopFunction:
         for group in library_routines(eqn):
             self.library_offsets[group] = offset
             offset += len(group)
+        self.host_base = offset  # the host calls' entries follow, in the order of ``host_calls``
+        self.host_calls: list[Eqn] = []
         self.scratch = pointers[-1]
         env = {}
         for v, ptr in zip(eqn.invars, pointers):
@@ -269,6 +336,9 @@ class LoopFunction:
             elif lapack.lowers(eqn):
                 outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
                 self.emit_library_call(eqn, env, outs)
+            elif is_host_call(eqn):
+                outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
+                self.emit_host_call(eqn, env, outs)
             elif kernel.is_view(eqn):
                 outs = [env[id(eqn.invars[0])]]
             else:
@@ -298,6 +368,19 @@ class LoopFunction:
         for i, pointer in enumerate(buffers):
             self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
         self.b.call(function.fn, [self.b.bitcast(args, I8P.as_pointer()), ir.Constant(I64, 0), ir.Constant(I64, 1)])
+
+    def emit_host_call(self, eqn: Eqn, env: dict, outs: list[ir.Value]) -> None:
+        """Call the Python function of ``eqn`` (``HostCalls``) with its operands' and outputs' buffers."""
+        slot = self.host_base + len(self.host_calls)
+        self.host_calls.append(eqn)
+        buffers = [self.atom(a, env) for a in eqn.invars] + outs
+        args = self.allocas.alloca(ir.ArrayType(I8P, max(len(buffers), 1)))
+        for i, pointer in enumerate(buffers):
+            self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+        signature = ir.FunctionType(ir.VoidType(), [I8P.as_pointer()])
+        function = self.b.bitcast(self.b.load(self.b.gep(self.products, [ir.Constant(I64, slot)])),
+                                  signature.as_pointer())
+        self.b.call(function, [self.b.bitcast(args, I8P.as_pointer())])
 
     def emit_product(self, eqn: Eqn, env: dict, out: ir.Value, accumulate: float | None = None) -> None:
         """``gemm`` on the operands' buffers, split over a team when large, or zeros for an empty

@@ -70,7 +70,9 @@ def _expansion(eqn: Eqn) -> ClosedJaxpr | None:
     multiple = eqn.primitive.multiple_results
     body = trace_to_jaxpr(lambda *xs: list(rule(*xs, **eqn.params)) if multiple else [rule(*xs, **eqn.params)], avals,
                           DebugInfo("expansion", eqn.primitive.name, [f"x{i}" for i in range(len(avals))], False))
-    return None if body.consts else body
+    # (what a rule traces may hold equations with expansions too: a user primitive's lowering
+    # that runs loops of other user primitives)
+    return None if body.consts else expand(body)
 
 
 class Expansion:

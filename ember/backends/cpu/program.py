@@ -141,12 +141,15 @@ class LoopStep:
     outs: list[int]
     scratch_bytes: int
     table: int  # the table's address
+    host: control_flow.HostCalls | None = None  # a loop's host calls (their table is ``table``)
     planned = True
 
     def run(self, env: list) -> None:
         scratch = np.empty(self.scratch_bytes + ALIGNMENT, np.uint8)
         aligned = scratch[-scratch.ctypes.data % ALIGNMENT:]
         self.fn(_pointers(env, self.ins, self.outs, [aligned, self.table]), 0, 1)
+        if self.host is not None:
+            self.host.check()
 
 
 @dataclass
@@ -205,6 +208,7 @@ class Report:
     loops: list[str] = field(default_factory=list)
     contractions: int = 0
     library_calls: list[str] = field(default_factory=list)  # LAPACK / BLAS (``lapack``)
+    host_calls: list[str] = field(default_factory=list)  # equations that native loops run in Python
     fallbacks: list[str] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)
     code: str = "none"  # where the machine code came from (``jit.compile_or_reuse``); "none": no native code
@@ -217,7 +221,7 @@ class Report:
 class LentFunction:
     """A kernel or loop function that a compiled module holds."""
     name: str  # in its module
-    size: int  # a kernel's extent, a loop's scratch bytes
+    size: Any  # a kernel's extent; a loop's (scratch bytes, host-call equations); a LAPACK call's scratch bytes
     fn: Callable
     module: weakref.ref  # to its ``jit.CompiledModule``
     refs: list  # what its fingerprint refers to by identity (kept so that no id is reused meanwhile)
@@ -444,9 +448,12 @@ class Program:
                                                      if isinstance(slot, int) and id(v) in pointwise}
             self.report.kernels.append(name)
         elif p in control_flow.CONTROL_FLOW and (loop := self._loop(eqn, name)) is not None:
-            key, (name, scratch_bytes, fn) = loop
-            step = LoopStep(name, fn, ins, outs, scratch_bytes, control_flow.function_table(eqn))
+            key, (name, (scratch_bytes, host_eqns), fn) = loop
+            host = control_flow.HostCalls(eqn, host_eqns) if host_eqns else None
+            table = host.address if host else control_flow.function_table(eqn)
+            step = LoopStep(name, fn, ins, outs, scratch_bytes, table, host)
             self.report.loops.append(name)
+            self.report.host_calls.extend(e.primitive.name for e in host_eqns)
         elif p is dot_general_p and dot.lowers_natively(eqn):
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
             self.report.contractions += 1
@@ -472,9 +479,12 @@ class Program:
         not lower natively (an equation compiled before did: it is not prepared again)."""
         key, refs = _equation_key(eqn, "loop")
 
-        def build(module: Any) -> int | None:
+        def build(module: Any) -> tuple[int, tuple] | None:
             subs = control_flow.prepare(eqn, can_fuse_in_loop)
-            return control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs).scratch_bytes if subs else None
+            if not subs:
+                return None
+            loop = control_flow.LoopFunction(module, name, eqn, can_fuse_in_loop, subs)
+            return loop.scratch_bytes, tuple(loop.host_calls)
         function = self._function(key, refs, name, build, count_eqns(Jaxpr([], [], [eqn], [])))
         return None if function is None else (key, function)
 
@@ -552,7 +562,7 @@ class Program:
         """The program's plan for the native dispatcher (``entry``), if it can run all of it:
         native kernels and loops, and views; outputs that are fresh arrays. Else None."""
         fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
-        if any(type(s) not in (KernelStep, LoopStep, ViewStep) for s in self.steps) or \
+        if any(type(s) not in (KernelStep, LoopStep, ViewStep) or getattr(s, "host", None) for s in self.steps) or \
                 not all(isinstance(a, int) and a in fresh for a in self.out_atoms):
             return None
         if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
