@@ -35,6 +35,7 @@ ALIASES = {
     "jax.dtypes": "ember.dtypes",
     "jax.debug": "ember.debug",
     "jax.errors": "ember.errors",
+    "jax.example_libraries": "ember.example_libraries",
 }
 COMPAT = "ember.compat.jax"
 

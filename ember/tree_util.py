@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, Union
 
 import optree
@@ -202,9 +203,13 @@ all_leaves = optree.all_leaves
 
 # --- registering node types --------------------------------------------------------------------
 def register_pytree_node(cls: type, flatten_func: Callable, unflatten_func: Callable) -> None:
-    """JAX's signature: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children) -> x``."""
-    optree.register_pytree_node(cls, flatten_func, lambda aux, children: unflatten_func(aux, children),
-                                namespace=NAMESPACE)
+    """JAX's signature: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children) -> x``.
+    A namedtuple class registered this way gets these functions, silently, as in JAX (optree
+    warns that namedtuples are nodes already)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is a subclass of `collections.namedtuple`", category=UserWarning)
+        optree.register_pytree_node(cls, flatten_func, lambda aux, children: unflatten_func(aux, children),
+                                    namespace=NAMESPACE)
 
 
 def register_pytree_node_class(cls: type) -> type:

@@ -307,3 +307,16 @@ def test_reduce_window_errors():
         lax.reduce_window(x, 0.0, lax.add, (2,), (1, 1), ((0, 0), (0, 0)))
     with pytest.raises(TypeError, match="reduce_window_sum does not accept dtype bool"):
         lax.reduce_window(x > 0, False, lax.add, (2, 2))
+
+
+def test_shape_tuples_give_the_result_shapes():
+    for lhs, rhs, strides, padding, numbers in [
+            ((8, 16, 16, 3), (3, 3, 3, 5), (1, 1), "SAME", ("NHWC", "HWIO", "NHWC")),
+            ((8, 3, 17, 16), (5, 3, 3, 4), (2, 3), "VALID", ("NCHW", "OIHW", "NCHW")),
+            ((2, 9, 9, 1), (3, 3, 1, 2), (2, 2), [(1, 0), (2, 1)], ("NHWC", "HWIO", "NHWC"))]:
+        out = lax.conv_general_dilated(np.zeros(lhs, np.float32), np.zeros(rhs, np.float32), strides, padding,
+                                       dimension_numbers=numbers)
+        assert lax.conv_general_shape_tuple(lhs, rhs, strides, padding, numbers) == out.shape
+    pads = [(0, 0), (0, 1), (0, 1), (0, 0)]
+    pooled = lax.reduce_window(np.zeros((4, 9, 9, 2), np.float32), 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), pads)
+    assert lax.reduce_window_shape_tuple((4, 9, 9, 2), (1, 2, 2, 1), (1, 2, 2, 1), pads) == pooled.shape == (4, 5, 5, 2)

@@ -246,3 +246,40 @@ def test_tracers_are_arrays_and_custom_rules_take_symbolic_zeros():
         return ct * res[1], ct * res[0]
     g.defvjp(fwd, bwd, symbolic_zeros=True)
     assert float(ember.grad(g)(2.0, 3.0)) == 3.0 and perturbed[-1] == (True, False)
+
+
+def test_stax_and_optimizers_of_jax_examples_give_jax_losses():
+    compare("stax_examples.py", ["mlp_momentum", "cnn_adam"])
+
+
+def _optimizer_trajectories(optimizers, jnp) -> dict:
+    """Every optimizer of ``optimizers`` for 5 steps on a quadratic over a two-leaf pytree."""
+    target = {"a": np.array([1.0, -2.0, 3.0], np.float32), "b": np.array([[0.5, -0.5]], np.float32)}
+    makers = {"sgd": lambda: optimizers.sgd(0.1), "momentum": lambda: optimizers.momentum(0.1, 0.9),
+              "nesterov": lambda: optimizers.nesterov(0.1, 0.9), "adagrad": lambda: optimizers.adagrad(0.1),
+              "rmsprop": lambda: optimizers.rmsprop(0.1), "rmsprop_momentum": lambda: optimizers.rmsprop_momentum(0.1),
+              "adam": lambda: optimizers.adam(optimizers.inverse_time_decay(0.1, 2, 0.5)),
+              "adamax": lambda: optimizers.adamax(optimizers.polynomial_decay(0.1, 4, 0.01)),
+              "sm3": lambda: optimizers.sm3(optimizers.piecewise_constant([2], [0.1, 0.05]))}
+    out = {}
+    for name, make in makers.items():
+        init, update, get_params = make()
+        state = init({"a": jnp.zeros(3), "b": jnp.ones((1, 2))})
+        for i in range(5):
+            params = get_params(state)
+            grads = {k: 2 * (params[k] - target[k]) for k in params}
+            state = update(i, optimizers.clip_grads(grads, 4.0), state)
+        state = optimizers.pack_optimizer_state(optimizers.unpack_optimizer_state(state))
+        out[name] = np.concatenate([np.ravel(np.asarray(v)) for v in get_params(state).values()])
+    return out
+
+
+def test_example_optimizers_follow_jax_step_for_step():
+    import ember.numpy as ejnp
+    from ember.example_libraries import optimizers
+    got = _optimizer_trajectories(optimizers, ejnp)
+    jax = pytest.importorskip("jax")
+    from jax.example_libraries import optimizers as jax_optimizers
+    want = _optimizer_trajectories(jax_optimizers, jax.numpy)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)

@@ -21,8 +21,9 @@ from ember.lax.base import aval, check_dtype, primitive, shape_tuple
 from ember.lax.dot import _precision_param
 
 __all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
-           "conv_general_dilated_p", "conv_with_general_padding", "padtype_to_pads", "reduce_window",
-           "reduce_window_max_p", "reduce_window_min_p", "reduce_window_sum_p", "sliding_windows_p"]
+           "conv_general_dilated_p", "conv_general_shape_tuple", "conv_with_general_padding", "padtype_to_pads",
+           "reduce_window", "reduce_window_max_p", "reduce_window_min_p", "reduce_window_shape_tuple",
+           "reduce_window_sum_p", "sliding_windows_p"]
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -196,6 +197,21 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
         precision=_precision_param(precision), preferred_element_type=preferred)
 
 
+def conv_general_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
+                             padding: Any, dimension_numbers: Any) -> tuple[int, ...]:
+    """The shape of ``conv_general_dilated``'s result for operands of these shapes (no dilation)."""
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    kernel = [rhs_shape[d] for d in rhs_spec[2:]]
+    if isinstance(padding, str):
+        padding = padtype_to_pads([lhs_shape[d] for d in lhs_spec[2:]], kernel, window_strides, padding)
+    out = [0] * len(lhs_shape)
+    out[out_spec[0]], out[out_spec[1]] = lhs_shape[lhs_spec[0]], rhs_shape[rhs_spec[0]]
+    for d, size, window, stride, pad in zip(out_spec[2:], [lhs_shape[d] for d in lhs_spec[2:]], kernel,
+                                            window_strides, padding):
+        out[d] = _window_output_size(size, window, stride, tuple(pad), 1, 1)
+    return tuple(out)
+
+
 def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any, precision: Any = None,
          preferred_element_type: Any = None) -> Any:
     """Convolution in the NCHW / OIHW layout without dilation."""
@@ -273,6 +289,17 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable, window_d
     return p.bind(operand, window_dimensions=window_dimensions, window_strides=window_strides,
                   padding=_explicit_padding(padding, "reduce_window"),
                   base_dilation=_int_tuple(base_dilation, x.ndim, "base_dilation"), window_dilation=window_dilation)
+
+
+def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: Sequence[int],
+                              window_strides: Sequence[int], padding: Sequence[tuple[int, int]],
+                              base_dilation: Sequence[int] | None = None,
+                              window_dilation: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The shape of ``reduce_window``'s result (``padding``: explicit ``(low, high)`` pairs)."""
+    n = len(operand_shape)
+    base, window = _int_tuple(base_dilation, n, "base_dilation"), _int_tuple(window_dilation, n, "window_dilation")
+    return tuple(_window_output_size(*dims) for dims in zip(operand_shape, window_dimensions, window_strides,
+                                                            map(tuple, padding), base, window))
 
 
 # --- sliding windows (a backend's building block) ----------------------------------------------------------
