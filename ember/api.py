@@ -217,7 +217,8 @@ class JitFunction:
             leaves, in_tree, statics, all_arrays = args, _positional_treedef(len(args)), (), True
         else:
             dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
-            leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+            # A cache key (equal to the sorted structure; a trace sorts it before unflattening).
+            leaves, in_tree = tree_util.flatten_for_key((dyn_args, dyn_kwargs))
             all_arrays = all(type(x) is Array for x in leaves)
         # The hit path: every leaf an Array (no tracer: nothing is being traced).
         if all_arrays and type(current_trace()) is EvalTrace:
@@ -306,7 +307,8 @@ class JitFunction:
                 logger.warning("ember: cache miss for %s: %s", self._sig.fun_name,
                                explain_miss(CacheKey(*key), [CacheKey(*k) for k in list(cache.entries)],
                                             arg_names, self._sig.positional))
-            entry = self._trace(avals, in_tree, statics, arg_names, self._sig.donated_leaves(args, kwargs))
+            entry = self._trace(avals, in_tree, statics, arg_names, self._sig.donated_leaves(args, kwargs),
+                                _python_values(leaves))
         except BaseException:
             cache.store(key, None, claim)
             raise
@@ -317,12 +319,12 @@ class JitFunction:
         return entry
 
     def _trace(self, avals: tuple, in_tree: Any, statics: tuple, arg_names: list[str],
-               donated: frozenset[int]) -> Entry:
+               donated: frozenset[int], python_values: Sequence[bool] | None = None) -> Entry:
         if not self._traced:  # (a wrapper's first trace: the churn warning counts wrappers that trace)
             self._traced = True
             _note_new_wrapper(self.fun)
         start = time.perf_counter()
-        closed, out_tree = self.trace(avals, in_tree, statics, arg_names)
+        closed, out_tree = self.trace(avals, in_tree, statics, arg_names, python_values)
         if config.log_compiles:
             logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
                            (time.perf_counter() - start) * 1e3)
@@ -344,9 +346,10 @@ class JitFunction:
             RuntimeWarning, stacklevel=4)
 
     def trace(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
-              arg_names: Sequence[str]) -> tuple[ClosedJaxpr, Any]:
+              arg_names: Sequence[str], python_values: Sequence[bool] | None = None) -> tuple[ClosedJaxpr, Any]:
         self._cache.traces += 1
         out_tree_box = []
+        in_tree = tree_util.sorted_treedef(in_tree)  # (the function sees dicts in sorted key order, as in JAX)
 
         def flat_fun(*flat_args: Any) -> list:
             dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
@@ -358,7 +361,7 @@ class JitFunction:
             out_tree_box.append(out_tree)
             return out_leaves
 
-        debug = DebugInfo("jit", self._sig.fun_name, arg_names)
+        debug = DebugInfo("jit", self._sig.fun_name, arg_names, python_values=python_values)
         closed = trace_to_jaxpr(flat_fun, avals, debug)
         if config.check_ir:
             check_jaxpr(closed)
@@ -369,7 +372,8 @@ class JitFunction:
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, self.fun) for x in leaves]
-        closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs))
+        closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
+                                      _python_values(leaves))
         return Lowered(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
 
     # --- introspection --------------------------------------------------------------
@@ -382,6 +386,11 @@ class JitFunction:
 
     def __repr__(self) -> str:
         return f"<ember.jit of {self.fun!r}>"
+
+
+def _python_values(leaves: Sequence[Any]) -> list[bool]:
+    """Which leaves are Python (or NumPy) scalars: values that could be static, unlike arrays."""
+    return [type(x) in (int, float, bool, complex) or isinstance(x, np.generic) for x in leaves]
 
 
 def _format_avals(avals: Iterable[ShapedArray]) -> str:
@@ -501,9 +510,10 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
         dyn_args, dyn_kwargs, statics = probe._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, fun) for x in leaves]
-        closed, out_tree = probe.trace(avals, in_tree, statics, probe._sig.arg_names(args, kwargs))
+        closed, out_tree = probe.trace(avals, in_tree, statics, probe._sig.arg_names(args, kwargs),
+                                       _python_values(leaves))
         if return_shape:
-            shapes = [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals]
+            shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
             return closed, tree_util.tree_unflatten(out_tree, shapes)
         return closed
 
@@ -517,9 +527,35 @@ def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     return shapes
 
 
+class AbstractValue(ShapedArray):
+    """What ``typeof`` returns: the ShapedArray of a value (equal to its ``aval``), printed as JAX
+    prints types: ``float32[3]``, ``~float32[]`` for a weak type; ``ShapedArray(float32[3])`` as repr."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{weak})"
+
+
+def typeof(x: Any) -> AbstractValue:
+    """The abstract value (shape, dtype, weak type) of an array, a tracer, a NumPy array or scalar,
+    or a Python scalar (as ``jax.typeof``); a TypeError for anything else."""
+    a = x.aval if isinstance(x, (Array, Tracer)) else None
+    if a is None:
+        if not (type(x) in (bool, int, float) or isinstance(x, (np.ndarray, np.generic))):
+            kind = type(x) if isinstance(x, str) else f"'{type(x)}'"  # (JAX's two spellings)
+            raise TypeError(f"Argument '{x}' of type {kind} is not a valid JAX type")
+        a = aval_of_value(x)
+    return AbstractValue(*a)
+
+
 def _abstractify(x: Any, fun: Callable) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
-        return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), False)
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), bool(getattr(x, "weak_type", False)))
     return aval_of_value(_check_leaf(x, f"argument of {getattr(fun, '__name__', fun)}"))
 
 

@@ -1,7 +1,9 @@
 """Pytrees: a thin layer over optree, with JAX's conventions (None is an empty tree, key paths
-made of ``DictKey`` / ``SequenceKey`` / ``GetAttrKey`` / ``FlattenedIndexKey`` entries)."""
+made of ``DictKey`` / ``SequenceKey`` / ``GetAttrKey`` / ``FlattenedIndexKey`` entries, dicts
+flattened and rebuilt in sorted key order)."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import warnings
@@ -84,9 +86,86 @@ def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
     return separator.join(str(k) if isinstance(k, _KEY_TYPES) else f"[{k!r}]" for k in keys)
 
 
+# --- dict key order ----------------------------------------------------------------------------
+# JAX flattens a dict (or defaultdict) in sorted key order and rebuilds it with its keys in that
+# order. optree flattens in sorted order too, but its structures rebuild the insertion order and
+# fall back to another order for keys that do not sort. So every dict is checked as optree
+# visits it (the ``is_leaf`` hook below), and a structure with an unsorted dict is remade with
+# sorted ones (``sorted_treedef``).
+_SORTED_MAPPINGS = (dict, collections.defaultdict)
+_UNSORTABLE = "Comparator raised exception while sorting pytree dictionary keys."
+
+
+def _sorted_keys(keys: list, kind: type) -> list:
+    """``sorted(keys)``, failing as JAX fails: ValueError for a dict (its C++ comparator), the
+    comparison's own TypeError for a defaultdict (sorted in Python)."""
+    try:
+        return sorted(keys)
+    except TypeError as e:
+        if kind is collections.defaultdict:
+            raise
+        raise ValueError(_UNSORTABLE) from e
+
+
+class _KeyOrder:
+    """optree's ``is_leaf`` hook: the user's ``is_leaf``, and a check of each dict's keys on the
+    way (raising for keys that do not sort; ``unsorted`` set when some dict's order is not sorted)."""
+
+    __slots__ = ("is_leaf", "unsorted")
+
+    def __init__(self, is_leaf: Callable[[Any], bool] | None) -> None:
+        self.is_leaf, self.unsorted = is_leaf, False
+
+    def __call__(self, node: Any) -> bool:
+        if self.is_leaf is not None and self.is_leaf(node):
+            return True
+        kind = type(node)
+        if kind in _SORTED_MAPPINGS and len(node) > 1:
+            keys = list(node)
+            if keys != _sorted_keys(keys, kind):
+                self.unsorted = True
+        return False
+
+
+_MAPPING_TREESPEC_KINDS = {optree.PyTreeKind.DICT, optree.PyTreeKind.DEFAULTDICT}
+
+
+def _sorted_node(node: PyTreeDef) -> PyTreeDef:
+    """A one-level structure, a dict one remade with its keys inserted in sorted order."""
+    if node.kind not in _MAPPING_TREESPEC_KINDS or node.num_children < 2:
+        return node
+    keys = _sorted_keys(node.entries(), node.type)
+    leaf = optree.treespec_leaf(none_is_leaf=node.none_is_leaf, namespace=node.namespace)
+    children = dict.fromkeys(keys, leaf)
+    if node.kind == optree.PyTreeKind.DICT:
+        return optree.treespec_dict(children, none_is_leaf=node.none_is_leaf, namespace=node.namespace)
+    factory = node.unflatten([None] * node.num_children).default_factory
+    return optree.treespec_defaultdict(factory, children, none_is_leaf=node.none_is_leaf, namespace=node.namespace)
+
+
+def sorted_treedef(treedef: PyTreeDef) -> PyTreeDef:
+    """``treedef`` (an equal structure) whose dicts unflatten with sorted keys, as JAX's do; raises
+    as JAX does for dict keys that do not sort. For a structure from raw ``optree`` (``jit``'s
+    argument structure is one: it is only a cache key until a trace unflattens it)."""
+    return treedef.transform(f_node=_sorted_node)
+
+
+def _flatten(tree: Any, is_leaf: Callable[[Any], bool] | None) -> tuple[list, PyTreeDef]:
+    hook = _KeyOrder(is_leaf)
+    leaves, treedef = optree.tree_flatten(tree, hook, none_is_leaf=False, namespace=NAMESPACE)
+    return leaves, sorted_treedef(treedef) if hook.unsorted else treedef
+
+
+def flatten_for_key(tree: Any) -> tuple[list, PyTreeDef]:
+    """``tree_flatten`` without the dict checks, for a call's cache key (``jit`` dispatch): its
+    structure equals the sorted one, but must go through ``sorted_treedef`` before unflattening."""
+    return optree.tree_flatten(tree, none_is_leaf=False, namespace=NAMESPACE)
+
+
 # --- flatten / unflatten -----------------------------------------------------------------------
 def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
-    return optree.tree_flatten(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    """``(leaves, treedef)``: dicts in sorted key order (unflattened with sorted keys)."""
+    return _flatten(tree, is_leaf)
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Any) -> Any:
@@ -94,20 +173,21 @@ def tree_unflatten(treedef: PyTreeDef, leaves: Any) -> Any:
 
 
 def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list:
-    return optree.tree_leaves(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    return optree.tree_leaves(tree, _KeyOrder(is_leaf), none_is_leaf=False, namespace=NAMESPACE)
 
 
 def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
-    return optree.tree_structure(tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    return _flatten(tree, is_leaf)[1]
 
 
 def tree_flatten_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None
                            ) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
     """``([(key_path, leaf), ...], treedef)`` with JAX's key entries."""
-    accessors, leaves, treedef = optree.tree_flatten_with_accessor(tree, is_leaf, none_is_leaf=False,
+    hook = _KeyOrder(is_leaf)
+    accessors, leaves, treedef = optree.tree_flatten_with_accessor(tree, hook, none_is_leaf=False,
                                                                   namespace=NAMESPACE)
     paths = [tuple(_key_entry(entry) for entry in accessor) for accessor in accessors]
-    return list(zip(paths, leaves)), treedef
+    return list(zip(paths, leaves)), sorted_treedef(treedef) if hook.unsorted else treedef
 
 
 def tree_leaves_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[tuple[KeyPath, Any]]:
@@ -129,7 +209,11 @@ def flatten_one_level_with_keys(tree: Any) -> tuple[list[tuple[KeyEntry, Any]], 
 
 # --- maps and reductions -----------------------------------------------------------------------
 def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
-    return optree.tree_map(f, tree, *rest, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    """``f(leaf, *other_leaves)`` at every leaf of ``tree``, in ``tree``'s structure (dicts with
+    sorted keys); ``rest`` must have that structure (or be trees with it as a prefix)."""
+    leaves, treedef = _flatten(tree, is_leaf)
+    others = [treedef.flatten_up_to(r) for r in rest]
+    return treedef.unflatten(map(f, leaves, *others))
 
 
 def tree_map_with_path(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
@@ -181,8 +265,11 @@ def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None, py
 
 
 def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
-    """``prefix_tree`` with each of its leaves repeated over the subtree of ``full_tree`` there."""
-    return optree.tree_broadcast_prefix(prefix_tree, full_tree, is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+    """``prefix_tree`` with each of its leaves repeated over the subtree of ``full_tree`` there
+    (in ``full_tree``'s structure, dicts with sorted keys)."""
+    treedef = tree_structure(full_tree, is_leaf)
+    return treedef.unflatten(optree.broadcast_prefix(prefix_tree, full_tree, is_leaf, none_is_leaf=False,
+                                                     namespace=NAMESPACE))
 
 
 def treedef_is_leaf(treedef: PyTreeDef) -> bool:

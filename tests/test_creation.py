@@ -135,7 +135,7 @@ def test_broadcast_shapes(shapes):
 
 
 def test_broadcast_shapes_rejects_incompatible_shapes_naming_them():
-    with pytest.raises(TypeError, match=r"incompatible shapes for broadcasting: \(2, 3\), \(1, 4\)"):
+    with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: shapes=\[\(2, 3\), \(1, 4\)\]"):
         jnp.broadcast_shapes((2, 3), (1, 4))
 
 

@@ -161,8 +161,9 @@ def test_dot_general_errors(lhs_shape, rhs_shape, numbers, error, message):
 
 def test_dot_general_dtype_errors():
     numbers = (((0,), (0,)), ((), ()))
-    with pytest.raises(TypeError, match="one dtype, got float32 and int32"):
-        lax.dot_general(np.ones(3, np.float32), np.ones(3, np.int32), numbers)
+    # Mixed operand dtypes compute in the more precise one (JAX's rule): float32 x int32 is float32.
+    mixed = lax.dot_general(np.ones(3, np.float32), np.arange(3, dtype=np.int32), numbers)
+    assert mixed.dtype == np.float32 and float(mixed) == 3.0
     with pytest.raises(TypeError, match="not floating"):
         lax.dot_general(np.ones(3, np.float32), np.ones(3, np.float32), numbers, preferred_element_type=np.int32)
     with pytest.raises(TypeError, match="narrower"):

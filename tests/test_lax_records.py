@@ -115,7 +115,7 @@ def test_iota_and_broadcasted_iota():
     (lambda: lax.select_n(np.array([True]), *[np.zeros(1)] * 3), TypeError, "at most two cases"),
     (lambda: lax.select_n(np.float32(0), np.zeros(1)), TypeError, "bool or integer"),
     (lambda: lax.clamp(np.zeros(2, np.float32), np.zeros(3, np.float32), 1.0), TypeError,
-     r"min must be a scalar or have the operand's shape \(3,\)"),
+     r"clamp requires min.shape == operand.shape or min.shape == \(\), got min.shape=\(2,\), operand.shape=\(3,\)"),
     (lambda: lax.shift_left(np.zeros(2, np.float32), np.zeros(2, np.float32)), TypeError, "shift_left"),
     (lambda: lax.reduce_prod(np.zeros((2, 3)), (2,)), ValueError, "out of bounds"),
     (lambda: lax.cummin(np.zeros(3), axis=1), ValueError, "out of bounds"),

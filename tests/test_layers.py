@@ -33,6 +33,7 @@ LAYERS = (
     "numpy", "utilities",                # jnp; JAX's small top-level helpers (device_put, ...)
     "random", "nn", "scipy",             # user libraries over jnp
     "example_libraries",                 # jax.example_libraries: stax and optimizers, over jnp and nn
+    "test_util",     # jax.test_util: derivatives against finite differences
     "ember",         # the package: its public names
     "compat",        # JAX's module paths (the jax module while ember stands in for it)
     "run",           # python -m ember.run script.py: a JAX program with the switch on

@@ -92,7 +92,7 @@ def test_diff_errors_and_static_n():
 def test_ediff1d(rng):
     x = _normal(rng, 2, 3)
     check_eager_and_jit(jnp.ediff1d, x, expected=np.ediff1d(x))
-    check_eager_and_jit(lambda a: jnp.ediff1d(a, to_end=[7, 8], to_begin=-1.5), x,
+    check_eager_and_jit(lambda a: jnp.ediff1d(a, to_end=np.array([7, 8]), to_begin=-1.5), x,
                         expected=np.ediff1d(x, to_end=[7, 8], to_begin=-1.5))
     i = np.array([1, 5, 2], np.int32)
     check_eager_and_jit(lambda a: jnp.ediff1d(a, to_end=2.7), i, expected=np.array([4, -3, 2], np.int32))
@@ -235,8 +235,8 @@ def test_digitize_errors_and_empty_bins():
 
 # --- histogram --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs", [
-    dict(), dict(bins=4), dict(bins=3, range=(-1.0, 1.0)), dict(bins=[-2.0, -0.5, 0.0, 0.25, 3.0]),
-    dict(bins=5, density=True), dict(bins=[-1.0, 0.0, 1.0], density=True),
+    dict(), dict(bins=4), dict(bins=3, range=(-1.0, 1.0)), dict(bins=np.array([-2.0, -0.5, 0.0, 0.25, 3.0])),
+    dict(bins=5, density=True), dict(bins=np.array([-1.0, 0.0, 1.0]), density=True),
 ])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_histogram_matches_numpy(rng, kwargs, weighted):

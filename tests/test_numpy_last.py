@@ -180,7 +180,7 @@ def test_nanquantile_matches_numpy(method, axis):
 def test_nanmedian_and_nanpercentile_match_numpy(axis):
     check_eager_and_jit(lambda a: jnp.nanmedian(a, axis), with_nans,
                         expected=np.nanmedian(with_nans, axis).astype(F32), rtol=1e-5)
-    check_eager_and_jit(lambda a: jnp.nanpercentile(a, [10, 90], axis, keepdims=True), with_nans,
+    check_eager_and_jit(lambda a: jnp.nanpercentile(a, np.array([10, 90]), axis, keepdims=True), with_nans,
                         expected=np.nanpercentile(with_nans, [10, 90], axis, keepdims=True).astype(F32), rtol=1e-5)
 
 

@@ -256,7 +256,7 @@ def test_result_dtypes_and_shapes_follow_jax():
      "dtype argument to `gamma` must be a float dtype, got int32"),
     (lambda: random.t(KEY, np.ones(3), (2,)), ValueError,
      "t: parameter shapes (3,) must broadcast to the shape argument (2,)"),
-    (lambda: random.beta(KEY, np.ones(2), np.ones(3)), TypeError, "broadcast"),
+    (lambda: random.beta(KEY, np.ones(2), np.ones(3)), ValueError, "Incompatible shapes for broadcasting"),  # JAX's
     (lambda: random.dirichlet(KEY, 1.0), ValueError, "dirichlet requires alpha.ndim >= 1, got alpha.ndim == 0"),
     (lambda: random.dirichlet(KEY, np.ones((2, 3)), (3,)), ValueError, "must broadcast to the shape argument (3,)"),
     (lambda: random.poisson(KEY, 1.0, (2,), np.float32), ValueError, "`poisson` must be an int dtype, got float32"),

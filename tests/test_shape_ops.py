@@ -105,9 +105,9 @@ def test_axis_errors():
         jnp.squeeze(x, 0)
     with pytest.raises(ValueError, match="repeated"):
         jnp.expand_dims(x, (0, 0))
-    with pytest.raises(ValueError, match="do not match"):
+    with pytest.raises(TypeError, match="isn't a permutation of operand dimensions"):  # JAX's class and words
         jnp.transpose(x, (0,))
-    with pytest.raises(ValueError, match="repeated"):
+    with pytest.raises(TypeError, match="isn't a permutation of operand dimensions"):
         jnp.transpose(x, (0, 0))
     with pytest.raises(ValueError, match="same number"):
         jnp.moveaxis(x, (0, 1), (1,))
@@ -140,7 +140,7 @@ def test_concatenate_promotion_weak_types_and_dtype():
     assert weak.dtype == np.float32 and weak.weak_type
     assert jnp.hstack([1.0, 2.0]).weak_type
     assert not jnp.stack([1.0, np.float32(2.0)]).weak_type
-    assert jnp.concatenate([[1, 2], np.array([3], np.int8)]).dtype == np.int32
+    assert jnp.concatenate([jnp.asarray([1, 2]), np.array([3], np.int8)]).dtype == np.int32
     assert jnp.concat([ints, ints], axis=0).shape == (6,)
     assert_allclose(jnp.stack(jnp.asarray(arange((2, 3))), axis=1), arange((2, 3)).T)
 
@@ -219,7 +219,7 @@ def test_broadcast_arrays():
     outs = check_eager_and_jit(lambda x, y: jnp.broadcast_arrays(x, y), a, b)
     for out, expected in zip(outs, np.broadcast_arrays(a, b)):
         assert_allclose(out, expected)
-    with pytest.raises(TypeError, match=r"\(3,\), \(4,\)"):
+    with pytest.raises(ValueError, match=r"\(3,\), \(4,\)"):  # JAX's class
         jnp.broadcast_arrays(jnp.ones(3), jnp.ones(4))
 
 
@@ -231,7 +231,8 @@ def test_tile(shape, reps):
 
 
 @pytest.mark.parametrize("shape, repeats, axis", [
-    ((3,), 2, None), ((2, 3), 2, None), ((2, 3), 3, 1), ((2, 3), [1, 0, 2], 1), ((2, 3), [2, 1], -2),
+    ((3,), 2, None), ((2, 3), 2, None), ((2, 3), 3, 1), ((2, 3), np.array([1, 0, 2]), 1),
+    ((2, 3), np.array([2, 1]), -2),
     ((2, 3), np.array([2]), 0), ((2, 3), 0, 0), ((3,), np.array([0, 0, 0]), 0),
 ])
 def test_repeat(shape, repeats, axis):
@@ -371,15 +372,16 @@ def test_pad_errors():
 
 
 # --- delete, insert, trim_zeros ---------------------------------------------------------------
-@pytest.mark.parametrize("obj, axis", [(1, None), (-1, 0), ([0, 2], 1), (slice(1, None, 2), 1),
-                                       (np.array([True, False]), 0), ([], 0)])
+@pytest.mark.parametrize("obj, axis", [(1, None), (-1, 0), (np.array([0, 2]), 1), (slice(1, None, 2), 1),
+                                       (np.array([True, False]), 0), (np.array([], np.int32), 0)])
 def test_delete(obj, axis):
     x = arange((2, 4), np.int32)
     check_eager_and_jit(lambda a: jnp.delete(a, obj, axis), x, expected=np.delete(x, obj, axis))
 
 
-@pytest.mark.parametrize("obj, values, axis", [(2, [10, 11], None), (1, 7, 0), (1, [7, 8], 1), ([0, 2], [5, 6], 1),
-                                               (4, 9, 1), (-1, [1, 2, 3, 4], 0), (slice(0, 2), 0, 1)])
+@pytest.mark.parametrize("obj, values, axis", [(2, np.array([10, 11]), None), (1, 7, 0), (1, np.array([7, 8]), 1),
+                                               (np.array([0, 2]), np.array([5, 6]), 1), (4, 9, 1),
+                                               (-1, np.array([1, 2, 3, 4]), 0), (slice(0, 2), 0, 1)])
 def test_insert(obj, values, axis):
     x = arange((2, 4), np.int32)
     check_eager_and_jit(lambda a: jnp.insert(a, obj, values, axis), x, expected=np.insert(x, obj, values, axis))

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ember import dtypes
-from ember.core.avals import AvalProperties, ShapedArray
+from ember.core.avals import AvalProperties, ShapedArray, aval_of_value
 from ember.core.sharding import CPU, Device, Sharding
 from ember.core.trace import Tracer
 
@@ -189,14 +189,34 @@ class ShapeDtypeStruct:
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
+    @classmethod
+    def like(cls, x: Any) -> "ShapeDtypeStruct":
+        """The shape, dtype and weak type of ``x``: an array, a tracer, a NumPy array or scalar, a
+        Python scalar, or anything with ``shape`` and ``dtype`` (a ShapeDtypeStruct, an aval)."""
+        a = getattr(x, "aval", None)
+        if not isinstance(a, ShapedArray):
+            if isinstance(x, ShapedArray) or (hasattr(x, "shape") and hasattr(x, "dtype")
+                                              and not isinstance(x, (np.ndarray, np.generic))):
+                weak = bool(getattr(x, "weak_type", False))
+                a = ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), weak)
+            elif type(x) in (bool, int, float) or isinstance(x, (np.ndarray, np.generic)):
+                a = aval_of_value(x)
+            else:
+                raise TypeError(f"Cannot interpret value of type {type(x)} as an abstract array; it does not have a "
+                                "dtype attribute")
+        sharding = x.sharding if isinstance(x, ShapeDtypeStruct) else None  # (kept, as JAX keeps it)
+        return cls(a.shape, a.dtype, weak_type=a.weak_type, sharding=sharding)
+
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype) == (other.shape, other.dtype)
+        return isinstance(other, ShapeDtypeStruct) and \
+            (self.shape, self.dtype, self.weak_type) == (other.shape, other.dtype, other.weak_type)
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.dtype))
+        return hash((self.shape, self.dtype, self.weak_type))
 
     def __repr__(self) -> str:
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
 # --- concrete values to Arrays ------------------------------------------------------------------
@@ -228,16 +248,31 @@ def as_array(a: Any, dtype: Any = None) -> Array:
         return Array(np.array(value, dtype=target), ShapedArray(value.shape, target, weak and dtype is None))
     if isinstance(a, complex):
         raise TypeError("ember does not support complex numbers yet")
+    if isinstance(a, (str, bytes)):
+        raise _not_numeric(a)
     raise TypeError(f"cannot convert a value of type {type(a).__name__} to an ember array")
+
+
+def _not_numeric(x: Any) -> TypeError:
+    return TypeError(f"Value {x!r} with dtype {np.asarray(x).dtype} is not a valid ember array type. Only arrays "
+                     "of numeric types are supported (as in JAX).")
 
 
 def _array_from_sequence(seq: Sequence, dtype: Any) -> Array:
     leaves = flatten_nested(seq)
+    value = np.array(_to_host(seq))
+    if value.dtype.kind in "OSU":  # strings, None or other objects among the leaves, or a ragged nesting
+        for leaf in leaves:
+            if leaf is None:
+                raise ValueError("None is not a valid value for jnp.array")
+            if not (type(leaf) in (bool, int, float, complex) or hasattr(leaf, "__array__")
+                    or hasattr(leaf, "__jax_array__")) or isinstance(leaf, (str, bytes)):
+                raise _not_numeric(leaf)
+        if value.dtype.kind in "SU":
+            raise _not_numeric(value)
+        raise ValueError(f"cannot build an array from a ragged or mixed sequence {seq!r}")
     if dtype is None:  # a list of scalars is strongly typed, as in JAX
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
-    value = np.array(_to_host(seq))
-    if value.dtype == object:
-        raise ValueError(f"cannot build an array from a ragged or mixed sequence {seq!r}")
     return Array(np.array(dtypes.convert_values(value, dtype), dtype=dtype), ShapedArray(value.shape, dtype, False))
 
 

@@ -21,11 +21,15 @@ from ember.core.trace import Trace, Tracer, set_current_trace, unexpected_tracer
 class DebugInfo:
     """What error messages need to know about the traced function."""
 
-    def __init__(self, kind: str, fun_name: str, arg_names: Sequence[str], static_hint: bool = True) -> None:
+    def __init__(self, kind: str, fun_name: str, arg_names: Sequence[str], static_hint: bool = True,
+                 python_values: Sequence[bool] | None = None) -> None:
         self.kind = kind                  # "jit", "make_jaxpr", "cond branch", ...
         self.fun_name = fun_name
         self.arg_names = list(arg_names)  # one per flat input, e.g. "x", "params['w']"
         self.static_hint = static_hint    # whether marking the argument static could help
+        # One per flat input: whether the caller passed a Python value (hashable, so it could be static)
+        # rather than an array. None: not known, so a weakly typed scalar input is taken for one.
+        self.python_values = None if python_values is None else list(python_values)
 
 
 class StagingTrace(Trace):
@@ -81,8 +85,9 @@ class StagingTrace(Trace):
     def concretization_error(self, tracer: Tracer, what: str, error_type: type) -> Exception:
         if not self.alive:
             return unexpected_tracer_error(tracer)
-        names = self._argument_names_behind(tracer)
         d = self.debug
+        behind = self._arguments_behind(tracer)
+        names = [d.arg_names[i] for i in behind]
         if names:
             quoted = ", ".join(f"`{n}`" for n in names)
             why = (f"The value depends on argument{'s' if len(names) > 1 else ''} {quoted} of `{d.fun_name}`, "
@@ -91,15 +96,18 @@ class StagingTrace(Trace):
             why = (f"The value ({tracer.aval.str_short()}) is computed inside the {d.kind} of `{d.fun_name}`, "
                    "so only its shape and dtype are known while tracing.")
         fixes = []
-        if names and d.static_hint:
-            params = ", ".join(repr(n.split("[")[0]) for n in names)
+        # Only a Python value can be static: an array argument marked static is refused (not hashable).
+        static = [d.arg_names[i] for i in behind if self._is_python_value(i)] if d.static_hint else []
+        if static:
+            params = ", ".join(dict.fromkeys(repr(n.split("[")[0]) for n in static))
             fixes.append(f"if it is a Python value that selects what to compute, mark it static: "
                          f"jit({d.fun_name}, static_argnames=({params},))")
         if error_type is errors.TracerBoolConversionError:
             fixes.append("for value-dependent control flow use lax.cond / lax.switch, lax.while_loop or "
                          "lax.fori_loop, or jnp.where to select elementwise")
         elif error_type is errors.TracerIntegerConversionError:
-            fixes.append("index with a traced value through lax.dynamic_slice / jnp.take, and keep shapes static")
+            fixes.append("index with a traced value through lax.dynamic_slice / jnp.take, loop a traced number of "
+                         "times with lax.fori_loop / lax.while_loop, and keep shapes static")
         else:
             fixes.append("keep the computation in ember operations (jnp / lax) instead of converting to Python values")
         return error_type(
@@ -108,13 +116,20 @@ class StagingTrace(Trace):
             f"At {errors.user_location()}\n"
             "Fix: " + "; or ".join(fixes) + ".")
 
-    def _argument_names_behind(self, tracer: Tracer) -> list[str]:
-        """The names of the function arguments the tracer's value depends on."""
+    def _arguments_behind(self, tracer: Tracer) -> list[int]:
+        """The positions (among the flat inputs) of the function arguments the tracer's value depends on."""
         wanted = {id(tracer.ir_var)}
         for eqn in reversed(self.eqns):
             if any(id(v) in wanted for v in eqn.outvars):
                 wanted.update(id(a) for a in eqn.invars if isinstance(a, Var))
-        return [name for var, name in zip(self.invars, self.debug.arg_names) if id(var) in wanted]
+        return [i for i, (var, _) in enumerate(zip(self.invars, self.debug.arg_names)) if id(var) in wanted]
+
+    def _is_python_value(self, i: int) -> bool:
+        known = self.debug.python_values
+        if known is not None and i < len(known):
+            return known[i]
+        a = self.invars[i].aval
+        return a.weak_type and not a.shape
 
 
 class _StagedTracer(Tracer):

@@ -14,6 +14,7 @@ import numpy as np
 from ember import dtypes
 from ember.core.avals import ShapedArray
 from ember.lax.base import aval, primitive
+from ember.lax.elementwise import convert_element_type
 
 __all__ = ["DotDimensionNumbers", "Precision", "batch_matmul", "dot", "dot_general", "dot_general_p"]
 
@@ -103,11 +104,34 @@ def _precision_param(precision: Any) -> Any:
     return str(precision)
 
 
+def _precision_rank(dt: np.dtype) -> tuple:
+    """How JAX (after XLA's HigherPrecisionType) orders operand types: exponent range, then mantissa,
+    then width, then signedness; operands of different types are computed in the higher one."""
+    floating = dtypes.is_floating(dt)
+    info = dtypes.finfo(dt) if floating else None
+    bits = 1 if dt == dtypes.bool_ else (info.bits if floating else dt.itemsize * 8)
+    return (info.maxexp if floating else -1, info.nmant if floating else -1, bits, dt.kind != "u")
+
+
+def _common_operand_type(lhs: Any, rhs: Any) -> tuple[Any, Any]:
+    """Operands of two dtypes converted to the one JAX computes their product in (int32 and uint8:
+    int32; int8 and uint8: int8; float16 and float32: float32)."""
+    lhs_dt, rhs_dt = aval(lhs).dtype, aval(rhs).dtype
+    if lhs_dt == rhs_dt:
+        return lhs, rhs
+    lhs_rank, rhs_rank = _precision_rank(lhs_dt), _precision_rank(rhs_dt)
+    if lhs_rank == rhs_rank:
+        raise TypeError(f"lax.dot_general argument type error: {lhs_dt}, {rhs_dt}")
+    dt = lhs_dt if lhs_rank > rhs_rank else rhs_dt
+    return convert_element_type(lhs, dt), convert_element_type(rhs, dt)
+
+
 def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
                 preferred_element_type: Any = None) -> Any:
     """Contract ``lhs`` with ``rhs``. ``dimension_numbers`` is
     ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``; the result's dimensions are
-    the batch dimensions, then lhs's free dimensions, then rhs's free dimensions."""
+    the batch dimensions, then lhs's free dimensions, then rhs's free dimensions. Operands of
+    different dtypes are computed in the more precise one, as in JAX."""
     try:
         (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     except (TypeError, ValueError):
@@ -116,6 +140,7 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
     numbers = ((_dims_tuple(lhs_contract), _dims_tuple(rhs_contract)),
                (_dims_tuple(lhs_batch), _dims_tuple(rhs_batch)))
     preferred = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
+    lhs, rhs = _common_operand_type(lhs, rhs)
     return dot_general_p.bind(lhs, rhs, dimension_numbers=numbers, precision=_precision_param(precision),
                               preferred_element_type=preferred)
 

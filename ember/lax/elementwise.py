@@ -27,9 +27,16 @@ FLOAT, INT, NUM, INT_BOOL, ANY = "f", "iu", "iuf", "biu", "biuf"
 def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[int, ...]:
     shapes = {a.shape for a in avals if a.shape != ()}
     if len(shapes) > 1:
+        nonscalar = [a.shape for a in avals if a.shape != ()]
+        ranks = {len(s) for s in nonscalar}
+        if len(ranks) > 1:  # JAX's messages, and its TypeError
+            raise TypeError(f"{name}: arrays must have the same number of dimensions, got {ranks}")
+        if any(len({n for n in sizes if n != 1}) > 1 for sizes in zip(*nonscalar)):
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: {', '.join(map(str, nonscalar))}.")
         listed = ", ".join(str(a.shape) for a in avals)
-        raise TypeError(f"{name} got incompatible shapes {listed}: elementwise operands must have equal "
-                        "shapes (or be scalars). Broadcast them first (jnp broadcasts for you).")
+        raise TypeError(f"{name} got shapes {listed}, which differ in size-1 dimensions: ember's lax operands must "
+                        "have equal shapes (or be scalars). Broadcast them first (lax.broadcast_in_dim; jnp "
+                        "broadcasts for you).")
     return shapes.pop() if shapes else ()
 
 
@@ -172,9 +179,12 @@ def _select_n_rule(which: ShapedArray, *cases: ShapedArray) -> ShapedArray:
         raise TypeError(f"select_n's selector must be bool or integer, got {which.dtype}")
     if which.dtype == dtypes.bool_ and len(cases) > 2:
         raise TypeError("a boolean selector chooses between at most two cases")
+    if len({c.shape for c in cases if c.shape != ()}) > 1:
+        raise TypeError(f"select cases must have the same shapes, got [{', '.join(str(c.shape) for c in cases)}].")
     out = _elementwise_rule(*cases, name="select_n", kinds=ANY)
     if which.shape not in ((), out.shape) and out.shape != ():
-        raise TypeError(f"select_n's selector has shape {which.shape}, but the cases have shape {out.shape}")
+        raise TypeError(f"select `which` must be scalar or have the same shape as cases, got `which` shape "
+                        f"{which.shape} but case shape {out.shape}.")
     shape = out.shape if out.shape else which.shape
     return ShapedArray(shape, out.dtype, out.weak_type)
 
@@ -186,8 +196,8 @@ ELEMENTWISE.add(select_n_p)
 def _clamp_rule(lo: ShapedArray, x: ShapedArray, hi: ShapedArray) -> ShapedArray:
     for bound, label in ((lo, "min"), (hi, "max")):
         if bound.shape not in ((), x.shape):
-            raise TypeError(f"clamp's {label} must be a scalar or have the operand's shape {x.shape}, "
-                            f"got {bound.shape}")
+            raise TypeError(f"clamp requires {label}.shape == operand.shape or {label}.shape == (), got "
+                            f"{label}.shape={bound.shape}, operand.shape={x.shape}.")
     out = _elementwise_rule(lo, x, hi, name="clamp", kinds=ANY)
     return ShapedArray(x.shape, out.dtype, x.weak_type and out.weak_type)
 

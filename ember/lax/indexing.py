@@ -10,6 +10,8 @@ Out-of-bounds windows follow ``GatherScatterMode``: ``CLIP`` moves the window
 back inside the operand, ``FILL_OR_DROP`` fills gathered windows with
 ``fill_value`` and drops scattered ones, ``PROMISE_IN_BOUNDS`` lets backends
 do what is cheapest (the reference clamps gathers and drops scatters, as XLA).
+A mode of None is ``PROMISE_IN_BOUNDS`` for ``gather`` and ``FILL_OR_DROP`` for
+the scatters, as in JAX.
 """
 from __future__ import annotations
 
@@ -188,11 +190,13 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
            mode: str | GatherScatterMode | None = None, fill_value: Any = None) -> Any:
     """One window of ``slice_sizes`` per index vector (the last dimension of ``start_indices``).
 
-    With ``mode='fill'`` (the default, as in JAX) windows that do not fit are filled with
-    ``fill_value``: NaN for floats, the minimum for signed and the maximum for unsigned
-    integers, True for bools.
+    ``mode=None`` is ``'promise_in_bounds'``, as in JAX's ``lax.gather`` (so windows that do
+    not fit are clamped, as with ``'clip'``; ``scatter``'s None is ``'drop'``). With
+    ``mode='fill'`` windows that do not fit are filled with ``fill_value``: NaN for floats,
+    the minimum for signed and the maximum for unsigned integers, True for bools. Start
+    indices are never wrapped: a negative start is out of bounds.
     """
-    mode = GatherScatterMode.from_any(mode)
+    mode = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
     return gather_p.bind(
         operand, _index_operand(start_indices), dimension_numbers=_gather_dnums(dimension_numbers),
         slice_sizes=tuple(int(s) for s in slice_sizes), mode=mode,

@@ -85,8 +85,8 @@ def reshape(x: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None =
 # --- transpose ------------------------------------------------------------------------
 def _transpose_rule(x: ShapedArray, *, permutation: tuple) -> ShapedArray:
     if sorted(permutation) != list(range(x.ndim)):
-        raise TypeError(f"transpose: permutation {permutation} is not a permutation of the {x.ndim} "
-                        f"dimensions of shape {x.shape}")
+        raise TypeError(f"transpose permutation isn't a permutation of operand dimensions, got permutation "
+                        f"{permutation} for operand shape {x.shape}.")
     return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
 
 

@@ -176,7 +176,10 @@ def isdtype(dtype, kind):
     return _np.isdtype(_np.dtype(float32) if dtype == bfloat16 else dtype, kind)
 
 
-from ember.numpy import array_methods as _array_methods  # noqa: E402,F401  (operators on Array / Tracer)
+from ember.numpy import (  # noqa: E402
+    array_methods as _array_methods,  # noqa: F401  (operators on Array / Tracer)
+    arraylike as _arraylike,  # (guards the namespace, below)
+)
 from ember.numpy.array_functions import *  # noqa: E402,F401,F403
 from ember.numpy.array_utils import *  # noqa: E402,F401,F403
 from ember.numpy.calculus import *  # noqa: E402,F401,F403
@@ -196,3 +199,8 @@ from ember.numpy.sorting import *  # noqa: E402,F401,F403
 from ember.numpy.statistics import *  # noqa: E402,F401,F403
 from ember.numpy.vectorization import *  # noqa: E402,F401,F403
 from ember.numpy.windows import *  # noqa: E402,F401,F403
+
+# As in JAX, the public functions refuse lists and tuples where they take arrays (``jnp.sum([1, 2])``
+# is a TypeError; ``jnp.asarray`` converts them). ember's modules call each other unguarded.
+_arraylike.guard(globals(), _arraylike.ARRAYLIKE_ARGS)
+_arraylike.guard(vars(linalg), _arraylike.LINALG_ARRAYLIKE_ARGS, prefix="jnp.linalg.")  # noqa: F405

@@ -12,12 +12,24 @@ from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval
 from ember.numpy import creation, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
+from ember.numpy.core import ensure_array, result_type_weak
 from ember.numpy.indexing import _filled, _scatter_update, _take, getitem
 
+# Operators whose Python fallback would do something else with a list or tuple operand: compare it
+# (==, != give False / True), concatenate or repeat it (+, *). They refuse one instead, as JAX.
+_REFUSED = {"__eq__": ("==", (dict, list, set, tuple)), "__ne__": ("!=", (dict, list, set, tuple)),
+            "__add__": ("+", (list, tuple)), "__mul__": ("*", (list, tuple))}
 
-def _binary(fn: Callable, reflected: bool = False) -> Callable:
+
+def _binary(fn: Callable, reflected: bool = False, dunder: str = "") -> Callable:
+    symbol, refused = _REFUSED.get(dunder, (None, ()))
+
     def op(self: Any, other: Any) -> Any:
         if not _is_operand(other):
+            if type(other) in refused:
+                names = (type(other).__name__, type(self).__name__) if reflected else \
+                    (type(self).__name__, type(other).__name__)
+                raise TypeError(f"unsupported operand type(s) for {symbol}: {names[0]!r} and {names[1]!r}")
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
 
@@ -26,8 +38,8 @@ def _binary(fn: Callable, reflected: bool = False) -> Callable:
 
 
 def _is_operand(x: Any) -> bool:
-    return isinstance(x, (Array, Tracer, int, float, bool, np.ndarray, np.generic, list, tuple)) or \
-        hasattr(x, "__jax_array__")
+    """What operators take, as JAX: arrays and scalars. A list or tuple is not one (use jnp.asarray)."""
+    return isinstance(x, (Array, Tracer, int, float, bool, np.ndarray, np.generic)) or hasattr(x, "__jax_array__")
 
 
 def _method(name: str, fn: Callable) -> Callable:
@@ -55,10 +67,44 @@ def _astype(self: Any, dtype: Any, copy: bool = False) -> Any:
     return lax.convert_element_type(self, dtypes.canonicalize_dtype(dtype))
 
 
+def _index_source(index: Any) -> str:
+    """``index`` as it was written between brackets when that is simple (``0``, ``1:3``, ``..., 0``), else ``idx``."""
+    def one(i: Any) -> str | None:
+        if i is Ellipsis:
+            return "..."
+        if i is None or type(i) in (int, bool) or isinstance(i, np.integer):
+            return repr(i) if i is None else str(int(i))
+        if isinstance(i, slice) and all(p is None or type(p) is int for p in (i.start, i.stop, i.step)):
+            text = ("" if i.start is None else str(i.start)) + ":" + ("" if i.stop is None else str(i.stop))
+            return text if i.step is None else f"{text}:{i.step}"
+        return None
+    if isinstance(index, tuple) and not index:
+        return "()"
+    parts = [one(i) for i in (index if isinstance(index, tuple) else (index,))]
+    return "idx" if None in parts else ", ".join(parts)
+
+
+def _setitem(self: Any, index: Any, value: Any) -> None:
+    """``x[idx] = y`` is refused, as in JAX: arrays are immutable; the message shows the ``.at`` form."""
+    idx = _index_source(index)
+    y = repr(value) if type(value) in (int, float, bool) else "y"
+    raise TypeError(f"ember arrays are immutable and do not support in-place item assignment. Instead of "
+                    f"x[{idx}] = {y}, use x = x.at[{idx}].set({y}) or another .at[] method (add, subtract, multiply, "
+                    f"divide, power, min, max, apply), which return the updated copy.")
+
+
 # --- x.at[idx].op(v) -------------------------------------------------------------------------------
+_NO_BOOL_ARITHMETIC = {"add": "add", "subtract": "sub", "multiply": "mul"}  # .at method: the lax op JAX names
+
+
 def _update_method(op: str, doc: str) -> Callable:
     def method(self: "IndexUpdateRef", values: Any, *, indices_are_sorted: bool = False,
                unique_indices: bool = False, mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        if op in _NO_BOOL_ARITHMETIC and aval(self.array).dtype == dtypes.bool_ and \
+                result_type_weak(self.array, ensure_array(values))[0] == dtypes.bool_:
+            # As JAX: arithmetic updates of booleans (in the promoted type) are refused, not logical or / and.
+            raise TypeError(f"{_NO_BOOL_ARITHMETIC[op]} does not accept dtype bool at position 0. Accepted dtypes at "
+                            "position 0 are subtypes of integer, floating, complexfloating.")
         return _scatter_update(self.array, self.index, values, op, mode=mode, wrap_negative=wrap_negative_indices,
                                indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
@@ -163,9 +209,9 @@ _METHODS = {
 
 def attach(cls: type) -> None:
     for dunder, fn in {**_BINARY, **_COMPARE}.items():
-        setattr(cls, dunder, _binary(fn))
+        setattr(cls, dunder, _binary(fn, dunder=dunder))
     for dunder, fn in _BINARY.items():
-        setattr(cls, "__r" + dunder[2:], _binary(fn, reflected=True))
+        setattr(cls, "__r" + dunder[2:], _binary(fn, reflected=True, dunder=dunder))
     for dunder, fn in _UNARY.items():
         setattr(cls, dunder, _method(fn.__name__, fn))
     for name, fn in _METHODS.items():
@@ -175,6 +221,7 @@ def attach(cls: type) -> None:
     cls.transpose = _transpose
     cls.astype = _astype
     cls.__getitem__ = getitem
+    cls.__setitem__ = _setitem
     cls.at = property(IndexUpdateHelper)
     cls.T = property(lambda self: shape_ops.transpose(self))
     cls.mT = property(lambda self: shape_ops.swapaxes(self, -1, -2))

@@ -66,8 +66,10 @@ def isscalar(element: Any) -> bool:
 
 def iscomplexobj(x: Any) -> bool:
     """Whether ``x``'s dtype is complex (by type alone, as NumPy: no element is looked at)."""
+    if x is None:
+        return False
     dtype = getattr(x, "dtype", None)
-    return np.issubdtype(dtype if dtype is not None else np.asarray(x).dtype, np.complexfloating)
+    return np.issubdtype(dtype if dtype is not None else np.asarray(x).dtype, np.complexfloating)  # (lists too)
 
 
 def isrealobj(x: Any) -> bool:

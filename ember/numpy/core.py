@@ -67,7 +67,7 @@ def promote_dtypes_inexact(*args: Any) -> list[Any]:
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """NumPy's broadcasting of shapes, with an error naming every shape."""
+    """NumPy's broadcasting of shapes; a ValueError naming every shape (JAX's) if they do not broadcast."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -75,7 +75,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
         sizes.discard(1)
         if len(sizes) > 1:
             listed = ", ".join(str(tuple(s)) for s in shapes)
-            raise TypeError(f"incompatible shapes for broadcasting: {listed}")
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes=[{listed}]")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -86,20 +86,35 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
     shape = tuple(int(d) for d in shape)
     if a.shape == shape:
         return x if is_array(x) else asarray(x)
-    if len(shape) < a.ndim or broadcast_shapes(a.shape, shape) != shape:
-        raise ValueError(f"cannot broadcast an array of shape {a.shape} to shape {shape}")
+    if len(shape) < a.ndim:  # JAX's messages
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={a.shape} shape={shape}")
+    if any(n not in (1, m) for n, m in zip(a.shape, shape[len(shape) - a.ndim:])):
+        def typ(s: tuple, weak: bool) -> str:
+            return f"{'~' if weak else ''}{a.dtype.name}[{','.join(map(str, s))}]"
+        raise ValueError(f"Incompatible types for broadcasting: input type={typ(a.shape, a.weak_type)} and "
+                         f"requested type={typ(shape, False)}")
     lead = len(shape) - a.ndim
     return lax.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
 
 
 def broadcast_operands(*args: Any) -> list[Any]:
     """Broadcast non-scalar operands to a common shape; rank-0 operands stay scalars
-    (elementwise primitives broadcast them for free)."""
+    (elementwise primitives broadcast them for free).
+
+    Shapes that do not broadcast fail as in JAX: two operands of one rank are returned as they
+    are, so that the primitive applied to them raises its TypeError, which names it (``add got
+    incompatible shapes for broadcasting: (3,), (4,).``); operands of different ranks, and the three
+    of ``jnp.where``, raise ``broadcast_shapes``'s ValueError."""
     shapes = [aval(a).shape for a in args]
     nonscalar = [s for s in shapes if s != ()]
     if len(set(nonscalar)) <= 1:
         return list(args)
-    shape = broadcast_shapes(*shapes)
+    try:
+        shape = broadcast_shapes(*shapes)
+    except ValueError:
+        if len(args) == 2 and len({len(s) for s in nonscalar}) == 1:
+            return list(args)
+        raise
     return [a if s == () or s == shape else broadcast_to(a, shape) for a, s in zip(args, shapes)]
 
 

@@ -101,7 +101,7 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None =
     gather_mode = GatherScatterMode.from_any("fill" if mode is None else mode)
     try:
         batch_shape = broadcast_shapes(*(tuple(s for d, s in enumerate(x.shape) if d != axis) for x in (arr, indices)))
-    except TypeError:
+    except ValueError:
         raise ValueError(f"take_along_axis: indices of shape {indices.shape} do not broadcast with arr of shape "
                          f"{arr.shape} outside axis {axis}") from None
     out_shape = batch_shape[:axis] + (indices.shape[axis],) + batch_shape[axis:]

@@ -255,7 +255,9 @@ def _basic_take(x: Any, entries: tuple, wrap_negative: bool) -> Any:
     y = lax.slice(x, starts, limits, strides)
     if dynamic_starts:
         sizes = [1 if d in dynamic_starts else n for d, n in enumerate(aval(y).shape)]
-        y = lax.dynamic_slice(y, [dynamic_starts.get(d, 0) for d in range(len(shape))], sizes)
+        # (the starts are normalized already: lax must not add n to negative ones a second time)
+        y = lax.dynamic_slice(y, [dynamic_starts.get(d, 0) for d in range(len(shape))], sizes,
+                              allow_negative_indices=False)
     y = lax.rev(y, reversed_dims)
     y = lax.squeeze(y, squeezed_dims)
     return lax.expand_dims(y, newaxis_dims) if newaxis_dims else y
@@ -481,7 +483,7 @@ def _scatter_update(x: Any, index: Any, values: Any, op: str, *, mode: Any = Non
         values = lax.reshape(broadcast_to(values, _basic_result_shape(parsed.entries, window)), window)
         if update.combine is not None:
             values = update.combine(_read_block(promoted, starts, window), values)
-        out = lax.dynamic_update_slice(promoted, values, starts)
+        out = lax.dynamic_update_slice(promoted, values, starts, allow_negative_indices=False)
     else:
         expanded = _expand_for_scalar_bools(promoted, parsed)
         plan = _gather_plan(aval(expanded).shape, parsed.entries, wrap_negative)
@@ -503,7 +505,7 @@ def _basic_result_shape(entries: tuple, window: list[int]) -> tuple[int, ...]:
 
 def _read_block(x: Any, starts: list, window: list[int]) -> Any:
     if any(isinstance(s, Tracer) for s in starts):
-        return lax.dynamic_slice(x, starts, window)
+        return lax.dynamic_slice(x, starts, window, allow_negative_indices=False)
     return lax.slice(x, starts, [s + w for s, w in zip(starts, window)])
 
 

@@ -130,7 +130,7 @@ def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any
     b = lax.expand_dims(b, (1,)) if len(b_shape) == 1 else b
     try:
         batch_shape = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except TypeError:
+    except ValueError:
         raise TypeError(f"matmul: the batch dimensions of shapes {a_shape} and {b_shape} do not broadcast") from None
     plan = _plan_batch(a.shape[:-2], b.shape[:-2], len(batch_shape))
     a, b = lax.squeeze(a, plan.a_squeezed), lax.squeeze(b, plan.b_squeezed)
@@ -168,7 +168,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     _check_aligned("vecdot", x1.shape, x2.shape, x1.ndim - 1, x2.ndim - 1)
     try:
         broadcast_shapes(x1.shape[:-1], x2.shape[:-1])
-    except TypeError:
+    except ValueError:
         raise TypeError(f"vecdot: shapes {shapes[0]} and {shapes[1]} do not broadcast") from None
     rows = lax.expand_dims(x1, (x1.ndim - 1,))  # [..., 1, k] @ [..., k, 1] -> [..., 1, 1]
     columns = lax.expand_dims(x2, (x2.ndim,))

@@ -25,12 +25,9 @@ class _ScalarMeta(type):
         return isinstance(instance, cls.dtype.type)
 
     def __eq__(cls, other: Any) -> bool:
-        if other is cls:
-            return True
-        try:
-            return dtypes.dtype(other) == cls.dtype
-        except TypeError:
-            return False
+        # JAX's rule: the class itself or its NumPy scalar type (so np.dtype('float32') too, by reflection).
+        # Anything else is unequal, never an error (a dict is not read as a structured dtype).
+        return other is cls or cls.dtype.type == other
 
     def __ne__(cls, other: Any) -> bool:
         return not cls == other

@@ -92,11 +92,8 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
     a = ensure_array(a)
     if axes is None:
         return lax.transpose(a, _reversed_axes(a.ndim))
-    axes = tuple(axes)
-    if len(axes) != a.ndim:
-        raise ValueError(f"transpose: axes {axes} do not match an array of shape {a.shape}: need a permutation "
-                         f"of {a.ndim} axes")
-    return lax.transpose(a, canonical_axes(axes, a.ndim))
+    # Each axis in bounds (else a ValueError); a repeated or missing one is lax.transpose's TypeError (as JAX).
+    return lax.transpose(a, tuple(canonical_axes(axis, a.ndim)[0] for axis in axes))
 
 
 def permute_dims(a: Any, /, axes: Sequence[int]) -> Any:

@@ -191,11 +191,26 @@ def true_divide(x1: Any, x2: Any, /) -> Any:
 divide = true_divide
 
 
-def floor_divide(x1: Any, x2: Any, /) -> Any:
-    """Python's ``//``: rounds toward negative infinity."""
+def _promote_numeric(x1: Any, x2: Any) -> list[Any]:
+    """Promoted and broadcast, booleans then as int32 (JAX's ``promote_args_numeric``, int32 also
+    with x64): ``//`` and ``%`` of booleans are integer operations."""
     x1, x2 = promote_and_broadcast(x1, x2)
     if x1.dtype == dtypes.bool_:
-        raise TypeError("floor_divide does not accept boolean operands")
+        x1, x2 = (lax.convert_element_type(v, dtypes.int32, aval(v).weak_type) for v in (x1, x2))
+    return [x1, x2]
+
+
+def _zero_divisor_as_one(x2: Any) -> Any:
+    """An integer divisor with 0 replaced by 1, as JAX's ``remainder`` and ``fmod`` replace it (so
+    ``x % 0 == 0``, where ``lax.rem(x, 0)`` is ``x``)."""
+    return lax.add(x2, lax.convert_element_type(lax.eq(x2, 0), aval(x2).dtype, aval(x2).weak_type))
+
+
+def floor_divide(x1: Any, x2: Any, /) -> Any:
+    """Python's ``//``: rounds toward negative infinity. Integer ``x // 0`` is JAX's: ``lax.div``
+    gives -1 (all bits set: the maximum if unsigned), then the signed correction makes it -2
+    unless ``x == 0``."""
+    x1, x2 = _promote_numeric(x1, x2)
     if dtypes.is_floating(x1.dtype):
         mod = lax.rem(x1, x2)
         div = lax.div(lax.sub(x1, mod), x2)
@@ -208,16 +223,16 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
     if dtypes.is_unsigned(x1.dtype):
         return lax.div(x1, x2)
     quotient = lax.div(x1, x2)
-    remainder = lax.rem(x1, x2)
-    needs_fix = lax.bitwise_and(lax.ne(remainder, 0), lax.ne(lax.lt(remainder, 0), lax.lt(x2, 0)))
+    # JAX's correction: one less where the signs differ and the division is inexact.
+    needs_fix = lax.bitwise_and(lax.ne(lax.sign(x1), lax.sign(x2)), lax.ne(lax.rem(x1, x2), 0))
     return lax.select(needs_fix, lax.sub(quotient, 1), quotient)
 
 
 def remainder(x1: Any, x2: Any, /) -> Any:
-    """Python's ``%``: the result has the sign of the divisor."""
-    x1, x2 = promote_and_broadcast(x1, x2)
-    if x1.dtype == dtypes.bool_:
-        raise TypeError("remainder does not accept boolean operands")
+    """Python's ``%``: the result has the sign of the divisor; integer ``x % 0`` is 0, as in JAX."""
+    x1, x2 = _promote_numeric(x1, x2)
+    if not dtypes.is_floating(x1.dtype):
+        x2 = _zero_divisor_as_one(x2)
     r = lax.rem(x1, x2)
     if dtypes.is_unsigned(x1.dtype):
         return r
@@ -229,7 +244,13 @@ mod = remainder
 
 
 def fmod(x1: Any, x2: Any, /) -> Any:
-    return lax.rem(*promote_and_broadcast(x1, x2))
+    """C's remainder (the sign of the dividend). Integer ``fmod(x, 0)`` is 0, as in JAX; booleans
+    are not replaced (JAX checks the dtype before promoting them), so ``fmod(True, False)`` is
+    ``lax.rem(1, 0) == 1``."""
+    x1, x2 = promote_and_broadcast(x1, x2)
+    if dtypes.is_integer(x1.dtype):
+        x2 = _zero_divisor_as_one(x2)
+    return lax.rem(*_promote_numeric(x1, x2))
 
 
 def divmod(x1: Any, x2: Any, /) -> tuple[Any, Any]:
@@ -376,7 +397,9 @@ def hypot(x1: Any, x2: Any, /) -> Any:
     safe_hi = lax.select(lax.eq(hi, 0), lax.add(hi, 1), hi)
     r = lax.div(lo, safe_hi)
     out = lax.mul(hi, lax.sqrt(lax.add(1, lax.mul(r, r))))
-    return lax.select(lax.eq(hi, float("inf")), hi, out)
+    # IEEE: an infinite operand gives inf even when the other is NaN (then ``hi`` is NaN: test each).
+    inf = float("inf")
+    return lax.select(lax.eq(a, inf), a, lax.select(lax.eq(b, inf), b, out))
 
 
 def sinc(x: Any, /) -> Any:

@@ -128,7 +128,7 @@ def _map_loop_dims(call: Callable, args: list[Any], core_dims: list[CoreDims], c
     loop_shapes = [a.shape[:a.ndim - len(dims)] for a, dims in zip(args, core_dims)]
     try:
         loop_shape = broadcast_shapes(*loop_shapes)
-    except TypeError:
+    except ValueError:
         raise ValueError(f"loop dimensions of shapes {[a.shape for a in args]} do not broadcast {context}") from None
     rank = len(loop_shape)
     padded = [(1,) * (rank - len(s)) + s for s in loop_shapes]

@@ -32,7 +32,7 @@ def _check_shape(name: str, shape: tuple[int, ...], *param_shapes: tuple[int, ..
     """Parameters must broadcast to the requested shape (they do not enlarge it)."""
     try:
         ok = broadcast_shapes(shape, *param_shapes) == shape
-    except TypeError:
+    except ValueError:
         ok = False
     if not ok:
         listed = ", ".join(str(tuple(s)) for s in param_shapes)

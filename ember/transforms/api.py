@@ -26,8 +26,8 @@ from ember.transforms.programs import eval_closed_by_binding, merge_by, select_b
 from ember.transforms.tangents import Zero, float0, float0_zeros, is_differentiable, match_type, zeros
 from ember.transforms.transpose import UndefinedPrimal, backward_pass
 
-__all__ = ["jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "custom_jvp",
-           "custom_vjp"]
+__all__ = ["jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "hessian",
+           "custom_jvp", "custom_vjp"]
 
 
 # --- flattening user functions ---------------------------------------------------------------
@@ -401,6 +401,12 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 def _jacobian_tree(out_tree: Any, in_tree: Any, blocks: list[list[Any]]) -> Any:
     """Output structure outside, input structure inside (as JAX lays out Jacobians)."""
     return tree_util.tree_unflatten(out_tree, [tree_util.tree_unflatten(in_tree, row) for row in blocks])
+
+
+def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
+             allow_int: bool = False) -> Callable:
+    """Alias of :func:`jacrev` (as ``jax.jacobian``)."""
+    return jacrev(fun, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic, allow_int=allow_int)
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,

@@ -148,8 +148,9 @@ def _index_vectors(axis_size: int, starts: Sequence[Any], dims: Sequence[BatchDi
 def _batch_dynamic_slice(axis_size: int, values: tuple, dims: tuple, *, slice_sizes: tuple) -> tuple[Any, int]:
     (x, *starts), (xd, *start_dims) = values, dims
     if all(d is None for d in start_dims):
-        return lax.dynamic_slice(x, starts[:xd] + [0] + starts[xd:],
-                                 slice_sizes[:xd] + (axis_size,) + slice_sizes[xd:]), xd
+        # (the primitive's starts are final, only clamped: lax must not wrap negative ones again)
+        return lax.dynamic_slice(x, starts[:xd] + [0] + starts[xd:], slice_sizes[:xd] + (axis_size,) + slice_sizes[xd:],
+                                 allow_negative_indices=False), xd
     # Per-example starts: a gather of one window per example (CLIP clamps starts as dynamic_slice does).
     window_dims = tuple(range(len(starts)))
     numbers = GatherDimensionNumbers(offset_dims=window_dims, collapsed_slice_dims=(), start_index_map=window_dims)
@@ -162,7 +163,7 @@ def _batch_dynamic_update_slice(axis_size: int, values: tuple, dims: tuple) -> t
     (x, update, *starts), (xd, ud, *start_dims) = values, dims
     if all(d is None for d in start_dims):
         return lax.dynamic_update_slice(move_batch_axis(x, xd, axis_size), move_batch_axis(update, ud, axis_size),
-                                        [0, *starts]), 0
+                                        [0, *starts], allow_negative_indices=False), 0
     # Per-example starts: a scatter of one window per example (CLIP clamps as dynamic_update_slice does).
     window_dims = tuple(range(len(starts)))
     numbers = ScatterDimensionNumbers(update_window_dims=window_dims, inserted_window_dims=(),

@@ -104,17 +104,17 @@ def _round_away(x: np.ndarray) -> np.ndarray:
 
 
 def _int_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """C-style division (round toward zero); x / 0 gives -1 (all bits set), as XLA on CPU."""
+    """C-style division (round toward zero); x / 0 gives -1 (all bits set) and MIN / -1 gives MIN,
+    as XLA on CPU. (NumPy's floor division, corrected: no detour through abs, which overflows.)"""
     if dtypes.is_floating(x.dtype):
         with np.errstate(all="ignore"):
             return _float_math(np.true_divide)(x, y)
-    safe_y = np.where(y == 0, 1, y)
+    safe_y = np.where(y == 0, 1, y).astype(x.dtype)
     with np.errstate(all="ignore"):
-        q = np.abs(x.astype(np.int64) if x.dtype != np.uint64 else x) // np.abs(
-            safe_y.astype(np.int64) if x.dtype != np.uint64 else safe_y)
-        sign = (np.sign(x.astype(np.int64)) * np.sign(safe_y.astype(np.int64))) if x.dtype != np.uint64 else 1
-        q = (q * sign).astype(x.dtype) if x.dtype != np.uint64 else q
-    return np.where(y == 0, np.array(-1).astype(x.dtype), q)
+        q = np.floor_divide(x, safe_y)
+        if dtypes.is_signed(x.dtype):  # one more where the division is inexact and the signs differ
+            q = np.where((np.mod(x, safe_y) != 0) & ((x < 0) != (safe_y < 0)), q + 1, q).astype(x.dtype)
+    return np.where(y == 0, np.invert(np.zeros((), x.dtype)), q)
 
 
 def _int_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -63,13 +63,16 @@ def _pad_transpose(ct: Any, x: Any, padding_value: Any, *, padding_config: tuple
 
 
 def _dynamic_slice_transpose(ct: Any, x: Any, *starts: Any, slice_sizes: tuple) -> list:
-    return [lax.dynamic_update_slice(zeros(x.aval), ct, starts)] + [None] * len(starts)
+    # (the primitive's starts are final, only clamped: lax must not wrap negative ones again)
+    return [lax.dynamic_update_slice(zeros(x.aval), ct, starts, allow_negative_indices=False)] + [None] * len(starts)
 
 
 def _dynamic_update_slice_transpose(ct: Any, x: Any, update: Any, *starts: Any) -> list:
     update_aval = update.aval
-    operand_ct = lax.dynamic_update_slice(ct, zeros(update_aval), starts) if is_undefined(x) else None
-    update_ct = lax.dynamic_slice(ct, starts, update_aval.shape) if is_undefined(update) else None
+    operand_ct = lax.dynamic_update_slice(ct, zeros(update_aval), starts, allow_negative_indices=False) \
+        if is_undefined(x) else None
+    update_ct = lax.dynamic_slice(ct, starts, update_aval.shape, allow_negative_indices=False) \
+        if is_undefined(update) else None
     return [operand_ct, update_ct] + [None] * len(starts)
 
 

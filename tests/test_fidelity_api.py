@@ -1,0 +1,305 @@
+"""JAX's API names, messages and exception classes, held for ember and (where installed) for JAX.
+
+Each case runs against ember and against JAX 0.10.2 with the same assertions (exact exception
+class, message content), so that ember cannot drift from what a JAX user meets: ``jax.jacobian``,
+``ShapeDtypeStruct.like``, ``jax.typeof``, ``jax.test_util.check_grads``; item assignment;
+broadcasting errors from operators, ``jnp`` and ``lax``; ``jnp.transpose`` with repeated axes;
+non-numeric ``jnp.asarray``; dtype comparisons; mixed-dtype ``lax.dot_general``; ``.at[]`` arithmetic
+on booleans; and ``jnp`` functions and operators refusing lists and tuples.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as ejnp
+from ember import lax as elax
+
+
+def _load(which: str) -> SimpleNamespace:
+    if which == "ember":
+        return SimpleNamespace(name="ember", top=ember, jnp=ejnp, lax=elax,
+                               test_util=importlib.import_module("ember.test_util"))
+    jax = pytest.importorskip("jax")
+    return SimpleNamespace(name="jax", top=jax, jnp=importlib.import_module("jax.numpy"),
+                           lax=importlib.import_module("jax.lax"), test_util=importlib.import_module("jax.test_util"))
+
+
+@pytest.fixture(params=["ember", "jax"])
+def api(request: pytest.FixtureRequest) -> SimpleNamespace:
+    return _load(request.param)
+
+
+def _raises(cls: type, fn, *fragments: str) -> str:
+    """``fn()`` raises exactly ``cls`` (not a subclass) with every fragment in its message."""
+    with pytest.raises(Exception) as info:
+        fn()
+    assert type(info.value) is cls, f"{type(info.value).__name__}: {info.value}"
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    return message
+
+
+# --- 1. API names ------------------------------------------------------------------------------------
+def test_jacobian_is_jacrev(api):
+    def f(x, y):
+        return api.jnp.sin(x) * y
+
+    x, y = np.array([0.5, 1.0, 2.0], np.float32), np.float32(3.0)
+    jac = api.top.jacobian(f)(x, y)
+    np.testing.assert_allclose(np.asarray(jac), np.asarray(api.top.jacrev(f)(x, y)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jac), np.diag(np.cos(x) * 3.0), rtol=1e-6)
+    both = api.top.jacobian(f, argnums=(0, 1), has_aux=False, holomorphic=False, allow_int=False)(x, y)
+    assert np.asarray(both[1]).shape == (3,)
+
+
+def test_shape_dtype_struct_like(api):
+    like = api.top.ShapeDtypeStruct.like
+    assert repr(like(api.jnp.ones((2, 3)))) == "ShapeDtypeStruct(shape=(2, 3), dtype=float32)"
+    assert repr(like(np.ones(4, np.int32))) == "ShapeDtypeStruct(shape=(4,), dtype=int32)"
+    assert repr(like(1.0)) == "ShapeDtypeStruct(shape=(), dtype=float32, weak_type=True)"
+    assert like(1.0) != api.top.ShapeDtypeStruct((), np.float32)  # the weak type is part of it
+    assert like(like(api.jnp.ones(3))) == api.top.ShapeDtypeStruct((3,), np.float32)
+    _raises(TypeError, lambda: like([1, 2]), "Cannot interpret value of type <class 'list'> as an abstract array")
+
+
+def test_typeof(api):
+    typeof = api.top.typeof
+    assert str(typeof(api.jnp.ones(3))) == "float32[3]"
+    assert repr(typeof(api.jnp.ones((2, 3)))) == "ShapedArray(float32[2,3])"
+    assert str(typeof(1.0)) == "~float32[]" and repr(typeof(2)) == "ShapedArray(int32[], weak_type=True)"
+    assert str(typeof(np.ones(2))) == "float32[2]" and str(typeof(True)) == "bool[]"
+    t = typeof(api.jnp.ones(3, np.int32))
+    assert (t.shape, t.dtype, t.weak_type) == ((3,), np.int32, False)
+    seen = []
+    api.top.jit(lambda x: seen.append(str(typeof(x))) or x)(api.jnp.ones((2, 2)))
+    api.top.grad(lambda x: seen.append(str(typeof(x))) or x.sum())(api.jnp.ones(3))
+    assert seen == ["float32[2,2]", "float32[3]"]
+    _raises(TypeError, lambda: typeof([1, 2]), "Argument '[1, 2]' of type '<class 'list'>' is not a valid JAX type")
+
+
+def test_check_grads(api):
+    jnp, check_grads = api.jnp, api.test_util.check_grads
+    x = np.array([0.3, 0.7, 1.2], np.float32)
+    check_grads(jnp.sin, (x,), 2)
+    check_grads(lambda a, b: jnp.sum(a * b ** 2), (x, x + 1), 1, modes=("fwd", "rev"), atol=1e-2, rtol=1e-2)
+    check_grads(lambda a: a ** 3, (1.5,), 2, modes=("rev",), eps=1e-3)
+
+    @api.top.custom_jvp
+    def wrong(a):
+        return jnp.sin(a)
+
+    wrong.defjvp(lambda primals, tangents: (jnp.sin(primals[0]), 2.0 * jnp.cos(primals[0]) * tangents[0]))
+    for modes in (("fwd",), ("rev",)):
+        with pytest.raises(AssertionError):
+            check_grads(wrong, (x,), 1, modes=modes)
+
+
+# --- 2. messages a new user meets ------------------------------------------------------------------------
+def test_item_assignment_is_refused_with_the_at_form(api):
+    x = api.jnp.zeros(3)
+
+    def assign():
+        x[0] = 1
+
+    message = _raises(TypeError, assign, "arrays are immutable and do not support in-place item assignment",
+                      ".at[")
+    if api.name == "ember":
+        assert "x = x.at[0].set(1)" in message
+
+    def traced(y):
+        y[1:2] = 0.5
+        return y
+
+    message = _raises(TypeError, lambda: api.top.jit(traced)(x), "immutable")
+    if api.name == "ember":
+        assert "x = x.at[1:2].set(0.5)" in message
+
+
+def test_concretization_fix_does_not_make_arrays_static():
+    def f(a):
+        return a if a > 0 else -a
+
+    for array in (ejnp.ones(3)[0], ejnp.asarray(2.0)):  # a strongly and a weakly typed array
+        message = _raises(ember.errors.TracerBoolConversionError, lambda: ember.jit(f)(array), "Fix:")
+        fix = message.split("Fix:", 1)[1]
+        assert "static_argnames" not in fix and "mark it static" not in fix
+        assert "lax.cond" in fix and "jnp.where" in fix and "lax.while_loop" in fix
+    fix = _raises(ember.errors.TracerBoolConversionError, lambda: ember.jit(f)(2.0), "Fix:").split("Fix:", 1)[1]
+    assert "static_argnames=('a',)" in fix  # a Python value can be static
+
+    def g(x, n):
+        return ejnp.zeros(n) + x
+
+    fix = _raises(ember.errors.TracerIntegerConversionError, lambda: ember.jit(g)(1.0, ejnp.asarray(3)), "Fix:")
+    assert "static_argnames" not in fix.split("Fix:", 1)[1]
+
+
+SAME_RANK = "add got incompatible shapes for broadcasting: (3,), (4,)."
+BROADCAST_CASES = {
+    "operator +": (lambda a: a.jnp.ones(3) + a.jnp.ones(4), TypeError, SAME_RANK),
+    "operator + numpy": (lambda a: a.jnp.ones(3) + np.ones(4), TypeError, SAME_RANK),
+    "operator -": (lambda a: a.jnp.ones(3) - a.jnp.ones(4), TypeError, "sub got incompatible shapes"),
+    "operator <": (lambda a: a.jnp.ones(3) < a.jnp.ones(4), TypeError, "lt got incompatible shapes"),
+    "jnp.add": (lambda a: a.jnp.add(a.jnp.ones(3), a.jnp.ones(4)), TypeError, SAME_RANK),
+    "jnp.multiply": (lambda a: a.jnp.multiply(a.jnp.ones((2, 3)), a.jnp.ones((3, 2))), TypeError,
+                     "mul got incompatible shapes for broadcasting: (2, 3), (3, 2)."),
+    "jnp.maximum": (lambda a: a.jnp.maximum(a.jnp.ones(3), a.jnp.ones(4)), TypeError, "max got incompatible"),
+    "jit operator +": (lambda a: a.top.jit(lambda x, y: x + y)(a.jnp.ones(3), a.jnp.ones(4)), TypeError, SAME_RANK),
+    "lax.add": (lambda a: a.lax.add(a.jnp.ones(3), a.jnp.ones(4)), TypeError, SAME_RANK),
+    "lax.add ranks": (lambda a: a.lax.add(a.jnp.ones(3), a.jnp.ones((1, 3))), TypeError,
+                      "add: arrays must have the same number of dimensions, got {1, 2}"),
+    "operator * ranks": (lambda a: a.jnp.ones(3) * a.jnp.ones((2, 4)), ValueError,
+                         "Incompatible shapes for broadcasting: shapes=[(3,), (2, 4)]"),
+    "jnp.broadcast_shapes": (lambda a: a.jnp.broadcast_shapes((3,), (4,)), ValueError,
+                             "Incompatible shapes for broadcasting: shapes=[(3,), (4,)]"),
+    "jnp.broadcast_arrays": (lambda a: a.jnp.broadcast_arrays(a.jnp.ones(3), a.jnp.ones(4)), ValueError,
+                             "Incompatible shapes for broadcasting: shapes=[(3,), (4,)]"),
+    "jnp.where": (lambda a: a.jnp.where(a.jnp.ones(3) > 0, a.jnp.ones(3), a.jnp.ones(4)), ValueError,
+                  "Incompatible shapes for broadcasting: shapes=[(3,), (3,), (4,)]"),
+    "jnp.broadcast_to": (lambda a: a.jnp.broadcast_to(a.jnp.ones(3), (4,)), ValueError,
+                         "Incompatible types for broadcasting: input type=float32[3] and requested type=float32[4]"),
+    "lax.select": (lambda a: a.lax.select(a.jnp.ones(3) > 0, a.jnp.ones(3), a.jnp.ones(4)), TypeError,
+                   "select cases must have the same shapes, got [(4,), (3,)]."),
+}
+
+
+@pytest.mark.parametrize("case", list(BROADCAST_CASES))
+def test_broadcasting_errors_name_the_operation(api, case):
+    fn, cls, fragment = BROADCAST_CASES[case]
+    _raises(cls, lambda: fn(api), fragment)
+
+
+# --- 3. exception classes --------------------------------------------------------------------------------
+def test_transpose_with_repeated_or_missing_axes(api):
+    x = api.jnp.ones((2, 3))
+    permutation = "transpose permutation isn't a permutation of operand dimensions, got permutation (0, 0)"
+    _raises(TypeError, lambda: api.jnp.transpose(x, (0, 0)), permutation, "for operand shape (2, 3).")
+    _raises(TypeError, lambda: x.transpose((0, 0)), permutation)
+    _raises(TypeError, lambda: api.lax.transpose(x, (0, 0)), permutation)
+    _raises(TypeError, lambda: api.jnp.transpose(x, (0,)), "got permutation (0,)")
+    _raises(ValueError, lambda: api.jnp.transpose(x, (0, 2)), "axis 2 is out of bounds")
+    assert api.jnp.transpose(x, (-1, 0)).shape == (3, 2)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (NumPy's, from inside JAX)
+def test_asarray_of_non_numeric_values(api):
+    for value in ([1, "a"], "a", ["a", "b"]):
+        message = _raises(TypeError, lambda: api.jnp.asarray(value), "Value 'a' with dtype <U1 is not a valid",
+                          "Only arrays of numeric types are supported")
+        assert re.search(r"is not a valid \w+ array type", message)
+    _raises(ValueError, lambda: api.jnp.asarray([1, None]), "None is not a valid value for jnp.array")
+
+
+def test_dtypes_compare_unequal_to_other_objects(api):
+    jnp = api.jnp
+    for other in ({"a": 1}, {"a": "f4"}, {"a": (1,)}, [1, 2], "float32", None, object()):
+        assert (jnp.float32 == other) is False and (jnp.float32 != other) is True
+        assert (jnp.dtype("float32") == other) is (other == "float32")
+    assert jnp.float32 == np.float32 and jnp.float32 == jnp.dtype("float32") and jnp.float32 == jnp.float32
+    assert jnp.float32 != jnp.int32 and hash(jnp.float32) == hash(np.float32)
+
+
+def test_dot_general_of_mixed_dtypes(api):
+    lax, jnp = api.lax, api.jnp
+    numbers = (((0,), (0,)), ((), ()))
+    i32, u8 = jnp.array([1, -2, 3], np.int32), jnp.array([200, 2, 255], np.uint8)
+    for out in (lax.dot_general(i32, u8, numbers), lax.dot_general(u8, i32, numbers),
+                api.top.jit(lambda a, b: lax.dot_general(a, b, numbers))(i32, u8)):
+        assert out.dtype == np.int32 and int(out) == 961
+    narrow = lax.dot_general(i32.astype(np.int8), u8, numbers)  # the signed type of one width: int8 wraps
+    assert narrow.dtype == np.int8 and int(narrow) == -63
+    wide = lax.dot_general(i32.astype(np.float16), i32.astype(np.float32), numbers)
+    assert wide.dtype == np.float32 and float(wide) == 14.0
+    preferred = lax.dot_general(i32, u8, numbers, preferred_element_type=np.float32)
+    assert preferred.dtype == np.float32 and float(preferred) == 961.0
+
+
+def test_at_arithmetic_on_booleans(api):
+    x = api.jnp.zeros(3, bool)
+    accepted = "Accepted dtypes at position 0 are subtypes of integer, floating, complexfloating."
+    _raises(TypeError, lambda: x.at[0].add(True), "add does not accept dtype bool at position 0.", accepted)
+    _raises(TypeError, lambda: x.at[0].multiply(True), "mul does not accept dtype bool at position 0.")
+    _raises(TypeError, lambda: x.at[0].subtract(True), "sub does not accept dtype bool at position 0.")
+    _raises(TypeError, lambda: api.top.jit(lambda y: y.at[1].add(True))(x), "add does not accept dtype bool")
+    assert x.at[0].set(True).tolist() == [True, False, False]
+    assert x.at[2].max(True).tolist() == [False, False, True]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # (JAX warns of the int32 -> bool cast)
+        assert x.at[1].add(1).tolist() == [False, True, False]  # computed in the promoted int32
+
+
+# --- 4. jnp functions refuse lists and tuples -------------------------------------------------------------
+def _message(name: str, kind: str, pos: int, none: bool = False) -> str:
+    kinds = "ndarray, scalar, or None" if none else "ndarray or scalar"
+    return f"{name} requires {kinds} arguments, got <class '{kind}'> at position {pos}."
+
+
+REFUSED = {
+    "sum": (lambda j: j.sum([1, 2, 3]), _message("sum", "list", 0)),
+    "mean tuple": (lambda j: j.mean((1.0, 2.0)), _message("mean", "tuple", 0)),
+    "sum where": (lambda j: j.sum(j.ones(2), where=[True, False]), _message("sum", "list", 0)),
+    "add second": (lambda j: j.add(1, [3, 4]), _message("add", "list", 1)),
+    "abs alias": (lambda j: j.abs([-1.0]), _message("absolute", "list", 0)),
+    "divide alias": (lambda j: j.divide(j.ones(2), [1.0, 2.0]), _message("true_divide", "list", 1)),
+    "where": (lambda j: j.where(j.ones(2) > 0, [1.0, 2.0], 0.0), _message("where", "list", 1)),
+    "reshape": (lambda j: j.reshape([1.0, 2.0], (2,)), _message("reshape", "list", 0)),
+    "take indices": (lambda j: j.take(j.ones(3), [0, 1]), _message("take", "list", 1)),
+    "concatenate": (lambda j: j.concatenate([j.ones(2), [3.0]]), _message("concatenate", "list", 1)),
+    "stack": (lambda j: j.stack([[1.0, 2.0], [3.0, 4.0]]), _message("stack", "list", 0)),
+    "full_like": (lambda j: j.full_like(j.ones(2), [1.0, 2.0]), _message("full_like", "list", 1)),
+    "zeros_like": (lambda j: j.zeros_like([1.0, 2.0]), _message("zeros_like", "list", 0)),
+    "dot": (lambda j: j.dot(j.ones(2), [1.0, 2.0]), _message("dot", "list", 1)),
+    "einsum": (lambda j: j.einsum("i,i->", j.ones(2), [1.0, 2.0]), _message("einsum", "list", 1)),
+    "select": (lambda j: j.select([j.ones(2) > 0], [[1.0, 2.0]]), _message("select", "list", 1)),
+    "sum of None": (lambda j: j.sum(None), _message("sum", "NoneType", 0)),
+    "arange": (lambda j: j.arange([3]), _message("arange", "list", 0, none=True)),
+    "linalg.norm": (lambda j: j.linalg.norm([1.0, 2.0]), _message("jnp.linalg.norm", "list", 0)),
+    "linalg.solve": (lambda j: j.linalg.solve(j.eye(2), [1.0, 2.0]), _message("jnp.linalg.solve", "list", 1)),
+}
+
+ACCEPTED = {
+    "array": lambda j: j.array([1, 2]),
+    "asarray": lambda j: j.asarray(([1.0], [2.0])),
+    "shape list": lambda j: j.reshape(j.ones(4), [2, 2]),
+    "axis list": lambda j: j.sum(j.ones((2, 2)), axis=[0, 1]),
+    "scalars in a list": lambda j: j.stack([1.0, 2.0]),
+    "arrays in a list": lambda j: j.concatenate([j.ones(2), np.ones(1)]),
+    "pad widths": lambda j: j.pad(j.ones(2), [(1, 1)]),
+    "tile reps": lambda j: j.tile(j.ones(2), [2]),
+    "delete slice": lambda j: j.delete(j.ones(4), slice(0, 2)),
+    "numpy and scalars": lambda j: j.add(np.ones(2), np.float32(1)),
+    "block": lambda j: j.block([[1.0, 2.0], [3.0, 4.0]]),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_jnp_functions_refuse_lists(api, case):
+    fn, message = REFUSED[case]
+    _raises(TypeError, lambda: fn(api.jnp), message)
+
+
+def test_jnp_functions_take_lists_only_where_jax_does(api):
+    _raises(TypeError, lambda: api.jnp.sum([1, 2, 3]), "sum requires ndarray or scalar arguments")
+    for fn in ACCEPTED.values():  # the arguments that are not arrays, and jnp.array itself
+        fn(api.jnp)
+
+
+def test_operators_refuse_lists_and_tuples(api):
+    x = api.jnp.ones(3)
+    _raises(TypeError, lambda: x + [1.0, 2.0, 3.0], "unsupported operand type(s) for +:", "'list'")
+    _raises(TypeError, lambda: [1.0, 2.0, 3.0] + x, "unsupported operand type(s) for +: 'list' and")
+    _raises(TypeError, lambda: x * (1.0, 2.0, 3.0), "unsupported operand type(s) for *:", "'tuple'")
+    _raises(TypeError, lambda: (1.0, 2.0, 3.0) * x, "unsupported operand type(s) for *: 'tuple' and")
+    _raises(TypeError, lambda: x - [1.0, 2.0, 3.0], "unsupported operand type(s) for -:")
+    _raises(TypeError, lambda: x == [1.0, 2.0, 3.0], "unsupported operand type(s) for ==:", "'list'")
+    _raises(TypeError, lambda: x < [1.0, 2.0, 3.0], "'<' not supported between instances of")
+    assert (x == None) is False  # noqa: E711  (Python's fallback, as in JAX)
+    assert (x + np.ones(3)).tolist() == [2.0, 2.0, 2.0]
