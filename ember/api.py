@@ -243,7 +243,8 @@ class JitFunction:
             outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
                               name=self._sig.fun_name)
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)
-            outs = self._call_donating(entry.get_executable(self._cache, self._sig.fun_name), leaves, entry.donated)
+            executable = entry.get_executable(self._cache, self._sig.fun_name)
+            outs = self._call_donating(executable, _scalars_as_arrays(leaves, executable), entry.donated)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any) -> None:
@@ -386,6 +387,28 @@ class JitFunction:
 
     def __repr__(self) -> str:
         return f"<ember.jit of {self.fun!r}>"
+
+
+# NumPy arguments up to this size are copied into Arrays for the native dispatcher (a copy of
+# 256 KB costs about what running a few kernels from Python instead does).
+COPY_FOR_DISPATCH_BYTES = 1 << 18
+
+
+def _convertible(x: Any) -> bool:
+    return type(x) in _SCALARS or isinstance(x, np.generic) or \
+        (isinstance(x, np.ndarray) and x.nbytes <= COPY_FOR_DISPATCH_BYTES)
+
+
+def _scalars_as_arrays(leaves: Sequence[Any], executable: Any) -> Sequence[Any]:
+    """``leaves`` with Python and NumPy scalars, and small NumPy arrays (copied: the caller may
+    write to them), made Arrays of the types the program takes, so that the native dispatcher
+    runs the call (it declines other arguments; the program's steps run from Python then, which
+    costs a few microseconds per kernel)."""
+    avals = getattr(executable, "in_avals", None)
+    if avals is None or not any(_convertible(x) for x in leaves):
+        return leaves
+    return [Array(np.array(x, a.dtype), a) if _convertible(x) and np.shape(x) == a.shape else x
+            for x, a in zip(leaves, avals)]
 
 
 def _python_values(leaves: Sequence[Any]) -> list[bool]:
