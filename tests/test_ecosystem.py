@@ -73,6 +73,8 @@ except AttributeError as e:
 else:
     raise AssertionError("ffi")
 assert "ffi" in jax.MISSING and not set(jax.MISSING) & set(jax.FROM_EMBER)
+assert not [n for n in jax.MISSING if n in vars(jax)]  # (nothing both provided and listed missing)
+assert jax.experimental.io_callback is ember.io_callback
 assert jax.lax.Precision("highest") is jax.lax.Precision.HIGHEST and str(jax.lax.Precision.HIGH) == "HIGH"
 x = jnp.ones((3, 4))
 assert float(jnp.dot(x, x.T, precision=jax.lax.Precision.HIGHEST)[0, 0]) == 4.0

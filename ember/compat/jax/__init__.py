@@ -2,9 +2,8 @@
 
 It holds JAX's top-level names that ember provides, each the ember object of the same API
 (``jax.jit`` is ``ember.jit``). A JAX name that ember does not provide is an ``AttributeError``
-that says so, as any missing attribute is; ``MISSING`` lists them (the README's list of what is
-not JAX-compatible is made from it). ``__version__`` is the JAX release whose API ember follows:
-libraries compare it to decide which API to use.
+that says so, as any missing attribute is; ``MISSING`` lists them. ``__version__`` is the JAX
+release whose API ember follows: libraries compare it to decide which API to use.
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ from ember.compat.jax import (  # noqa: F401
     api_util,
     core,
     custom_derivatives,
+    experimental,
     extend,
     flatten_util,
     interpreters,
@@ -57,7 +57,7 @@ MISSING = (
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "closure_convert", "copy_to_host_async",
     "custom_batching", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
     "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
-    "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "experimental", "export",
+    "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
     "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles", "make_array_from_callback",
     "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
@@ -107,6 +107,8 @@ def named_scope(name: str) -> Iterator[None]:
     if not isinstance(name, str):
         raise TypeError("named_scope name must be a string.")
     yield
+
+
 float0 = dtypes.float0
 
 
