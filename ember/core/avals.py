@@ -33,7 +33,7 @@ class ShapedArray(NamedTuple):
 
     def to_tangent_aval(self) -> "ShapedArray":
         """The type of this type's tangents: itself for floats, float0 for integers and booleans."""
-        if np.issubdtype(self.dtype, np.inexact) or self.dtype == dtypes.bfloat16:
+        if dtypes.is_floating(self.dtype):  # (the rule of ``transforms.tangents.is_differentiable``)
             return self.strip_weak_type()
         return ShapedArray(self.shape, dtypes.float0, False)
 

@@ -301,9 +301,7 @@ class LoopFunction:
     def copy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
         if nbytes == 0:
             return
-        memcpy = self.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
-            self.module, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, lowering.I1]), "llvm.memcpy.p0.p0.i64")
-        self.b.call(memcpy, [dst, src, ir.Constant(I64, nbytes), ir.Constant(lowering.I1, 0)])
+        self.b.call(lowering.memcpy(self.module), [dst, src, ir.Constant(I64, nbytes), ir.Constant(lowering.I1, 0)])
 
     def atom(self, a: Any, env: dict) -> ir.Value:
         """A pointer to an operand's value; literals are stored into a stack slot first."""
@@ -364,23 +362,24 @@ class LoopFunction:
         table = self.b.gep(self.products, [ir.Constant(I64, self.library_offsets[lapack.routines(eqn)])])
         buffers = [self.atom(a, env) for a in eqn.invars] + outs
         buffers += [self.buffer(function.scratch_bytes), self.b.bitcast(table, I8P)]
-        args = self.allocas.alloca(ir.ArrayType(I8P, len(buffers)))
-        for i, pointer in enumerate(buffers):
-            self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
-        self.b.call(function.fn, [self.b.bitcast(args, I8P.as_pointer()), ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        self.b.call(function.fn, [self.pointer_array(buffers), ir.Constant(I64, 0), ir.Constant(I64, 1)])
 
     def emit_host_call(self, eqn: Eqn, env: dict, outs: list[ir.Value]) -> None:
         """Call the Python function of ``eqn`` (``HostCalls``) with its operands' and outputs' buffers."""
         slot = self.host_base + len(self.host_calls)
         self.host_calls.append(eqn)
-        buffers = [self.atom(a, env) for a in eqn.invars] + outs
-        args = self.allocas.alloca(ir.ArrayType(I8P, max(len(buffers), 1)))
-        for i, pointer in enumerate(buffers):
-            self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+        args = self.pointer_array([self.atom(a, env) for a in eqn.invars] + outs)
         signature = ir.FunctionType(ir.VoidType(), [I8P.as_pointer()])
         function = self.b.bitcast(self.b.load(self.b.gep(self.products, [ir.Constant(I64, slot)])),
                                   signature.as_pointer())
-        self.b.call(function, [self.b.bitcast(args, I8P.as_pointer())])
+        self.b.call(function, [args])
+
+    def pointer_array(self, pointers: list[ir.Value]) -> ir.Value:
+        """An ``i8**`` to a stack array holding ``pointers`` (the buffers argument of a call)."""
+        array = self.allocas.alloca(ir.ArrayType(I8P, max(len(pointers), 1)))
+        for i, pointer in enumerate(pointers):
+            self.b.store(pointer, self.b.gep(array, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+        return self.b.bitcast(array, I8P.as_pointer())
 
     def emit_product(self, eqn: Eqn, env: dict, out: ir.Value, accumulate: float | None = None) -> None:
         """``gemm`` on the operands' buffers, split over a team when large, or zeros for an empty
@@ -406,15 +405,11 @@ class LoopFunction:
         params.initializer = ir.Constant(ir.ArrayType(I64, 15), [*layout, by_columns, *scale])
         params.global_constant = True
         params.linkage = "private"
-        args = self.allocas.alloca(ir.ArrayType(I8P, 4))
-        operands = [self.atom(a, env) for a in eqn.invars] + [out, self.b.bitcast(params, I8P)]
-        for i, pointer in enumerate(operands):
-            self.b.store(pointer, self.b.gep(args, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+        args = self.pointer_array([self.atom(a, env) for a in eqn.invars] + [out, self.b.bitcast(params, I8P)])
         signature = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
         index = gemm.TABLE_INDEX[dtype]
         product = self.b.bitcast(self.b.load(self.b.gep(self.products, [ir.Constant(I64, index)])),
                                  signature.as_pointer())
-        args = self.b.bitcast(args, I8P.as_pointer())
         if batch * m * n * k < gemm.PARALLEL_MIN_MULTIPLY_ADDS or (not by_columns and m < 2 * gemm.MR):
             self.b.call(product, [args, ir.Constant(I64, 0), ir.Constant(I64, extent)])
             return

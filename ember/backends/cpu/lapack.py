@@ -49,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember import dtypes
-from ember.backends.cpu.lowering import F32, F64, I1, I8, I32, I64
+from ember.backends.cpu.lowering import F32, F64, I1, I8, I32, I64, memcpy
 from ember.core.ir import Eqn
 from ember.lax import linalg
 
@@ -162,10 +162,9 @@ class LapackFunction:
         constant shapes, which it unrolls, and the time of the calls is not in the copies.)"""
         i64 = lambda n: ir.Constant(I64, n)  # noqa: E731
         if keep == "all" and nan_if is None and dst_strides == src_strides == (cols, 1) and dst is not src:
-            memcpy = self.fn.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
-                self.fn.module, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, I1]), "llvm.memcpy.p0.p0.i64")
             size = rows * cols * (8 if self.element == F64 else 4)
-            self.b.call(memcpy, [self.b.bitcast(dst, I8P), self.b.bitcast(src, I8P), i64(size), ir.Constant(I1, 0)])
+            self.b.call(memcpy(self.fn.module), [self.b.bitcast(dst, I8P), self.b.bitcast(src, I8P), i64(size),
+                                                 ir.Constant(I1, 0)])
             return
         nan = nan_if if nan_if is not None else ir.Constant(I1, 0)
         self.b.call(self._copy_function(), [dst, src, i64(rows), i64(cols), *map(i64, dst_strides),

@@ -37,6 +37,13 @@ def is_signed(dt: np.dtype) -> bool:
     return dt.kind == "i"
 
 
+def memcpy(module: ir.Module) -> ir.Function:
+    """LLVM's memcpy intrinsic (dst, src, bytes, volatile), declared in ``module`` once."""
+    i8p = I8.as_pointer()
+    return module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [i8p, i8p, I64, I1]), "llvm.memcpy.p0.p0.i64")
+
+
 def register_type(dt: np.dtype) -> ir.Type:
     """The type a value of ``dt`` has in registers."""
     if dt == dtypes.bool_:
