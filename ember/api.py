@@ -159,10 +159,8 @@ def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dic
 
 
 def _check_leaf(x: Any, where: str) -> Any:
-    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or hasattr(x, "_value"):
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)) or hasattr(x, "_value"):
         return x
-    if isinstance(x, complex):
-        raise TypeError(f"{where}: complex numbers are not supported yet")
     raise TypeError(f"{where}: a value of type {type(x).__name__} is not an array. ember traces arrays, "
                     "Python scalars and pytrees (tuples, lists, dicts, None, registered classes) of them; "
                     "pass other values as static arguments (static_argnums / static_argnames).")
@@ -420,7 +418,7 @@ def _format_avals(avals: Iterable[ShapedArray]) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
 
 
-_SCALARS = (int, float, bool)  # exactly these types: weakly typed (bool strongly), as in JAX
+_SCALARS = (int, float, complex, bool)  # exactly these types: weakly typed (bool strongly), as in JAX
 
 
 def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
@@ -569,7 +567,7 @@ def typeof(x: Any) -> AbstractValue:
     or a Python scalar (as ``jax.typeof``); a TypeError for anything else."""
     a = x.aval if isinstance(x, (Array, Tracer)) else None
     if a is None:
-        if not (type(x) in (bool, int, float) or isinstance(x, (np.ndarray, np.generic))):
+        if not (type(x) in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic))):
             kind = type(x) if isinstance(x, str) else f"'{type(x)}'"  # (JAX's two spellings)
             raise TypeError(f"Argument '{x}' of type {kind} is not a valid JAX type")
         a = aval_of_value(x)

@@ -40,7 +40,7 @@ VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_a
 
 # --- arguments: array leaves travel through the program, the others are closed over -------------
 def _is_array_leaf(x: Any) -> bool:
-    return isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or hasattr(x, "_value")
+    return isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)) or hasattr(x, "_value")
 
 
 def flatten_callback(callback: Callable, args: tuple, kwargs: dict) -> tuple[FlatCallback, list]:

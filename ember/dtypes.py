@@ -22,6 +22,7 @@ int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, 
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 # The dtype of tangents and cotangents of integer and boolean values (as jax.dtypes.float0).
 float0 = np.dtype([("float0", "V")])
@@ -40,13 +41,15 @@ SIGNED = (int8, int16, int32, int64)
 UNSIGNED = (uint8, uint16, uint32, uint64)
 INTEGER = SIGNED + UNSIGNED
 FLOATING = (bfloat16, float16, float32, float64)
-ALL = (bool_,) + INTEGER + FLOATING
+COMPLEX = (complex64, complex128)
+INEXACT = FLOATING + COMPLEX
+ALL = (bool_,) + INTEGER + FLOATING + COMPLEX
 
 # Short names used by the IR printer: f32[3], bf16[], i32[2,2], bool[4].
 SHORT_NAME = {
     bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
     uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
-    bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
+    bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64", complex64: "c64", complex128: "c128",
 }
 
 
@@ -54,7 +57,7 @@ def dtype(x: Any) -> np.dtype:
     """The NumPy dtype of a dtype-like or of a value (not canonicalized)."""
     if isinstance(x, np.dtype):
         return x
-    if x is builtins.bool or x is builtins.int or x is builtins.float:
+    if x is builtins.bool or x is builtins.int or x is builtins.float or x is builtins.complex:
         return np.dtype(x)
     if isinstance(x, type) and issubclass(x, np.generic):
         return np.dtype(x)
@@ -68,8 +71,8 @@ def dtype(x: Any) -> np.dtype:
         return int64
     if isinstance(x, builtins.float):
         return float64
-    if isinstance(x, complex):
-        raise TypeError("ember does not support complex numbers yet")
+    if isinstance(x, builtins.complex):
+        return complex128
     return np.dtype(x)
 
 
@@ -89,6 +92,30 @@ def is_floating(dt: Any) -> builtins.bool:
     return np.dtype(dt) in FLOATING
 
 
+def is_complex(dt: Any) -> builtins.bool:
+    return np.dtype(dt) in COMPLEX
+
+
+def is_inexact(dt: Any) -> builtins.bool:
+    """Floating or complex: the types that have derivatives and ``finfo``."""
+    return np.dtype(dt) in INEXACT
+
+
+def real_dtype(dt: Any) -> np.dtype:
+    """The type of a complex type's parts (``complex64`` -> ``float32``); other types are their own."""
+    dt = np.dtype(dt)
+    return float32 if dt == complex64 else float64 if dt == complex128 else dt
+
+
+def complex_dtype(dt: Any) -> np.dtype:
+    """The complex type whose parts are ``dt`` (``float64`` -> ``complex128``; half types and
+    integers -> ``complex64``, as ``lax.complex`` after promotion), canonicalized."""
+    dt = np.dtype(dt)
+    if dt in COMPLEX:
+        return dt
+    return canonicalize_dtype(complex128 if dt in (float64, int64, uint64) else complex64)
+
+
 def issubdtype(a: Any, b: Any) -> builtins.bool:
     """``np.issubdtype`` that also knows bfloat16 is floating."""
     a = dtype(a)
@@ -97,7 +124,7 @@ def issubdtype(a: Any, b: Any) -> builtins.bool:
     return np.issubdtype(a, b)
 
 
-_TO_32 = {int64: int32, uint64: uint32, float64: float32}
+_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,30 +147,36 @@ def default_float_dtype() -> np.dtype:
     return float64 if config.enable_x64 else float32
 
 
+def default_complex_dtype() -> np.dtype:
+    return complex128 if config.enable_x64 else complex64
+
+
 def default_uint_dtype() -> np.dtype:
     return uint64 if config.enable_x64 else uint32
 
 
 def to_inexact_dtype(dt: Any) -> np.dtype:
     """The floating type an integer or bool converts to in ``jnp.sin(x)`` / ``jnp.mean(x)``:
-    float32 for up to 32 bits, float64 for 64-bit integers (then canonicalized), as in JAX."""
+    float32 for up to 32 bits, float64 for 64-bit integers (then canonicalized), as in JAX.
+    Complex types are inexact already."""
     dt = dtype(dt)
-    if dt in FLOATING:
+    if dt in INEXACT:
         return dt
     return canonicalize_dtype(float64 if dt in (int64, uint64) else float32)
 
 
 # --- the promotion lattice ----------------------------------------------------
-# Nodes are dtypes plus the two weak nodes for Python int and float.
-WEAK_INT, WEAK_FLOAT = "i*", "f*"
+# Nodes are dtypes plus the three weak nodes for Python int, float and complex.
+WEAK_INT, WEAK_FLOAT, WEAK_COMPLEX = "i*", "f*", "c*"
 
 _LATTICE_UP = {
     bool_: [WEAK_INT],
     WEAK_INT: [uint8, int8],
     uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [WEAK_FLOAT],
     int8: [int16], int16: [int32], int32: [int64], int64: [WEAK_FLOAT],
-    WEAK_FLOAT: [bfloat16, float16],
-    bfloat16: [float32], float16: [float32], float32: [float64], float64: [],
+    WEAK_FLOAT: [bfloat16, float16, WEAK_COMPLEX],
+    bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
+    WEAK_COMPLEX: [complex64], complex64: [complex128], complex128: [],
 }
 
 
@@ -169,6 +202,8 @@ def _node(dt: np.dtype, weak: builtins.bool):
             return WEAK_INT
         if dt in FLOATING:
             return WEAK_FLOAT
+        if dt in COMPLEX:
+            return WEAK_COMPLEX
     return dt
 
 
@@ -190,6 +225,8 @@ def promote_types_weak(*typed: tuple[np.dtype, builtins.bool]) -> tuple[np.dtype
         return default_int_dtype(), True
     if j == WEAK_FLOAT:
         return default_float_dtype(), True
+    if j == WEAK_COMPLEX:
+        return default_complex_dtype(), True
     return canonicalize_dtype(j), False
 
 
@@ -200,7 +237,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
 
 def is_weakly_typed(x: Any) -> builtins.bool:
     """Python scalars are weak; arrays carry their own flag."""
-    if type(x) in (builtins.int, builtins.float):
+    if type(x) in (builtins.int, builtins.float, builtins.complex):
         return True
     aval = getattr(x, "aval", None)
     return bool(aval is not None and aval.weak_type)
@@ -218,8 +255,8 @@ def value_dtype_and_weak(x: Any) -> tuple[np.dtype, builtins.bool]:
         return default_int_dtype(), True
     if t is builtins.float:
         return default_float_dtype(), True
-    if isinstance(x, complex):
-        raise TypeError("ember does not support complex numbers yet")
+    if t is builtins.complex:
+        return default_complex_dtype(), True
     return canonicalize_dtype(dtype(x)), False
 
 
@@ -231,19 +268,22 @@ def result_type(*args: Any) -> np.dtype:
 def _result_type_weak(args) -> tuple[np.dtype, builtins.bool]:
     typed = []
     for a in args:
-        if isinstance(a, (np.dtype, str)) or (isinstance(a, type) and a not in (builtins.int, builtins.float)):
+        if isinstance(a, (np.dtype, str)) or (isinstance(a, type) and a not in (builtins.int, builtins.float,
+                                                                                 builtins.complex)):
             typed.append((dtype(a), False))
         elif a is builtins.int:
             typed.append((int32, True))
         elif a is builtins.float:
             typed.append((float32, True))
+        elif a is builtins.complex:
+            typed.append((complex64, True))
         else:
             typed.append(value_dtype_and_weak(a))
     return promote_types_weak(*typed)
 
 
 class finfo(ml_dtypes.finfo):
-    """``jnp.finfo`` (knows bfloat16)."""
+    """``jnp.finfo`` (knows bfloat16; a complex type's is its parts', as in NumPy and JAX)."""
 
 
 def iinfo(dt: Any) -> np.iinfo:
@@ -255,6 +295,10 @@ def convert_values(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == new_dtype:
         return x
+    if is_complex(x.dtype) and not is_complex(new_dtype):  # the real part (callers warn, as JAX)
+        if new_dtype == bool_:
+            return x != 0
+        x = x.real
     if is_floating(x.dtype) and is_integer(new_dtype):
         info = np.iinfo(new_dtype)
         wide = np.nan_to_num(x.astype(np.float64), nan=0.0)

@@ -199,7 +199,7 @@ class ShapeDtypeStruct:
                                               and not isinstance(x, (np.ndarray, np.generic))):
                 weak = bool(getattr(x, "weak_type", False))
                 a = ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), weak)
-            elif type(x) in (bool, int, float) or isinstance(x, (np.ndarray, np.generic)):
+            elif type(x) in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic)):
                 a = aval_of_value(x)
             else:
                 raise TypeError(f"Cannot interpret value of type {type(x)} as an abstract array; it does not have a "
@@ -235,7 +235,7 @@ def as_array(a: Any, dtype: Any = None) -> Array:
         return _array_from_sequence(a, dtype)
     if hasattr(a, "__jax_array__"):
         return as_array(a.__jax_array__(), dtype)
-    scalar = type(a) in (bool, int, float)
+    scalar = type(a) in (bool, int, float, complex)
     if scalar or isinstance(a, (np.ndarray, np.generic)) or hasattr(a, "__array__"):
         dt, weak = dtypes.value_dtype_and_weak(a) if not hasattr(a, "__array__") or isinstance(
             a, (np.ndarray, np.generic)) else (dtypes.canonicalize_dtype(np.asarray(a).dtype), False)
@@ -246,8 +246,8 @@ def as_array(a: Any, dtype: Any = None) -> Array:
         if value.dtype != target:
             value = dtypes.convert_values(value, target)
         return Array(np.array(value, dtype=target), ShapedArray(value.shape, target, weak and dtype is None))
-    if isinstance(a, complex):
-        raise TypeError("ember does not support complex numbers yet")
+    if isinstance(a, complex):  # a subclass of complex
+        return as_array(complex(a), dtype)
     if isinstance(a, (str, bytes)):
         raise _not_numeric(a)
     raise TypeError(f"cannot convert a value of type {type(a).__name__} to an ember array")

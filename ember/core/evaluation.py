@@ -30,7 +30,7 @@ def to_numpy(x: Any, a: ShapedArray) -> np.ndarray:
     value = getattr(x, "_value", None)
     if value is not None:
         return value
-    arr = np.array(x, dtype=a.dtype if type(x) in (bool, int, float) else None)
+    arr = np.array(x, dtype=a.dtype if type(x) in (bool, int, float, complex) else None)
     return arr if arr.dtype == a.dtype else dtypes.convert_values(arr, a.dtype)
 
 

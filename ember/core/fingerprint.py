@@ -19,7 +19,7 @@ import numpy as np
 
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
 
-_PLAIN = (bool, int, float, str, type(None), np.dtype, np.generic)
+_PLAIN = (bool, int, float, complex, str, type(None), np.dtype, np.generic)
 
 
 class Fingerprinter:

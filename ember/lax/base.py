@@ -25,7 +25,7 @@ def aval(x: Any) -> ShapedArray:
 
 
 def is_python_scalar(x: Any) -> bool:
-    return type(x) in (bool, int, float)
+    return type(x) in (bool, int, float, complex)
 
 
 def canonical_axes(axes: Any, ndim: int, name: str = "axis") -> tuple[int, ...]:
@@ -46,10 +46,11 @@ def canonical_axes(axes: Any, ndim: int, name: str = "axis") -> tuple[int, ...]:
 
 
 def check_dtype(name: str, dt: np.dtype, allowed: str) -> None:
-    """``allowed``: any of 'b' (bool), 'i' (int), 'u' (uint), 'f' (float)."""
-    kind = "b" if dt == dtypes.bool_ else "i" if dt in dtypes.SIGNED else "u" if dt in dtypes.UNSIGNED else "f"
+    """``allowed``: any of 'b' (bool), 'i' (int), 'u' (uint), 'f' (float), 'c' (complex)."""
+    kind = ("b" if dt == dtypes.bool_ else "i" if dt in dtypes.SIGNED else "u" if dt in dtypes.UNSIGNED
+            else "c" if dt in dtypes.COMPLEX else "f")
     if kind not in allowed:
-        names = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "floating"}
+        names = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "floating", "c": "complex"}
         want = " or ".join(names[k] for k in allowed)
         raise TypeError(f"{name} does not accept dtype {dt}; it needs {want} operands")
 

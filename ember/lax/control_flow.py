@@ -97,7 +97,7 @@ def _type_mismatch(head: str, a: tuple, b: tuple, fix: str) -> TypeError | None:
 
 # --- tracing the user's functions -------------------------------------------------------------
 def _leaf_aval(x: Any, where: str) -> ShapedArray:
-    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or hasattr(x, "_value"):
+    if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)) or hasattr(x, "_value"):
         return aval(x)
     raise TypeError(f"{where}: a value of type {type(x).__name__} is not an array. Control flow carries "
                     "arrays, Python scalars and pytrees (tuples, lists, dicts, None) of them; keep other "

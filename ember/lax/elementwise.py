@@ -21,7 +21,9 @@ from ember.lax.base import aval, check_dtype, is_python_scalar, primitive
 # Every elementwise primitive, for the fusion pass and generic rules.
 ELEMENTWISE: set[Primitive] = set()
 
-FLOAT, INT, NUM, INT_BOOL, ANY = "f", "iu", "iuf", "biu", "biuf"
+# Operand kinds: b bool, i signed, u unsigned, f floating, c complex (as ``base.check_dtype``).
+FLOAT, INT, NUM, INT_BOOL, ANY = "f", "iu", "iufc", "biu", "biufc"
+INEXACT, REAL, ORDERED = "fc", "iuf", "biuf"
 
 
 def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[int, ...]:
@@ -67,17 +69,52 @@ neg_p = _define("neg", NUM)
 sign_p = _define("sign", NUM)
 floor_p = _define("floor", FLOAT)
 ceil_p = _define("ceil", FLOAT)
-abs_p = _define("abs", NUM)
+
+
+def _to_real_rule(name: str, kinds: str) -> Any:
+    """``abs``, ``real`` and ``imag``: a complex operand gives its parts' type."""
+    def rule(x: ShapedArray) -> ShapedArray:
+        out = _elementwise_rule(x, name=name, kinds=kinds)
+        return ShapedArray(out.shape, dtypes.real_dtype(out.dtype), out.weak_type)
+    return rule
+
+
+def _define_with_rule(name: str, rule: Any) -> Primitive:
+    p = primitive(name, rule)
+    ELEMENTWISE.add(p)
+    return p
+
+
+abs_p = _define_with_rule("abs", _to_real_rule("abs", NUM))
+real_p = _define_with_rule("real", _to_real_rule("real", "c"))
+imag_p = _define_with_rule("imag", _to_real_rule("imag", "c"))
+
+
+def _conj_rule(x: ShapedArray, *, input_dtype: Any) -> ShapedArray:
+    out = _elementwise_rule(x, name="conj", kinds=INEXACT)
+    return ShapedArray(out.shape, dtypes.complex_dtype(out.dtype), out.weak_type)
+
+
+def _complex_rule(x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    out = _elementwise_rule(x, y, name="complex", kinds="f")
+    if out.dtype not in (dtypes.float32, dtypes.float64):
+        raise TypeError(f"complex needs float32 or float64 parts, got {out.dtype}")
+    return ShapedArray(out.shape, dtypes.complex_dtype(out.dtype), out.weak_type)
+
+
+conj_p = _define_with_rule("conj", _conj_rule)
+complex_p = _define_with_rule("complex", _complex_rule)
 not_p = _define("not", INT_BOOL)
 population_count_p = _define("population_count", INT)
 is_finite_p = _define("is_finite", FLOAT, out_dtype=dtypes.bool_)
 
-_FLOAT_UNARY = ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
-                "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt",
-                "cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma")
+# Functions of floating or complex operands (as in JAX), then those of real ones only.
+_INEXACT_UNARY = ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
+                  "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt")
+_FLOAT_UNARY = ("cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma")
 (exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p, acos_p,
- atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, erf_p, erfc_p,
- erf_inv_p, lgamma_p, digamma_p) = (_define(n, FLOAT) for n in _FLOAT_UNARY)
+ atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p) = (_define(n, INEXACT) for n in _INEXACT_UNARY)
+cbrt_p, erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p = (_define(n, FLOAT) for n in _FLOAT_UNARY)
 
 
 def _round_rule(x: ShapedArray, *, rounding_method: int) -> ShapedArray:
@@ -91,8 +128,8 @@ ELEMENTWISE.add(round_p)
 def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
     if not isinstance(y, int):
         raise TypeError(f"integer_pow needs a Python int exponent, got {y!r}")
-    if y < 0 and not dtypes.is_floating(x.dtype):
-        raise TypeError("integer_pow with a negative exponent needs a floating operand")
+    if y < 0 and not dtypes.is_inexact(x.dtype):
+        raise TypeError("integer_pow with a negative exponent needs a floating or complex operand")
     return _elementwise_rule(x, name="integer_pow", kinds=NUM)
 
 
@@ -104,8 +141,8 @@ add_p = _define("add", NUM)
 sub_p = _define("sub", NUM)
 mul_p = _define("mul", NUM)
 div_p = _define("div", NUM)
-rem_p = _define("rem", NUM)
-pow_p = _define("pow", FLOAT)
+rem_p = _define("rem", REAL)
+pow_p = _define("pow", INEXACT)
 max_p = _define("max", ANY)
 min_p = _define("min", ANY)
 atan2_p = _define("atan2", FLOAT)
@@ -118,10 +155,10 @@ shift_right_arithmetic_p = _define("shift_right_arithmetic", INT)
 shift_right_logical_p = _define("shift_right_logical", INT)
 eq_p = _define("eq", ANY, out_dtype=dtypes.bool_)
 ne_p = _define("ne", ANY, out_dtype=dtypes.bool_)
-lt_p = _define("lt", ANY, out_dtype=dtypes.bool_)
-le_p = _define("le", ANY, out_dtype=dtypes.bool_)
-gt_p = _define("gt", ANY, out_dtype=dtypes.bool_)
-ge_p = _define("ge", ANY, out_dtype=dtypes.bool_)
+lt_p = _define("lt", ORDERED, out_dtype=dtypes.bool_)
+le_p = _define("le", ORDERED, out_dtype=dtypes.bool_)
+gt_p = _define("gt", ORDERED, out_dtype=dtypes.bool_)
+ge_p = _define("ge", ORDERED, out_dtype=dtypes.bool_)
 
 
 # --- conversions, selection, clamp -----------------------------------------------------
@@ -161,7 +198,7 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     # A concrete value: fold now (also while tracing, so the IR sees a constant, not an equation).
     value = getattr(x, "_value", None)
     if value is None:
-        value = np.asarray(x, dtype=a.dtype if type(x) in (int, float, bool) else None)
+        value = np.asarray(x, dtype=a.dtype if type(x) in (int, float, complex, bool) else None)
     value = np.array(dtypes.convert_values(value, new_dtype), dtype=new_dtype)
     return Array(value, ShapedArray(value.shape, new_dtype, bool(weak_type)))
 
@@ -233,6 +270,7 @@ def _bind(p: Primitive):
 
 neg, sign, floor, ceil, abs, bitwise_not, population_count, is_finite = map(
     _bind, (neg_p, sign_p, floor_p, ceil_p, abs_p, not_p, population_count_p, is_finite_p))
+real, imag = map(_bind, (real_p, imag_p))
 (exp, exp2, log, log1p, expm1, tanh, logistic, sin, cos, tan, asin, acos, atan, sinh, cosh, asinh,
  acosh, atanh, sqrt, rsqrt, cbrt, erf, erfc, erf_inv, lgamma, digamma) = map(
     _bind, (exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p,
@@ -256,10 +294,20 @@ class RoundingMethod:
 
 
 def pow(x: Any, y: Any) -> Any:
-    """``x ** y`` elementwise for a floating ``x``; ``y`` is of ``x``'s dtype or an integer (as in JAX)."""
-    if not is_python_scalar(y) and dtypes.is_integer(aval(y).dtype) and dtypes.is_floating(aval(x).dtype):
+    """``x ** y`` elementwise for an inexact ``x``; ``y`` is of ``x``'s dtype or an integer (as in JAX)."""
+    if not is_python_scalar(y) and dtypes.is_integer(aval(y).dtype) and dtypes.is_inexact(aval(x).dtype):
         y = convert_element_type(y, aval(x).dtype, weak_type=aval(y).weak_type)
     return _pow_same_dtype(x, y)
+
+
+def conj(x: Any) -> Any:
+    """The complex conjugate; a real operand becomes complex (as ``lax.conj``)."""
+    return conj_p.bind(x, input_dtype=aval(x).dtype)
+
+
+def complex(x: Any, y: Any) -> Any:  # noqa: A001  (lax's name)
+    """``x + 1j * y`` from floating parts of one dtype."""
+    return complex_p.bind(*_scalars_like((x, y)))
 
 
 def round(x: Any, rounding_method: int = RoundingMethod.AWAY_FROM_ZERO) -> Any:

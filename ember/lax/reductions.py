@@ -26,7 +26,7 @@ __all__ = [
 REDUCTIONS: set[Primitive] = set()
 CUMULATIVE: set[Primitive] = set()
 
-_NUMBER, _ANY, _INT_BOOL, _FLOAT = "iuf", "biuf", "biu", "f"
+_NUMBER, _ANY, _INT_BOOL, _FLOAT = "iufc", "biufc", "biu", "f"
 
 
 def static_axis(axis: Any, ndim: int, name: str = "axis") -> int:

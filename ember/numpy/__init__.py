@@ -31,6 +31,8 @@ from ember.numpy.creation import (  # noqa: F401
 from ember.numpy.scalar_types import (  # noqa: F401
     bfloat16,
     bool_,
+    complex64,
+    complex128,
     float16,
     float32,
     float64,
@@ -49,6 +51,7 @@ from ember.numpy.ufuncs import (  # noqa: F401
     acos,
     acosh,
     add,
+    angle,
     arccos,
     arccosh,
     arcsin,
@@ -95,12 +98,15 @@ from ember.numpy.ufuncs import (  # noqa: F401
     greater_equal,
     heaviside,
     hypot,
+    imag,
     invert,
+    iscomplex,
     isfinite,
     isinf,
     isnan,
     isneginf,
     isposinf,
+    isreal,
     left_shift,
     less,
     less_equal,
@@ -163,6 +169,7 @@ complexfloating, character, flexible = _np.complexfloating, _np.character, _np.f
 float8_e4m3fn, float8_e5m2 = _ml_dtypes.float8_e4m3fn, _ml_dtypes.float8_e5m2
 float8_e4m3fnuz, float8_e5m2fnuz = _ml_dtypes.float8_e4m3fnuz, _ml_dtypes.float8_e5m2fnuz
 dtype = _np.dtype
+complex_ = complex128  # (NumPy's name; canonicalized to complex64 with x64 off)
 
 
 def isdtype(dtype, kind):

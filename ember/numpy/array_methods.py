@@ -11,7 +11,7 @@ from ember import dtypes, lax
 from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval
-from ember.numpy import creation, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
+from ember.numpy import index_functions, linalg, reductions, shape_ops, sorting, ufuncs
 from ember.numpy.core import ensure_array, result_type_weak
 from ember.numpy.indexing import _filled, _scatter_update, _take, getitem
 
@@ -39,7 +39,8 @@ def _binary(fn: Callable, reflected: bool = False, dunder: str = "") -> Callable
 
 def _is_operand(x: Any) -> bool:
     """What operators take, as JAX: arrays and scalars. A list or tuple is not one (use jnp.asarray)."""
-    return isinstance(x, (Array, Tracer, int, float, bool, np.ndarray, np.generic)) or hasattr(x, "__jax_array__")
+    return isinstance(x, (Array, Tracer, int, float, complex, bool, np.ndarray, np.generic)) or hasattr(
+        x, "__jax_array__")
 
 
 def _method(name: str, fn: Callable) -> Callable:
@@ -87,7 +88,7 @@ def _index_source(index: Any) -> str:
 def _setitem(self: Any, index: Any, value: Any) -> None:
     """``x[idx] = y`` is refused, as in JAX: arrays are immutable; the message shows the ``.at`` form."""
     idx = _index_source(index)
-    y = repr(value) if type(value) in (int, float, bool) else "y"
+    y = repr(value) if type(value) in (int, float, complex, bool) else "y"
     raise TypeError(f"ember arrays are immutable and do not support in-place item assignment. Instead of "
                     f"x[{idx}] = {y}, use x = x.at[{idx}].set({y}) or another .at[] method (add, subtract, multiply, "
                     f"divide, power, min, max, apply), which return the updated copy.")
@@ -225,8 +226,8 @@ def attach(cls: type) -> None:
     cls.at = property(IndexUpdateHelper)
     cls.T = property(lambda self: shape_ops.transpose(self))
     cls.mT = property(lambda self: shape_ops.swapaxes(self, -1, -2))
-    cls.real = property(lambda self: self)
-    cls.imag = property(lambda self: creation.zeros_like(self))
+    cls.real = property(ufuncs.real)
+    cls.imag = property(ufuncs.imag)
     cls.view = lambda self, dtype=None: self if dtype is None else shape_ops.view(self, dtype)
     cls.__hash__ = None
 

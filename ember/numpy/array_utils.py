@@ -61,7 +61,8 @@ def isscalar(element: Any) -> bool:
         element = element.__jax_array__()
     if is_array(element):
         return element.ndim == 0
-    return isinstance(element, (bool, int, float)) or np.isscalar(element) and not isinstance(element, (str, bytes))
+    return isinstance(element, (bool, int, float, complex)) or np.isscalar(element) and not isinstance(
+        element, (str, bytes))
 
 
 def iscomplexobj(x: Any) -> bool:

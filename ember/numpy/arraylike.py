@@ -87,7 +87,7 @@ LINALG_ARRAYLIKE_ARGS: dict[str, str] = {
 }
 
 _SCALARS = (bool, int, float, complex)
-_FAST = {Array, bool, int, float, np.ndarray}
+_FAST = {Array, bool, int, float, complex, np.ndarray}
 
 
 def is_arraylike(x: Any) -> bool:

@@ -50,3 +50,4 @@ uint8, uint16, uint32, uint64 = (_scalar_type(n, d) for n, d in zip(
     ("uint8", "uint16", "uint32", "uint64"), dtypes.UNSIGNED))
 bfloat16, float16, float32, float64 = (_scalar_type(n, d) for n, d in zip(
     ("bfloat16", "float16", "float32", "float64"), dtypes.FLOATING))
+complex64, complex128 = (_scalar_type(n, d) for n, d in zip(("complex64", "complex128"), dtypes.COMPLEX))

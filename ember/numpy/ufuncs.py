@@ -415,14 +415,45 @@ def heaviside(x1: Any, x2: Any, /) -> Any:
 
 
 def conjugate(x: Any, /) -> Any:
-    return ensure_array(x)
+    """The complex conjugate; real values are returned as they are (as NumPy and JAX)."""
+    x = ensure_array(x)
+    return lax.conj(x) if dtypes.is_complex(aval(x).dtype) else x
 
 
 conj = conjugate
 
 
 def real(x: Any, /) -> Any:
-    return ensure_array(x)
+    x = ensure_array(x)
+    return lax.real(x) if dtypes.is_complex(aval(x).dtype) else x
+
+
+def imag(x: Any, /) -> Any:
+    """The imaginary part; zeros of the value's type for real values."""
+    x = ensure_array(x)
+    return lax.imag(x) if dtypes.is_complex(aval(x).dtype) else full(aval(x).shape, 0, aval(x).dtype)
+
+
+def angle(z: Any, deg: bool = False) -> Any:
+    """The argument of complex values (radians, or degrees with ``deg``), as ``atan2(imag, real)``."""
+    z = ensure_array(z)
+    if dtypes.is_complex(aval(z).dtype):
+        re, im = lax.real(z), lax.imag(z)
+    else:
+        (re,) = promote_dtypes_inexact(z)
+        im = full(aval(re).shape, 0, aval(re).dtype)
+    out = lax.atan2(im, re)
+    return lax.mul(out, 180 / np.pi) if deg else out
+
+
+def iscomplex(x: Any) -> Any:
+    """Elementwise: a non-zero imaginary part."""
+    return lax.ne(imag(x), 0)
+
+
+def isreal(x: Any) -> Any:
+    """Elementwise: a zero imaginary part (every element of a real array)."""
+    return lax.eq(imag(x), 0)
 
 
 def fabs(x: Any, /) -> Any:

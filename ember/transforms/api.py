@@ -76,7 +76,7 @@ def _is_array_like(x: Any) -> bool:
 
 
 def _array_leaf(x: Any, where: str) -> Any:
-    if _is_array_like(x) or isinstance(x, (bool, int, float)):
+    if _is_array_like(x) or isinstance(x, (bool, int, float, complex)):
         return ensure_array(x)
     raise TypeError(f"{where}: a value of type {type(x).__name__} is not an array. Differentiated functions "
                     "take and return arrays, Python scalars and pytrees (tuples, lists, dicts) of them.")

@@ -69,6 +69,8 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
     p = eqn.primitive
     if not jit.float16_supported() and any(a.aval.dtype == dtypes.float16 for a in eqn.invars + eqn.outvars):
         return False
+    if any(a.aval.dtype in dtypes.COMPLEX for a in eqn.invars + eqn.outvars):
+        return False  # (complex values run on the reference rules)
     if p is dot_general_p:
         if _multiply_adds(eqn) <= SMALL_DOT or not dot.blocked_pays(eqn):
             return True

@@ -106,7 +106,7 @@ def _round_away(x: np.ndarray) -> np.ndarray:
 def _int_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """C-style division (round toward zero); x / 0 gives -1 (all bits set) and MIN / -1 gives MIN,
     as XLA on CPU. (NumPy's floor division, corrected: no detour through abs, which overflows.)"""
-    if dtypes.is_floating(x.dtype):
+    if dtypes.is_inexact(x.dtype):
         with np.errstate(all="ignore"):
             return _float_math(np.true_divide)(x, y)
     safe_y = np.where(y == 0, 1, y).astype(x.dtype)
@@ -154,13 +154,15 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _integer_pow(x: np.ndarray, *, y: int) -> np.ndarray:
     with np.errstate(all="ignore"):
-        if dtypes.is_floating(x.dtype):
+        if dtypes.is_inexact(x.dtype):
             return _float_math(
                 lambda v: np.power(v, v.dtype.type(y)) if y >= 0 else 1 / np.power(v, v.dtype.type(-y)))(x)
         return np.power(x, np.asarray(y, dtype=x.dtype)) if y != 0 else np.ones_like(x)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
+    if dtypes.is_complex(x.dtype):
+        return 1 / (1 + np.exp(-x))
     return np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
 
 
@@ -223,6 +225,10 @@ impl_rules.update({
     ew.ceil_p: np.ceil,
     ew.round_p: lambda x, *, rounding_method: np.round(x) if rounding_method == 1 else _float_math(_round_away)(x),
     ew.abs_p: _abs,
+    ew.real_p: lambda x: np.real(x).copy(),
+    ew.imag_p: lambda x: np.imag(x).copy(),
+    ew.conj_p: lambda x, *, input_dtype: np.conj(x.astype(dtypes.complex_dtype(x.dtype))),
+    ew.complex_p: lambda x, y: _complex(x, y),
     ew.not_p: lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x),
     ew.population_count_p: _population_count,
     ew.is_finite_p: np.isfinite,
@@ -281,6 +287,12 @@ impl_rules.update({
     ew.clamp_p: lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
     stop_gradient_p: lambda x: x,
 })
+
+
+def _complex(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    out = np.empty(np.broadcast_shapes(np.shape(x), np.shape(y)), dtypes.complex_dtype(x.dtype))
+    out.real, out.imag = x, y
+    return out
 
 
 def _bitcast(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ember import lax
+from ember import dtypes, lax
 from ember.lax import elementwise as ew
 from ember.lax.base import aval
 from ember.transforms.jvp import defjvp, deflinear, defzero, jvp_rules
@@ -32,7 +32,14 @@ defzero(ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, ew.is_finite_p, ew.not_p, 
         ew.bitcast_convert_type_p)
 
 # --- unary math: g * f'(x) ----------------------------------------------------------
-defjvp(ew.abs_p, lambda g, ans, x: lax.select(lax.ge(x, const(x, 0.0)), g, lax.neg(g)))  # 1 at 0, as JAX
+def _abs_partial(g: Any, ans: Any, x: Any) -> Any:
+    if dtypes.is_complex(aval(x).dtype):  # d|x| = re(conj(x) dx) / |x|, taken as re(dx) at 0 (as JAX)
+        magnitude = lax.convert_element_type(ans, aval(x).dtype)
+        return lax.real(lax.mul(g, lax.div(lax.conj(x), _replace_zero(magnitude))))
+    return lax.select(lax.ge(x, const(x, 0.0)), g, lax.neg(g))  # 1 at 0, as JAX
+
+
+defjvp(ew.abs_p, _abs_partial)
 defjvp(ew.exp_p, lambda g, ans, x: lax.mul(g, ans))
 defjvp(ew.exp2_p, lambda g, ans, x: lax.mul(g, lax.mul(ans, const(x, math.log(2.0)))))
 defjvp(ew.log_p, lambda g, ans, x: lax.div(g, x))
@@ -192,6 +199,10 @@ def _select_n_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 jvp_rules[ew.select_n_p] = _select_n_jvp
 deflinear(ew.neg_p)
+deflinear(ew.real_p)
+deflinear(ew.imag_p)
+deflinear(ew.conj_p)
+deflinear(ew.complex_p)
 
 
 # --- transposes of the linear primitives -----------------------------------------------------
@@ -242,7 +253,17 @@ def _select_n_transpose(ct: Any, which: Any, *cases: Any) -> list:
     return out
 
 
+def _conj_transpose(ct: Any, x: Any, *, input_dtype: Any) -> list:
+    return [lax.conj(ct) if dtypes.is_complex(input_dtype) else lax.real(ct)]
+
+
+# The transposes of the complex parts are not conjugating: cotangents of complex values are
+# transposes, as JAX's (``grad`` of a real function of ``z`` is the conjugate of df/dz * 2).
 transpose_rules.update({
+    ew.real_p: lambda ct, x: [lax.complex(ct, zeros(aval(ct)))],
+    ew.imag_p: lambda ct, x: [lax.complex(zeros(aval(ct)), lax.neg(ct))],
+    ew.complex_p: lambda ct, x, y: [lax.real(ct), lax.imag(lax.neg(ct))],
+    ew.conj_p: _conj_transpose,
     ew.neg_p: lambda ct, x: [lax.neg(ct)],
     ew.add_p: _add_transpose,
     ew.sub_p: _sub_transpose,
