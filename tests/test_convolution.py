@@ -320,3 +320,57 @@ def test_shape_tuples_give_the_result_shapes():
     pads = [(0, 0), (0, 1), (0, 1), (0, 0)]
     pooled = lax.reduce_window(np.zeros((4, 9, 9, 2), np.float32), 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), pads)
     assert lax.reduce_window_shape_tuple((4, 9, 9, 2), (1, 2, 2, 1), (1, 2, 2, 1), pads) == pooled.shape == (4, 5, 5, 2)
+
+
+# --- conv_transpose ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(1, 2), (0, 1)]])
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2), (3, 2)])
+@pytest.mark.parametrize("transpose_kernel", [False, True])
+def test_conv_transpose_matches_jax(padding, strides, transpose_kernel):
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 6, 3), dtype=np.float32)
+    w = rng.standard_normal((3, 2, 4, 3) if transpose_kernel else (3, 2, 3, 4), dtype=np.float32)
+
+    def f(lax_, x, w):
+        return lax_.conv_transpose(x, w, strides, padding, transpose_kernel=transpose_kernel)
+
+    want = f(jax.lax, x, w)
+    assert_allclose(ember.jit(lambda x, w: f(lax, x, w))(x, w), want, rtol=1e-4, atol=1e-4)
+    assert_allclose(f(lax, x, w), want, rtol=1e-4, atol=1e-4)
+    numbers = ("NHWC", "HWIO", "NHWC")
+    assert lax.conv_transpose_shape_tuple(x.shape, w.shape, strides, padding, numbers) == \
+        jax.lax.conv_transpose_shape_tuple(x.shape, w.shape, strides, padding, numbers)
+
+
+def test_conv_transpose_with_transposed_kernel_is_the_gradient_of_a_strided_conv():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 3, 8, 8), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    numbers = ("NCHW", "OIHW", "NCHW")
+    y, pullback = ember.vjp(lambda x: lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=numbers), x)
+    ct = jnp.asarray(rng.standard_normal(y.shape, dtype=np.float32))
+    via_transpose = lax.conv_transpose(ct, w, (2, 2), "SAME", dimension_numbers=numbers, transpose_kernel=True)
+    assert_allclose(via_transpose, pullback(ct)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="padding must be 'SAME' or 'VALID'"):
+        lax.conv_transpose(ct, w, (2, 2), "FULL", dimension_numbers=numbers)
+
+
+def test_stax_conv_transpose_layers_give_jax_parameters_and_outputs():
+    jax = pytest.importorskip("jax")
+    from jax.example_libraries import stax as jax_stax
+
+    from ember import random
+    from ember.example_libraries import stax
+    x = np.random.default_rng(2).standard_normal((2, 7, 7, 3), dtype=np.float32)
+    for layer, jax_layer, shape in [(stax.ConvTranspose, jax_stax.ConvTranspose, (2, 7, 7, 3)),
+                                    (stax.Conv1DTranspose, jax_stax.Conv1DTranspose, (2, 7, 3))]:
+        init, apply = layer(5, (3,) * (len(shape) - 2), strides=(2,) * (len(shape) - 2), padding="SAME")
+        jax_init, jax_apply = jax_layer(5, (3,) * (len(shape) - 2), strides=(2,) * (len(shape) - 2), padding="SAME")
+        out_shape, params = init(random.PRNGKey(0), shape)
+        jax_shape, jax_params = jax_init(jax.random.PRNGKey(0), shape)
+        assert tuple(out_shape) == tuple(jax_shape)
+        for p, q in zip(params, jax_params):
+            assert_allclose(p, q, rtol=1e-6)
+        inputs = x.reshape(shape) if len(shape) == 4 else x[:, :, 0, :]
+        assert_allclose(apply(params, inputs), jax_apply(jax_params, inputs), rtol=1e-4, atol=1e-5)

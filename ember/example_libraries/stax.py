@@ -31,32 +31,51 @@ def Dense(out_dim: int, W_init: Callable = glorot_normal(), b_init: Callable = n
     return init_fun, apply_fun
 
 
-def GeneralConv(dimension_numbers: tuple[str, str, str], out_chan: int, filter_shape: Sequence[int],
-                strides: Sequence[int] | None = None, padding: Any = "VALID", W_init: Callable | None = None,
-                b_init: Callable = normal(1e-6)) -> Layer:  # noqa: B008
-    """A convolution in the layout ``dimension_numbers`` (e.g. ``("NHWC", "HWIO", "NHWC")``), plus a bias."""
+def _general_conv(shape_tuple: Callable, conv: Callable, dimension_numbers: tuple[str, str, str], out_chan: int,
+                  filter_shape: Sequence[int], strides: Sequence[int] | None, padding: Any, W_init: Callable | None,
+                  b_init: Callable) -> Layer:
     lhs_spec, rhs_spec, out_spec = dimension_numbers
-    unit = (1,) * len(filter_shape)
-    strides = tuple(strides or unit)
+    strides = tuple(strides or (1,) * len(filter_shape))
     W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
 
     def init_fun(rng: Any, input_shape: tuple) -> tuple:
         window = iter(filter_shape)
         kernel_shape = tuple(out_chan if c == "O" else input_shape[lhs_spec.index("C")] if c == "I" else next(window)
                              for c in rhs_spec)
-        output_shape = lax.conv_general_shape_tuple(input_shape, kernel_shape, strides, padding, dimension_numbers)
+        output_shape = shape_tuple(input_shape, kernel_shape, strides, padding, dimension_numbers)
         bias_shape = tuple(out_chan if c == "C" else 1 for c in out_spec)
         w_key, b_key = random.split(rng)
         return output_shape, (W_init(w_key, kernel_shape), b_init(b_key, bias_shape))
 
     def apply_fun(params: Any, inputs: Any, **kwargs: Any) -> Any:
         w, b = params
-        return lax.conv_general_dilated(inputs, w, strides, padding, unit, unit,
-                                        dimension_numbers=dimension_numbers) + b
+        return conv(inputs, w, strides, padding, dimension_numbers) + b
     return init_fun, apply_fun
 
 
+def GeneralConv(dimension_numbers: tuple[str, str, str], out_chan: int, filter_shape: Sequence[int],
+                strides: Sequence[int] | None = None, padding: Any = "VALID", W_init: Callable | None = None,
+                b_init: Callable = normal(1e-6)) -> Layer:  # noqa: B008
+    """A convolution in the layout ``dimension_numbers`` (e.g. ``("NHWC", "HWIO", "NHWC")``), plus a bias."""
+    def conv(inputs: Any, w: Any, strides: tuple, padding: Any, numbers: tuple) -> Any:
+        return lax.conv_general_dilated(inputs, w, strides, padding, dimension_numbers=numbers)
+    return _general_conv(lax.conv_general_shape_tuple, conv, dimension_numbers, out_chan, filter_shape, strides,
+                         padding, W_init, b_init)
+
+
+def GeneralConvTranspose(dimension_numbers: tuple[str, str, str], out_chan: int, filter_shape: Sequence[int],
+                         strides: Sequence[int] | None = None, padding: Any = "VALID", W_init: Callable | None = None,
+                         b_init: Callable = normal(1e-6)) -> Layer:  # noqa: B008
+    """A transposed convolution (``lax.conv_transpose``) in the layout ``dimension_numbers``, plus a bias."""
+    def conv(inputs: Any, w: Any, strides: tuple, padding: Any, numbers: tuple) -> Any:
+        return lax.conv_transpose(inputs, w, strides, padding, dimension_numbers=numbers)
+    return _general_conv(lax.conv_transpose_shape_tuple, conv, dimension_numbers, out_chan, filter_shape, strides,
+                         padding, W_init, b_init)
+
+
 Conv = functools.partial(GeneralConv, ("NHWC", "HWIO", "NHWC"))
+Conv1DTranspose = functools.partial(GeneralConvTranspose, ("NHC", "HIO", "NHC"))
+ConvTranspose = functools.partial(GeneralConvTranspose, ("NHWC", "HWIO", "NHWC"))
 
 
 def BatchNorm(axis: Any = (0, 1, 2), epsilon: float = 1e-5, center: bool = True, scale: bool = True,
@@ -238,7 +257,7 @@ def shape_dependent(make_layer: Callable[[Any], Layer]) -> Layer:
     return init_fun, apply_fun
 
 
-__all__ = ["AvgPool", "BatchNorm", "Conv", "Dense", "Dropout", "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut",
-           "Flatten", "Gelu", "GeneralConv", "Identity", "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu",
-           "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh", "elementwise", "parallel", "serial",
-           "shape_dependent"]
+__all__ = ["AvgPool", "BatchNorm", "Conv", "Conv1DTranspose", "ConvTranspose", "Dense", "Dropout", "Elu", "Exp",
+           "FanInConcat", "FanInSum", "FanOut", "Flatten", "Gelu", "GeneralConv", "GeneralConvTranspose", "Identity",
+           "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh",
+           "elementwise", "parallel", "serial", "shape_dependent"]

@@ -19,9 +19,11 @@ from ember.errors import TracerArrayConversionError
 from ember.lax import elementwise
 from ember.lax.base import aval, check_dtype, primitive, shape_tuple
 from ember.lax.dot import _precision_param
+from ember.lax.shapes import rev, transpose
 
 __all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
-           "conv_general_dilated_p", "conv_general_shape_tuple", "conv_with_general_padding", "padtype_to_pads",
+           "conv_general_dilated_p", "conv_general_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple",
+           "conv_with_general_padding", "padtype_to_pads",
            "reduce_window", "reduce_window_max_p", "reduce_window_min_p", "reduce_window_shape_tuple",
            "reduce_window_sum_p", "sliding_windows_p"]
 
@@ -225,6 +227,84 @@ def conv_with_general_padding(lhs: Any, rhs: Any, window_strides: Sequence[int],
     """Convolution in the NCHW / OIHW layout with dilations."""
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+# --- conv_transpose: the gradient of a strided convolution, as a layer ----------------------------------
+def _default_transpose_numbers(rank: int) -> tuple[str, str, str]:
+    """TensorFlow's layout, JAX's default for ``conv_transpose``: NHWC inputs, HWIO kernels."""
+    if rank < 3:
+        raise TypeError(f"conv_transpose needs operands of rank 3 or more, got rank {rank}")
+    spatial = "HWDXYZ"[:rank - 2] if rank <= 8 else None
+    if spatial is None:
+        raise TypeError(f"conv_transpose supports up to 6 spatial dimensions, got {rank - 2}")
+    return "N" + spatial + "C", spatial + "IO", "N" + spatial + "C"
+
+
+def _transpose_padding(kernel: int, stride: int, padding: str) -> tuple[int, int]:
+    """The (low, high) padding of the stride-dilated input that makes ``conv_transpose`` with
+    'SAME' give ``size * stride`` outputs and with 'VALID' ``(size - 1) * stride + kernel``
+    (the shapes of the convolution it transposes, as JAX and TensorFlow define them)."""
+    kind = padding.upper()
+    if kind == "SAME":
+        total = kernel + stride - 2
+        low = kernel - 1 if stride > kernel - 1 else -(-total // 2)
+    elif kind == "VALID":
+        total = kernel + stride - 2 + max(kernel - stride, 0)
+        low = kernel - 1
+    else:
+        raise ValueError(f"conv_transpose: padding must be 'SAME' or 'VALID' (or explicit (low, high) pairs), "
+                         f"got {padding!r}")
+    return low, total - low
+
+
+def _transpose_pads(kernel: Sequence[int], strides: Sequence[int], rhs_dilation: Sequence[int],
+                    padding: Any) -> tuple[tuple[int, int], ...]:
+    if isinstance(padding, str):
+        return tuple(_transpose_padding(dilate_dim(k, r), s, padding)
+                     for k, s, r in zip(kernel, strides, rhs_dilation))
+    return _explicit_padding(padding, "conv_transpose")
+
+
+def conv_transpose(lhs: Any, rhs: Any, strides: Sequence[int], padding: Any,
+                   rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                   transpose_kernel: bool = False, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """A transposed ("deconvolution") convolution, as ``jax.lax.conv_transpose``: the input is
+    dilated by ``strides`` and convolved with stride 1. ``transpose_kernel`` flips the kernel's
+    spatial dimensions and swaps its feature dimensions, which makes this the exact gradient of
+    ``conv_general_dilated`` with these strides. Default layout: NHWC / HWIO."""
+    lhs_shape, rhs_shape = aval(lhs).shape, aval(rhs).shape
+    if dimension_numbers is None:
+        dimension_numbers = _default_transpose_numbers(len(lhs_shape))
+    numbers = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    n = len(lhs_shape) - 2
+    strides = shape_tuple(strides, "strides")
+    if len(strides) != n:
+        raise TypeError(f"conv_transpose: strides {strides} must have {n} entries (one per spatial dimension)")
+    rhs_dilation = _int_tuple(rhs_dilation, n, "rhs_dilation")
+    kernel = [rhs_shape[d] for d in numbers.rhs_spec[2:]]
+    pads = _transpose_pads(kernel, strides, rhs_dilation, padding)
+    if transpose_kernel:
+        rhs = rev(rhs, numbers.rhs_spec[2:])
+        perm = list(range(len(rhs_shape)))
+        perm[numbers.rhs_spec[0]], perm[numbers.rhs_spec[1]] = perm[numbers.rhs_spec[1]], perm[numbers.rhs_spec[0]]
+        rhs = transpose(rhs, perm)
+    return conv_general_dilated(lhs, rhs, (1,) * n, pads, lhs_dilation=strides, rhs_dilation=rhs_dilation,
+                                dimension_numbers=numbers, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
+                               padding: Any, dimension_numbers: Any) -> tuple[int, ...]:
+    """The shape of ``conv_transpose``'s result for operands of these shapes (no kernel dilation)."""
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    kernel = [rhs_shape[d] for d in rhs_spec[2:]]
+    pads = _transpose_pads(kernel, window_strides, (1,) * len(kernel), padding)
+    out = [0] * len(lhs_shape)
+    out[out_spec[0]], out[out_spec[1]] = lhs_shape[lhs_spec[0]], rhs_shape[rhs_spec[0]]
+    for d, size, window, stride, (lo, hi) in zip(out_spec[2:], [lhs_shape[d] for d in lhs_spec[2:]], kernel,
+                                                 window_strides, pads):
+        out[d] = _window_output_size(size, window, 1, (lo, hi), stride, 1)
+    return tuple(out)
 
 
 # --- reduce_window -----------------------------------------------------------------------------------------
