@@ -40,7 +40,7 @@ from ember.runtime.cache import (
     logger,
 )
 from ember.runtime.executable import DECLINED
-from ember.runtime.stages import Lowered
+from ember.runtime.stages import Lowered, Traced
 
 
 # --- static and donated arguments -----------------------------------------------------------
@@ -323,7 +323,7 @@ class JitFunction:
             self._traced = True
             _note_new_wrapper(self.fun)
         start = time.perf_counter()
-        closed, out_tree = self.trace(avals, in_tree, statics, arg_names, python_values)
+        closed, out_tree = self.trace_program(avals, in_tree, statics, arg_names, python_values)
         if config.log_compiles:
             logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
                            (time.perf_counter() - start) * 1e3)
@@ -344,8 +344,10 @@ class JitFunction:
             "Set ember.config.update('explain_cache_misses', True) to see every miss.",
             RuntimeWarning, stacklevel=4)
 
-    def trace(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
-              arg_names: Sequence[str], python_values: Sequence[bool] | None = None) -> tuple[ClosedJaxpr, Any]:
+    def trace_program(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
+                      arg_names: Sequence[str], python_values: Sequence[bool] | None = None
+                      ) -> tuple[ClosedJaxpr, Any]:
+        """The program of ``fun`` for these flat abstract arguments, and its output tree."""
         self._cache.traces += 1
         out_tree_box = []
         in_tree = tree_util.sorted_treedef(in_tree)  # (the function sees dicts in sorted key order, as in JAX)
@@ -366,14 +368,19 @@ class JitFunction:
             check_jaxpr(closed)
         return closed, out_tree_box[0]
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """Trace for these arguments without running: ``f.lower(x).compile()(x)`` (ahead of time)."""
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        """Trace for these arguments (arrays, or ShapeDtypeStructs) without compiling or running,
+        as ``jax.jit(f).trace``: the result has ``.jaxpr``, ``.out_info`` and ``.lower()``."""
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, self.fun) for x in leaves]
-        closed, out_tree = self.trace(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
-                                      _python_values(leaves))
-        return Lowered(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
+        closed, out_tree = self.trace_program(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
+                                              _python_values(leaves))
+        return Traced(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace for these arguments without running: ``f.lower(x).compile()(x)`` (ahead of time)."""
+        return self.trace(*args, **kwargs).lower()
 
     # --- introspection --------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
@@ -531,8 +538,8 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
         dyn_args, dyn_kwargs, statics = probe._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, fun) for x in leaves]
-        closed, out_tree = probe.trace(avals, in_tree, statics, probe._sig.arg_names(args, kwargs),
-                                       _python_values(leaves))
+        closed, out_tree = probe.trace_program(avals, in_tree, statics, probe._sig.arg_names(args, kwargs),
+                                               _python_values(leaves))
         if return_shape:
             shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
             return closed, tree_util.tree_unflatten(out_tree, shapes)

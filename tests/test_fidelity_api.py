@@ -303,3 +303,20 @@ def test_operators_refuse_lists_and_tuples(api):
     _raises(TypeError, lambda: x < [1.0, 2.0, 3.0], "'<' not supported between instances of")
     assert (x == None) is False  # noqa: E711  (Python's fallback, as in JAX)
     assert (x + np.ones(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_jit_trace_gives_a_traced_stage(api):
+    def f(x, scale=2.0):
+        return {"y": api.jnp.sin(x) * scale}
+
+    jitted = api.top.jit(f)
+    traced = jitted.trace(np.ones(3, np.float32), scale=3.0)
+    assert [str(v.aval) for v in traced.jaxpr.jaxpr.invars][0].startswith(("f32[3]", "float32[3]"))
+    assert "sin" in str(traced.jaxpr)
+    out = traced.out_info["y"]
+    assert (out.shape, out.dtype) == ((3,), np.float32)
+    compiled = traced.lower().compile()
+    np.testing.assert_allclose(np.asarray(compiled(np.ones(3, np.float32), scale=3.0)["y"]), np.sin(1.0) * 3,
+                               rtol=1e-6)
+    shaped = jitted.trace(api.top.ShapeDtypeStruct((2,), np.float32))  # abstract arguments trace too
+    assert shaped.out_info["y"].shape == (2,)

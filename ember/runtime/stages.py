@@ -1,8 +1,9 @@
-"""Ahead-of-time stages, as JAX's: ``jit(f).lower(*args)`` -> ``Lowered`` -> ``.compile()`` -> ``Compiled``.
+"""Ahead-of-time stages, as JAX's: ``jit(f).trace(*args)`` -> ``Traced`` -> ``.lower()`` -> ``Lowered``
+-> ``.compile()`` -> ``Compiled`` (``jit(f).lower(*args)`` takes the first two steps at once).
 
-``Lowered`` holds the traced program for one signature and shows the
-optimized IR (``as_text()``); ``Compiled`` runs like ``f`` on arguments of
-that signature and reports a static cost model (``cost_analysis()``).
+``Traced`` holds the program as traced (``.jaxpr``) and its output types; ``Lowered`` shows the
+optimized IR (``as_text()``); ``Compiled`` runs like ``f`` on arguments of that signature and
+reports a static cost model (``cost_analysis()``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,39 @@ from ember.core.avals import aval_of_value
 from ember.core.ir import ClosedJaxpr
 from ember.runtime.cache import warn_unusable_donations
 from ember.runtime.executable import compile_jaxpr
+
+
+class Traced:
+    """A jitted function traced for one signature (``jit(f).trace(*args)``), not yet lowered."""
+
+    def __init__(self, jitted: Any, closed: ClosedJaxpr, in_tree: Any, out_tree: Any, statics: tuple,
+                 donated: frozenset[int] = frozenset()) -> None:
+        self._jitted = jitted
+        self._parts = (closed, in_tree, out_tree, statics, donated)
+        self.jaxpr = closed
+        self.fun_name = getattr(jitted, "__name__", "fun")
+
+    @property
+    def in_avals(self) -> list:
+        return self.jaxpr.in_avals
+
+    @property
+    def args_info(self) -> Any:
+        """The arguments' types, in the structure of ``(args, kwargs)``."""
+        return tree_util.tree_unflatten(self._parts[1], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                                         for a in self.jaxpr.in_avals])
+
+    @property
+    def out_info(self) -> Any:
+        return _out_info(self.jaxpr, self._parts[2])
+
+    def lower(self) -> "Lowered":
+        return Lowered(self._jitted, *self._parts)
+
+
+def _out_info(closed: ClosedJaxpr, out_tree: Any) -> Any:
+    return tree_util.tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                               for a in closed.out_avals])
 
 
 class Lowered:
@@ -34,8 +68,7 @@ class Lowered:
 
     @property
     def out_info(self) -> Any:
-        return tree_util.tree_unflatten(self._out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
-                                                         for a in self._closed.out_avals])
+        return _out_info(self._closed, self._out_tree)
 
     def jaxpr(self) -> ClosedJaxpr:
         """The program as traced, before optimization."""

@@ -1,14 +1,10 @@
-"""``jax.stages``: the ahead-of-time stages of a jitted function (``jit(f).lower(...)``,
-``.compile()``), which are ember's (``ember.runtime.stages``)."""
+"""``jax.stages``: the ahead-of-time stages of a jitted function (``jit(f).trace(...)``,
+``.lower()``, ``.compile()``), which are ember's (``ember.runtime.stages``)."""
 from __future__ import annotations
 
 from typing import Any
 
-from ember.runtime.stages import Compiled, Lowered
-
-
-class Traced:
-    """(A traced stage: ``jit(f).trace(...)``; ember's ``lower`` traces and lowers at once.)"""
+from ember.runtime.stages import Compiled, Lowered, Traced
 
 
 class Wrapped:
