@@ -95,7 +95,7 @@ def test_cond_eagerly_runs_only_the_chosen_branch(monkeypatch):
 def test_cond_ir_binds_one_equation_with_both_branches():
     text = ir(lambda p, x: lax.cond(p, lambda a: a * 2.0, lambda a: a - 1.0, x), True, X)
     assert "convert_element_type[new_dtype=int32" in text
-    assert re.search(r"cond\[branches=\(\s*\{ lambda .*sub.*\}\s*\{ lambda .*mul", text, re.S)
+    assert re.search(r"cond\[\s*branches=\(\s*\{ lambda .*sub.*\}\s*\{ lambda .*mul", text, re.S)
 
 
 def test_cond_weak_type_differences_take_the_strong_type():
@@ -477,7 +477,7 @@ def test_scan_closes_over_concrete_arrays():
 
 def test_scan_ir_params():
     text = ir(lambda xs: lax.scan(cumulative, 0.0, xs, unroll=True), np.ones(3, np.float32))
-    assert "scan[jaxpr={ lambda" in text
+    assert "scan[\n      jaxpr={ lambda" in text  # (JAX 0.10 prints a parameter a line when they do not fit)
     for param in ("length=3", "num_carry=1", "num_consts=0", "reverse=False", "unroll=3"):
         assert param in text
 

@@ -320,3 +320,28 @@ def test_jit_trace_gives_a_traced_stage(api):
                                rtol=1e-6)
     shaped = jitted.trace(api.top.ShapeDtypeStruct((2,), np.float32))  # abstract arguments trace too
     assert shaped.out_info["y"].shape == (2,)
+
+
+_PRINTED_PROGRAMS = {  # programs that ember and JAX stage alike: the printed text must be JAX 0.10's
+    "reduce_sum": lambda m, jnp, x: jnp.sum(x, axis=1),
+    "reduce_max": lambda m, jnp, x: jnp.max(x),
+    "broadcast_in_dim": lambda m, jnp, x: jnp.broadcast_to(x[0], (4, 3)) + 1.0,
+    "reshape": lambda m, jnp, x: x.reshape(3, 2),
+    "slice": lambda m, jnp, x: x[:, 1:],
+    "dot_general": lambda m, jnp, x: x @ x.T,
+    "argmax": lambda m, jnp, x: jnp.argmax(x, 1),
+    "chain": lambda m, jnp, x: jnp.sin(jnp.cos(x)),
+    "jit": lambda m, jnp, x: m.jit(jnp.sin)(x) * 2.0,
+    "while": lambda m, jnp, x: m.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x)),
+    "cond": lambda m, jnp, x: m.lax.cond(True, lambda a: a, lambda a: -a, x),
+    "scan": lambda m, jnp, x: m.lax.scan(lambda c, a: (c + a, a * 2.0), x[0], x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PRINTED_PROGRAMS))
+def test_jaxprs_print_as_jax_prints_them(name):
+    jax = _load("jax")
+    x = np.ones((2, 3), np.float32)
+    program = _PRINTED_PROGRAMS[name]
+    want = str(jax.top.make_jaxpr(lambda x: program(jax.top, jax.jnp, x))(x))
+    assert str(ember.make_jaxpr(lambda x: program(ember, ejnp, x))(x)) == want

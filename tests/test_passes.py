@@ -125,7 +125,7 @@ def test_inline_is_recursive_and_forwards_literals():
     assert names(out) == ["convert_element_type", "mul"]  # jnp makes the weak 3.0 strong
     assert str(out.eqns[0].invars[0]) == "Literal(3.0:f32[])" and isinstance(out.jaxpr.outvars[1], Literal)
     optimized = run_pass(compiler.optimize, closed, X3)
-    assert str(optimized) == "{ lambda ; a:f32[3]. let\n    b:f32[3] = mul a 3.0:f32[]\n  in (b, 1.0:f32[]) }"
+    assert str(optimized) == "{ lambda ; a:f32[3]. let b:f32[3] = mul a 3.0:f32[] in (b, 1.0:f32[]) }"
 
 
 def test_inline_converts_operands_that_differ_in_weak_type():
@@ -252,7 +252,7 @@ def test_fold_evaluates_constants_exposed_by_inlining():
     scale = ember.jit(lambda x, s: x * (s * 2.0 + 1.0))
     closed = ember.make_jaxpr(lambda x: scale(x, 3.0))(X3)
     out = run_pass(compiler.optimize, closed, X3)
-    assert str(out) == "{ lambda ; a:f32[3]. let\n    b:f32[3] = mul a 7.0:f32[]\n  in (b,) }"
+    assert str(out) == "{ lambda ; a:f32[3]. let b:f32[3] = mul a 7.0:f32[] in (b,) }"
 
 
 def test_fold_then_simplify_removes_multiplication_by_a_folded_one():

@@ -154,11 +154,13 @@ def _encode_name(n: int) -> str:
 class _Namer:
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
+        self.count = 0  # (names given; a jit body's aliases of its caller's names take none)
 
     def __call__(self, v: Var) -> str:
         key = id(v)
         if key not in self.names:
-            self.names[key] = _encode_name(len(self.names))
+            self.names[key] = _encode_name(self.count)
+            self.count += 1
         return self.names[key]
 
 
@@ -168,9 +170,20 @@ def _format_literal(lit: Literal) -> str:
         s = str(bool(v))
     elif v.dtype.kind in "iu":
         s = str(int(v))
+    elif v.dtype.kind == "c":
+        s = repr(complex(v))
     else:
         s = repr(float(v))
     return f"{s}:{lit.aval.str_short()}"
+
+
+# JAX's printer lays a group out on one line when it fits in this many columns, and breaks it
+# (one equation, or one parameter, per line) when it does not.
+WIDTH = 80
+
+
+def _fits(column: int, text: str) -> bool:
+    return "\n" not in text and column + len(text) <= WIDTH
 
 
 def _pp_atom(a, namer: _Namer) -> str:
@@ -181,13 +194,50 @@ def _pp_binder(v: Var, namer: _Namer) -> str:
     return f"{namer(v)}:{v.aval.str_short()}"
 
 
-def _pp_param(v: Any, namer: _Namer, indent: int) -> str:
+def _dot_numbers(numbers: Any) -> str:
+    (lc, rc), (lb, rb) = numbers
+    return f"(({list(lc)}, {list(rc)}), ({list(lb)}, {list(rb)}))"
+
+
+def _displayed_params(eqn: Eqn) -> dict:
+    """The parameters as JAX prints them: ``name`` first, the rest sorted by key; the few that
+    ember spells differently, or that JAX prints and ember does not have (shardings), in JAX's
+    form; parameters JAX does not print (broadcast_in_dim's shape) left out."""
+    params, name = dict(eqn.params), eqn.primitive.name
+    if name == "broadcast_in_dim":
+        params.pop("shape", None)
+        params.pop("sharding", None)
+        if tuple(params.get("broadcast_dimensions", ())) == ():
+            params.pop("broadcast_dimensions", None)
+    elif name in ("reduce_sum", "dot_general"):
+        if name == "dot_general":
+            params["dimension_numbers"] = _Verbatim(_dot_numbers(params["dimension_numbers"]))
+            if params.get("precision") is None:
+                params.pop("precision", None)
+            if params.get("preferred_element_type") is None:
+                params["preferred_element_type"] = eqn.outvars[0].aval.dtype
+        else:
+            params.setdefault("out_sharding", None)
+    elif name in ("reshape", "iota"):
+        params.setdefault("sharding", None)
+    elif name in ("argmax", "argmin") and "axis" in params:
+        params["axes"] = (params.pop("axis"),)
+    first = {"name": params.pop("name")} if "name" in params else {}
+    return {**first, **dict(sorted(params.items()))}
+
+
+class _Verbatim(str):
+    """A parameter shown as this text."""
+
+
+def _pp_param(v: Any, namer: _Namer, column: int, prefix: int = 0) -> str:
     if isinstance(v, ClosedJaxpr):
-        return pp_jaxpr(v.jaxpr, namer, indent + 4)
+        v = v.jaxpr
     if isinstance(v, Jaxpr):
-        return pp_jaxpr(v, namer, indent + 4)
+        return pp_jaxpr(v, namer, column, prefix)
     if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
-        return "(\n" + "".join(" " * (indent + 4) + _pp_param(x, namer, indent) + "\n" for x in v) + " " * indent + ")"
+        inner = "".join(" " * (column + 2) + _pp_param(x, namer, column + 2) + "\n" for x in v)
+        return "(\n" + inner + " " * column + ")"
     if isinstance(v, np.dtype):
         return str(v) if v.name != "bfloat16" else "bfloat16"
     if callable(v) and hasattr(v, "__name__"):
@@ -195,21 +245,52 @@ def _pp_param(v: Any, namer: _Namer, indent: int) -> str:
     return str(v)
 
 
-def pp_eqn(eqn: Eqn, namer: _Namer, indent: int) -> str:
-    ins = " ".join(_pp_atom(a, namer) for a in eqn.invars)
-    params = " ".join(f"{k}={_pp_param(v, namer, indent)}" for k, v in eqn.params.items())
-    head = eqn.primitive.name + (f"[{params}]" if params else "")
+def _name_jit_body(eqn: Eqn, namer: _Namer) -> None:
+    """A ``jit`` body's inputs and outputs take the names of the equation's (as JAX prints it)."""
+    body = eqn.params.get("jaxpr")
+    body = body.jaxpr if isinstance(body, ClosedJaxpr) else body
+    if not isinstance(body, Jaxpr):
+        return
+    for inner, outer in zip(body.invars, eqn.invars):
+        if isinstance(outer, Var):
+            namer.names.setdefault(id(inner), namer(outer))
+    for inner, outer in zip(body.outvars, eqn.outvars):
+        if isinstance(inner, Var) and id(inner) not in namer.names:
+            namer.names[id(inner)] = namer(outer)
+
+
+def pp_eqn(eqn: Eqn, namer: _Namer, column: int) -> str:
+    """One equation starting at ``column``: its outputs are named before its parameters'
+    sub-programs, as in JAX."""
     outs = " ".join(_pp_binder(v, namer) for v in eqn.outvars)
-    return f"{outs} = {head} {ins}".rstrip() if outs else f"{head} {ins}".rstrip()  # (JAX: no '=' without outputs)
+    if eqn.primitive.name == "jit":
+        _name_jit_body(eqn, namer)
+    ins = " ".join(_pp_atom(a, namer) for a in eqn.invars)
+    lead = f"{outs} = " if outs else ""  # (JAX: no '=' without outputs)
+    params = _displayed_params(eqn)
+    if not params:
+        return f"{lead}{eqn.primitive.name} {ins}".rstrip()
+    start = column + len(lead) + len(eqn.primitive.name) + 1
+    texts = {k: _pp_param(v, namer, column + 2, len(k) + 1) for k, v in params.items()}
+    flat = f"{lead}{eqn.primitive.name}[{' '.join(f'{k}={t}' for k, t in texts.items())}] {ins}".rstrip()
+    if _fits(column, flat) and start < WIDTH:
+        return flat
+    pad = " " * (column + 2)
+    lines = "".join(f"\n{pad}{k}={t}" for k, t in texts.items())
+    return f"{lead}{eqn.primitive.name}[{lines}\n{' ' * column}] {ins}".rstrip()
 
 
-def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, indent: int) -> str:
+def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, column: int, prefix: int = 0) -> str:
+    """A program whose text starts at ``column`` (after ``prefix`` characters on that line): on
+    one line if it fits, else one equation per line."""
     consts = " ".join(_pp_binder(v, namer) for v in jaxpr.constvars)
     ins = " ".join(_pp_binder(v, namer) for v in jaxpr.invars)
-    pad = " " * (indent + 4)
-    body = "".join(f"\n{pad}{pp_eqn(e, namer, indent + 4)}" for e in jaxpr.eqns)
+    eqns = [pp_eqn(e, namer, column + 4) for e in jaxpr.eqns]
     outs = ", ".join(_pp_atom(a, namer) for a in jaxpr.outvars)
     outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
-    if not jaxpr.eqns:
-        return f"{{ lambda {consts}; {ins}. let  in {outs} }}"
-    return f"{{ lambda {consts}; {ins}. let{body}\n{' ' * (indent + 2)}in {outs} }}"
+    flat = f"{{ lambda {consts}; {ins}. let {'; '.join(eqns)} in {outs} }}"
+    if _fits(column + prefix, flat):
+        return flat
+    pad = " " * (column + 4)
+    body = "".join(f"\n{pad}{e}" for e in eqns)
+    return f"{{ lambda {consts}; {ins}. let{body}\n{' ' * (column + 2)}in {outs} }}"
