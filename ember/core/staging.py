@@ -15,7 +15,7 @@ from ember import errors
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
-from ember.core.trace import Trace, Tracer, set_current_trace, unexpected_tracer_error
+from ember.core.trace import Trace, Tracer, set_current_trace, type_text, unexpected_tracer_error
 
 
 class DebugInfo:
@@ -139,6 +139,9 @@ class _StagedTracer(Tracer):
     def __init__(self, trace: StagingTrace, aval: ShapedArray, var: Var) -> None:
         super().__init__(trace, aval)
         self.ir_var = var
+
+    def __repr__(self) -> str:
+        return f"JitTracer({type_text(self.aval)})"  # (JAX's name for the tracers of jit and make_jaxpr)
 
 
 def _scalar_value(x: Any, aval: ShapedArray) -> Any:

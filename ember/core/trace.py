@@ -89,6 +89,11 @@ class Tracer(AvalProperties):
         return f"Traced<{self.aval}>with<{type(self._trace).__name__}>"
 
 
+def type_text(aval: Any) -> str:
+    """A value's type as JAX's tracer reprs show it: ``float32[2,3]``, ``~float32[]`` (weak)."""
+    return f"{'~' if aval.weak_type else ''}{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
 class _TraceState(threading.local):
     def __init__(self) -> None:
         self.trace: Trace = EvalTrace()
