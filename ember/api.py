@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import time
 import warnings
@@ -208,6 +209,14 @@ class JitFunction:
                         self._cache.hits += 1
                         entry.used = next(_lru_clock)
                         return result
+        try:
+            return self._call(args, kwargs)
+        except Exception as e:  # the user's frames only (ember's are filtered out: errors.api_boundary)
+            errors.filter_at_boundary(e, sys._getframe())
+            raise
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """A call that the native dispatcher did not take: flatten, look up or trace, run."""
         if config.disable_jit and not is_tracing():
             return self.fun(*args, **kwargs)
         if not kwargs and self._sig.plain and all(type(x) is Array for x in args):
@@ -394,6 +403,9 @@ class JitFunction:
         return f"<ember.jit of {self.fun!r}>"
 
 
+errors.register_boundary(JitFunction.__call__.__code__)
+
+
 # NumPy arguments up to this size are copied into Arrays for the native dispatcher (a copy of
 # 256 KB costs about what running a few kernels from Python instead does).
 COPY_FOR_DISPATCH_BYTES = 1 << 18
@@ -533,6 +545,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
     probe = JitFunction(fun, tuple(sig.static_nums), tuple(sig.static_names), (), (), False, False)
     probe._cache = FunctionCache()  # reading the IR does not count as a trace of jit(fun)
 
+    @errors.api_boundary
     @functools.wraps(fun)
     def make(*args: Any, **kwargs: Any) -> Any:
         dyn_args, dyn_kwargs, statics = probe._sig.split(args, kwargs)
@@ -548,6 +561,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
     return make
 
 
+@errors.api_boundary
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """The output shapes and dtypes of ``fun(*args)``, as ShapeDtypeStructs, computed by
     tracing alone (nothing runs). Arguments may be arrays or ShapeDtypeStructs."""

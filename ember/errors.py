@@ -2,9 +2,12 @@
 catches the same things; messages name the user's line and the fix."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
+import types
+from typing import Any, Callable, TypeVar
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_DIRS = (_EMBER_DIR, os.path.dirname(os.__file__))
@@ -57,3 +60,71 @@ def user_location() -> str:
         return "an unknown location"
     where = f"{f.filename}:{f.lineno} (in {f.name})"
     return f"{where}\n    {f.line.strip()}" if f.line else where
+
+
+# --- traceback filtering: errors raised below an API entry point show the user's frames only ---
+FILTERED_NOTE = ("--------------------\nFor simplicity, ember has removed its internal frames from the traceback of "
+                 "this exception. Set EMBER_TRACEBACK_FILTERING=off to include them.")
+_BOUNDARIES: set = set()  # the code objects of entry points (jit calls, transformations' wrappers)
+F = TypeVar("F", bound=Callable)
+
+
+def traceback_filtering() -> bool:
+    """Whether entry points filter tracebacks (``EMBER_TRACEBACK_FILTERING=off`` shows every frame)."""
+    return os.environ.get("EMBER_TRACEBACK_FILTERING", "auto").lower() not in ("off", "0", "false", "no")
+
+
+def _internal(code: types.CodeType) -> bool:
+    path = os.path.abspath(code.co_filename)
+    return path.startswith(_EMBER_DIR + os.sep) and path not in _USER_FILES_IN_PACKAGE
+
+
+def filter_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without ember's own frames (the user's frames, and other libraries', stay)."""
+    kept = []
+    while tb is not None:
+        if not _internal(tb.tb_frame.f_code):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for entry in reversed(kept):
+        out = types.TracebackType(out, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return out
+
+
+def register_boundary(code: types.CodeType) -> None:
+    """Mark a function's code as an entry point (for ``filter_at_boundary``'s nesting test)."""
+    _BOUNDARIES.add(code)
+
+
+def filter_at_boundary(e: BaseException, frame: types.FrameType | None) -> None:
+    """Called from an entry point's ``except`` block (then re-raise with a bare ``raise``): drop
+    ember's frames from ``e``'s traceback, unless an enclosing entry point on the stack above
+    ``frame`` (the entry point's own frame) will do it, as JAX's ``api_boundary`` does."""
+    if getattr(e, "_ember_filtered", False) or not traceback_filtering():
+        return
+    outer = frame.f_back if frame is not None else None
+    while outer is not None:
+        if outer.f_code in _BOUNDARIES:
+            return  # the outermost entry point filters (it sees the whole stack below it)
+        outer = outer.f_back
+    try:
+        e._ember_filtered = True
+    except AttributeError:  # (an exception type without a __dict__)
+        return
+    e.with_traceback(filter_traceback(e.__traceback__))
+    if hasattr(e, "add_note"):
+        e.add_note(FILTERED_NOTE)
+
+
+def api_boundary(fun: F) -> F:
+    """``fun`` as an entry point: exceptions leave it with ember's frames filtered out."""
+    @functools.wraps(fun)
+    def entry_point(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fun(*args, **kwargs)
+        except Exception as e:
+            filter_at_boundary(e, sys._getframe())
+            raise
+    register_boundary(entry_point.__code__)
+    return entry_point  # type: ignore[return-value]

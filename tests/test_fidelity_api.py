@@ -345,3 +345,26 @@ def test_jaxprs_print_as_jax_prints_them(name):
     program = _PRINTED_PROGRAMS[name]
     want = str(jax.top.make_jaxpr(lambda x: program(jax.top, jax.jnp, x))(x))
     assert str(ember.make_jaxpr(lambda x: program(ember, ejnp, x))(x)) == want
+
+
+def test_errors_from_user_code_under_jit_show_the_users_frames_only(monkeypatch):
+    import os
+    import traceback
+    package = os.path.dirname(os.path.abspath(ember.__file__)) + os.sep
+
+    def f(x):
+        return ejnp.ones(3) + ejnp.ones(4)
+
+    for entry in (ember.jit(f), ember.make_jaxpr(f), lambda x: ember.eval_shape(f, x)):
+        with pytest.raises(TypeError, match="add got incompatible shapes") as info:
+            entry(1.0)
+        files = [frame.filename for frame in traceback.extract_tb(info.value.__traceback__)]
+        assert not any(os.path.abspath(name).startswith(package) for name in files), files
+        assert files[-1] == __file__  # the user's line (`ejnp.ones(3) + ejnp.ones(4)`) is the last frame
+        notes = getattr(info.value, "__notes__", ["EMBER_TRACEBACK_FILTERING=off"])  # (Python 3.10: no notes)
+        assert "EMBER_TRACEBACK_FILTERING=off" in "".join(notes)
+    monkeypatch.setenv("EMBER_TRACEBACK_FILTERING", "off")
+    with pytest.raises(TypeError) as info:
+        ember.jit(f)(1.0)
+    assert any(os.path.abspath(frame.filename).startswith(package)
+               for frame in traceback.extract_tb(info.value.__traceback__))
