@@ -368,3 +368,13 @@ def test_errors_from_user_code_under_jit_show_the_users_frames_only(monkeypatch)
         ember.jit(f)(1.0)
     assert any(os.path.abspath(frame.filename).startswith(package)
                for frame in traceback.extract_tb(info.value.__traceback__))
+
+
+def test_the_readme_lists_exactly_the_missing_jax_names():
+    import pathlib
+
+    from ember.compat import jax as compat
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    listed = readme.split("<!-- missing-jax-names -->\n")[1].split("\n  <!-- /missing-jax-names -->")[0]
+    assert listed == compat.missing_names_markdown(), (
+        "README.md's list of missing JAX names is out of date; replace it with:\n" + compat.missing_names_markdown())

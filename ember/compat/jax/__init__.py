@@ -69,6 +69,18 @@ MISSING = (
 )
 
 
+
+def missing_names_markdown(width: int = 96) -> str:
+    """``MISSING`` as the README lists it: backquoted names, wrapped, two spaces indented."""
+    lines, line = [], " "
+    for name in sorted(MISSING):
+        word = f" `{name}`"
+        if len(line) + len(word) > width:
+            lines.append(line)
+            line = " "
+        line += word
+    return "\n".join(lines + [line])
+
 # One process, one device: JAX's answers for a single-host CPU run.
 def device_count(backend: str | None = None) -> int:
     return len(ember.devices(backend))
