@@ -121,3 +121,10 @@ def test_lax_parts_and_their_transposes():
     np.testing.assert_array_equal(pullback(jnp.ones(5))[0], -1j * np.ones(5, np.complex64))
     _, pullback = ember.vjp(lax.complex, jnp.ones(2), jnp.ones(2))
     assert [complex(g[0]) for g in pullback(jnp.asarray(np.array([1 + 2j, 3j], np.complex64)))] == [1, -2]
+
+
+def test_products_of_real_and_complex_operands_are_complex():
+    a, b = np.array([1.0, 2.0], np.float32), np.array([1 - 1j, 2], np.complex64)
+    assert complex(lax.dot(a, b)) == 5 - 1j  # (the real operand is converted, as in JAX)
+    assert complex(lax.dot(b, a.astype(np.int32))) == 5 - 1j
+    assert lax.dot(a, b).dtype == np.complex64

@@ -119,6 +119,11 @@ def _common_operand_type(lhs: Any, rhs: Any) -> tuple[Any, Any]:
     lhs_dt, rhs_dt = aval(lhs).dtype, aval(rhs).dtype
     if lhs_dt == rhs_dt:
         return lhs, rhs
+    if dtypes.is_complex(lhs_dt) or dtypes.is_complex(rhs_dt):  # complex, with the finer of the parts' types
+        parts = [dtypes.real_dtype(d) for d in (lhs_dt, rhs_dt)]
+        finer = parts[0] if _precision_rank(parts[0]) >= _precision_rank(parts[1]) else parts[1]
+        dt = dtypes.complex_dtype(finer)
+        return convert_element_type(lhs, dt), convert_element_type(rhs, dt)
     lhs_rank, rhs_rank = _precision_rank(lhs_dt), _precision_rank(rhs_dt)
     if lhs_rank == rhs_rank:
         raise TypeError(f"lax.dot_general argument type error: {lhs_dt}, {rhs_dt}")
