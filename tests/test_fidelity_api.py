@@ -378,3 +378,12 @@ def test_the_readme_lists_exactly_the_missing_jax_names():
     listed = readme.split("<!-- missing-jax-names -->\n")[1].split("\n  <!-- /missing-jax-names -->")[0]
     assert listed == compat.missing_names_markdown(), (
         "README.md's list of missing JAX names is out of date; replace it with:\n" + compat.missing_names_markdown())
+
+
+def test_tracers_print_as_jax_0_10s(api):
+    seen = []
+    api.top.jit(lambda x: seen.append(repr(x)) or x)(1.0)
+    api.top.jit(lambda x: seen.append(repr(x)) or x)(np.ones(2, np.int32))
+    api.top.grad(lambda x: seen.append(repr(x)) or x)(1.0)
+    assert seen[:2] == ["JitTracer(~float32[])", "JitTracer(int32[2])"]
+    assert seen[2].startswith("GradTracer(primal=") and seen[2].endswith("typeof(tangent)=f32[])")

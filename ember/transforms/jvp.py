@@ -44,6 +44,9 @@ class JVPTracer(Tracer):
         self.primal = primal
         self.tangent = tangent
 
+    def __repr__(self) -> str:
+        return f"GradTracer(primal={self.primal!r}, typeof(tangent)={aval(self.tangent).str_short()})"  # (JAX's)
+
     # Python control flow on values works when the primal is concrete (eager
     # differentiation), and fails with the parent trace's error when it is traced.
     def _concrete_primal(self) -> Any:
