@@ -186,6 +186,7 @@ def isdtype(dtype, kind):
 from ember.numpy import (  # noqa: E402
     array_methods as _array_methods,  # noqa: F401  (operators on Array / Tracer)
     arraylike as _arraylike,  # (guards the namespace, below)
+    fft,  # noqa: F401  (jnp.fft, as jax.numpy.fft)
 )
 from ember.numpy.array_functions import *  # noqa: E402,F401,F403
 from ember.numpy.array_utils import *  # noqa: E402,F401,F403

@@ -47,6 +47,7 @@ from ember.backends.reference import (  # noqa: E402,F401  (each module register
     convolution,
     dot,
     elementwise,
+    fft,
     indexing,
     linalg,
     reductions,

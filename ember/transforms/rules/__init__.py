@@ -6,6 +6,7 @@ from ember.transforms.rules import (  # noqa: F401
     convolution,
     dot,
     elementwise,
+    fft,
     indexing,
     linalg,
     reductions,
