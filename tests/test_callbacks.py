@@ -331,7 +331,7 @@ def test_pure_callback_result_type_errors():
 
 def test_pure_callback_cannot_be_differentiated():
     with pytest.raises(ValueError, match="^Pure callbacks do not support JVP. Please use `ember.custom_jvp` to use "
-                                         "callbacks while taking gradients.$"):
+                                         "callbacks while taking gradients."):
         ember.grad(lambda v: ember.pure_callback(_host_sin, _like(v), v))(1.0)
     # A callback on values that are not differentiated is fine.
     g = ember.grad(lambda v, c: v * ember.pure_callback(_host_sin, _like(c), c))(2.0, jnp.float32(0.5))
