@@ -352,6 +352,33 @@ def _vae_inputs(rng):
             *(rng.standard_normal(s, dtype=np.float32) * 0.05 for s in shapes)]
 
 
+def _complex_normal(*shape: int) -> Callable:
+    def draw(rng: np.random.Generator) -> list[np.ndarray]:
+        parts = rng.standard_normal((2,) + shape, dtype=np.float32)
+        return [(parts[0] + 1j * parts[1]).astype(np.complex64)]
+    return draw
+
+
+def _complex_chain(xp, lax, nn):
+    return lambda z: xp.exp(1j * z) * z + xp.conj(z) / (z + 2) + xp.abs(z) ** 2
+
+
+def _fft(xp, lax, nn):
+    return lambda z: xp.fft.fft(z)
+
+
+def _rfft_rows(xp, lax, nn):
+    return lambda x: xp.fft.rfft(x, axis=-1)
+
+
+def _eig(xp, lax, nn):
+    return lambda a: xp.linalg.eig(a)
+
+
+def _complex_matmul(xp, lax, nn):
+    return lambda a, b: a @ b
+
+
 WORKLOADS = [
     Workload("selu 1e6", _selu, _rng_normal(1_000_000), _numpy_selu),
     Workload("gelu 1e6", _gelu, _rng_normal(1_000_000), _numpy_gelu),
@@ -391,6 +418,13 @@ WORKLOADS = [
                           rng.standard_normal((1, 1024), dtype=np.float32)], np.add),
     Workload("transpose+ew 2048x2048", _transpose_ew, _rng_normal(2048, 2048), _transpose_ew(np, None, None)),
     Workload("dispatch (10,)", _dispatch, _rng_normal(10), _dispatch(np, None, None)),
+    Workload("complex chain 1e6 (complex64)", _complex_chain, _complex_normal(1_000_000),
+             _complex_chain(np, None, None)),
+    Workload("complex matmul 512 (complex64)", _complex_matmul,
+             lambda rng: _complex_normal(512, 512)(rng) * 2, np.matmul),
+    Workload("fft 2^20 (complex64)", _fft, _complex_normal(1 << 20), np.fft.fft),
+    Workload("rfft rows 4096x1024", _rfft_rows, _rng_normal(4096, 1024), lambda x: np.fft.rfft(x, axis=-1)),
+    Workload("eig 256x256", _eig, _rng_normal(256, 256), np.linalg.eig),
 ]
 
 

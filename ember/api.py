@@ -30,6 +30,7 @@ from ember.core.ir import ClosedJaxpr
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import EvalTrace, Tracer, _state as _trace_state, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
+from ember.lax.parallel import axis_env_key
 from ember.runtime.cache import (
     CacheInfo,
     CacheKey,
@@ -304,7 +305,8 @@ class JitFunction:
             for name, x in zip(names, leaves):
                 _check_leaf(x, f"argument `{name}` of {self._sig.fun_name}")
             raise
-        key = (in_tree, avals, statics, config.codegen_key())
+        # (+ the bound axis names: collectives read their sizes when traced)
+        key = (in_tree, avals, statics, config.codegen_key()) + axis_env_key()
         cache = self._cache
         entry, claim = cache.lookup_or_claim(key)
         if entry is not None:

@@ -42,6 +42,9 @@ _DEFAULTS: dict[str, Any] = {
     # Run a large program's first calls on the reference interpreter while its native code
     # compiles in the background (see ember.runtime.tiers).
     "tiered_compilation": os.environ.get("EMBER_TIERED_COMPILATION", "1") not in ("0", "", "false", "False"),
+    # How many CPU devices the process has (as JAX's --xla_force_host_platform_device_count): pmap and
+    # shard_map run one program per device, each on its own thread.
+    "num_cpu_devices": int(os.environ.get("EMBER_NUM_CPU_DEVICES", "1") or 1),
 }
 
 # Flags whose value changes the compiled result, hence part of the cache key.

@@ -10,7 +10,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ember import tree_util
-from ember.core.array import CPU, Array, Device
+from ember.core import sharding
+from ember.core.array import Array, Device
 from ember.core.primitive import Primitive
 from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, set_current_trace
 from ember.numpy import asarray
@@ -21,12 +22,14 @@ __all__ = ["block_until_ready", "default_backend", "device_get", "device_put", "
 
 
 def devices(backend: str | None = None) -> list[Device]:
-    return [CPU]
+    return sharding.devices()
 
 
 def device_put(x: Any, device: Any = None) -> Any:
-    """Copy a pytree of arrays / scalars onto ember's device (as Arrays)."""
-    return tree_util.tree_map(lambda leaf: leaf if isinstance(leaf, Array) else asarray(leaf), x)
+    """Copy a pytree of arrays / scalars onto a device, or place them as a sharding says (as Arrays)."""
+    return tree_util.tree_map(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
+                              sharding.put(Array(np.asarray(leaf), leaf.aval) if type(leaf) is Array else
+                                           asarray(leaf), device), x)
 
 
 def block_until_ready(x: Any) -> Any:

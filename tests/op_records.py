@@ -2,10 +2,15 @@
 
 An ``OpRecord`` (elementwise functions) names the ember function, the NumPy
 function that defines the expected values (evaluated in float64 for floating
-inputs), the input dtypes and value domain, and how the result dtype follows
-from the inputs. A ``ParamRecord`` (shape operations, reductions, selections)
-adds a ``draw_args`` that draws, for an operand ``x``, the other operands and
-the static parameters. ``ALIASES`` pairs each alias with the function it names.
+inputs, in complex128 for complex ones), the input dtypes and value domain,
+and how the result dtype follows from the inputs. Functions that accept complex
+values (as JAX's do) list ``COMPLEX`` among their dtypes; ``complex_domain``
+bounds both parts, and ``specials`` lets either part be an infinity or NaN,
+for the functions whose answers on them NumPy defines as JAX does. A
+``ParamRecord`` (shape operations, reductions, selections) adds a ``draw_args``
+that draws, for an operand ``x``, the other operands and the static parameters
+(``COMPLEX_PARAM_RECORDS``: those with complex operands). ``ALIASES`` pairs
+each alias with the function it names.
 """
 from __future__ import annotations
 
@@ -27,15 +32,22 @@ INTS = SIGNED + UNSIGNED
 FLOATS = [np.float32, np.float16, ml_dtypes.bfloat16]
 NUMBERS = INTS + FLOATS
 ALL = BOOL + NUMBERS
+COMPLEX = [np.complex64]  # (complex128 is complex64 with x64 off; the references compute in complex128)
 EVERYWHERE = (-np.inf, np.inf)
+SPECIALS = [np.inf, -np.inf, np.nan]
+UNITS = [1.0, -1.0, 1j, -1j]  # complex factors whose products are exact in any order and never overflow
 SMALL_FACTORS = [-2.0, -1.0, 1.0, 2.0]  # their products are exact in any order, until they overflow to inf
 
 
-def arrays(dtype: Any, shape: tuple, domain: Any = (-10.0, 10.0), bit_patterns: bool = False) -> st.SearchStrategy:
+def arrays(dtype: Any, shape: tuple, domain: Any = (-10.0, 10.0), bit_patterns: bool = False,
+           specials: bool = False) -> st.SearchStrategy:
     """Arrays of ``dtype``, never NaN: integers within +-100 (and the dtype's range), or over
     the whole range for ``bit_patterns``; floats within ``domain``, a (low, high) range or a
-    list of the values to pick from."""
+    list of the values to pick from; complex values with both parts so (a list holds whole
+    values), or also infinite or NaN with ``specials``."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return complex_arrays(dtype, shape, domain, specials)
     if dtype == np.bool_:
         return hnp.arrays(np.bool_, shape)
     if dtype.kind in "iu":
@@ -44,6 +56,17 @@ def arrays(dtype: Any, shape: tuple, domain: Any = (-10.0, 10.0), bit_patterns: 
         return hnp.arrays(dtype, shape, elements=st.integers(lo, hi))
     elements = st.sampled_from(domain) if isinstance(domain, list) else st.floats(*domain, allow_nan=False)
     return hnp.arrays(np.float64, shape, elements=elements).map(lambda values: _rounded(values, dtype))
+
+
+def complex_arrays(dtype: Any, shape: tuple, domain: Any = (-10.0, 10.0), specials: bool = False) -> st.SearchStrategy:
+    if isinstance(domain, list):
+        elements = st.sampled_from([complex(v) for v in domain])
+    else:
+        part = st.floats(*domain, allow_nan=False)
+        if specials:
+            part = part | st.sampled_from(SPECIALS)
+        elements = st.builds(complex, part, part)
+    return hnp.arrays(np.complex128, shape, elements=elements).map(lambda values: _rounded(values, np.dtype(dtype)))
 
 
 def _rounded(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -64,17 +87,23 @@ class OpRecord(NamedTuple):
     broadcasts: bool = True             # False (lax): operands have one shape, or are scalars
     exact: bool = False                 # the reference computes in the operand dtype; compare exactly
     bit_patterns: bool = False          # an integer first operand spans its whole range (bit operations)
+    complex_domain: Any = (-10.0, 10.0)  # range of both parts of complex inputs (or the values)
+    specials: bool = False              # complex parts may also be +-inf or NaN
 
 
-def _inexact(name, fn, ref, domain=(-10.0, 10.0), tol=None, dtypes=NUMBERS):
-    return OpRecord(name, fn, ref, 1, dtypes, domain, "inexact", tol)
+def _inexact(name, fn, ref, domain=(-10.0, 10.0), tol=None, dtypes=NUMBERS, complex_domain=(-10.0, 10.0)):
+    return OpRecord(name, fn, ref, 1, dtypes, domain, "inexact", tol, complex_domain=complex_domain)
 
 
 def _lax(fn, ref, nargs=1, dtypes=FLOATS, domain=(-10.0, 10.0), result="same", tol=None, exact=False,
-         bit_patterns=False):
+         bit_patterns=False, complex_domain=(-10.0, 10.0), specials=False):
     """A lax elementwise function: no promotion, so the dtype is kept (or is bool)."""
     return OpRecord(f"lax.{fn.__name__}", fn, ref, nargs, dtypes, domain, result, tol, broadcasts=False,
-                    exact=exact, bit_patterns=bit_patterns)
+                    exact=exact, bit_patterns=bit_patterns, complex_domain=complex_domain, specials=specials)
+
+
+def _with_specials(record: OpRecord) -> OpRecord:
+    return record._replace(specials=True)
 
 
 def _erf(x):
@@ -112,6 +141,11 @@ def _digamma(x):
     inv2 = 1 / x ** 2
     series = inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132))))
     return shift + np.log(x) - 1 / (2 * x) - series
+
+
+def _scaled(ufunc, factor):
+    """``ufunc``, or for complex values (which it has no loop for) the product with ``factor``."""
+    return lambda x: x * factor if np.iscomplexobj(x) else ufunc(x)
 
 
 def _logistic(x):
@@ -161,31 +195,32 @@ def _right_shift(x, y):
 
 
 UNARY_RECORDS = [
-    _inexact("exp", jnp.exp, np.exp, (-80, 80)),
-    _inexact("exp2", jnp.exp2, np.exp2, (-100, 100)),
-    _inexact("expm1", jnp.expm1, np.expm1, (-20, 20)),
-    _inexact("log", jnp.log, np.log, (0.001, 1e6)),
-    _inexact("log1p", jnp.log1p, np.log1p, (-0.99, 1e6)),
-    _inexact("log2", jnp.log2, np.log2, (0.001, 1e6)),
-    _inexact("log10", jnp.log10, np.log10, (0.001, 1e6)),
-    _inexact("sin", jnp.sin, np.sin, (-100, 100)),
-    _inexact("cos", jnp.cos, np.cos, (-100, 100)),
-    _inexact("tan", jnp.tan, np.tan, (-1.5, 1.5)),
-    _inexact("arcsin", jnp.arcsin, np.arcsin, (-1, 1)),
-    _inexact("arccos", jnp.arccos, np.arccos, (-1, 1)),
-    _inexact("arctan", jnp.arctan, np.arctan, (-100, 100)),
-    _inexact("sinh", jnp.sinh, np.sinh, (-20, 20)),
-    _inexact("cosh", jnp.cosh, np.cosh, (-20, 20)),
-    _inexact("tanh", jnp.tanh, np.tanh, (-20, 20)),
-    _inexact("arcsinh", jnp.arcsinh, np.arcsinh, (-100, 100)),
-    _inexact("arccosh", jnp.arccosh, np.arccosh, (1, 100)),
-    _inexact("arctanh", jnp.arctanh, np.arctanh, (-0.99, 0.99)),
-    _inexact("sqrt", jnp.sqrt, np.sqrt, (0, 1e6)),
+    _inexact("exp", jnp.exp, np.exp, (-80, 80), dtypes=NUMBERS + COMPLEX),
+    _inexact("exp2", jnp.exp2, np.exp2, (-100, 100), dtypes=NUMBERS + COMPLEX),
+    _inexact("expm1", jnp.expm1, np.expm1, (-20, 20), dtypes=NUMBERS + COMPLEX),
+    _inexact("log", jnp.log, np.log, (0.001, 1e6), dtypes=NUMBERS + COMPLEX),
+    _inexact("log1p", jnp.log1p, np.log1p, (-0.99, 1e6), dtypes=NUMBERS + COMPLEX),
+    _inexact("log2", jnp.log2, np.log2, (0.001, 1e6), dtypes=NUMBERS + COMPLEX),
+    _inexact("log10", jnp.log10, np.log10, (0.001, 1e6), dtypes=NUMBERS + COMPLEX),
+    _inexact("sin", jnp.sin, np.sin, (-100, 100), dtypes=NUMBERS + COMPLEX),
+    _inexact("cos", jnp.cos, np.cos, (-100, 100), dtypes=NUMBERS + COMPLEX),
+    _inexact("tan", jnp.tan, np.tan, (-1.5, 1.5), dtypes=NUMBERS + COMPLEX),
+    _inexact("arcsin", jnp.arcsin, np.arcsin, (-1, 1), dtypes=NUMBERS + COMPLEX),
+    _inexact("arccos", jnp.arccos, np.arccos, (-1, 1), dtypes=NUMBERS + COMPLEX),
+    _inexact("arctan", jnp.arctan, np.arctan, (-100, 100), dtypes=NUMBERS + COMPLEX),
+    _inexact("sinh", jnp.sinh, np.sinh, (-20, 20), dtypes=NUMBERS + COMPLEX),
+    _inexact("cosh", jnp.cosh, np.cosh, (-20, 20), dtypes=NUMBERS + COMPLEX),
+    _inexact("tanh", jnp.tanh, np.tanh, (-20, 20), dtypes=NUMBERS + COMPLEX),
+    _inexact("arcsinh", jnp.arcsinh, np.arcsinh, (-100, 100), dtypes=NUMBERS + COMPLEX),
+    _inexact("arccosh", jnp.arccosh, np.arccosh, (1, 100), dtypes=NUMBERS + COMPLEX),
+    _inexact("arctanh", jnp.arctanh, np.arctanh, (-0.99, 0.99), dtypes=NUMBERS + COMPLEX),
+    _inexact("sqrt", jnp.sqrt, np.sqrt, (0, 1e6), dtypes=NUMBERS + COMPLEX),
     _inexact("cbrt", jnp.cbrt, np.cbrt, (-1e6, 1e6)),
-    _inexact("reciprocal", jnp.reciprocal, np.reciprocal, (0.1, 100)),
-    _inexact("deg2rad", jnp.deg2rad, np.deg2rad),
-    _inexact("rad2deg", jnp.rad2deg, np.rad2deg),
-    _inexact("sinc", jnp.sinc, np.sinc, tol=1e-5),
+    _inexact("reciprocal", jnp.reciprocal, np.reciprocal, (0.1, 100), dtypes=NUMBERS + COMPLEX,
+             complex_domain=(0.1, 10)),
+    _inexact("deg2rad", jnp.deg2rad, _scaled(np.deg2rad, np.pi / 180), dtypes=NUMBERS + COMPLEX),
+    _inexact("rad2deg", jnp.rad2deg, _scaled(np.rad2deg, 180 / np.pi), dtypes=NUMBERS + COMPLEX),
+    _inexact("sinc", jnp.sinc, np.sinc, tol=1e-5, dtypes=NUMBERS + COMPLEX, complex_domain=(-3.0, 3.0)),
     _inexact("fabs", jnp.fabs, np.fabs),
     _inexact("lax.erf", lambda x: lax.erf(jnp.asarray(x, jnp.promote_types(x.dtype, jnp.float32)
                                                          if not jnp.issubdtype(x.dtype, jnp.floating) else x.dtype)),
@@ -194,29 +229,32 @@ UNARY_RECORDS = [
     _inexact("lax.lgamma", lambda x: lax.lgamma(x), _lgamma, (0.1, 50), tol=1e-5, dtypes=FLOATS),
     _inexact("lax.logistic", lambda x: lax.logistic(x), _logistic, (-50, 50), dtypes=FLOATS),
     _inexact("lax.rsqrt", lambda x: lax.rsqrt(x), lambda x: 1 / np.sqrt(x), (0.01, 1e4), dtypes=FLOATS),
-    OpRecord("negative", jnp.negative, np.negative, 1, SIGNED + FLOATS),
-    OpRecord("positive", jnp.positive, np.positive, 1, NUMBERS),
-    OpRecord("abs", jnp.abs, np.abs, 1, NUMBERS),
-    OpRecord("sign", jnp.sign, np.sign, 1, SIGNED + FLOATS),
-    OpRecord("square", jnp.square, np.square, 1, FLOATS, (-100, 100)),
+    OpRecord("negative", jnp.negative, np.negative, 1, SIGNED + FLOATS + COMPLEX, specials=True),
+    OpRecord("positive", jnp.positive, np.positive, 1, NUMBERS + COMPLEX, specials=True),
+    OpRecord("abs", jnp.abs, np.abs, 1, NUMBERS + COMPLEX, result="real", specials=True),
+    # (no infinities: NumPy's sign(inf + 0j) is 1, XLA's z / |z| is NaN)
+    OpRecord("sign", jnp.sign, np.sign, 1, SIGNED + FLOATS + COMPLEX),
+    OpRecord("square", jnp.square, np.square, 1, FLOATS + COMPLEX, (-100, 100)),
     OpRecord("floor", jnp.floor, np.floor, 1, FLOATS),
     OpRecord("ceil", jnp.ceil, np.ceil, 1, FLOATS),
-    OpRecord("rint", jnp.rint, np.rint, 1, FLOATS),
-    OpRecord("round", jnp.round, np.round, 1, FLOATS),
+    OpRecord("rint", jnp.rint, np.rint, 1, FLOATS + COMPLEX, specials=True),
+    OpRecord("round", jnp.round, np.round, 1, FLOATS + COMPLEX, specials=True),
     OpRecord("trunc", jnp.trunc, np.trunc, 1, FLOATS),
     OpRecord("lax.round", lambda x: lax.round(x), _round_half_away, 1, FLOATS),
     OpRecord("invert", jnp.invert, np.invert, 1, BOOL + INTS, bit_patterns=True),
-    OpRecord("logical_not", jnp.logical_not, np.logical_not, 1, ALL, result="bool"),
-    OpRecord("isnan", jnp.isnan, np.isnan, 1, NUMBERS, result="bool"),
-    OpRecord("isinf", jnp.isinf, np.isinf, 1, NUMBERS, result="bool"),
-    OpRecord("isfinite", jnp.isfinite, np.isfinite, 1, NUMBERS, result="bool"),
+    OpRecord("logical_not", jnp.logical_not, np.logical_not, 1, ALL + COMPLEX, result="bool", specials=True),
+    OpRecord("isnan", jnp.isnan, np.isnan, 1, NUMBERS + COMPLEX, result="bool", specials=True),
+    OpRecord("isinf", jnp.isinf, np.isinf, 1, NUMBERS + COMPLEX, result="bool", specials=True),
+    OpRecord("isfinite", jnp.isfinite, np.isfinite, 1, NUMBERS + COMPLEX, result="bool", specials=True),
     OpRecord("isposinf", jnp.isposinf, np.isposinf, 1, NUMBERS, EVERYWHERE, result="bool"),
     OpRecord("isneginf", jnp.isneginf, np.isneginf, 1, NUMBERS, EVERYWHERE, result="bool"),
     OpRecord("signbit", jnp.signbit, np.signbit, 1, SIGNED + FLOATS, result="bool"),
     OpRecord("nan_to_num", jnp.nan_to_num, np.nan_to_num, 1, [np.float32]),
-    OpRecord("conj", jnp.conj, np.conj, 1, ALL),
-    OpRecord("real", jnp.real, np.real, 1, ALL),
-    OpRecord("copy", jnp.copy, np.copy, 1, ALL),
+    OpRecord("conj", jnp.conj, np.conj, 1, ALL + COMPLEX, specials=True),
+    OpRecord("real", jnp.real, np.real, 1, ALL + COMPLEX, result="real", specials=True),
+    OpRecord("imag", jnp.imag, np.imag, 1, NUMBERS + COMPLEX, result="real", specials=True),
+    OpRecord("angle", jnp.angle, np.angle, 1, FLOATS + COMPLEX, result="real"),
+    OpRecord("copy", jnp.copy, np.copy, 1, ALL + COMPLEX, specials=True),
     OpRecord("nn.relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0), 1, [np.float32, np.float16, np.int32]),
     OpRecord("nn.sigmoid", lambda x: nn.sigmoid(x), _logistic, 1, [np.float32], (-50, 50)),
     OpRecord("nn.softplus", lambda x: nn.softplus(x), lambda x: np.logaddexp(x, 0), 1, [np.float32], (-50, 50)),
@@ -224,53 +262,56 @@ UNARY_RECORDS = [
     OpRecord("nn.gelu", lambda x: nn.gelu(x), _gelu_tanh, 1, [np.float32], tolerance=1e-5),
     OpRecord("nn.hard_silu", nn.hard_silu, lambda x: x * np.clip(x + 3, 0, 6) / 6, 1, [np.float32, np.float16]),
     # lax: no promotion, operands of one dtype
-    _lax(lax.neg, np.negative, dtypes=SIGNED + FLOATS),
-    _lax(lax.abs, np.abs, dtypes=SIGNED + FLOATS),
-    _lax(lax.sign, np.sign, dtypes=SIGNED + FLOATS),
+    _lax(lax.neg, np.negative, dtypes=SIGNED + FLOATS + COMPLEX, specials=True),
+    _lax(lax.abs, np.abs, dtypes=SIGNED + FLOATS + COMPLEX, result="real", specials=True),
+    _lax(lax.sign, np.sign, dtypes=SIGNED + FLOATS + COMPLEX),
     _lax(lax.floor, np.floor),
     _lax(lax.ceil, np.ceil),
-    _lax(lax.exp, np.exp, domain=(-80, 80)),
-    _lax(lax.exp2, np.exp2, domain=(-100, 100)),
-    _lax(lax.expm1, np.expm1, domain=(-20, 20)),
-    _lax(lax.log, np.log, domain=(0.001, 1e6)),
-    _lax(lax.log1p, np.log1p, domain=(-0.99, 1e6)),
-    _lax(lax.sin, np.sin, domain=(-100, 100)),
-    _lax(lax.cos, np.cos, domain=(-100, 100)),
-    _lax(lax.tan, np.tan, domain=(-1.5, 1.5)),
-    _lax(lax.asin, np.arcsin, domain=(-1, 1)),
-    _lax(lax.acos, np.arccos, domain=(-1, 1)),
-    _lax(lax.atan, np.arctan, domain=(-100, 100)),
-    _lax(lax.sinh, np.sinh, domain=(-20, 20)),
-    _lax(lax.cosh, np.cosh, domain=(-20, 20)),
-    _lax(lax.tanh, np.tanh, domain=(-20, 20)),
-    _lax(lax.asinh, np.arcsinh, domain=(-100, 100)),
-    _lax(lax.acosh, np.arccosh, domain=(1, 100)),
-    _lax(lax.atanh, np.arctanh, domain=(-0.99, 0.99)),
-    _lax(lax.sqrt, np.sqrt, domain=(0, 1e6)),
+    _lax(lax.exp, np.exp, domain=(-80, 80), dtypes=FLOATS + COMPLEX),
+    _lax(lax.exp2, np.exp2, domain=(-100, 100), dtypes=FLOATS + COMPLEX),
+    _lax(lax.expm1, np.expm1, domain=(-20, 20), dtypes=FLOATS + COMPLEX),
+    _lax(lax.log, np.log, domain=(0.001, 1e6), dtypes=FLOATS + COMPLEX),
+    _lax(lax.log1p, np.log1p, domain=(-0.99, 1e6), dtypes=FLOATS + COMPLEX),
+    _lax(lax.sin, np.sin, domain=(-100, 100), dtypes=FLOATS + COMPLEX),
+    _lax(lax.cos, np.cos, domain=(-100, 100), dtypes=FLOATS + COMPLEX),
+    _lax(lax.tan, np.tan, domain=(-1.5, 1.5), dtypes=FLOATS + COMPLEX),
+    _lax(lax.asin, np.arcsin, domain=(-1, 1), dtypes=FLOATS + COMPLEX),
+    _lax(lax.acos, np.arccos, domain=(-1, 1), dtypes=FLOATS + COMPLEX),
+    _lax(lax.atan, np.arctan, domain=(-100, 100), dtypes=FLOATS + COMPLEX),
+    _lax(lax.sinh, np.sinh, domain=(-20, 20), dtypes=FLOATS + COMPLEX),
+    _lax(lax.cosh, np.cosh, domain=(-20, 20), dtypes=FLOATS + COMPLEX),
+    _lax(lax.tanh, np.tanh, domain=(-20, 20), dtypes=FLOATS + COMPLEX),
+    _lax(lax.asinh, np.arcsinh, domain=(-100, 100), dtypes=FLOATS + COMPLEX),
+    _lax(lax.acosh, np.arccosh, domain=(1, 100), dtypes=FLOATS + COMPLEX),
+    _lax(lax.atanh, np.arctanh, domain=(-0.99, 0.99), dtypes=FLOATS + COMPLEX),
+    _lax(lax.sqrt, np.sqrt, domain=(0, 1e6), dtypes=FLOATS + COMPLEX),
     _lax(lax.cbrt, np.cbrt, domain=(-1e6, 1e6)),
-    _lax(lax.square, np.square, dtypes=NUMBERS, domain=(-100, 100)),
-    _lax(lax.reciprocal, np.reciprocal, domain=(0.1, 100)),
+    _lax(lax.square, np.square, dtypes=NUMBERS + COMPLEX, domain=(-100, 100)),
+    _lax(lax.reciprocal, np.reciprocal, domain=(0.1, 100), dtypes=FLOATS + COMPLEX, complex_domain=(0.1, 10)),
     _lax(lax.digamma, _digamma, domain=(0.1, 50)),
     _lax(lax.erf_inv, _erf_inv, domain=(-0.999, 0.999)),
     _lax(lax.is_finite, np.isfinite, domain=EVERYWHERE, result="bool"),
     _lax(lax.bitwise_not, np.invert, dtypes=BOOL + INTS, bit_patterns=True),
     _lax(lax.population_count, _population_count, dtypes=INTS, bit_patterns=True),
-    _lax(lax.stop_gradient, np.asarray, dtypes=ALL),
+    _lax(lax.stop_gradient, np.asarray, dtypes=ALL + COMPLEX, specials=True),
 ]
 
 BINARY_RECORDS = [
-    OpRecord("add", jnp.add, np.add, 2, ALL),
-    OpRecord("subtract", jnp.subtract, np.subtract, 2, NUMBERS),
-    OpRecord("multiply", jnp.multiply, np.multiply, 2, ALL),
-    OpRecord("divide", jnp.divide, np.divide, 2, FLOATS, (0.5, 10), result="inexact"),
+    OpRecord("add", jnp.add, np.add, 2, ALL + COMPLEX, specials=True),
+    OpRecord("subtract", jnp.subtract, np.subtract, 2, NUMBERS + COMPLEX, specials=True),
+    OpRecord("multiply", jnp.multiply, np.multiply, 2, ALL + COMPLEX),
+    OpRecord("divide", jnp.divide, np.divide, 2, FLOATS + COMPLEX, (0.5, 10), result="inexact",
+             complex_domain=(0.5, 10)),
     OpRecord("floor_divide", jnp.floor_divide, np.floor_divide, 2, SIGNED + FLOATS, nonzero_divisor=True),
     OpRecord("remainder", jnp.remainder, np.remainder, 2, SIGNED + FLOATS, nonzero_divisor=True),
     OpRecord("fmod", jnp.fmod, np.fmod, 2, SIGNED + FLOATS, nonzero_divisor=True),
-    OpRecord("power", jnp.power, np.power, 2, [np.float32], (0.1, 5)),
-    OpRecord("float_power", jnp.float_power, np.float_power, 2, [np.int8, np.int32] + FLOATS, (0.1, 5),
-             result="inexact"),
-    OpRecord("maximum", jnp.maximum, np.maximum, 2, ALL),
-    OpRecord("minimum", jnp.minimum, np.minimum, 2, ALL),
+    OpRecord("power", jnp.power, np.power, 2, [np.float32] + COMPLEX, (0.1, 5), complex_domain=(0.1, 3)),
+    OpRecord("float_power", jnp.float_power, np.float_power, 2, [np.int8, np.int32] + FLOATS + COMPLEX, (0.1, 5),
+             result="inexact", complex_domain=(0.1, 3)),
+    # Complex maximum / minimum are lexicographic. (No NaNs: XLA's complex max and min depend on
+    # the operands' order when one holds a NaN; NumPy's, and ember's, return the NaN operand.)
+    OpRecord("maximum", jnp.maximum, np.maximum, 2, ALL + COMPLEX),
+    OpRecord("minimum", jnp.minimum, np.minimum, 2, ALL + COMPLEX),
     OpRecord("arctan2", jnp.arctan2, np.arctan2, 2, FLOATS, result="inexact"),
     OpRecord("hypot", jnp.hypot, np.hypot, 2, FLOATS, result="inexact"),
     OpRecord("copysign", jnp.copysign, np.copysign, 2, FLOATS, result="inexact"),
@@ -283,21 +324,27 @@ BINARY_RECORDS = [
     OpRecord("bitwise_xor", jnp.bitwise_xor, np.bitwise_xor, 2, BOOL + INTS, bit_patterns=True),
     OpRecord("left_shift", jnp.left_shift, _shift_left, 2, INTS, bit_patterns=True),
     OpRecord("right_shift", jnp.right_shift, _right_shift, 2, INTS, bit_patterns=True),
-    OpRecord("logical_and", jnp.logical_and, np.logical_and, 2, ALL, result="bool"),
-    OpRecord("logical_or", jnp.logical_or, np.logical_or, 2, ALL, result="bool"),
-    OpRecord("logical_xor", jnp.logical_xor, np.logical_xor, 2, ALL, result="bool"),
-    OpRecord("equal", jnp.equal, np.equal, 2, ALL, result="bool"),
-    OpRecord("not_equal", jnp.not_equal, np.not_equal, 2, ALL, result="bool"),
-    OpRecord("less", jnp.less, np.less, 2, ALL, result="bool"),
-    OpRecord("less_equal", jnp.less_equal, np.less_equal, 2, ALL, result="bool"),
-    OpRecord("greater", jnp.greater, np.greater, 2, ALL, result="bool"),
-    OpRecord("greater_equal", jnp.greater_equal, np.greater_equal, 2, ALL, result="bool"),
+    OpRecord("logical_and", jnp.logical_and, np.logical_and, 2, ALL + COMPLEX, result="bool", specials=True),
+    OpRecord("logical_or", jnp.logical_or, np.logical_or, 2, ALL + COMPLEX, result="bool", specials=True),
+    OpRecord("logical_xor", jnp.logical_xor, np.logical_xor, 2, ALL + COMPLEX, result="bool", specials=True),
+    OpRecord("equal", jnp.equal, np.equal, 2, ALL + COMPLEX, result="bool", specials=True),
+    OpRecord("not_equal", jnp.not_equal, np.not_equal, 2, ALL + COMPLEX, result="bool", specials=True),
+    # Complex order comparisons are lexicographic, as NumPy's. (No NaNs: NumPy's say False for
+    # 1+nanj < 2, JAX's, comparing the real parts first, say True.) Values from a small set, so
+    # that equal real parts, which defer to the imaginary ones, are common.
+    OpRecord("less", jnp.less, np.less, 2, ALL + COMPLEX, result="bool", complex_domain=[0.0, 1.0, 1j, 1 + 1j]),
+    OpRecord("less_equal", jnp.less_equal, np.less_equal, 2, ALL + COMPLEX, result="bool",
+             complex_domain=[0.0, 1.0, 1j, 1 + 1j]),
+    OpRecord("greater", jnp.greater, np.greater, 2, ALL + COMPLEX, result="bool",
+             complex_domain=[0.0, 1.0, 1j, 1 + 1j]),
+    OpRecord("greater_equal", jnp.greater_equal, np.greater_equal, 2, ALL + COMPLEX, result="bool",
+             complex_domain=[0.0, 1.0, 1j, 1 + 1j]),
     # lax: operands of one dtype and shape (or scalars)
-    _lax(lax.sub, np.subtract, 2, NUMBERS),
-    _lax(lax.mul, np.multiply, 2, NUMBERS),
-    _lax(lax.max, np.maximum, 2, ALL),
-    _lax(lax.min, np.minimum, 2, ALL),
-    _lax(lax.pow, np.power, 2, domain=(0.1, 5)),
+    _lax(lax.sub, np.subtract, 2, NUMBERS + COMPLEX, specials=True),
+    _lax(lax.mul, np.multiply, 2, NUMBERS + COMPLEX),
+    _lax(lax.max, np.maximum, 2, ALL + COMPLEX),
+    _lax(lax.min, np.minimum, 2, ALL + COMPLEX),
+    _lax(lax.pow, np.power, 2, FLOATS + COMPLEX, domain=(0.1, 5), complex_domain=(0.1, 3)),
     _lax(lax.atan2, np.arctan2, 2),
     _lax(lax.nextafter, np.nextafter, 2, exact=True),
     _lax(lax.bitwise_and, np.bitwise_and, 2, BOOL + INTS, bit_patterns=True),
@@ -306,8 +353,8 @@ BINARY_RECORDS = [
     _lax(lax.shift_left, _shift_left, 2, INTS, bit_patterns=True),
     _lax(lax.shift_right_arithmetic, _shift_right_arithmetic, 2, INTS, bit_patterns=True),
     _lax(lax.shift_right_logical, _shift_right_logical, 2, INTS, bit_patterns=True),
-    _lax(lax.eq, np.equal, 2, ALL, result="bool"),
-    _lax(lax.ne, np.not_equal, 2, ALL, result="bool"),
+    _lax(lax.eq, np.equal, 2, ALL + COMPLEX, result="bool", specials=True),
+    _lax(lax.ne, np.not_equal, 2, ALL + COMPLEX, result="bool", specials=True),
     _lax(lax.lt, np.less, 2, ALL, result="bool"),
     _lax(lax.le, np.less_equal, 2, ALL, result="bool"),
     _lax(lax.gt, np.greater, 2, ALL, result="bool"),
@@ -319,6 +366,8 @@ def expected_dtype(record: OpRecord, dtype: Any) -> np.dtype:
     dtype = np.dtype(dtype)
     if record.result == "bool":
         return np.dtype(np.bool_)
+    if record.result == "real":  # abs, real, imag, angle: the parts' type of complex values
+        return np.dtype(np.float32) if dtype == np.complex64 else dtype
     if record.result == "inexact" and dtype.kind in "biu":
         return np.dtype(np.float32)
     return dtype
@@ -337,6 +386,7 @@ class ParamRecord(NamedTuple):
     domain: Any = (-10.0, 10.0)
     compare: str = "equal"      # "equal" (NaNs equal) | "bits" (bit patterns) | "close" (dtype's tolerance)
     bit_patterns: bool = False  # integer ``x`` spans its whole range
+    specials: bool = False      # complex ``x``: either part may be +-inf or NaN
 
 
 def _no_args(draw, x):
@@ -490,6 +540,8 @@ def _bitcast(x, new_dtype):
 
 def _in_float64(x):
     """Floating values widened (exactly) to float64, for NumPy functions that lack bfloat16 loops."""
+    if x.dtype.kind == "c":
+        return x.astype(np.complex128)
     return x if x.dtype.kind in "biu" else x.astype(np.float64)
 
 
@@ -616,6 +668,66 @@ PARAM_RECORDS = [
                 _stack_partner(1, 2), max_dims=2),
     ParamRecord("jnp.dsplit", lambda x, indices_or_sections: jnp.dsplit(x, indices_or_sections),
                 lambda x, indices_or_sections: np.dsplit(x, indices_or_sections), _dsplit_args, min_dims=3),
+]
+
+# --- complex operands of records with parameters --------------------------------------------------
+_BY_NAME = {r.name: r for r in PARAM_RECORDS}
+# Shape operations and selections move values: any value, infinities and NaNs included.
+_MOVING = ["lax.broadcast", "lax.broadcast_to_rank", "lax.concatenate", "lax.pad", "lax.rev", "lax.slice",
+           "lax.slice_in_dim", "lax.dynamic_slice", "lax.dynamic_slice_in_dim", "lax.dynamic_update_slice",
+           "lax.dynamic_update_slice_in_dim", "lax.dynamic_update_index_in_dim", "lax.select_n", "jnp.atleast_2d",
+           "jnp.atleast_3d (two arrays)", "jnp.vstack", "jnp.dstack", "jnp.column_stack", "jnp.dsplit"]
+
+
+def _in_complex128(reference):
+    """A reference computed in complex128 and rounded to complex64 (the operand's type)."""
+    def wide(x, *args, **params):
+        return np.asarray(reference(x.astype(np.complex128), *args, **params)).astype(x.dtype)
+    return wide
+
+
+def _sort_keys(x, axis):
+    """Indices of a stable sort along ``axis`` by (real, imaginary), each with NaNs last: JAX's
+    order (NumPy's own complex order puts R + nanj after every R + Rj)."""
+    return np.lexsort((np.imag(x), np.real(x)), axis=axis)
+
+
+def _sort_args(draw, x):
+    return (), dict(axis=_axis(draw, x))
+
+
+COMPLEX_PARAM_RECORDS = [_BY_NAME[name]._replace(dtypes=COMPLEX, specials=True) for name in _MOVING] + [
+    # Products of units are exact in any order; sums and extrema of values within +-10 are not
+    # reordered-exact, so they compare within a tolerance (extrema exactly). Extrema are
+    # lexicographic (no NaNs: XLA's complex max and min of a NaN depend on the operands' order).
+    ParamRecord("lax.reduce_prod (complex)", lambda x, axes: lax.reduce_prod(x, axes),
+                lambda x, axes: np.asarray(np.prod(x, axis=axes)), lambda draw, x: ((), dict(axes=_axes(draw, x))),
+                COMPLEX, domain=UNITS),
+    ParamRecord("lax.reduce_sum (complex)", lambda x, axes: lax.reduce_sum(x, axes),
+                _in_complex128(lambda x, axes: np.sum(x, axis=axes)), lambda draw, x: ((), dict(axes=_axes(draw, x))),
+                COMPLEX, compare="close"),
+    ParamRecord("jnp.max (complex)", lambda x, axis: jnp.max(x, axis), lambda x, axis: np.asarray(np.max(x, axis)),
+                lambda draw, x: ((), dict(axis=_axis(draw, x))), COMPLEX, min_dims=1, min_side=1),
+    ParamRecord("jnp.min (complex)", lambda x, axis: jnp.min(x, axis), lambda x, axis: np.asarray(np.min(x, axis)),
+                lambda draw, x: ((), dict(axis=_axis(draw, x))), COMPLEX, min_dims=1, min_side=1),
+    ParamRecord("jnp.mean (complex)", lambda x, axis: jnp.mean(x, axis),
+                _in_complex128(lambda x, axis: np.mean(x, axis)), lambda draw, x: ((), dict(axis=_axis(draw, x))),
+                COMPLEX, min_dims=1, min_side=1, compare="close"),
+    ParamRecord("lax.cumsum (complex)", lambda x, axis, reverse: lax.cumsum(x, axis, reverse),
+                _cumulative(np.add), _cumulative_args, COMPLEX, min_dims=1, compare="close"),
+    ParamRecord("lax.cumprod (complex)", lambda x, axis, reverse: lax.cumprod(x, axis, reverse),
+                _cumulative(np.multiply), _cumulative_args, COMPLEX, min_dims=1, domain=UNITS),
+    ParamRecord("lax.cummax (complex)", lambda x, axis, reverse: lax.cummax(x, axis, reverse),
+                _cumulative(np.maximum), _cumulative_args, COMPLEX, min_dims=1),
+    ParamRecord("lax.cummin (complex)", lambda x, axis, reverse: lax.cummin(x, axis, reverse),
+                _cumulative(np.minimum), _cumulative_args, COMPLEX, min_dims=1),
+    # Sorts: lexicographic by (real, imaginary), NaNs last in each, infinities and NaNs drawn.
+    ParamRecord("jnp.sort (complex)", lambda x, axis: jnp.sort(x, axis),
+                lambda x, axis: np.take_along_axis(x, _sort_keys(x, axis), axis), _sort_args, COMPLEX,
+                min_dims=1, specials=True),
+    ParamRecord("jnp.argsort (complex)", lambda x, axis: jnp.argsort(x, axis),
+                lambda x, axis: _sort_keys(x, axis).astype(np.int32), _sort_args, COMPLEX, min_dims=1,
+                specials=True),
 ]
 
 # --- aliases: each must give exactly what the function it names gives ----------------------------

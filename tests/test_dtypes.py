@@ -1,8 +1,11 @@
 """Type promotion: the whole lattice table, checked against JAX's published behaviour.
 
-Each row/column is an operand type (``i*``/``f*`` are Python int/float, which are
-weakly typed); each cell is the result of ``jnp.add``, ``*`` marking a weak result.
+Each row/column is an operand type (``i*``/``f*``/``c*`` are Python int/float/complex, which
+are weakly typed); each cell is the result of ``jnp.add``, ``*`` marking a weak result. The
+tables are also checked cell by cell against JAX itself.
 """
+import jax  # the reference the tables are checked against
+import jax.numpy as jax_numpy
 import numpy as np
 import pytest
 
@@ -11,46 +14,53 @@ import ember.numpy as jnp
 from ember import dtypes
 
 TABLE_X64_OFF = """
-          b    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64    i*    f*
-    b     b    i8   i16   i32   i32    u8   u16   u32   u32  bf16   f16   f32   f32  i32*  f32*
-   i8    i8    i8   i16   i32   i32   i16   i32   i32   i32  bf16   f16   f32   f32    i8  f32*
-  i16   i16   i16   i16   i32   i32   i16   i32   i32   i32  bf16   f16   f32   f32   i16  f32*
-  i32   i32   i32   i32   i32   i32   i32   i32   i32   i32  bf16   f16   f32   f32   i32  f32*
-  i64   i32   i32   i32   i32   i32   i32   i32   i32   i32  bf16   f16   f32   f32   i32  f32*
-   u8    u8   i16   i16   i32   i32    u8   u16   u32   u32  bf16   f16   f32   f32    u8  f32*
-  u16   u16   i32   i32   i32   i32   u16   u16   u32   u32  bf16   f16   f32   f32   u16  f32*
-  u32   u32   i32   i32   i32   i32   u32   u32   u32   u32  bf16   f16   f32   f32   u32  f32*
-  u64   u32   i32   i32   i32   i32   u32   u32   u32   u32  bf16   f16   f32   f32   u32  f32*
- bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16   f32   f32   f32  bf16  bf16
-  f16   f16   f16   f16   f16   f16   f16   f16   f16   f16   f32   f16   f32   f32   f16   f16
-  f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32
-  f64   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32
-   i*  i32*    i8   i16   i32   i32    u8   u16   u32   u32  bf16   f16   f32   f32  i32*  f32*
-   f*  f32*  f32*  f32*  f32*  f32*  f32*  f32*  f32*  f32*  bf16   f16   f32   f32  f32*  f32*
+           b    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64   c64  c128    i*    f*    c*
+    b      b    i8   i16   i32   i32    u8   u16   u32   u32  bf16   f16   f32   f32   c64   c64  i32*  f32*  c64*
+   i8     i8    i8   i16   i32   i32   i16   i32   i32   i32  bf16   f16   f32   f32   c64   c64    i8  f32*  c64*
+  i16    i16   i16   i16   i32   i32   i16   i32   i32   i32  bf16   f16   f32   f32   c64   c64   i16  f32*  c64*
+  i32    i32   i32   i32   i32   i32   i32   i32   i32   i32  bf16   f16   f32   f32   c64   c64   i32  f32*  c64*
+  i64    i32   i32   i32   i32   i32   i32   i32   i32   i32  bf16   f16   f32   f32   c64   c64   i32  f32*  c64*
+   u8     u8   i16   i16   i32   i32    u8   u16   u32   u32  bf16   f16   f32   f32   c64   c64    u8  f32*  c64*
+  u16    u16   i32   i32   i32   i32   u16   u16   u32   u32  bf16   f16   f32   f32   c64   c64   u16  f32*  c64*
+  u32    u32   i32   i32   i32   i32   u32   u32   u32   u32  bf16   f16   f32   f32   c64   c64   u32  f32*  c64*
+  u64    u32   i32   i32   i32   i32   u32   u32   u32   u32  bf16   f16   f32   f32   c64   c64   u32  f32*  c64*
+ bf16   bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16   f32   f32   f32   c64   c64  bf16  bf16   c64
+  f16    f16   f16   f16   f16   f16   f16   f16   f16   f16   f32   f16   f32   f32   c64   c64   f16   f16   c64
+  f32    f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   c64   c64   f32   f32   c64
+  f64    f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   c64   c64   f32   f32   c64
+  c64    c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64
+ c128    c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64
+   i*   i32*    i8   i16   i32   i32    u8   u16   u32   u32  bf16   f16   f32   f32   c64   c64  i32*  f32*  c64*
+   f*   f32*  f32*  f32*  f32*  f32*  f32*  f32*  f32*  f32*  bf16   f16   f32   f32   c64   c64  f32*  f32*  c64*
+   c*   c64*  c64*  c64*  c64*  c64*  c64*  c64*  c64*  c64*   c64   c64   c64   c64   c64   c64  c64*  c64*  c64*
 """
 
 TABLE_X64_ON = """
-          b    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64    i*    f*
-    b     b    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64  i64*  f64*
-   i8    i8    i8   i16   i32   i64   i16   i32   i64  f64*  bf16   f16   f32   f64    i8  f64*
-  i16   i16   i16   i16   i32   i64   i16   i32   i64  f64*  bf16   f16   f32   f64   i16  f64*
-  i32   i32   i32   i32   i32   i64   i32   i32   i64  f64*  bf16   f16   f32   f64   i32  f64*
-  i64   i64   i64   i64   i64   i64   i64   i64   i64  f64*  bf16   f16   f32   f64   i64  f64*
-   u8    u8   i16   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64    u8  f64*
-  u16   u16   i32   i32   i32   i64   u16   u16   u32   u64  bf16   f16   f32   f64   u16  f64*
-  u32   u32   i64   i64   i64   i64   u32   u32   u32   u64  bf16   f16   f32   f64   u32  f64*
-  u64   u64  f64*  f64*  f64*  f64*   u64   u64   u64   u64  bf16   f16   f32   f64   u64  f64*
- bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16   f32   f32   f64  bf16  bf16
-  f16   f16   f16   f16   f16   f16   f16   f16   f16   f16   f32   f16   f32   f64   f16   f16
-  f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f64   f32   f32
-  f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64
-   i*  i64*    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64  i64*  f64*
-   f*  f64*  f64*  f64*  f64*  f64*  f64*  f64*  f64*  f64*  bf16   f16   f32   f64  f64*  f64*
+           b    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64   c64  c128    i*    f*    c*
+    b      b    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64   c64  c128  i64*  f64* c128*
+   i8     i8    i8   i16   i32   i64   i16   i32   i64  f64*  bf16   f16   f32   f64   c64  c128    i8  f64* c128*
+  i16    i16   i16   i16   i32   i64   i16   i32   i64  f64*  bf16   f16   f32   f64   c64  c128   i16  f64* c128*
+  i32    i32   i32   i32   i32   i64   i32   i32   i64  f64*  bf16   f16   f32   f64   c64  c128   i32  f64* c128*
+  i64    i64   i64   i64   i64   i64   i64   i64   i64  f64*  bf16   f16   f32   f64   c64  c128   i64  f64* c128*
+   u8     u8   i16   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64   c64  c128    u8  f64* c128*
+  u16    u16   i32   i32   i32   i64   u16   u16   u32   u64  bf16   f16   f32   f64   c64  c128   u16  f64* c128*
+  u32    u32   i64   i64   i64   i64   u32   u32   u32   u64  bf16   f16   f32   f64   c64  c128   u32  f64* c128*
+  u64    u64  f64*  f64*  f64*  f64*   u64   u64   u64   u64  bf16   f16   f32   f64   c64  c128   u64  f64* c128*
+ bf16   bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16  bf16   f32   f32   f64   c64  c128  bf16  bf16   c64
+  f16    f16   f16   f16   f16   f16   f16   f16   f16   f16   f32   f16   f32   f64   c64  c128   f16   f16   c64
+  f32    f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f32   f64   c64  c128   f32   f32   c64
+  f64    f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64   f64  c128  c128   f64   f64  c128
+  c64    c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64   c64  c128   c64  c128   c64   c64   c64
+ c128   c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128  c128
+   i*   i64*    i8   i16   i32   i64    u8   u16   u32   u64  bf16   f16   f32   f64   c64  c128  i64*  f64* c128*
+   f*   f64*  f64*  f64*  f64*  f64*  f64*  f64*  f64*  f64*  bf16   f16   f32   f64   c64  c128  f64*  f64* c128*
+   c*  c128* c128* c128* c128* c128* c128* c128* c128* c128*   c64   c64   c64  c128   c64  c128 c128* c128* c128*
 """
 
 SHORT = {"b": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
          "u16": "uint16", "u32": "uint32", "u64": "uint64", "bf16": "bfloat16", "f16": "float16",
-         "f32": "float32", "f64": "float64"}
+         "f32": "float32", "f64": "float64", "c64": "complex64", "c128": "complex128"}
+PYTHON_SCALARS = {"i*": 1, "f*": 1.0, "c*": 1j}
 
 
 def _parse(table):
@@ -59,12 +69,10 @@ def _parse(table):
     return [(row[0], col, cell) for row in lines[1:] for col, cell in zip(cols, row[1:])]
 
 
-def _operand(name):
-    if name == "i*":
-        return 1
-    if name == "f*":
-        return 1.0
-    return jnp.zeros((), dtypes.dtype(SHORT[name]))
+def _operand(name, numpy=jnp):
+    if name in PYTHON_SCALARS:
+        return PYTHON_SCALARS[name]
+    return numpy.zeros((), SHORT[name])
 
 
 def _expected(cell):
@@ -81,6 +89,33 @@ def test_promotion_table_x64_off(a, b, cell):
 def test_promotion_table_x64_on(x64, a, b, cell):
     out = jnp.add(_operand(a), _operand(b))
     assert (out.dtype, out.weak_type) == _expected(cell)
+
+
+def _jax_cell(a, b):
+    out = jax_numpy.add(_operand(a, jax_numpy), _operand(b, jax_numpy))
+    short = {v: k for k, v in SHORT.items()}[out.dtype.name]
+    return short + ("*" if out.weak_type else "")
+
+
+@pytest.mark.filterwarnings("ignore:Explicitly requested dtype:UserWarning")  # (JAX's, for 64-bit types)
+def test_the_tables_are_jaxs():
+    """Every cell as JAX computes it, with x64 off and (in a context that does not leak) on."""
+    assert [_jax_cell(a, b) for a, b, _ in _parse(TABLE_X64_OFF)] == [c for _, _, c in _parse(TABLE_X64_OFF)]
+    with jax.enable_x64(True):
+        assert [_jax_cell(a, b) for a, b, _ in _parse(TABLE_X64_ON)] == [c for _, _, c in _parse(TABLE_X64_ON)]
+    assert not jax.config.jax_enable_x64
+
+
+def test_promote_types_and_result_type_with_complex(x64):
+    names = [n for n in SHORT if n != "i64" and n != "u64"]
+    with jax.enable_x64(True):
+        for a in names:
+            for b in names:
+                assert jnp.promote_types(SHORT[a], SHORT[b]) == jax_numpy.promote_types(SHORT[a], SHORT[b]), (a, b)
+            for scalar in PYTHON_SCALARS.values():
+                assert jnp.result_type(SHORT[a], scalar) == jax_numpy.result_type(SHORT[a], scalar), (a, scalar)
+    assert jnp.result_type(1j, 2.0) == np.complex128 and jnp.result_type(jnp.float16, 1j) == np.complex64
+    assert jnp.result_type(jnp.zeros(2, jnp.complex64), 1.0) == np.complex64
 
 
 @pytest.mark.parametrize("a,b,cell", [t for t in _parse(TABLE_X64_OFF) if "*" not in t[0] + t[1]])
@@ -126,6 +161,9 @@ def test_python_int_out_of_range_is_an_overflow_error():
 
 def test_finfo_and_iinfo():
     assert jnp.finfo(jnp.bfloat16).bits == 16
+    # finfo of a complex type describes its parts, as NumPy's and JAX's
+    assert jnp.finfo(jnp.complex64).dtype == np.float32 and jnp.finfo(jnp.complex64).bits == 32
+    assert jnp.finfo(jnp.complex128).dtype == np.float64 and jnp.finfo(np.complex128).eps == np.finfo(np.float64).eps
     assert jnp.finfo(jnp.float32).eps == np.finfo(np.float32).eps
     assert jnp.iinfo(jnp.int8).max == 127
 

@@ -1,13 +1,22 @@
 """Every elementwise op record against NumPy, eagerly and under jit, over hypothesis-drawn
-shapes, dtypes and values; every alias against the function it names; plus coverage of the
-primitive rule tables."""
+shapes, dtypes and values (complex ones too, for the functions that accept them); the complex
+records with parameters (shapes, selections, reductions, sorts); every alias against the
+function it names; plus coverage of the primitive rule tables."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
-from op_records import ALIASES, BINARY_RECORDS, UNARY_RECORDS, arrays, expected_dtype
+from op_records import (
+    ALIASES,
+    BINARY_RECORDS,
+    COMPLEX_PARAM_RECORDS,
+    UNARY_RECORDS,
+    arrays,
+    complex_arrays,
+    expected_dtype,
+)
 from util import tolerance
 
 import ember
@@ -22,6 +31,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:ember.jit.*has been traced:Runti
 
 
 def _values(draw, dtype, shape, record, first=True):
+    if np.dtype(dtype).kind == "c":
+        return draw(complex_arrays(dtype, shape, record.complex_domain, record.specials))
     return draw(arrays(dtype, shape, record.domain, record.bit_patterns and first))
 
 
@@ -29,6 +40,9 @@ def _reference(record, args, out_dtype):
     if record.exact:
         with np.errstate(all="ignore"):
             return np.asarray(record.reference(*args))
+    if any(a.dtype.kind == "c" for a in args):  # complex inputs: the reference computes in complex128
+        with np.errstate(all="ignore"):
+            return np.asarray(record.reference(*(a.astype(np.complex128) for a in args)))
     widen = record.result == "inexact" or out_dtype.kind == "f" or out_dtype == dtypes.bfloat16
     wide = [a.astype(np.float64) if widen or a.dtype == dtypes.bfloat16 else a for a in args]
     with np.errstate(all="ignore"):
@@ -43,6 +57,9 @@ def _compare(record, got, args, dtype):
     assert got.dtype == want_dtype, f"{record.name}: dtype {got.dtype} != {want_dtype}"
     expected = _reference(record, args, want_dtype)
     assert got.shape == expected.shape
+    if want_dtype.kind == "c":
+        assert_complex_close(np.asarray(got), expected, record.tolerance or 2e-5, record.name)
+        return
     got64 = np.asarray(got).astype(np.float64) if want_dtype.kind not in "biu" else np.asarray(got)
     if record.exact:
         np.testing.assert_array_equal(got64, expected.astype(np.float64), err_msg=record.name)
@@ -60,6 +77,25 @@ def _compare(record, got, args, dtype):
     with np.errstate(over="ignore"):
         rounded = expected.astype(want_dtype).astype(np.float64)
     np.testing.assert_allclose(got64, rounded, equal_nan=True, err_msg=record.name, **tol)
+
+
+def assert_complex_close(got, expected, rtol, name="", atol=2e-6):
+    """``got`` (complex64) against the complex128 ``expected`` rounded to complex64: within
+    ``rtol * |expected| + atol`` where that is finite (``atol``: float32's slack for results that
+    cancel to about zero, as in the real comparisons), else part by part: an infinite or NaN part
+    equal (NaN equal to NaN), a finite one within the same bound."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.asarray(expected).astype(got.dtype)
+    finite = np.isfinite(want)
+    with np.errstate(invalid="ignore"):
+        error = np.abs(got[finite].astype(np.complex128) - want[finite])
+    bad = ~(error <= rtol * np.abs(want[finite].astype(np.complex128)) + atol)
+    assert not bad.any(), f"{name}: got {got[finite][bad]}, expected {want[finite][bad]}"
+    for part in (np.real, np.imag):
+        g, w = part(got[~finite]).astype(np.float64), part(want[~finite]).astype(np.float64)
+        special = ~np.isfinite(w)
+        np.testing.assert_array_equal(g[special], w[special], err_msg=name)
+        np.testing.assert_allclose(g[~special], w[~special], rtol=rtol, atol=atol, err_msg=name)
 
 
 def _check_jitted(record, jitted, eager, args, dtype):
@@ -129,6 +165,38 @@ def test_binary_records_with_python_scalars(record):
     scalar = True if np.dtype(dtype) == np.bool_ else 2
     out = record.fn(ember.numpy.asarray(x), scalar)
     assert out.dtype == expected_dtype(record, dtype)
+
+
+def _complex_param_compare(record, got, expected):
+    got = list(got) if isinstance(got, (list, tuple)) else [got]
+    expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+    assert len(got) == len(expected), record.name
+    for g, e in zip(got, expected):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.dtype == e.dtype and g.shape == e.shape, f"{record.name}: {g.dtype}{g.shape} != {e.dtype}{e.shape}"
+        if record.compare == "close":
+            assert_complex_close(g, e, 2e-5, record.name)
+        else:  # exact, NaNs equal
+            np.testing.assert_array_equal(g, e, err_msg=record.name)
+
+
+@pytest.mark.parametrize("record", COMPLEX_PARAM_RECORDS, ids=[r.name for r in COMPLEX_PARAM_RECORDS])
+@given(data=st.data())
+def test_complex_param_records(record, data):
+    """Complex operands of the shape, selection, reduction and sorting records, against NumPy,
+    eagerly and under jit (operands traced, parameters static)."""
+    shape = data.draw(hnp.array_shapes(min_dims=record.min_dims, max_dims=record.max_dims,
+                                       min_side=record.min_side, max_side=4))
+    x = data.draw(complex_arrays(np.complex64, shape, record.domain, record.specials))
+    operands, params = record.draw_args(data.draw, x)
+    with np.errstate(all="ignore"):
+        expected = record.reference(x, *operands, **params)
+
+    def run(*args):
+        return record.fn(*args, **params)
+
+    _complex_param_compare(record, run(jnp.asarray(x), *map(jnp.asarray, operands)), expected)
+    _complex_param_compare(record, ember.jit(run)(x, *operands), expected)
 
 
 def test_every_primitive_has_a_reference_rule():

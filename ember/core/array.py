@@ -6,13 +6,14 @@ same functions that tracers use, so eager and traced code behave alike.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from ember import dtypes
 from ember.core.avals import AvalProperties, ShapedArray, aval_of_value
-from ember.core.sharding import CPU, Device, Sharding
+from ember.core.sharding import CPU, Device, Sharding, sharding_of, shards_of  # noqa: F401  (CPU: re-exported)
 from ember.core.trace import Tracer
 
 
@@ -47,10 +48,21 @@ class Array(AvalProperties, metaclass=_ArrayType):
     # --- metadata (shape, dtype, ndim, size, ... come from AvalProperties) ------------
     @property
     def device(self) -> Device:
-        return CPU
+        placement = sharding_of(self)
+        if len(placement.device_set) != 1:
+            raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
+        return next(iter(placement.device_set))
 
     def devices(self) -> set[Device]:
-        return {CPU}
+        return sharding_of(self).device_set
+
+    @property
+    def sharding(self) -> Sharding:
+        return sharding_of(self)
+
+    @property
+    def addressable_shards(self) -> list:
+        return shards_of(self, Array)
 
     # --- conversion to Python / NumPy -------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -81,10 +93,16 @@ class Array(AvalProperties, metaclass=_ArrayType):
         return bool(self._value.reshape(())[()])
 
     def __int__(self) -> int:
-        return int(self._scalar("int"))
+        return int(self._python_scalar("int"))
 
     def __float__(self) -> float:
-        return float(self._scalar("float"))
+        return float(self._python_scalar("float"))
+
+    def _python_scalar(self, what: str) -> Any:
+        """The value as Python's type, so that ``float()`` and ``int()`` of a complex value are
+        Python's TypeError (as in JAX), not NumPy's warning and a dropped imaginary part."""
+        value = self._scalar(what)
+        return value.item() if isinstance(value, np.complexfloating) else value
 
     def __complex__(self) -> complex:
         return complex(self._scalar("complex"))
@@ -244,7 +262,7 @@ def as_array(a: Any, dtype: Any = None) -> Array:
             dt = target  # straight into the requested type, as JAX: asarray(2**32 - 1, uint32) fits
         value = np.array(a, dtype=dt if scalar else None)
         if value.dtype != target:
-            value = dtypes.convert_values(value, target)
+            value = _converted(value, target)
         return Array(np.array(value, dtype=target), ShapedArray(value.shape, target, weak and dtype is None))
     if isinstance(a, complex):  # a subclass of complex
         return as_array(complex(a), dtype)
@@ -273,7 +291,15 @@ def _array_from_sequence(seq: Sequence, dtype: Any) -> Array:
         raise ValueError(f"cannot build an array from a ragged or mixed sequence {seq!r}")
     if dtype is None:  # a list of scalars is strongly typed, as in JAX
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
-    return Array(np.array(dtypes.convert_values(value, dtype), dtype=dtype), ShapedArray(value.shape, dtype, False))
+    return Array(np.array(_converted(value, dtype), dtype=dtype), ShapedArray(value.shape, dtype, False))
+
+
+def _converted(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``value`` in ``dtype``; complex to real warns, as ``lax.convert_element_type`` and JAX do."""
+    if dtypes.is_complex(value.dtype) and not dtypes.is_complex(dtype):
+        warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
+                      stacklevel=4)
+    return dtypes.convert_values(value, dtype)
 
 
 def _to_host(x: Any) -> Any:

@@ -32,8 +32,8 @@ class ShapedArray(NamedTuple):
         return self._replace(weak_type=False) if self.weak_type else self
 
     def to_tangent_aval(self) -> "ShapedArray":
-        """The type of this type's tangents: itself for floats, float0 for integers and booleans."""
-        if dtypes.is_floating(self.dtype):  # (the rule of ``transforms.tangents.is_differentiable``)
+        """The type of this type's tangents: itself for real and complex floats, float0 for integers and booleans."""
+        if dtypes.is_inexact(self.dtype):  # (the rule of ``transforms.tangents.is_differentiable``)
             return self.strip_weak_type()
         return ShapedArray(self.shape, dtypes.float0, False)
 

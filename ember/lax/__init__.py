@@ -88,6 +88,7 @@ from ember.lax.elementwise import (  # noqa: F401  # noqa: F401
 )
 from ember.lax.fft import FftType, fft  # noqa: E402,F401
 from ember.lax.indexing import *  # noqa: E402,F401,F403
+from ember.lax.parallel import *  # noqa: E402,F401,F403
 from ember.lax.reductions import *  # noqa: E402,F401,F403
 from ember.lax.shapes import (  # noqa: F401
     INDEX_REMAPPING,

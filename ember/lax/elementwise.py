@@ -7,6 +7,7 @@ typed only when every operand is.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -188,9 +189,13 @@ bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule)
 
 
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
-    """Convert ``x`` to ``new_dtype`` (canonicalized). A no-op if the type already matches."""
+    """Convert ``x`` to ``new_dtype`` (canonicalized). A no-op if the type already matches.
+    Complex to real keeps the real part (to bool: ``x != 0``) and warns, as JAX does."""
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
     a = aval(x)
+    if dtypes.is_complex(a.dtype) and not dtypes.is_complex(new_dtype):
+        warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
+                      stacklevel=2)
     if a.dtype == new_dtype and a.weak_type == weak_type:
         return x
     if isinstance(x, Tracer):

@@ -2,14 +2,17 @@
 ``jnp.linalg`` builds its solvers, inverses, determinants and spectral norms from.
 
 Every primitive works on the last two dimensions and batches over the leading ones
-(``(..., m, n)``). Operands must be float32 or float64 (the precisions of LAPACK, which
-the reference implementation calls); complex matrices are not supported. Bad input is
-not an error, as in JAX: a matrix that is not positive definite has a NaN Cholesky
-factor, and a singular one an LU factor with a zero pivot, so solving with it gives
-inf / NaN.
+(``(..., m, n)``). Operands are float32, float64, complex64 or complex128 (the precisions
+of LAPACK, which the reference implementation calls). For complex matrices, transposes
+become conjugate transposes where the decomposition has them, as in LAPACK and JAX:
+``cholesky`` gives ``L @ L^H``, ``eigh`` reads a Hermitian matrix and gives real
+eigenvalues, ``svd`` real singular values. Bad input is not an error, as in JAX: a
+matrix that is not positive definite has a NaN Cholesky factor, and a singular one an
+LU factor with a zero pivot, so solving with it gives inf / NaN.
 """
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from ember import dtypes
@@ -18,14 +21,16 @@ from ember.lax import elementwise, shapes
 from ember.lax.base import aval, primitive
 from ember.lax.elementwise import convert_element_type
 
-__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
+__all__ = ["EigImplementation", "cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"]
+
+_LAPACK_DTYPES = (dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128)
 
 
 def _check_matrices(name: str, *operands: ShapedArray, square: bool = False) -> None:
     for x in operands:
-        if x.dtype not in (dtypes.float32, dtypes.float64):
-            raise TypeError(f"{name} does not accept dtype {x.dtype}: it needs float32 or float64 operands "
-                            "(convert with .astype(jnp.float32))")
+        if x.dtype not in _LAPACK_DTYPES:
+            raise TypeError(f"{name} does not accept dtype {x.dtype}: it needs float32 or float64 operands, or "
+                            "complex64 or complex128 (convert with .astype(jnp.float32))")
         if x.ndim < 2:
             raise ValueError(f"{name} needs an array of shape (..., m, n), got shape {x.shape}")
         if square and x.shape[-1] != x.shape[-2]:
@@ -43,6 +48,16 @@ def matrix_transpose(x: Any) -> Any:
     return shapes.transpose(x, (*range(rank - 2), rank - 1, rank - 2))
 
 
+def conj_if_complex(x: Any) -> Any:
+    """The complex conjugate of a complex ``x``; a real ``x`` itself (``lax.conj`` would make it complex)."""
+    return elementwise.conj(x) if dtypes.is_complex(aval(x).dtype) else x
+
+
+def adjoint(x: Any) -> Any:
+    """The conjugate transpose of the last two dimensions (the transpose of real matrices)."""
+    return conj_if_complex(matrix_transpose(x))
+
+
 def triangle(x: Any, k: int, lower: bool) -> Any:
     """``x`` with the entries above (``lower``) or below the ``k``-th diagonal of its last two
     dimensions zeroed: ``jnp.tril`` / ``jnp.triu``, and the derivative rules that need them."""
@@ -56,8 +71,8 @@ def triangle(x: Any, k: int, lower: bool) -> Any:
 
 
 def symmetrize(x: Any) -> Any:
-    """``(x + x.T) / 2`` over the last two dimensions."""
-    return elementwise.mul(elementwise.add(x, matrix_transpose(x)), convert_element_type(0.5, aval(x).dtype))
+    """``(x + x^H) / 2`` over the last two dimensions (``x^H``: the conjugate transpose)."""
+    return elementwise.mul(elementwise.add(x, adjoint(x)), convert_element_type(0.5, aval(x).dtype))
 
 
 def _operand(name: str, x: Any, symmetrize_input: bool) -> Any:
@@ -76,18 +91,20 @@ cholesky_p = primitive("cholesky", _cholesky_rule)
 
 
 def cholesky(x: Any, *, symmetrize_input: bool = True) -> Any:
-    """The lower-triangular ``L`` with ``L @ L.T == x`` for a symmetric positive-definite ``x``.
+    """The lower-triangular ``L`` with ``L @ L^H == x`` for a Hermitian (real: symmetric)
+    positive-definite ``x``.
 
-    The primitive reads only the lower triangle of ``x``; ``symmetrize_input`` (the default)
-    first averages ``x`` with its transpose, so that derivatives are symmetric. Where ``x``
-    is not positive definite, the lower triangle of the result is NaN.
+    The primitive reads only the lower triangle of ``x`` (and the real part of its diagonal);
+    ``symmetrize_input`` (the default) first averages ``x`` with its conjugate transpose, so
+    that derivatives are Hermitian. Where ``x`` is not positive definite, the lower triangle
+    of the result is NaN.
     """
     return cholesky_p.bind(_operand("cholesky", x, symmetrize_input))
 
 
 # --- triangular_solve ----------------------------------------------------------------------------
 def _triangular_solve_rule(a: ShapedArray, b: ShapedArray, *, left_side: bool, lower: bool, transpose_a: bool,
-                           unit_diagonal: bool) -> ShapedArray:
+                           conjugate_a: bool, unit_diagonal: bool) -> ShapedArray:
     _check_matrices("triangular_solve", a, b)
     _check_matrices("triangular_solve", a, square=True)
     if a.dtype != b.dtype:
@@ -107,19 +124,21 @@ triangular_solve_p = primitive("triangular_solve", _triangular_solve_rule)
 
 def triangular_solve(a: Any, b: Any, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
                      conjugate_a: bool = False, unit_diagonal: bool = False) -> Any:
-    """``x`` with ``op(a) @ x == b`` (``left_side``) or ``x @ op(a) == b``, where ``op(a)`` is ``a``
-    or ``a.T`` (``transpose_a``) and ``a`` is lower or upper triangular.
+    """``x`` with ``op(a) @ x == b`` (``left_side``) or ``x @ op(a) == b``, where ``op(a)`` is ``a``,
+    ``a.T`` (``transpose_a``), ``conj(a)`` (``conjugate_a``) or ``a^H`` (both), and ``a`` is lower or
+    upper triangular.
 
     Only ``a``'s triangle is read, and not its diagonal if ``unit_diagonal`` (taken as ones).
     A ``b`` with one dimension fewer than ``a`` is a (batch of) vector(s). ``conjugate_a``
-    changes nothing for real matrices; it is accepted for JAX compatibility.
+    changes nothing for real matrices (and is dropped for them, so programs do not differ).
     """
     b_rank = aval(b).ndim
     vector = b_rank == aval(a).ndim - 1
     if vector:
         b = shapes.expand_dims(b, (b_rank if left_side else b_rank - 1,))
+    conjugate = bool(conjugate_a) and dtypes.is_complex(aval(a).dtype)
     out = triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower), transpose_a=bool(transpose_a),
-                                  unit_diagonal=bool(unit_diagonal))
+                                  conjugate_a=conjugate, unit_diagonal=bool(unit_diagonal))
     return shapes.squeeze(out, (b_rank if left_side else b_rank - 1,)) if vector else out
 
 
@@ -157,8 +176,9 @@ qr_p = primitive("qr", _qr_rule, multiple_results=True)
 
 
 def qr(x: Any, *, pivoting: bool = False, full_matrices: bool = True) -> tuple[Any, Any]:
-    """``(q, r)`` with ``q @ r == x``, ``q`` orthonormal and ``r`` upper triangular (diagonal of either
-    sign, as LAPACK gives). ``full_matrices``: ``q`` is m x m and ``r`` m x n; else m x k and k x n."""
+    """``(q, r)`` with ``q @ r == x``, ``q`` orthonormal (unitary columns) and ``r`` upper triangular
+    (diagonal of either sign, or any phase, as LAPACK gives).
+    ``full_matrices``: ``q`` is m x m and ``r`` m x n; else m x k and k x n."""
     if pivoting:
         raise NotImplementedError("lax.linalg.qr with pivoting=True (column pivoting) is not implemented")
     q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
@@ -168,7 +188,7 @@ def qr(x: Any, *, pivoting: bool = False, full_matrices: bool = True) -> tuple[A
 # --- eigh ----------------------------------------------------------------------------------------------
 def _eigh_rule(x: ShapedArray, *, lower: bool) -> list[ShapedArray]:
     _check_matrices("eigh", x, square=True)
-    return [x.strip_weak_type(), ShapedArray(x.shape[:-1], x.dtype)]
+    return [x.strip_weak_type(), ShapedArray(x.shape[:-1], dtypes.real_dtype(x.dtype))]
 
 
 eigh_p = primitive("eigh", _eigh_rule, multiple_results=True)
@@ -176,10 +196,10 @@ eigh_p = primitive("eigh", _eigh_rule, multiple_results=True)
 
 def eigh(x: Any, *, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any, Any]:
     """``(v, w)``: the eigenvectors (the columns of ``v``) and the eigenvalues, in ascending order,
-    of a symmetric ``x``, so that ``x @ v == v * w``.
+    of a symmetric (complex: Hermitian) ``x``, so that ``x @ v == v * w``. ``w`` is real.
 
     The primitive reads only the lower (or, if not ``lower``, the upper) triangle;
-    ``symmetrize_input`` (the default) first averages ``x`` with its transpose.
+    ``symmetrize_input`` (the default) first averages ``x`` with its conjugate transpose.
     """
     v, w = eigh_p.bind(_operand("eigh", x, symmetrize_input), lower=bool(lower))
     return v, w
@@ -189,7 +209,7 @@ def eigh(x: Any, *, lower: bool = True, symmetrize_input: bool = True) -> tuple[
 def _svd_rule(x: ShapedArray, *, full_matrices: bool, compute_uv: bool) -> list[ShapedArray]:
     _check_matrices("svd", x)
     batch, m, n, k = _batch_shape_and_rank(x)
-    s = ShapedArray(batch + (k,), x.dtype)
+    s = ShapedArray(batch + (k,), dtypes.real_dtype(x.dtype))
     if not compute_uv:
         return [s]
     u_cols, vh_rows = (m, n) if full_matrices else (k, k)
@@ -201,7 +221,48 @@ svd_p = primitive("svd", _svd_rule, multiple_results=True)
 
 def svd(x: Any, *, full_matrices: bool = True, compute_uv: bool = True) -> Any:
     """The singular value decomposition ``x == u @ diag(s) @ vh``: ``(u, s, vh)``, or ``s`` alone
-    without ``compute_uv``. Singular values are non-negative and descending. ``full_matrices``:
+    without ``compute_uv``. Singular values are real, non-negative and descending. ``full_matrices``:
     ``u`` is m x m and ``vh`` n x n; else m x k and k x n (k = min(m, n))."""
     outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     return tuple(outs) if compute_uv else outs[0]
+
+
+# --- eig ---------------------------------------------------------------------------------------------------------
+class EigImplementation(enum.Enum):
+    """Which library computes ``eig``: on the CPU, LAPACK (the only one here, as in JAX on CPU)."""
+
+    LAPACK = "lapack"
+    MAGMA = "magma"
+    CUSOLVER = "cusolver"
+
+
+def _eig_rule(x: ShapedArray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
+              enable_eigvec_derivs: bool) -> list[ShapedArray]:
+    _check_matrices("eig", x, square=True)
+    complex_type = dtypes.complex_dtype(x.dtype)
+    vectors = [ShapedArray(x.shape, complex_type)] * (compute_left_eigenvectors + compute_right_eigenvectors)
+    return [ShapedArray(x.shape[:-1], complex_type), *vectors]
+
+
+eig_p = primitive("eig", _eig_rule, multiple_results=True)
+
+
+def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation: EigImplementation | None = None,
+        use_magma: bool | None = None) -> list[Any]:
+    """The eigendecomposition of general square matrices: ``[w, vl, vr]`` (the eigenvector sets
+    that are asked for), all complex (float32 gives complex64, float64 complex128).
+
+    ``x @ vr[..., :, j] == w[j] * vr[..., :, j]`` and ``vl[..., :, j]^H @ x == w[j] * vl[..., :, j]^H``.
+    The eigenvalues come in LAPACK's (``geev``'s) order, unsorted, and each eigenvector has unit
+    2-norm and a real component of largest magnitude, as ``geev`` (and so JAX on the CPU) gives.
+    A matrix whose decomposition fails gives NaNs. Derivatives of the eigenvectors hold only for
+    distinct eigenvalues and depend on that normalization, so they need ``enable_eigvec_derivs``.
+    """
+    if use_magma is not None:
+        implementation = EigImplementation.MAGMA if use_magma else EigImplementation.LAPACK
+    if implementation is not None and implementation != EigImplementation.LAPACK:
+        raise ValueError("Only the lapack implementation is supported on CPU.")
+    return list(eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                           compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                           enable_eigvec_derivs=bool(enable_eigvec_derivs)))

@@ -91,6 +91,7 @@ reduce_xor = _reducer(reduce_xor_p, "bitwise xor")
 # --- argmax / argmin ----------------------------------------------------------------------
 def _define_arg_reduction(name: str) -> Primitive:
     def rule(x: ShapedArray, *, axis: int, index_dtype: np.dtype) -> ShapedArray:
+        check_dtype(name, x.dtype, "biuf")  # complex values have no order to find a maximum by (as JAX)
         if not 0 <= axis < x.ndim:
             raise ValueError(f"{name}: axis {axis} is out of bounds for the operand {x.str_short()}")
         if index_dtype not in dtypes.INTEGER:
@@ -195,6 +196,8 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
 
 # --- top_k -----------------------------------------------------------------------------------
 def _top_k_rule(x: ShapedArray, *, k: int, axis: int) -> list[ShapedArray]:
+    if dtypes.is_complex(x.dtype):
+        raise ValueError("top_k is not compatible with complex inputs.")
     if not 0 <= axis < x.ndim:
         raise ValueError(f"top_k: axis {axis} is out of bounds for the operand {x.str_short()}")
     if not 0 <= k <= x.shape[axis]:

@@ -27,6 +27,6 @@ def stop_gradient(x: Any) -> Any:
     Integer and boolean leaves are returned unchanged (they have no derivative anyway).
     """
     def stop(leaf: Any) -> Any:
-        return stop_gradient_p.bind(leaf) if dtypes.is_floating(aval(leaf).dtype) else leaf
+        return stop_gradient_p.bind(leaf) if dtypes.is_inexact(aval(leaf).dtype) else leaf
 
     return tree_util.tree_map(stop, x)

@@ -4,7 +4,10 @@ Each builder returns ``init(key, shape, dtype=float32)`` drawing from ``ember.ra
 raw uint32[2] key, so for the same key the values equal JAX's wherever the ember.random
 sampler does (bit for bit for uniform draws, within a few ulp for normal and truncated
 normal). ``orthogonal`` goes through a QR decomposition, which agrees with JAX's to rounding.
-Complex dtypes are not supported (ember.random draws real numbers only).
+Complex dtypes are accepted where JAX accepts them: ``normal``, ``variance_scaling`` and its
+presets (complex samples of the same variance: a uniform disk for 'uniform', a normal of
+truncated modulus for 'truncated_normal'), ``orthogonal``; ``uniform`` and ``truncated_normal``
+refuse them, with ``ember.random``'s error.
 """
 from __future__ import annotations
 
@@ -28,13 +31,46 @@ Axes = int | Sequence[int]
 
 # The standard deviation of a standard normal truncated to (-2, 2).
 _TRUNCATED_NORMAL_STDDEV = .87962566103423978
+# The standard deviation of a complex standard normal (E|z|^2 = 1) whose modulus is truncated to 2.
+_COMPLEX_TRUNCATED_NORMAL_STDDEV = .95311164380491208
 
 
-def _float_dtype(dtype: Any, who: str) -> np.dtype:
+def _float_dtype(dtype: Any, who: str, complex_ok: bool = False) -> np.dtype:
     dtype = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise TypeError(f"nn.initializers.{who}: dtype must be a real floating type, got {np.dtype(dtype)}.")
+    if not (jnp.issubdtype(dtype, jnp.floating) or complex_ok and dtypes.is_complex(dtype)):
+        kind = "floating or complex" if complex_ok else "real floating"
+        raise TypeError(f"nn.initializers.{who}: dtype must be a {kind} type, got {np.dtype(dtype)}.")
     return dtype
+
+
+def _sample_dtype(dtype: Any) -> np.dtype:
+    """The dtype a sampler is asked for: checked there, so that a complex one gets its error."""
+    return dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+
+
+def _polar(key_modulus: Any, key_angle: Any, modulus: Callable[[Any], Any], shape: tuple[int, ...],
+           dtype: np.dtype) -> Any:
+    """Complex samples ``r e^{i theta}``: ``theta`` uniform in ``[0, 2 pi)``, ``r = modulus(u)`` for
+    ``u`` uniform in ``[0, 1)`` (arithmetic in the complex type, as JAX, for equal values)."""
+    part = dtypes.real_dtype(dtype)
+    r = modulus(random.uniform(key_modulus, shape, part).astype(dtype))
+    theta = jnp.multiply(2 * np.pi, random.uniform(key_angle, shape, part).astype(dtype))
+    return jnp.multiply(r, jnp.exp(jnp.multiply(1j, theta)))
+
+
+def _complex_uniform(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Uniform on the disk of radius sqrt(2): zero mean, ``E|z|^2 = 1``."""
+    key_modulus, key_angle = random.split(key)
+    return _polar(key_modulus, key_angle, lambda u: jnp.sqrt(jnp.multiply(2, u)), shape, dtype)
+
+
+def _complex_truncated_normal(key: Any, upper: float, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A complex standard normal conditioned on ``|z| < upper``: ``|z|^2`` of the untruncated one is
+    exponential, so its CDF inverts in closed form."""
+    key_modulus, key_angle = random.split(key)
+    mass = jnp.subtract(1, jnp.exp(jnp.asarray(-(upper ** 2), dtype)))
+    return _polar(key_modulus, key_angle,
+                  lambda u: jnp.sqrt(jnp.negative(jnp.log(jnp.subtract(1, jnp.multiply(mass, u))))), shape, dtype)
 
 
 def _shape(shape: Sequence[int]) -> tuple[int, ...]:
@@ -61,7 +97,7 @@ def constant(value: Any, dtype: Any = None) -> Initializer:
 def uniform(scale: Any = 1e-2, dtype: Any = None) -> Initializer:
     """Uniform in ``[0, scale)``."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = _float_dtype(dtype, "uniform")
+        dtype = _sample_dtype(dtype)
         return jnp.multiply(random.uniform(key, _shape(shape), dtype), jnp.asarray(scale, dtype))
     return init
 
@@ -69,7 +105,7 @@ def uniform(scale: Any = 1e-2, dtype: Any = None) -> Initializer:
 def normal(stddev: Any = 1e-2, dtype: Any = None) -> Initializer:
     """Normal with mean 0 and standard deviation ``stddev``."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = _float_dtype(dtype, "normal")
+        dtype = _float_dtype(dtype, "normal", complex_ok=True)
         return jnp.multiply(random.normal(key, _shape(shape), dtype), jnp.asarray(stddev, dtype))
     return init
 
@@ -78,7 +114,7 @@ def truncated_normal(stddev: Any = 1e-2, dtype: Any = None, lower: Any = -2.0, u
     """A standard normal truncated to ``(lower, upper)``, then times ``stddev`` (no correction
     for the variance the truncation removes; ``variance_scaling`` applies one)."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = _float_dtype(dtype, "truncated_normal")
+        dtype = _sample_dtype(dtype)
         sample = random.truncated_normal(key, lower, upper, _shape(shape), dtype)
         return jnp.multiply(sample, jnp.asarray(stddev, dtype))
     return init
@@ -122,13 +158,19 @@ def variance_scaling(scale: Any, mode: str, distribution: str, in_axis: Axes = -
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
         shape = _shape(shape)
-        dtype = _float_dtype(dtype, "variance_scaling")
+        dtype = _float_dtype(dtype, "variance_scaling", complex_ok=True)
         variance = jnp.asarray(scale / _DENOMINATORS[mode](*_fans(shape, in_axis, out_axis, batch_axis)), dtype)
+        is_complex = dtypes.is_complex(dtype)
         if distribution == "truncated_normal":
+            if is_complex:
+                stddev = jnp.divide(jnp.sqrt(variance), jnp.asarray(_COMPLEX_TRUNCATED_NORMAL_STDDEV, dtype))
+                return jnp.multiply(_complex_truncated_normal(key, 2.0, shape, dtype), stddev)
             stddev = jnp.divide(jnp.sqrt(variance), jnp.asarray(_TRUNCATED_NORMAL_STDDEV, dtype))
             return jnp.multiply(random.truncated_normal(key, -2, 2, shape, dtype), stddev)
         if distribution == "normal":
             return jnp.multiply(random.normal(key, shape, dtype), jnp.sqrt(variance))
+        if is_complex:
+            return jnp.multiply(_complex_uniform(key, shape, dtype), jnp.sqrt(variance))
         return jnp.multiply(random.uniform(key, shape, dtype, -1), jnp.sqrt(jnp.multiply(3, variance)))
     return init
 
@@ -167,7 +209,7 @@ def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> In
     along ``column_axis``, has orthonormal columns (or rows, whichever are fewer)."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
         shape = _shape(shape)
-        dtype = _float_dtype(dtype, "orthogonal")
+        dtype = _float_dtype(dtype, "orthogonal", complex_ok=True)
         if len(shape) < 2:
             raise ValueError(f"nn.initializers.orthogonal: needs a shape of at least 2 dimensions, got {shape}.")
         if 0 in shape:
@@ -184,7 +226,7 @@ def delta_orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None)
     center, where it is an orthogonal (in, out) matrix (Xiao et al. 2018)."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
         shape = _shape(shape)
-        dtype = _float_dtype(dtype, "delta_orthogonal")
+        dtype = _float_dtype(dtype, "delta_orthogonal", complex_ok=True)
         if len(shape) not in (3, 4, 5):
             raise ValueError(f"nn.initializers.delta_orthogonal: needs a 3D, 4D or 5D shape, got {shape}.")
         if shape[-1] < shape[-2]:

@@ -15,6 +15,7 @@ from ember.numpy.creation import (  # noqa: F401
     empty,
     empty_like,
     eye,
+    from_dlpack,
     frombuffer,
     full,
     full_like,
@@ -169,6 +170,7 @@ complexfloating, character, flexible = _np.complexfloating, _np.character, _np.f
 float8_e4m3fn, float8_e5m2 = _ml_dtypes.float8_e4m3fn, _ml_dtypes.float8_e5m2
 float8_e4m3fnuz, float8_e5m2fnuz = _ml_dtypes.float8_e4m3fnuz, _ml_dtypes.float8_e5m2fnuz
 dtype = _np.dtype
+ComplexWarning = _np.exceptions.ComplexWarning  # (what lax.convert_element_type warns with, complex to real)
 complex_ = complex128  # (NumPy's name; canonicalized to complex64 with x64 off)
 
 

@@ -7,11 +7,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember import dtypes, lax
+from ember import dtypes
 from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval
-from ember.numpy import index_functions, linalg, reductions, shape_ops, sorting, ufuncs
+from ember.numpy import array_utils, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
 from ember.numpy.core import ensure_array, result_type_weak
 from ember.numpy.indexing import _filled, _scatter_update, _take, getitem
 
@@ -65,7 +65,7 @@ def _transpose(self: Any, *axes: Any) -> Any:
 
 
 def _astype(self: Any, dtype: Any, copy: bool = False) -> Any:
-    return lax.convert_element_type(self, dtypes.canonicalize_dtype(dtype))
+    return array_utils.astype(self, dtype)
 
 
 def _index_source(index: Any) -> str:

@@ -7,16 +7,18 @@ JAX arrays are immutable, so the NumPy functions that write in place exist only 
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
 from ember import dtypes, lax
+from ember.lax.base import aval
 from ember.numpy.core import asarray, broadcast_shapes, ensure_array, is_array, promote_dtypes
 from ember.numpy.linalg import diag, matmul
 from ember.numpy.reductions import all as _all, cumsum
 from ember.numpy.shape_ops import moveaxis, ravel, reshape, tile
-from ember.numpy.ufuncs import equal, isnan, where
+from ember.numpy.ufuncs import conj, equal, isnan, where
 
 __all__ = ["array_equal", "array_equiv", "astype", "diagflat", "fill_diagonal", "iscomplexobj", "isrealobj",
            "isscalar", "iterable", "matvec", "place", "put", "rollaxis", "vecmat"]
@@ -45,9 +47,16 @@ def array_equiv(a1: Any, a2: Any) -> Any:
 
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
-    """``x`` converted to ``dtype`` (None: the default float type)."""
+    """``x`` converted to ``dtype`` (None: the default float type). Complex to real keeps the real
+    part, with JAX's DeprecationWarning."""
     dtype = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
-    return lax.convert_element_type(ensure_array(x), dtype)
+    x = ensure_array(x)
+    if dtypes.is_complex(aval(x).dtype) and not dtypes.is_complex(dtype):
+        warnings.warn("Casting from complex to real dtypes will soon raise a ValueError. Please first use "
+                      "jnp.real or jnp.imag to take the real/imaginary component of your input.",
+                      DeprecationWarning, stacklevel=2)
+        x = lax.ne(x, 0) if dtype == dtypes.bool_ else lax.real(x)
+    return lax.convert_element_type(x, dtype)
 
 
 def diagflat(v: Any, k: int = 0) -> Any:
@@ -90,8 +99,9 @@ def matvec(x1: Any, x2: Any, /) -> Any:
 
 
 def vecmat(x1: Any, x2: Any, /) -> Any:
-    """Batched vector-matrix product: ``(..., n) @ (..., n, m) -> (..., m)``."""
-    x1 = ensure_array(x1)
+    """Batched vector-matrix product: ``(..., n) @ (..., n, m) -> (..., m)``; a complex vector is
+    conjugated (as JAX and NumPy)."""
+    x1 = conj(ensure_array(x1))
     return matmul(lax.expand_dims(x1, (x1.ndim - 1,)), x2)[..., 0, :]
 
 

@@ -74,6 +74,9 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
     if stop is None and step is None:
         start, stop = 0, start
     step = 1 if step is None else step
+    if any(np.iscomplexobj(v) for v in (start, stop, step)):
+        raise ValueError("jnp.arange does not accept complex start/stop/step (as JAX since v0.10.0); pass real "
+                         "bounds and a complex dtype")
     if dtype is None:
         dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
     dtype = dtypes.canonicalize_dtype(dtype)
@@ -92,7 +95,7 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     start, stop = ensure_array(start), ensure_array(stop)
     dt = dtypes.result_type(start, stop, float) if dtype is None else dtypes.canonicalize_dtype(dtype)
-    compute = dt if dtypes.is_floating(dt) else dtypes.default_float_dtype()
+    compute = dt if dtypes.is_inexact(dt) else dtypes.default_float_dtype()
     start_c = lax.convert_element_type(start, compute)
     stop_c = lax.convert_element_type(stop, compute)
     bshape = np.broadcast_shapes(aval(start_c).shape, aval(stop_c).shape)
@@ -109,7 +112,7 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         out = lax.concatenate([lax.slice_in_dim(out, 0, num - 1), last], 0)
     if axis != 0:
         out = moveaxis(out, 0, axis)
-    if not dtypes.is_floating(dt):
+    if not dtypes.is_inexact(dt):
         out = lax.floor(out)
     out = lax.convert_element_type(out, dt)
     if not retstep:
@@ -169,6 +172,12 @@ def meshgrid(*xi: Any, indexing: str = "xy", sparse: bool = False, copy: bool = 
 
 def copy(a: Any, order: Any = None) -> Any:
     return ensure_array(a)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """An Array of the data of any object with ``__dlpack__`` (NumPy, PyTorch, JAX, ...), complex
+    included; copied, as ember arrays are immutable."""
+    return asarray(np.array(np.from_dlpack(x), copy=True))
 
 
 def frombuffer(buffer: bytes, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:

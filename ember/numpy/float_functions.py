@@ -12,7 +12,7 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.numpy.core import broadcast_operands, ensure_array, promote_and_broadcast, promote_dtypes_inexact
-from ember.numpy.ufuncs import copysign, isinf, isnan, nextafter, where
+from ember.numpy.ufuncs import copysign, greater, isinf, isnan, less, nextafter, where
 
 __all__ = ["fmax", "fmin", "frexp", "i0", "ldexp", "modf", "spacing"]
 
@@ -22,13 +22,13 @@ _BITS_OF_WIDTH = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 def fmax(x1: Any, x2: Any) -> Any:
     """Elementwise maximum that ignores a NaN when the other operand is a number."""
     x1, x2 = promote_and_broadcast(x1, x2)
-    return where(lax.gt(x1, x2) | isnan(x2), x1, x2)
+    return where(greater(x1, x2) | isnan(x2), x1, x2)  # (complex values: lexicographic)
 
 
 def fmin(x1: Any, x2: Any) -> Any:
     """Elementwise minimum that ignores a NaN when the other operand is a number."""
     x1, x2 = promote_and_broadcast(x1, x2)
-    return where(lax.lt(x1, x2) | isnan(x2), x1, x2)
+    return where(less(x1, x2) | isnan(x2), x1, x2)
 
 
 def _float_layout(dtype: np.dtype) -> tuple[np.dtype, int, int]:
@@ -45,6 +45,8 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
     """``x == mantissa * 2**exponent`` with ``0.5 <= |mantissa| < 1`` (zero, inf and NaN give
     ``(x, 0)``); the exponent is int32."""
     (x,) = promote_dtypes_inexact(ensure_array(x))
+    if dtypes.is_complex(x.dtype):
+        raise TypeError("frexp does not support complex-valued inputs")
     x = lax.convert_element_type(x, x.dtype)  # a weak input gives a strong result, as in JAX
     uint, nmant, bias = _float_layout(x.dtype)
     subnormal = lax.lt(lax.abs(x), lax.convert_element_type(dtypes.finfo(x.dtype).tiny, x.dtype))
@@ -76,6 +78,8 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
         raise ValueError(f"ldexp not supported for input types ({ensure_array(x1).dtype}, {x2.dtype}): "
                          "the exponent x2 must be an integer array")
     (x1,) = promote_dtypes_inexact(ensure_array(x1))
+    if dtypes.is_complex(x1.dtype):
+        raise ValueError(f"ldexp not supported for input types ({x1.dtype!r}, {x2.dtype!r})")
     x1, x2 = broadcast_operands(x1, lax.convert_element_type(x2, np.int32))
     _, _, bias = _float_layout(x1.dtype)
     # Three factors, each a normal power of two, cover every exponent a finite result can need.
@@ -110,6 +114,8 @@ def modf(x: Any, /, out: None = None) -> tuple[Any, Any]:
 def spacing(x: Any, /) -> Any:
     """The distance from ``x`` to the next float away from zero (negative for negative ``x``)."""
     (x,) = promote_dtypes_inexact(ensure_array(x))
+    if dtypes.is_complex(x.dtype):
+        raise ValueError("jnp.spacing is not defined for complex inputs.")
     away = copysign(lax.convert_element_type(np.inf, x.dtype), x)
     return where(isinf(x), lax.convert_element_type(np.nan, x.dtype), lax.sub(nextafter(x, away), x))
 
@@ -127,6 +133,8 @@ def i0(x: Any) -> Any:
     sees a safe argument where it is not chosen, so gradients stay finite.
     """
     (x,) = promote_dtypes_inexact(ensure_array(x))
+    if dtypes.is_complex(x.dtype):
+        raise ValueError(f"Unsupported input type to jax.numpy.i0: {x.dtype}")
 
     def const(value: float) -> Any:
         return lax.convert_element_type(value, x.dtype)

@@ -13,7 +13,11 @@ Decompositions and solvers follow JAX: they batch over leading dimensions
 floats are refused by the ``lax.linalg`` primitives they are built on) and do not
 raise on singular or indefinite matrices: the results hold inf / NaN instead
 (``inv`` of a singular matrix, ``cholesky`` of an indefinite one), ``det`` is 0 and
-``slogdet`` gives sign 0 and ``logabsdet`` -inf.
+``slogdet`` gives sign 0 and ``logabsdet`` -inf. Complex matrices (complex64,
+complex128) are accepted wherever JAX accepts them: transposes become conjugate
+transposes (``cholesky``'s ``L @ L^H``, Hermitian ``eigh``, ``pinv``'s and ``lstsq``'s
+``V S^-1 U^H``), singular values, ``eigh``'s eigenvalues, norms and ``slogdet``'s
+``logabsdet`` are real, and ``slogdet``'s sign is a unit complex number.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import numpy as np
 from ember import dtypes, errors, lax
 from ember.lax import linalg as lax_linalg
 from ember.lax.base import canonical_axes
+from ember.lax.linalg import adjoint
 from ember.numpy.core import (
     asarray,
     broadcast_shapes,
@@ -492,26 +497,27 @@ def _reduce(op: Any, x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
 
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     if ord is None or ord == 2:
-        return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0
+        return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0 (complex: of |x|)
     if isinstance(ord, str):
         raise ValueError(f"Invalid order '{ord}' for vector norm.")
     if ord == np.inf:
         return _reduce(lax.reduce_max, lax.abs(x), axes, keepdims)
     if ord == -np.inf:
         return _reduce(lax.reduce_min, lax.abs(x), axes, keepdims)
+    real = dtypes.real_dtype(x.dtype)
     if ord == 0:
-        return _reduce(lax.reduce_sum, lax.convert_element_type(lax.ne(x, 0), x.dtype), axes, keepdims)
+        return _reduce(lax.reduce_sum, lax.convert_element_type(lax.ne(x, 0), real), axes, keepdims)
     if ord == 1:
         return _reduce(lax.reduce_sum, lax.abs(x), axes, keepdims)
-    power = lax.convert_element_type(float(ord), x.dtype)
+    power = lax.convert_element_type(float(ord), real)
     summed = _reduce(lax.reduce_sum, lax.pow(lax.abs(x), power), axes, keepdims)
-    return lax.pow(summed, lax.div(lax.convert_element_type(1.0, x.dtype), power))
+    return lax.pow(summed, lax.div(lax.convert_element_type(1.0, real), power))
 
 
 def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any:
     row_axis, col_axis = axes
     if ord is None or ord == "fro":
-        return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0
+        return euclidean_norm(x, tuple(axes), keepdims)  # finite derivative at 0 (complex: of |x|)
     if ord in ("nuc", 2, -2):
         singular_values = svdvals(moveaxis(x, axes, (-2, -1)))
         last = singular_values.ndim - 1
@@ -581,6 +587,11 @@ class EighResult(NamedTuple):
     eigenvectors: Any
 
 
+class EigResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
 class QRResult(NamedTuple):
     Q: Any
     R: Any
@@ -601,11 +612,12 @@ def _matrices(name: str, a: Any, square: bool = False) -> Any:
 
 
 def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
-    """The Cholesky factor of symmetric positive-definite matrices: lower ``L`` with ``a == L @ L.T``
-    (or, if ``upper``, ``U == L.T`` with ``a == U.T @ U``). NaN where ``a`` is not positive definite.
-    ``symmetrize_input`` averages ``a`` with its transpose first (else only its lower triangle is read)."""
+    """The Cholesky factor of Hermitian (real: symmetric) positive-definite matrices: lower ``L`` with
+    ``a == L @ L^H`` (or, if ``upper``, ``U == L^H`` with ``a == U^H @ U``). NaN where ``a`` is not
+    positive definite. ``symmetrize_input`` averages ``a`` with its conjugate transpose first (else only
+    its lower triangle is read)."""
     factor = lax_linalg.cholesky(_matrices("cholesky", a, square=True), symmetrize_input=symmetrize_input)
-    return matrix_transpose(factor) if upper else factor
+    return adjoint(factor) if upper else factor
 
 
 def qr(a: Any, mode: str = "reduced") -> Any:
@@ -623,9 +635,9 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
     """The singular value decomposition ``a == U @ diag(S) @ Vh``: ``SVDResult(U, S, Vh)``, or ``S``
-    alone without ``compute_uv``. ``S`` is descending; ``full_matrices``: ``U`` is (..., m, m) and
-    ``Vh`` (..., n, n), else (..., m, k) and (..., k, n). ``hermitian``: ``a`` is symmetric, and the
-    decomposition comes from its eigendecomposition."""
+    alone without ``compute_uv``. ``S`` is real and descending; ``full_matrices``: ``U`` is (..., m, m)
+    and ``Vh`` (..., n, n), else (..., m, k) and (..., k, n). ``hermitian``: ``a`` is symmetric
+    (complex: Hermitian), and the decomposition comes from its eigendecomposition."""
     a = _matrices("svd", a)
     if hermitian:
         return _symmetric_svd(a, compute_uv)
@@ -635,7 +647,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
 
 
 def _symmetric_svd(a: Any, compute_uv: bool) -> Any:
-    """With a = V diag(w) V^T: S = |w| sorted descending, U = V in that order, Vh = (U * sign(w)).T."""
+    """With a = V diag(w) V^H: S = |w| sorted descending, U = V in that order, Vh = (U * sign(w))^H."""
     v, w = lax_linalg.eigh(a)
     last = w.ndim - 1
     negated, order = lax.sort((lax.neg(lax.abs(w)), lax.broadcasted_iota(dtypes.int32, w.shape, last)), last,
@@ -644,14 +656,15 @@ def _symmetric_svd(a: Any, compute_uv: bool) -> Any:
     if not compute_uv:
         return s
     u = take_along_axis(v, expand_dims(order, -2), axis=-1)
-    signs = where(take_along_axis(w, order, axis=-1) < 0, -1, 1).astype(w.dtype)
-    return SVDResult(u, s, matrix_transpose(u * expand_dims(signs, -2)))
+    signs = where(take_along_axis(w, order, axis=-1) < 0, -1, 1).astype(u.dtype)
+    return SVDResult(u, s, adjoint(u * expand_dims(signs, -2)))
 
 
 def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
-    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices:
-    ``EighResult(eigenvalues, eigenvectors)``. ``UPLO`` ('L', the default, or 'U') names the triangle
-    that is read when ``symmetrize_input`` is off; by default ``a`` is averaged with its transpose."""
+    """Eigenvalues (real, ascending) and eigenvectors (columns) of symmetric (complex: Hermitian)
+    matrices: ``EighResult(eigenvalues, eigenvectors)``. ``UPLO`` ('L', the default, or 'U') names the
+    triangle that is read when ``symmetrize_input`` is off; by default ``a`` is averaged with its
+    conjugate transpose."""
     if UPLO not in (None, "L", "U"):
         raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {UPLO}")
     v, w = lax_linalg.eigh(_matrices("eigh", a, square=True), lower=UPLO != "U", symmetrize_input=symmetrize_input)
@@ -659,8 +672,22 @@ def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> Eigh
 
 
 def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:
-    """The eigenvalues of symmetric matrices, ascending."""
+    """The eigenvalues of symmetric (complex: Hermitian) matrices, real and ascending."""
     return eigh(a, UPLO, symmetrize_input).eigenvalues
+
+
+def eig(a: Any) -> EigResult:
+    """Eigenvalues and right eigenvectors (columns) of general square matrices, always complex:
+    ``EigResult(eigenvalues, eigenvectors)`` with ``a @ v == v * w``. As LAPACK's ``geev`` (and JAX)
+    gives them: unsorted, each eigenvector of unit 2-norm with a real component of largest magnitude."""
+    w, v = lax_linalg.eig(_matrices("eig", a, square=True), compute_left_eigenvectors=False)
+    return EigResult(w, v)
+
+
+def eigvals(a: Any) -> Any:
+    """The eigenvalues of general square matrices, complex and in LAPACK's order."""
+    return lax_linalg.eig(_matrices("eigvals", a, square=True), compute_left_eigenvectors=False,
+                          compute_right_eigenvectors=False)[0]
 
 
 # --- solvers, inverses and determinants ----------------------------------------------------------------
@@ -723,10 +750,27 @@ def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
     a singular matrix has sign 0 and logabsdet -inf. ``method``: 'lu' (None, the only one)."""
     if method not in (None, "lu"):
         raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`).")
-    diag, swap_sign = _lu_diagonal_and_swap_sign(_matrices("slogdet", a, square=True))
+    return SlogdetResult(*_slogdet_lu(_matrices("slogdet", a, square=True)))
+
+
+@custom_jvp
+def _slogdet_lu(a: Any) -> tuple[Any, Any]:
+    """The sign (complex: the unit phase) and log |det| from the LU pivots."""
+    diag, swap_sign = _lu_diagonal_and_swap_sign(a)
     last = (diag.ndim - 1,)
-    return SlogdetResult(swap_sign * lax.reduce_prod(lax.sign(diag), last),
-                         lax.reduce_sum(lax.log(lax.abs(diag)), last))
+    return swap_sign * lax.reduce_prod(lax.sign(diag), last), lax.reduce_sum(lax.log(lax.abs(diag)), last)
+
+
+@_slogdet_lu.defjvp
+def _slogdet_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # d log det = tr(a^-1 da): its real part moves log |det|, its imaginary part the phase (JAX's rule).
+    (a,), (da,) = primals, tangents
+    sign, logabsdet = _slogdet_lu(a)
+    change = trace(solve(a, da), axis1=-2, axis2=-1)
+    if dtypes.is_complex(a.dtype):
+        real = lax.real(change)
+        return (sign, logabsdet), ((change - real.astype(a.dtype)) * sign, real)
+    return (sign, logabsdet), (zeros(sign.shape, sign.dtype), change)
 
 
 def matrix_power(a: Any, n: int) -> Any:
@@ -800,11 +844,13 @@ def lstsq(a: Any, b: Any, rcond: float | None = None, *, numpy_resid: bool = Fal
         kept = s >= ratio * s[0]
         rank = _sum(kept)
         s_inverse = where(kept, 1 / where(kept, s, 1), 0)
-        x = matmul(matrix_transpose(vh), expand_dims(s_inverse, -1) * matmul(matrix_transpose(u), columns))
+        x = matmul(adjoint(vh), expand_dims(s_inverse, -1) * matmul(adjoint(u), columns))
     if numpy_resid and (int(rank) < n or m <= n):
         residuals = zeros(0, a.dtype)
     else:
-        residuals = _sum(subtract(columns, matmul(a, x)) ** 2, axis=0)
+        residual = subtract(columns, matmul(a, x))
+        residuals = _sum(lax.real(residual * lax.conj(residual)) if dtypes.is_complex(residual.dtype)
+                         else residual ** 2, axis=0)
     return (x if b.ndim == 2 else x[:, 0]), residuals, rank, s
 
 
@@ -828,9 +874,9 @@ def _pinv_from_svd(a: Any, rtol: Any, hermitian: bool) -> Any:
     if m == 0 or n == 0:
         return zeros(a.shape[:-2] + (n, m), a.dtype)
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
-    cutoff = expand_dims(asarray(rtol, a.dtype), -1) * s[..., :1]
+    cutoff = expand_dims(asarray(rtol, s.dtype), -1) * s[..., :1]
     s_inverse = where(s > cutoff, 1 / where(s > cutoff, s, 1), 0)
-    return matmul(matrix_transpose(vh) * expand_dims(s_inverse, -2), matrix_transpose(u))
+    return matmul(adjoint(vh) * expand_dims(s_inverse, -2).astype(a.dtype), adjoint(u))
 
 
 _pinv = custom_jvp(_pinv_from_svd, nondiff_argnums=(2,))
@@ -838,13 +884,73 @@ _pinv = custom_jvp(_pinv_from_svd, nondiff_argnums=(2,))
 
 @_pinv.defjvp
 def _pinv_jvp(hermitian: bool, primals: tuple, tangents: tuple) -> tuple:
-    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P
+    # dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P
     (a, rtol), (da, _) = primals, tangents
     p = _pinv(a, rtol, hermitian)
     if hermitian:  # the decomposition saw the symmetrized matrix
         a, da = lax_linalg.symmetrize(a), lax_linalg.symmetrize(da)
-    pt, dat = matrix_transpose(p), matrix_transpose(da)
+    pt, dat = adjoint(p), adjoint(da)
     left = matmul(matmul(p, pt), dat)
     right = matmul(matmul(dat, pt), p)
     dp = (-matmul(matmul(p, da), p) + left - matmul(matmul(left, a), p) + right - matmul(matmul(p, a), right))
     return p, dp
+
+
+def tensorinv(a: Any, ind: int = 2) -> Any:
+    """The inverse of ``a`` seen as a linear map from its last dimensions to its first ``ind``: the
+    result ``b`` (shape ``a.shape[ind:] + a.shape[:ind]``) has ``tensordot(b, a, ind)`` the identity."""
+    a = ensure_array(a)
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError(f"ind must be a positive integer; got ind={ind}")
+    rows, columns = a.shape[:ind], a.shape[ind:]
+    if math.prod(rows) != math.prod(columns):
+        raise ValueError("tensorinv is only possible when the product of the first `ind` dimensions equals that "
+                         f"of the remaining dimensions. got a.shape={a.shape} with ind={ind}.")
+    return inv(lax.reshape(a, (math.prod(rows), math.prod(columns)))).reshape(*columns, *rows)
+
+
+def tensorsolve(a: Any, b: Any, axes: Sequence[int] | None = None) -> Any:
+    """``x`` with ``tensordot(a, x, x.ndim) == b``; ``axes`` (of ``a``) are moved to the end first."""
+    a, b = promote_dtypes_inexact(a, b)
+    if axes is not None:
+        a = moveaxis(a, axes, [a.ndim - 1] * len(axes) if len(axes) == 1 else
+                     list(range(a.ndim - len(axes), a.ndim)))
+    out_shape = a.shape[b.ndim:]
+    if a.shape[:b.ndim] != b.shape:
+        raise ValueError(f"b.shape must match a.shape[:b.ndim]; got b.shape={b.shape}, a.shape={a.shape}")
+    flat = lax.reshape(a, (b.size, math.prod(out_shape)))
+    return solve(flat, ravel(b)).reshape(out_shape)
+
+
+def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
+    """The product of a chain of matrices; the first may be a row vector and the last a column one
+    (their dimensions are dropped), as ``np.linalg.multi_dot``."""
+    arrays = [ensure_array(x) for x in arrays]
+    if len(arrays) < 2:
+        raise ValueError(f"multi_dot requires at least two arrays, got {len(arrays)}")
+    for i, x in enumerate(arrays):
+        if x.ndim != 2 and not (x.ndim == 1 and i in (0, len(arrays) - 1)):
+            raise ValueError(f"multi_dot: array {i} has shape {x.shape}: the first and last may be 1-D, the "
+                             "others must be 2-D")
+    out = arrays[0]
+    for x in arrays[1:]:
+        out = matmul(out, x, precision=precision)
+    return out
+
+
+def cond(x: Any, p: Any = None) -> Any:
+    """The condition number of square (or, for ``p`` None / 2 / -2, any) matrices in the norm ``p``: the
+    ratio of extreme singular values, or ``norm(x, p) * norm(inv(x), p)``; inf where ``x`` is singular."""
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    if x.ndim < 2:
+        raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got x.shape={x.shape}")
+    if p in (None, 2, -2):
+        s = svd(x, compute_uv=False)
+        ratio = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    else:
+        if x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"jnp.linalg.cond: for p={p!r}, array must be square; got x.shape={x.shape}")
+        ratio = norm(x, ord=p, axis=(-2, -1)) * norm(inv(x), ord=p, axis=(-2, -1))
+    nan_input = _any(x != x, axis=(-2, -1))
+    return where((ratio != ratio) & ~nan_input, np.inf, ratio)

@@ -97,11 +97,11 @@ class _Monoid(NamedTuple):
 
 
 def _lowest(dt: np.dtype) -> Any:
-    return False if dt == dtypes.bool_ else -np.inf if dtypes.is_floating(dt) else dtypes.iinfo(dt).min
+    return False if dt == dtypes.bool_ else -np.inf if dtypes.is_inexact(dt) else dtypes.iinfo(dt).min
 
 
 def _highest(dt: np.dtype) -> Any:
-    return True if dt == dtypes.bool_ else np.inf if dtypes.is_floating(dt) else dtypes.iinfo(dt).max
+    return True if dt == dtypes.bool_ else np.inf if dtypes.is_inexact(dt) else dtypes.iinfo(dt).max
 
 
 _SUM = _Monoid("sum", lax.reduce_sum, lax.add, lambda dt: 0)
@@ -222,17 +222,40 @@ def _var(a: Any, axis: Any, dtype: Any, out: Any, ddof: int, keepdims: bool, whe
         raise ValueError("ddof and correction can't be provided simultaneously.")
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)
-    result_dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.to_inexact_dtype(a.dtype)
-    compute_dtype = _upcast_half(a.dtype if dtype is None and dtypes.is_floating(a.dtype) else result_dtype)
+    result_dtype, compute_dtype = _var_dtypes(a.dtype, dtype, name)
     a = lax.convert_element_type(a, compute_dtype)
     if mean_ is None:
         mean_ = mean(a, axes, dtype=compute_dtype, keepdims=True, where=where)
     centered = subtract(a, lax.convert_element_type(ensure_array(mean_), compute_dtype))
-    squares = sum(lax.square(centered), axes, dtype=compute_dtype, keepdims=keepdims, where=where)
-    dof = lax.sub(_where_count(a, axes, keepdims, where, compute_dtype),
-                  _full_scalar(correction, compute_dtype))
-    variance = _where(lax.gt(dof, _full_scalar(0, compute_dtype)), lax.div(squares, dof), np.nan)
+    square_dtype = dtypes.real_dtype(compute_dtype)
+    squares = sum(_squared_magnitude(centered), axes, dtype=square_dtype, keepdims=keepdims, where=where)
+    dof = lax.sub(_where_count(a, axes, keepdims, where, square_dtype), _full_scalar(correction, square_dtype))
+    variance = _where(lax.gt(dof, _full_scalar(0, square_dtype)), lax.div(squares, dof), np.nan)
     return lax.convert_element_type(variance, result_dtype)
+
+
+def _var_dtypes(a_dtype: np.dtype, dtype: Any, name: str) -> tuple[np.dtype, np.dtype]:
+    """The result and computation dtypes of a variance: the variance of complex values is real (of
+    the parts' type) unless a complex ``dtype`` is asked for; a real ``dtype`` is refused for them,
+    as in JAX."""
+    if dtype is not None:
+        result_dtype = dtypes.canonicalize_dtype(dtype)
+        if dtypes.is_complex(a_dtype) and not dtypes.is_complex(result_dtype):
+            raise ValueError(f"jax.numpy.{name.removeprefix('nan')} does not yet support real dtype parameters "
+                             "when computing the variance of an array of complex values. The semantics of "
+                             "numpy.var seem unclear in this case.")
+        return result_dtype, _upcast_half(result_dtype)
+    if not dtypes.is_inexact(a_dtype):
+        result_dtype = dtypes.default_float_dtype()
+        return result_dtype, result_dtype
+    return dtypes.real_dtype(a_dtype), _upcast_half(a_dtype)
+
+
+def _squared_magnitude(x: Any) -> Any:
+    """``|x|**2``: real for complex ``x``."""
+    if dtypes.is_complex(x.dtype):
+        return lax.add(lax.square(lax.real(x)), lax.square(lax.imag(x)))
+    return lax.square(x)
 
 
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
@@ -303,7 +326,7 @@ def argmin(a: Any, axis: int | None = None, out: Any = None, keepdims: bool | No
 
 def _nan_arg_reduce(arg_fn: Callable, replacement: float, a: Any, axis: Any, out: Any, keepdims: Any) -> Any:
     a = ensure_array(a)
-    if not dtypes.is_floating(a.dtype):
+    if not dtypes.is_floating(a.dtype):  # (complex: argmax refuses it, as JAX)
         return arg_fn(a, axis, out, keepdims)
     nan_mask = isnan(a)
     index = arg_fn(_where(nan_mask, replacement, a), axis, out, keepdims)
@@ -326,7 +349,7 @@ def _nan_reduce(reduction: Callable, fill: float, nan_if_all_nan: bool, a: Any, 
                 **kwargs: Any) -> Any:
     """``reduction`` with NaNs replaced by ``fill`` (its identity); integers need no replacing."""
     a = ensure_array(a)
-    if not dtypes.is_floating(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         return reduction(a, axis, keepdims=keepdims, **kwargs)
     nan_mask = isnan(a)
     result = reduction(_where(nan_mask, fill, a), axis, keepdims=keepdims, **kwargs)
@@ -364,11 +387,11 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     """``mean`` of the non-NaN elements (NaN for slices that are all NaN)."""
     _no_out(out, "nanmean")
     a = ensure_array(a)
-    if not dtypes.is_floating(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
     dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else a.dtype
-    count = sum(logical_not(isnan(a)), axis, dtype=dtype, keepdims=keepdims, where=where)
-    return lax.div(nansum(a, axis, dtype=dtype, keepdims=keepdims, where=where), count)
+    count = sum(logical_not(isnan(a)), axis, dtype=dtypes.real_dtype(dtype), keepdims=keepdims, where=where)
+    return true_divide(nansum(a, axis, dtype=dtype, keepdims=keepdims, where=where), count)
 
 
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
@@ -376,15 +399,15 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     """``var`` of the non-NaN elements (NaN where fewer than ``ddof + 1`` remain)."""
     _no_out(out, "nanvar")
     a = ensure_array(a)
-    result_dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.to_inexact_dtype(a.dtype)
-    compute_dtype = _upcast_half(a.dtype if dtype is None and dtypes.is_floating(a.dtype) else result_dtype)
+    result_dtype, compute_dtype = _var_dtypes(a.dtype, dtype, "nanvar")
     a = lax.convert_element_type(a, compute_dtype)
     nan_mask = isnan(a)
     centered = _where(nan_mask, 0, subtract(a, nanmean(a, axis, keepdims=True, where=where)))
-    squares = sum(lax.square(centered), axis, keepdims=keepdims, where=where)
-    dof = lax.sub(sum(logical_not(nan_mask), axis, dtype=compute_dtype, keepdims=keepdims, where=where),
-                  _full_scalar(ddof, compute_dtype))
-    variance = _where(lax.gt(dof, _full_scalar(0, compute_dtype)), lax.div(squares, dof), np.nan)
+    square_dtype = dtypes.real_dtype(compute_dtype)
+    squares = sum(_squared_magnitude(centered), axis, keepdims=keepdims, where=where)
+    dof = lax.sub(sum(logical_not(nan_mask), axis, dtype=square_dtype, keepdims=keepdims, where=where),
+                  _full_scalar(ddof, square_dtype))
+    variance = _where(lax.gt(dof, _full_scalar(0, square_dtype)), lax.div(squares, dof), np.nan)
     return lax.convert_element_type(variance, result_dtype)
 
 
@@ -402,7 +425,7 @@ def _cumulative(scan: Callable, name: str, a: Any, axis: Any, dtype: Any, out: A
     if axis is None or a.ndim == 0:
         a = _ravel(a)
     axis = static_axis(0 if axis is None else operator.index(axis), a.ndim)
-    if nan_fill is not None and dtypes.is_floating(a.dtype):
+    if nan_fill is not None and dtypes.is_inexact(a.dtype):
         a = _where(isnan(a), nan_fill, a)
     if dtype is None:
         result_dtype = _promoted_integer(a.dtype) if a.dtype == dtypes.bool_ else a.dtype
@@ -492,6 +515,8 @@ def quantiles_over_rows(name: str, a: Any, q: Any, axis: Any, out: Any, method: 
     if method not in _QUANTILE_METHODS:
         raise ValueError(f"method can only be one of {list(_QUANTILE_METHODS)}, got {method!r}")
     (a,) = promote_dtypes_inexact(ensure_array(a))
+    if dtypes.is_complex(a.dtype):
+        raise ValueError("quantile does not support complex input, as the operation is poorly defined.")
     q = lax.convert_element_type(ensure_array(q), a.dtype)
     if q.ndim > 1:
         raise ValueError(f"q must have rank <= 1, got shape {q.shape}")

@@ -84,10 +84,16 @@ def _check_kth(kth: Any, size: int) -> None:
             raise ValueError(f"kth(={k}) out of bounds ({size})")
 
 
+def _refuse_complex(a: Any, name: str) -> None:
+    if dtypes.is_complex(a.dtype):
+        raise NotImplementedError(f"jnp.{name} for complex dtype is not implemented.")
+
+
 def partition(a: Any, kth: int | Sequence[int], axis: int = -1) -> Any:
     """``a`` rearranged so the element at ``kth`` is the one a sort puts there, smaller ones
     before it and larger ones after. (Implemented as a full sort, a valid partition.)"""
     a, axis = _axis_or_flat(a, axis)
+    _refuse_complex(a, "partition")
     _check_kth(kth, a.shape[axis])
     return lax.sort(a, axis)
 
@@ -95,6 +101,7 @@ def partition(a: Any, kth: int | Sequence[int], axis: int = -1) -> Any:
 def argpartition(a: Any, kth: int | Sequence[int], axis: int = -1) -> Any:
     """Indices that ``partition`` ``a`` (those of a stable sort)."""
     a, axis = _axis_or_flat(a, axis)
+    _refuse_complex(a, "argpartition")
     _check_kth(kth, a.shape[axis])
     return argsort(a, axis)
 
@@ -148,7 +155,13 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
 
 
 def _sort_less(x: Any, y: Any, or_equal: bool) -> Any:
-    """``x < y`` (or ``<=``) in the order sorts use, where NaN is greater than everything."""
+    """``x < y`` (or ``<=``) in the order sorts use, where NaN is greater than everything; complex
+    values by their real parts, then by their imaginary parts."""
+    if dtypes.is_complex(x.dtype):
+        re_x, re_y = lax.real(x), lax.real(y)
+        same_real = lax.bitwise_or(lax.eq(re_x, re_y), lax.bitwise_and(isnan(re_x), isnan(re_y)))
+        return lax.select(same_real, _sort_less(lax.imag(x), lax.imag(y), or_equal),
+                          _sort_less(re_x, re_y, or_equal=False))
     if not dtypes.is_floating(x.dtype):
         return lax.le(x, y) if or_equal else lax.lt(x, y)
     if or_equal:
@@ -196,6 +209,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     n = rows.shape[0]
     columns = [rows] if rows.ndim == 1 else [lax.index_in_dim(rows, j, 1, keepdims=False)
                                              for j in range(rows.shape[1])]
+    columns = [_canonical_complex_nan(c) for c in columns]
     values, first_index, inverse, counts, num_unique = _unique_sorted(columns, n, equal_nan)
     if size is None:
         size = int(num_unique)
@@ -212,6 +226,14 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     extras = [x for flag, x in ((return_index, first_index), (return_inverse, inverse),
                                 (return_counts, counts)) if flag]
     return (unique_values, *extras) if extras else unique_values
+
+
+def _canonical_complex_nan(x: Any) -> Any:
+    """Complex values with a NaN in either part as ``nan + 0j``, as JAX's ``unique`` makes them: they
+    then sort together, after every number (NumPy's order too), and are one value."""
+    if not dtypes.is_complex(x.dtype):
+        return x
+    return lax.select(isnan(x), full(x.shape, complex(np.nan, 0), x.dtype), x)
 
 
 def _rows(ar: Any, axis: int) -> Any:
@@ -261,7 +283,7 @@ def _starts_of_runs(sorted_columns: list[Any], n: int, equal_nan: bool) -> Any:
     for column in sorted_columns:
         current, previous = lax.slice_in_dim(column, 1, None), lax.slice_in_dim(column, 0, n - 1)
         changed = lax.ne(current, previous)
-        if equal_nan and dtypes.is_floating(column.dtype):
+        if equal_nan and dtypes.is_inexact(column.dtype):
             changed = lax.bitwise_and(changed, lax.bitwise_not(lax.bitwise_and(isnan(current), isnan(previous))))
         differs = changed if differs is None else lax.bitwise_or(differs, changed)
     if differs is None:  # rows of length 0 are all equal

@@ -19,7 +19,7 @@ from ember.numpy.reductions import average, max as _max, min as _min, sum as _su
 from ember.numpy.shape_ops import atleast_2d, concatenate, ravel, squeeze
 from ember.numpy.sorting import searchsorted
 from ember.numpy.static_args import static_bool, static_int, static_value
-from ember.numpy.ufuncs import abs, add, clip, divide, multiply, sqrt, subtract, where
+from ember.numpy.ufuncs import abs, add, clip, conj, divide, imag, multiply, real, sqrt, subtract, where
 
 __all__ = ["bincount", "corrcoef", "cov", "digitize", "histogram", "histogram_bin_edges"]
 
@@ -156,7 +156,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
             raise ValueError(f"y has more than 2 dimensions; got shape {y.shape}")
     if m.ndim > 2:
         raise ValueError(f"m has more than 2 dimensions; got shape {m.shape}")
-    if dtype is not None and not dtypes.is_floating(dtypes.canonicalize_dtype(dtype)):
+    if dtype is not None and not dtypes.is_inexact(dtypes.canonicalize_dtype(dtype)):
         raise ValueError(f"cov: dtype must be a subclass of float or complex; got dtype={dtype}")
     observations = _variables_in_rows(m, rowvar)
     if observations.shape[0] == 0:
@@ -185,7 +185,8 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         normalizer = subtract(weight_sum, divide(multiply(ddof, _sum(multiply(weights, abs(aweights)))), weight_sum))
     centered = subtract(observations, lax.expand_dims(mean, (1,)))
     weighted = centered if weights is None else multiply(centered, weights)
-    return squeeze(divide(dot(weighted, lax.transpose(centered, (1, 0))), normalizer))
+    # Complex variables: E[(x - mean x) conj(y - mean y)], Hermitian as in NumPy.
+    return squeeze(divide(dot(weighted, conj(lax.transpose(centered, (1, 0)))), normalizer))
 
 
 def _variables_in_rows(x: Any, rowvar: bool) -> Any:
@@ -215,11 +216,13 @@ def _observation_weights(fweights: Any, aweights: Any, num_observations: int) ->
 def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> Any:
     """Pearson correlation coefficients: ``cov`` normalized by the standard deviations, clipped
     to ``[-1, 1]``. A single variable gives ``c / c`` (1, or NaN for a constant variable)."""
-    if dtype is not None and not dtypes.is_floating(dtypes.canonicalize_dtype(dtype)):
+    if dtype is not None and not dtypes.is_inexact(dtypes.canonicalize_dtype(dtype)):
         raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
         return divide(c, c)
-    deviations = sqrt(diag(c))
+    deviations = sqrt(real(diag(c)))  # (the diagonal of a complex covariance is real)
     c = divide(divide(c, lax.expand_dims(deviations, (1,))), lax.expand_dims(deviations, (0,)))
+    if dtypes.is_complex(c.dtype):  # each part clipped, as NumPy and JAX
+        return lax.complex(clip(real(c), -1, 1), clip(imag(c), -1, 1))
     return clip(c, -1, 1)

@@ -70,6 +70,12 @@ sqrt = _unary_inexact(lax.sqrt, "sqrt")
 cbrt = _unary_inexact(lax.cbrt, "cbrt")
 asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
 
+def _refuse_complex(x: Any, message: str, error: type = TypeError) -> None:
+    """Raise JAX's error for functions that complex values have no meaning for."""
+    if dtypes.is_complex(aval(x).dtype):
+        raise error(message)
+
+
 negative = _unary(lax.neg, "negative")
 sign = _unary(lambda x: lax.sign(x) if x.dtype != dtypes.bool_ else x, "sign")
 invert = _unary(lax.bitwise_not, "invert")
@@ -89,10 +95,11 @@ abs = absolute
 
 
 def _float_or_identity(op: Callable, name: str) -> Callable:
-    """floor/ceil/trunc/rint keep integer dtypes unchanged, as NumPy does."""
+    """floor/ceil/trunc/rint keep integer dtypes unchanged, as NumPy does (complex values go to
+    ``op``, which refuses them or, for rint, rounds each part)."""
     def f(x: Any, /) -> Any:
         x = ensure_array(x)
-        if not dtypes.is_floating(x.dtype):
+        if not dtypes.is_inexact(x.dtype):
             return x if x.dtype != dtypes.bool_ else lax.convert_element_type(x, dtypes.default_float_dtype())
         return op(x)
 
@@ -102,14 +109,24 @@ def _float_or_identity(op: Callable, name: str) -> Callable:
 
 floor = _float_or_identity(lax.floor, "floor")
 ceil = _float_or_identity(lax.ceil, "ceil")
-rint = _float_or_identity(lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), "rint")
+def _by_parts(op: Callable, x: Any) -> Any:
+    """``op`` on each part of a complex ``x`` (on ``x`` itself if real)."""
+    if dtypes.is_complex(aval(x).dtype):
+        return lax.complex(op(lax.real(x)), op(lax.imag(x)))
+    return op(x)
+
+
+rint = _float_or_identity(lambda x: _by_parts(lambda v: lax.round(v, lax.RoundingMethod.TO_NEAREST_EVEN), x),
+                          "rint")
 trunc = _float_or_identity(lambda x: lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "trunc")
 fix = trunc
 
 
 def round(a: Any, decimals: int = 0, out: Any = None) -> Any:
-    """Round half to even, to ``decimals`` places (as NumPy)."""
+    """Round half to even, to ``decimals`` places (as NumPy); complex values round each part."""
     a = ensure_array(a)
+    if dtypes.is_complex(a.dtype):
+        return _by_parts(lambda part: round(part, decimals), a)
     if not dtypes.is_floating(a.dtype):
         if decimals >= 0:
             return a
@@ -137,10 +154,24 @@ bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
 bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
 equal = _binary(lax.eq, "equal")
 not_equal = _binary(lax.ne, "not_equal")
-less = _binary(lax.lt, "less")
-less_equal = _binary(lax.le, "less_equal")
-greater = _binary(lax.gt, "greater")
-greater_equal = _binary(lax.ge, "greater_equal")
+
+
+def _ordered(op: Callable) -> Callable:
+    """An order comparison; complex values compare lexicographically, by the real parts and, where
+    those are equal, by the imaginary parts (as JAX)."""
+    def compare(x: Any, y: Any) -> Any:
+        if dtypes.is_complex(aval(x).dtype):
+            return lax.select(lax.eq(lax.real(x), lax.real(y)), op(lax.imag(x), lax.imag(y)),
+                              op(lax.real(x), lax.real(y)))
+        return op(x, y)
+
+    return compare
+
+
+less = _binary(_ordered(lax.lt), "less")
+less_equal = _binary(_ordered(lax.le), "less_equal")
+greater = _binary(_ordered(lax.gt), "greater")
+greater_equal = _binary(_ordered(lax.ge), "greater_equal")
 
 
 def _logical(op: Callable, name: str) -> Callable:
@@ -211,6 +242,7 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
     gives -1 (all bits set: the maximum if unsigned), then the signed correction makes it -2
     unless ``x == 0``."""
     x1, x2 = _promote_numeric(x1, x2)
+    _refuse_complex(x1, "floor_divide does not support complex-valued inputs")
     if dtypes.is_floating(x1.dtype):
         mod = lax.rem(x1, x2)
         div = lax.div(lax.sub(x1, mod), x2)
@@ -261,13 +293,13 @@ def power(x1: Any, x2: Any, /) -> Any:
     """``x1 ** x2``. A static integer exponent becomes ``integer_pow`` (exact, and fast)."""
     if isinstance(x2, (int, np.integer)) and not isinstance(x2, bool):
         x1 = ensure_array(x1)
-        if not dtypes.is_floating(x1.dtype) and x2 < 0:
+        if not dtypes.is_inexact(x1.dtype) and x2 < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
         if x1.dtype == dtypes.bool_:
             return full_bool(x1, True) if x2 == 0 else x1
         return lax.integer_pow(x1, int(x2))
     x1, x2 = promote_and_broadcast(x1, x2)
-    if dtypes.is_floating(x1.dtype):
+    if dtypes.is_inexact(x1.dtype):
         return lax.pow(x1, x2)
     return _integer_power(x1, x2)
 
@@ -304,20 +336,41 @@ def reciprocal(x: Any, /) -> Any:
     return lax.integer_pow(x, -1)
 
 
-def log2(x: Any, /) -> Any:
+def _log_base(x: Any, base: float) -> Any:
+    """``log(x) / log(base)``; a complex logarithm is divided part by part (by a real number, so
+    that ``log2(0j)`` is ``-inf + 0j``, as JAX)."""
     (x,) = promote_dtypes_inexact(ensure_array(x))
-    return lax.div(lax.log(x), lax.log(lax.convert_element_type(2.0, x.dtype)))
+    if dtypes.is_complex(aval(x).dtype):
+        r = lax.log(x)
+        ln_base = lax.log(lax.convert_element_type(base, dtypes.real_dtype(aval(x).dtype)))
+        return lax.complex(lax.div(lax.real(r), ln_base), lax.div(lax.imag(r), ln_base))
+    return lax.div(lax.log(x), lax.log(lax.convert_element_type(base, x.dtype)))
+
+
+def log2(x: Any, /) -> Any:
+    return _log_base(x, 2.0)
 
 
 def log10(x: Any, /) -> Any:
-    (x,) = promote_dtypes_inexact(ensure_array(x))
-    return lax.div(lax.log(x), lax.log(lax.convert_element_type(10.0, x.dtype)))
+    return _log_base(x, 10.0)
 
 
 def logaddexp(x1: Any, x2: Any, /) -> Any:
-    """``log(exp(x1) + exp(x2))`` without overflow."""
+    """``log(exp(x1) + exp(x2))`` without overflow. For complex values (JAX's formula): the larger
+    (lexicographic) operand is factored out, and the imaginary part wrapped into ``[-pi, pi)``."""
     x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    if dtypes.is_complex(aval(x1).dtype):
+        larger = lax.max(x1, x2)
+        out = lax.add(larger, lax.log1p(lax.exp(lax.sub(lax.add(x1, x2), lax.mul(larger, 2)))))
+        return lax.complex(lax.real(out), _wrap(lax.imag(out), np.pi))
     return stable.logaddexp(x1, x2)  # the formula, with a derivative that is 1/2 each at x1 == x2
+
+
+def _wrap(x: Any, half_period: float) -> Any:
+    """``x`` moved by whole periods into ``[-half_period, half_period)``."""
+    period = 2 * half_period
+    r = lax.rem(lax.add(x, half_period), lax.convert_element_type(period, aval(x).dtype))
+    return lax.sub(lax.select(lax.lt(r, 0), lax.add(r, period), r), half_period)
 
 
 def logaddexp2(x1: Any, x2: Any, /) -> Any:
@@ -326,8 +379,16 @@ def logaddexp2(x1: Any, x2: Any, /) -> Any:
     return lax.div(logaddexp(lax.mul(x1, ln2), lax.mul(x2, ln2)), ln2)
 
 
+def _either_part(test: Callable, x: Any) -> Any:
+    """``test`` of the real or the imaginary part of complex ``x``."""
+    return lax.bitwise_or(test(lax.real(x)), test(lax.imag(x)))
+
+
 def isfinite(x: Any, /) -> Any:
+    """Finite values; a complex value is finite when both its parts are."""
     x = ensure_array(x)
+    if dtypes.is_complex(x.dtype):
+        return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
     if not dtypes.is_floating(x.dtype):
         return full_bool(x, True)
     return lax.is_finite(x)
@@ -338,7 +399,10 @@ def full_bool(x: Any, value: bool) -> Any:
 
 
 def isinf(x: Any, /) -> Any:
+    """Infinities; a complex value is infinite when either part is."""
     x = ensure_array(x)
+    if dtypes.is_complex(x.dtype):
+        return _either_part(isinf, x)
     if not dtypes.is_floating(x.dtype):
         return full_bool(x, False)
     return lax.eq(lax.abs(x), float("inf"))
@@ -346,16 +410,21 @@ def isinf(x: Any, /) -> Any:
 
 def isposinf(x: Any, /) -> Any:
     x = ensure_array(x)
+    _refuse_complex(x, "isposinf/isneginf are not well defined for complex types", ValueError)
     return lax.eq(x, float("inf")) if dtypes.is_floating(x.dtype) else full_bool(x, False)
 
 
 def isneginf(x: Any, /) -> Any:
     x = ensure_array(x)
+    _refuse_complex(x, "isposinf/isneginf are not well defined for complex types", ValueError)
     return lax.eq(x, float("-inf")) if dtypes.is_floating(x.dtype) else full_bool(x, False)
 
 
 def isnan(x: Any, /) -> Any:
+    """NaNs; a complex value is NaN when either part is."""
     x = ensure_array(x)
+    if dtypes.is_complex(x.dtype):
+        return lax.ne(x, x)  # a NaN in either part makes the value unequal to itself
     if not dtypes.is_floating(x.dtype):
         return full_bool(x, False)
     return lax.ne(x, x)
@@ -363,6 +432,7 @@ def isnan(x: Any, /) -> Any:
 
 def signbit(x: Any, /) -> Any:
     x = ensure_array(x)
+    _refuse_complex(x, f"jax.numpy.signbit is not well defined for {x.dtype}", ValueError)
     if dtypes.is_unsigned(x.dtype) or x.dtype == dtypes.bool_:
         return full_bool(x, False)
     if dtypes.is_integer(x.dtype):
@@ -374,6 +444,7 @@ def signbit(x: Any, /) -> Any:
 
 def copysign(x1: Any, x2: Any, /) -> Any:
     x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    _refuse_complex(x1, "copysign does not support complex-valued inputs")
     return lax.select(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
 
 
@@ -392,6 +463,8 @@ radians, degrees = deg2rad, rad2deg
 
 def hypot(x1: Any, x2: Any, /) -> Any:
     x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    _refuse_complex(x1, "jnp.hypot is not well defined for complex-valued inputs. Please convert to real "
+                        "values first, such as by using abs(x)", ValueError)
     a, b = lax.abs(x1), lax.abs(x2)
     hi, lo = lax.max(a, b), lax.min(a, b)
     safe_hi = lax.select(lax.eq(hi, 0), lax.add(hi, 1), hi)
@@ -458,6 +531,7 @@ def isreal(x: Any) -> Any:
 
 def fabs(x: Any, /) -> Any:
     (x,) = promote_dtypes_inexact(ensure_array(x))
+    _refuse_complex(x, "ufunc 'fabs' does not support complex dtypes")
     return lax.abs(x)
 
 
@@ -481,6 +555,11 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, /, *, min: Any = None, ma
     lo = min if min is not None else a_min
     hi = max if max is not None else a_max
     a = ensure_array(a)
+    if any(v is not None and dtypes.is_complex(aval(ensure_array(v)).dtype) for v in (a, lo, hi)):
+        raise ValueError("Clip received a complex value either through the input or the min/max keywords. "
+                         "Complex values have no ordering and cannot be clipped. Please convert to a real value "
+                         "or array by taking the real or imaginary components via jax.numpy.real/imag "
+                         "respectively.")
     if lo is not None:
         a = maximum(a, lo)
     if hi is not None:
@@ -491,6 +570,8 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, /, *, min: Any = None, ma
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Any:
     x = ensure_array(x)
+    if dtypes.is_complex(x.dtype):  # each part on its own, as NumPy and JAX
+        return _by_parts(lambda part: nan_to_num(part, copy, nan, posinf, neginf), x)
     if not dtypes.is_floating(x.dtype):
         return x
     info = dtypes.finfo(x.dtype)

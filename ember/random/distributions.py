@@ -103,11 +103,22 @@ def _erf_inv_as_xla(x: Any) -> Any:
 
 
 def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
-    """Standard normal values: sqrt(2) * erf_inv(u), u uniform in (-1, 1)."""
+    """Standard normal values: sqrt(2) * erf_inv(u), u uniform in (-1, 1). For a complex dtype,
+    each part is drawn from its own half of ``split(key)`` and scaled by 1/sqrt(2), so that
+    ``E|z|^2 = 1`` (as JAX draws them)."""
     key = check_key("normal", key)
-    dtype = _float_dtype("normal", dtype)
+    dt = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    if dtypes.is_complex(dt):
+        part_dtype = dtypes.real_dtype(dt)
+        real_key, imag_key = split_in_two(key)
+        parts = (_real_normal(k, shape_tuple(shape), part_dtype) for k in (real_key, imag_key))
+        return lax.div(lax.complex(*parts), lax.convert_element_type(_SQRT2, dt))
+    return _real_normal(key, shape_tuple(shape), _float_dtype("normal", dt))
+
+
+def _real_normal(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     lowest = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
-    u = _uniform(key, shape_tuple(shape), dtype, lowest, 1.0)
+    u = _uniform(key, shape, dtype, lowest, 1.0)
     return lax.mul(np.array(_SQRT2, dtype), _erf_inv_as_xla(u))
 
 

@@ -43,12 +43,12 @@ def solve_triangular(a: Any, b: Any, trans: int | str = 0, lower: bool = False, 
     transpose_a = _transpose_flag(trans)
     a, b = _inexact(a, b)
     return lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=transpose_a,
-                                       unit_diagonal=unit_diagonal)
+                                       conjugate_a=trans in (2, "C"), unit_diagonal=unit_diagonal)
 
 
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
-    """The Cholesky factor of a symmetric positive-definite ``a``: upper ``U`` with ``a == U.T @ U``
-    (SciPy's default), or lower ``L`` with ``a == L @ L.T``."""
+    """The Cholesky factor of a Hermitian (real: symmetric) positive-definite ``a``: upper ``U`` with
+    ``a == U^H @ U`` (SciPy's default), or lower ``L`` with ``a == L @ L^H``."""
     return np_linalg.cholesky(a, upper=not lower)
 
 
@@ -61,9 +61,9 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False, 
     """``x`` with ``a @ x == b`` from ``cho_factor(a)``: two triangular solves."""
     c, lower = c_and_lower
     c, b = _inexact(c, b)
-    # With a == L L^T: solve L y = b, then L^T x = y (for an upper factor U = L^T, the transposes swap).
-    y = lax_linalg.triangular_solve(c, b, left_side=True, lower=lower, transpose_a=not lower)
-    return lax_linalg.triangular_solve(c, y, left_side=True, lower=lower, transpose_a=lower)
+    # With a == L L^H: solve L y = b, then L^H x = y (for an upper factor U = L^H, the transposes swap).
+    y = lax_linalg.triangular_solve(c, b, left_side=True, lower=lower, transpose_a=not lower, conjugate_a=not lower)
+    return lax_linalg.triangular_solve(c, y, left_side=True, lower=lower, transpose_a=lower, conjugate_a=lower)
 
 
 def _pivots_to_permutation(pivots: Any, size: int) -> Any:
@@ -88,9 +88,9 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
 
 def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: bool = False,
              check_finite: bool = True) -> Any:
-    """``x`` with ``a @ x == b`` (``trans=0``) or ``a.T @ x == b`` (1 or 2) from ``lu_factor(a)``;
-    ``b`` is (n,) or (n, k)."""
-    transpose_a = _transpose_flag(trans)
+    """``x`` with ``a @ x == b`` (``trans=0``), ``a.T @ x == b`` (1) or ``a^H @ x == b`` (2) from
+    ``lu_factor(a)``; ``b`` is (n,) or (n, k)."""
+    transpose_a, conjugate_a = _transpose_flag(trans), trans in (2, "C")
     lu_, pivots = lu_and_piv
     lu_, b = _inexact(lu_, b)
     n = lu_.shape[-1]
@@ -101,9 +101,11 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
     rhs = jnp.reshape(b, (n, -1))
     permutation = _pivots_to_permutation(jnp.asarray(pivots), n)
     # a[permutation] == L @ U, with L unit lower and U upper, both packed in lu_.
-    if transpose_a:  # a.T x = b:  U.T L.T (P x) = b
-        y = lax_linalg.triangular_solve(lu_, rhs, left_side=True, lower=False, transpose_a=True)
-        z = lax_linalg.triangular_solve(lu_, y, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    if transpose_a:  # a.T x = b:  U.T L.T (P x) = b (a^H: the conjugate transposes)
+        y = lax_linalg.triangular_solve(lu_, rhs, left_side=True, lower=False, transpose_a=True,
+                                        conjugate_a=conjugate_a)
+        z = lax_linalg.triangular_solve(lu_, y, left_side=True, lower=True, transpose_a=True,
+                                        conjugate_a=conjugate_a, unit_diagonal=True)
         x = jnp.zeros_like(z).at[permutation].set(z)
     else:  # L U x = P b
         y = lax_linalg.triangular_solve(lu_, rhs[permutation], left_side=True, lower=True, unit_diagonal=True)
@@ -149,7 +151,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
 def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, turbo: bool = True, eigvals: None = None, type: int = 1,
          check_finite: bool = True) -> Any:
-    """``(w, v)``: ascending eigenvalues and eigenvectors (columns) of a symmetric ``a``, read from
+    """``(w, v)``: ascending eigenvalues and eigenvectors (columns) of a symmetric (Hermitian) ``a``, read from
     its ``lower`` (or upper) triangle; ``w`` alone with ``eigvals_only``."""
     if b is not None:
         raise NotImplementedError("Only the b=None case of eigh is implemented")
@@ -183,8 +185,8 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwr
     if assume_a != "pos":
         return np_linalg.solve(a, b)
     a, b = _inexact(a, b)
-    if not lower:  # the primitive reads the lower triangle: hand it the upper one, transposed
-        a = jnp.matrix_transpose(a)
+    if not lower:  # the primitive reads the lower triangle: hand it the upper one, conjugate-transposed
+        a = lax_linalg.adjoint(a)
     return cho_solve((lax_linalg.cholesky(a, symmetrize_input=False), True), b)
 
 

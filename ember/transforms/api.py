@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import lax, tree_util
+from ember import dtypes, errors, lax, tree_util
 from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
@@ -119,6 +119,7 @@ def _check_tangent(primal: Any, tangent: Any, api: str) -> Any:
     return match_type(tangent, p)
 
 
+@errors.api_boundary
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
     """``(fun(*primals), d fun(primals) . tangents)``: forward-mode differentiation.
 
@@ -141,6 +142,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     return result + (aux,) if has_aux else result
 
 
+@errors.api_boundary
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the derivative at ``primals``
     without re-running ``fun``: the primal computation happens once, here."""
@@ -166,6 +168,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
 
 # --- reverse mode -------------------------------------------------------------------------------
+@errors.api_boundary
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns the cotangent of every primal
     (a tuple), transposing the linearized program. Integer inputs get float0 cotangents."""
@@ -193,6 +196,10 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     return result + (aux,) if has_aux else result
 
 
+def _type_text(a: ShapedArray) -> str:
+    return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+
+
 def _check_cotangent(ct: Any, out_aval: ShapedArray) -> Any:
     if not is_differentiable(out_aval.dtype):
         return Zero(out_aval)
@@ -201,9 +208,11 @@ def _check_cotangent(ct: Any, out_aval: ShapedArray) -> Any:
     if a.shape != out_aval.shape:
         raise ValueError(f"Shape of cotangent input to vjp pullback function {a.shape} must be the same as the "
                          f"shape of corresponding primal input {out_aval.shape}.")
-    if a.dtype != out_aval.dtype:
-        raise TypeError(f"Type of cotangent input to vjp pullback function ({a.dtype}) is not the expected tangent "
-                        f"type ({out_aval.dtype}) of corresponding primal output with dtype {out_aval.dtype}.")
+    if a.dtype != out_aval.dtype:  # e.g. a real cotangent for a complex output: JAX's error
+        got, want = _type_text(a), _type_text(out_aval)
+        raise ValueError(f"unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got {got}, but "
+                         f"expected {want} because the corresponding output of the differentiated function had "
+                         f"JAX type {want}")
     return match_type(ct, out_aval)
 
 
@@ -231,46 +240,64 @@ def _split_args(args: tuple, argnums: tuple[int, ...]) -> tuple[Callable, tuple]
     return with_args, tuple(args[i] for i in positions)
 
 
-def _check_inputs(api: str, args: Sequence[Any], allow_int: bool) -> None:
-    for leaf in tree_util.tree_leaves(args):
-        dt = aval(_array_leaf(leaf, f"argument of {api}")).dtype
-        if not is_differentiable(dt) and not allow_int:
+def _input_dtypes(api: str, args: Sequence[Any]) -> list[np.dtype]:
+    return [aval(_array_leaf(leaf, f"argument of {api}")).dtype for leaf in tree_util.tree_leaves(args)]
+
+
+def _check_inputs(api: str, args: Sequence[Any], allow_int: bool, holomorphic: bool = False) -> None:
+    """Reverse mode takes real or complex inputs (complex ones only, holomorphically), as JAX."""
+    for dt in _input_dtypes(api, args):
+        if holomorphic:
+            if not dtypes.is_complex(dt):
+                raise TypeError(f"{api} with holomorphic=True requires inputs with complex dtype, but got {dt.name}.")
+        elif not is_differentiable(dt) and not allow_int:
             raise TypeError(f"{api} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
                             f"np.inexact), but got {dt.name}. If you want to use Boolean- or integer-valued inputs, "
                             "use vjp or set allow_int to True.")
 
 
-def _check_scalar_output(out: Any) -> None:
+def _check_output_dtype(api: str, dt: np.dtype, holomorphic: bool) -> None:
+    """Reverse mode seeds one real cotangent per output, or a complex one for a holomorphic function."""
+    if holomorphic:
+        if not dtypes.is_complex(dt):
+            raise TypeError(f"{api} with holomorphic=True requires outputs with complex dtype, but got {dt.name}.")
+    elif dtypes.is_complex(dt):
+        raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but "
+                        f"got {dt.name}. For holomorphic differentiation, pass holomorphic=True. For differentiation "
+                        "of non-holomorphic functions involving complex outputs, use ember.vjp directly.")
+    elif not is_differentiable(dt):
+        raise TypeError(f"{api} requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but "
+                        f"got {dt.name}. For differentiation of functions with integer outputs, use "
+                        "ember.vjp directly.")
+
+
+def _check_scalar_output(out: Any, holomorphic: bool) -> None:
     if not _is_array_like(out):
         raise TypeError(f"Gradient only defined for scalar-output functions. Output was {out!r}.")
     a = aval(out)
     if a.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {a.shape}.")
-    if not is_differentiable(a.dtype):
-        raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but "
-                        f"got {a.dtype.name}. For differentiation of functions with integer outputs, use "
-                        "ember.vjp directly.")
-
-
-def _no_complex(holomorphic: bool) -> None:
-    if holomorphic:
-        raise NotImplementedError("holomorphic differentiation needs complex numbers, which ember does not support")
+    _check_output_dtype("grad", a.dtype, holomorphic)
 
 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """A function returning ``(fun(*args), gradient)``; the gradient is with respect to the
-    argument(s) ``argnums``, and ``fun`` must return a real scalar (plus aux data if ``has_aux``)."""
-    _no_complex(holomorphic)
+    argument(s) ``argnums``, and ``fun`` must return a real scalar (plus aux data if ``has_aux``).
+
+    For a real ``fun`` of complex ``z = x + iy`` the gradient is ``df/dx - i df/dy`` (the transpose
+    of the derivative, as JAX). With ``holomorphic=True``, ``fun`` maps complex inputs to a complex
+    scalar and the gradient is the complex derivative ``f'(z)``."""
     nums = _argnums_tuple(argnums)
 
+    @errors.api_boundary  # (the user's frames only, in tracebacks)
     @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
-        _check_inputs("grad", dynamic, allow_int)
+        _check_inputs("grad", dynamic, allow_int, holomorphic)
         result = vjp(lambda *dyn: fun(*with_args(dyn), **kwargs), *dynamic, has_aux=has_aux)
         out, vjp_fn = result[:2]
-        _check_scalar_output(out)
+        _check_scalar_output(out, holomorphic)
         grads = vjp_fn(lax.convert_element_type(1.0, aval(out).dtype, aval(out).weak_type))
         grads = grads[0] if isinstance(argnums, int) else grads
         return ((out, result[2]) if has_aux else out), grads
@@ -280,9 +307,11 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False) -> Callable:
-    """The gradient of ``fun`` (which returns a real scalar) with respect to argument(s) ``argnums``."""
+    """The gradient of ``fun`` (which returns a real scalar, or a complex one with ``holomorphic=True``)
+    with respect to argument(s) ``argnums``."""
     value_and_grad_f = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
+    @errors.api_boundary  # (the user's frames only, in tracebacks)
     @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = value_and_grad_f(*args, **kwargs)
@@ -326,19 +355,25 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
            holomorphic: bool = False) -> Callable:
     """The Jacobian of ``fun`` by forward mode (cheap for few inputs): the linearized function,
     applied to every input direction at once with ``vmap``. Each output leaf's Jacobian block has
-    shape ``out.shape + in.shape`` (output structure outside, input structure inside, as JAX)."""
-    _no_complex(holomorphic)
+    shape ``out.shape + in.shape`` (output structure outside, input structure inside, as JAX).
+    Inputs are real (a complex one has two real directions per element), or, with
+    ``holomorphic=True``, complex with complex outputs."""
     nums = _argnums_tuple(argnums)
 
+    @errors.api_boundary  # (the user's frames only, in tracebacks)
     @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
     def jacfwd_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
-        for leaf in tree_util.tree_leaves(dynamic):
-            dt = aval(_array_leaf(leaf, "argument of jacfwd")).dtype
-            if not is_differentiable(dt):
+        for dt in _input_dtypes("jacfwd", dynamic):
+            if holomorphic and not dtypes.is_complex(dt):
+                raise TypeError(f"jacfwd with holomorphic=True requires inputs with complex dtype, but got "
+                                f"{dt.name}.")
+            if not holomorphic and not dtypes.is_floating(dt):
+                # A complex input direction would need two real ones: forward mode refuses it, as JAX.
                 raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
-                                f"np.floating), but got {dt.name}. For differentiation of functions with integer "
-                                "inputs, use ember.jvp directly.")
+                                f"np.floating), but got {dt.name}. For holomorphic differentiation, pass "
+                                "holomorphic=True. For differentiation of non-holomorphic functions involving "
+                                "complex inputs or integer inputs, use ember.jvp directly.")
         target = dynamic[0] if isinstance(argnums, int) else dynamic
         result = linearize(lambda x: fun(*with_args((x,) if isinstance(argnums, int) else x), **kwargs), target,
                            has_aux=has_aux)
@@ -346,6 +381,11 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         in_leaves, in_tree = tree_util.tree_flatten(target)
         out_leaves, out_tree = tree_util.tree_flatten(out)
         in_avals, out_avals = [aval(x) for x in in_leaves], [aval(o) for o in out_leaves]
+        if holomorphic:
+            for a in out_avals:
+                if not dtypes.is_complex(a.dtype):
+                    raise TypeError(f"jacfwd with holomorphic=True requires outputs with complex dtype, but got "
+                                    f"{a.dtype.name}.")
         basis = tree_util.tree_unflatten(in_tree, _standard_basis(in_avals))
         columns = iter(vmap(_float_leaves_only(f_jvp, out_avals))(basis))  # each: (inputs size,) + out.shape
         blocks = []
@@ -368,14 +408,15 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
            allow_int: bool = False) -> Callable:
     """The Jacobian of ``fun`` by reverse mode (cheap for few outputs): the transposed linear
     function, applied to every output direction at once with ``vmap``. Each output leaf's
-    Jacobian block has shape ``out.shape + in.shape``."""
-    _no_complex(holomorphic)
+    Jacobian block has shape ``out.shape + in.shape``. Outputs are real (complex inputs get
+    ``grad``'s convention), or, with ``holomorphic=True``, complex of complex inputs."""
     nums = _argnums_tuple(argnums)
 
+    @errors.api_boundary  # (the user's frames only, in tracebacks)
     @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
     def jacrev_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
-        _check_inputs("jacrev", dynamic, allow_int)
+        _check_inputs("jacrev", dynamic, allow_int, holomorphic)
         target = dynamic[0] if isinstance(argnums, int) else dynamic
         result = vjp(lambda x: fun(*with_args((x,) if isinstance(argnums, int) else x), **kwargs), target,
                      has_aux=has_aux)
@@ -384,10 +425,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         out_leaves, out_tree = tree_util.tree_flatten(out)
         in_avals, out_avals = [aval(x) for x in in_leaves], [aval(o) for o in out_leaves]
         for a in out_avals:
-            if not is_differentiable(a.dtype):
-                raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
-                                f"np.floating), but got {a.dtype.name}. For differentiation of functions with "
-                                "integer outputs, use ember.vjp directly.")
+            _check_output_dtype("jacrev", a.dtype, holomorphic)
         basis = tree_util.tree_unflatten(out_tree, _standard_basis(out_avals))
         rows = iter(vmap(_float_leaves_only(lambda ct: vjp_fn(ct)[0], in_avals))(basis))  # (outputs size,) + in
         per_input = [_rows_per_value(next(rows), out_avals) if is_differentiable(a.dtype)

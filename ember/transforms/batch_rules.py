@@ -15,11 +15,11 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.core.primitive import Primitive
-from ember.lax import elementwise, indexing, reductions, shapes
+from ember.lax import elementwise, indexing, parallel, reductions, shapes
 from ember.lax.base import aval
 from ember.lax.dot import dot_general_p
 from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
-from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
+from ember.transforms.batching import BatchDim, batching_rules, collective_rules, move_batch_axis
 
 
 def _batched_axis(axis: int, dim: int) -> int:
@@ -326,3 +326,112 @@ batching_rules[indexing.gather_p] = _batch_gather
 batching_rules.update({p: functools.partial(_batch_scatter, p) for p in (
     indexing.scatter_p, indexing.scatter_add_p, indexing.scatter_sub_p, indexing.scatter_mul_p, indexing.scatter_min_p,
     indexing.scatter_max_p)})
+
+
+# --- collectives (ember.lax.parallel) --------------------------------------------------------------
+# ``collective_rules``: the trace binds the collective's axis (``name``): compute across the batch.
+# ``batching_rules``: another trace binds it: the collective applies to every example alike.
+def _front(x: Any, dim: BatchDim, n: int) -> Any:
+    return move_batch_axis(x, dim, n, 0)
+
+
+def _times(x: Any, n: int) -> Any:
+    return lax.mul(x, np.array(n, dtype=aval(x).dtype))
+
+
+def _collective_reduction(p: Primitive, reduce: Any, unbatched: Any) -> Any:
+    def rule(n: int, name: Any, values: Sequence[Any], dims: Sequence[BatchDim], *, axes: tuple, **params: Any):
+        (x,), (d,) = values, dims
+        out = unbatched(x, n) if d is None else reduce(x, (d,))
+        rest = tuple(a for a in axes if a != name)
+        return (p.bind(out, axes=rest, **params) if rest else out), None
+    return rule
+
+
+collective_rules[parallel.psum_p] = _collective_reduction(parallel.psum_p, lax.reduce_sum, _times)
+collective_rules[parallel.pmax_p] = _collective_reduction(parallel.pmax_p, lax.reduce_max, lambda x, n: x)
+collective_rules[parallel.pmin_p] = _collective_reduction(parallel.pmin_p, lax.reduce_min, lambda x, n: x)
+
+
+def _all_gather_here(n: int, name: Any, values: Sequence[Any], dims: Sequence[BatchDim], *, axes: tuple,
+                     axis_size: int, axis: int) -> tuple[Any, BatchDim]:
+    """The examples become data: stacked at ``axis`` and merged with it (every example gets the same)."""
+    v = move_batch_axis(values[0], dims[0], n, axis)
+    shape = aval(v).shape
+    return lax.reshape(v, shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]), None
+
+
+def _psum_scatter_here(n: int, name: Any, values: Sequence[Any], dims: Sequence[BatchDim], *, axes: tuple,
+                       axis_size: int, scatter_dimension: int) -> tuple[Any, BatchDim]:
+    """The sum over the examples, whose block ``k`` along the dimension goes to example ``k``."""
+    (x,), (d,) = values, dims
+    total = _times(x, n) if d is None else lax.reduce_sum(x, (d,))
+    shape, sd = aval(total).shape, scatter_dimension
+    split = lax.reshape(total, shape[:sd] + (n, shape[sd] // n) + shape[sd + 1:])
+    return move_batch_axis(split, sd, n, 0), 0
+
+
+def _all_to_all_here(n: int, name: Any, values: Sequence[Any], dims: Sequence[BatchDim], *, axes: tuple,
+                     axis_size: int, split_axis: int, concat_axis: int) -> tuple[Any, BatchDim]:
+    """Example ``k`` receives block ``k`` (along the split axis) of every example ``j``, in order of
+    ``j`` along the concat axis: split, bring ``k`` to the front and ``j`` before the concat axis, merge."""
+    v = _front(values[0], dims[0], n)
+    shape = aval(v).shape
+    ex = shape[1:]
+    s, c = split_axis, concat_axis
+    v = lax.reshape(v, (n,) + ex[:s] + (n, ex[s] // n) + ex[s + 1:])
+    # labels of v's axes: "j", the example's axes before s, "k", s (now of size ex[s] // n), the rest
+    labels = ["j"] + list(range(s)) + ["k"] + list(range(s, len(ex)))
+    order: list = ["k"]
+    for i in range(len(ex)):
+        if i == c:
+            order.append("j")
+        order.append(i)
+    v = lax.transpose(v, [labels.index(lab) for lab in order])
+    moved = aval(v).shape
+    at = 1 + c  # where "j" is now; it merges with the concat axis after it
+    return lax.reshape(v, moved[:at] + (moved[at] * moved[at + 1],) + moved[at + 2:]), 0
+
+
+def _ppermute_here(n: int, name: Any, values: Sequence[Any], dims: Sequence[BatchDim], *, axes: tuple,
+                   perm: tuple) -> tuple[Any, BatchDim]:
+    """Example ``dst`` gets example ``src``'s value; one that receives nothing gets zeros."""
+    v = _front(values[0], dims[0], n)
+    source = {dst: src for src, dst in perm}
+    a = aval(v)
+    zero = lax.broadcast_in_dim(np.array(0, a.dtype), (1,) + a.shape[1:], ()) if len(source) < n else None
+    rows = [lax.index_in_dim(v, source[k]) if k in source else zero for k in range(n)]
+    return lax.concatenate(rows, 0), 0
+
+
+def _axis_index_here(n: int, name: Any, values: Sequence[Any], dims: Sequence[BatchDim], *,
+                     axes: tuple) -> tuple[Any, BatchDim]:
+    return lax.iota(np.int32, n), 0
+
+
+collective_rules[parallel.all_gather_p] = _all_gather_here
+collective_rules[parallel.psum_scatter_p] = _psum_scatter_here
+collective_rules[parallel.all_to_all_p] = _all_to_all_here
+collective_rules[parallel.ppermute_p] = _ppermute_here
+collective_rules[parallel.axis_index_p] = _axis_index_here
+
+
+def _collective_elsewhere(p: Primitive, shifted: tuple = ()) -> Any:
+    """A collective over an outer trace's axis, on a batched operand: per example, so the batch
+    dimension goes to the front and the collective's own axes move one place."""
+    def rule(n: int, values: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, BatchDim]:
+        (x,), (d,) = values, dims
+        if not shifted:
+            return p.bind(x, **params), d
+        params = {k: v + 1 if k in shifted else v for k, v in params.items()}
+        return p.bind(_front(x, d, n), **params), 0
+    return rule
+
+
+for _p in (parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.ppermute_p):
+    batching_rules[_p] = _collective_elsewhere(_p)
+batching_rules[parallel.all_gather_p] = _collective_elsewhere(parallel.all_gather_p, ("axis",))
+batching_rules[parallel.psum_scatter_p] = _collective_elsewhere(parallel.psum_scatter_p, ("scatter_dimension",))
+batching_rules[parallel.all_to_all_p] = _collective_elsewhere(parallel.all_to_all_p, ("split_axis", "concat_axis"))
+# (axis_index has no operands, so an outer trace's rule never sees it batched: it only passes through.)
+batching_rules[parallel.axis_index_p] = lambda n, values, dims, *, axes: (parallel.axis_index_p.bind(axes=axes), None)

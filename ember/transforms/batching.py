@@ -12,12 +12,24 @@ differentiation without nesting levels.
 ``batching_rules[p](axis_size, values, dims, **params) -> (out, out_dims)``;
 ``dims[i]`` is operand i's batch dimension or None, and a rule is only called
 when at least one operand is batched. Elementwise primitives share one rule.
+
+Named axes. ``vmap(..., axis_name='i')`` gives the collectives of ``ember.lax.parallel``
+their meaning: a collective whose ``axes`` name this trace's axis goes to
+``collective_rules[p](axis_size, axis_name, values, dims, **params)`` even when no operand is
+batched (``psum`` of a value that is the same for every example is ``axis_size`` times it;
+``axis_index`` has no operand at all), and computes across the batch dimension. Collectives
+over other names are ordinary batched primitives, which the outer trace that binds the name
+resolves. A sub-program (``jit``, ``cond``, ``scan``) that holds a collective over this axis
+is batched even when its operands are not, and the traces that batch its body inherit the
+axis name (``current_rule_axis``). While ``fun`` runs, the name is bound in the axis
+environment (``lax.parallel.extend_axis_env``), so an unbound name is a ``NameError``.
 """
 from __future__ import annotations
 
 import collections
 import functools
 import inspect
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -26,16 +38,39 @@ import optree
 from ember import errors, lax, tree_util
 from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
-from ember.core.ir import ClosedJaxpr
+from ember.core.ir import ClosedJaxpr, subjaxprs
 from ember.core.primitive import Primitive
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, unexpected_tracer_error
 from ember.lax import control_flow
 from ember.lax.base import aval
 from ember.lax.elementwise import ELEMENTWISE
+from ember.lax.parallel import COLLECTIVES, VMAP, extend_axis_env
 from ember.transforms.programs import eval_closed_by_binding, trace_program, trace_programs
 
 BatchDim = int | None
 batching_rules: dict[Primitive, Callable] = {}
+collective_rules: dict[Primitive, Callable] = {}
+
+
+class _RuleAxis(threading.local):
+    name: Any = None
+
+
+_rule_axis = _RuleAxis()
+
+
+def current_rule_axis() -> Any:
+    """The axis name of the batch trace whose rule is running (None outside rules)."""
+    return _rule_axis.name
+
+
+def _uses_axis(params: dict, name: Any) -> bool:
+    """Whether a sub-program in ``params`` holds a collective over ``name``."""
+    for sub in subjaxprs(params):
+        for eqn in sub.eqns:
+            if eqn.primitive in COLLECTIVES and name in eqn.params["axes"] or _uses_axis(eqn.params, name):
+                return True
+    return False
 
 
 def batching_rule(p: Primitive) -> Callable | None:
@@ -81,18 +116,32 @@ class BatchTrace(Trace):
 
     def process_primitive(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         values, dims = zip(*map(self.to_pair, args)) if args else ((), ())
+        name = self.axis_name
         with set_current_trace(self.parent):
-            if all(d is None for d in dims):
+            if name is not None and primitive in COLLECTIVES and name in params["axes"]:
+                out, out_dims = self._run_rule(collective_rules[primitive], values, dims, params, name)
+            elif all(d is None for d in dims) and (name is None or not _uses_axis(params, name)):
                 return primitive.bind(*values, **params)
-            rule = batching_rule(primitive)
-            if rule is None:
-                raise NotImplementedError(
-                    f"Batching rule for '{primitive.name}' not implemented: vmap cannot batch {primitive.name}. "
-                    "Apply the function to one example at a time (e.g. with lax.map) instead.")
-            out, out_dims = rule(self.axis_size, values, dims, **params)
+            else:
+                rule = batching_rule(primitive)
+                if rule is None:
+                    raise NotImplementedError(
+                        f"Batching rule for '{primitive.name}' not implemented: vmap cannot batch {primitive.name}. "
+                        "Apply the function to one example at a time (e.g. with lax.map) instead.")
+                out, out_dims = self._run_rule(rule, values, dims, params)
         if primitive.multiple_results:
             return [self.new(v, d) for v, d in zip(out, out_dims)]
         return self.new(out, out_dims)
+
+    def _run_rule(self, rule: Callable, values: tuple, dims: tuple, params: dict, name: Any = None) -> Any:
+        saved = _rule_axis.name
+        _rule_axis.name = self.axis_name
+        try:
+            if name is not None:
+                return rule(self.axis_size, name, values, dims, **params)
+            return rule(self.axis_size, values, dims, **params)
+        finally:
+            _rule_axis.name = saved
 
     def concretization_error(self, tracer: Tracer, what: str, error_type: type) -> Exception:
         if not self.alive:
@@ -106,12 +155,14 @@ class BatchTrace(Trace):
 
 
 def batch_flat(fun: Callable[..., Sequence[Any]], axis_size: int, values: Sequence[Any],
-               dims: Sequence[BatchDim], axis_name: Any = None) -> tuple[list, list[BatchDim]]:
-    """Run ``fun`` (flat inputs -> flat outputs) on batched values in the current trace."""
+               dims: Sequence[BatchDim], axis_name: Any = None, axis_kind: str = VMAP) -> tuple[list, list[BatchDim]]:
+    """Run ``fun`` (flat inputs -> flat outputs) on batched values in the current trace;
+    ``axis_name`` (if any) is bound while it runs, as an axis of ``axis_kind``."""
     trace = BatchTrace(current_trace(), axis_size, axis_name)
+    frames = () if axis_name is None else ((axis_name, axis_size, axis_kind),)
     try:
         ins = [trace.new(v, d) for v, d in zip(values, dims)]
-        with set_current_trace(trace):
+        with set_current_trace(trace), extend_axis_env(frames):
             outs = fun(*ins)
         pairs = [trace.to_pair(o) for o in outs]
     finally:
@@ -142,8 +193,11 @@ def _batched_program_fun(closed: ClosedJaxpr, axis_size: int, in_dims: Sequence[
     """``closed`` as a function of batched inputs whose batched outputs are at dimension 0.
     Outputs listed in ``force_batched`` are batched (broadcast) even when they do not vary;
     which outputs are batched is appended to ``out_batched``."""
+    axis_name = current_rule_axis()
+
     def fun(*args: Any) -> list:
-        outs, dims = batch_flat(functools.partial(eval_closed_by_binding, closed), axis_size, args, in_dims)
+        outs, dims = batch_flat(functools.partial(eval_closed_by_binding, closed), axis_size, args, in_dims,
+                                axis_name)
         batched = [d is not None or bool(force_batched and force_batched[i]) for i, d in enumerate(dims)]
         out_batched.append(batched)
         return [move_batch_axis(o, d, axis_size) if b else o for o, d, b in zip(outs, dims, batched)]
@@ -275,7 +329,7 @@ def _to_out_axis(x: Any, dim: BatchDim, out_axis: BatchDim, axis_size: int) -> A
 
 
 def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
-         spmd_axis_name: Any = None) -> Callable:
+         spmd_axis_name: Any = None, *, _axis_kind: str = VMAP) -> Callable:
     """Vectorize ``fun`` over an axis of its inputs: ``vmap(f)(xs)`` is ``stack([f(x) for x in xs])``,
     computed by batched operations instead of a loop.
 
@@ -283,9 +337,9 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     pytree prefix of that argument whose leaves say which axis is mapped (None: the same
     value for every example). Keyword arguments are mapped over axis 0.
     ``out_axes``: where the mapped axis goes in the outputs (a prefix of the output tree).
-    ``axis_size``: needed when no argument is mapped. ``axis_name`` names the axis (ember has no
-    collectives yet, so nothing reads it) and ``spmd_axis_name`` is accepted for compatibility:
-    there is one device.
+    ``axis_size``: needed when no argument is mapped. ``axis_name`` names the axis for the
+    collectives in ``fun`` (``lax.psum(x, axis_name)`` sums over the examples);
+    ``spmd_axis_name`` is accepted for compatibility (it places batches on devices in JAX).
     """
     if not callable(fun):
         raise TypeError(f"vmap expects a callable, got {type(fun).__name__}")
@@ -315,7 +369,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             out_tree_box.append(out_tree)
             return out_leaves
 
-        outs, out_dims = batch_flat(flat_fun, size, leaves, in_dims, axis_name)
+        outs, out_dims = batch_flat(flat_fun, size, leaves, in_dims, axis_name, _axis_kind)
         out_tree = out_tree_box[0]
         targets = _flatten_axes("out_axes", out_tree, out_axes)
         outs = [_to_out_axis(x, d, t, size) for x, d, t in zip(outs, out_dims, targets)]

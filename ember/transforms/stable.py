@@ -3,7 +3,7 @@
 ``ember.numpy`` and ``ember.nn`` call these where the derivative of the formula
 they compute is not the one users want:
 
-- ``euclidean_norm``: ``sqrt(sum(x**2))`` has derivative ``x / |x|``, which the
+- ``euclidean_norm``: ``sqrt(sum(|x|**2))`` has derivative ``x / |x|``, which the
   chain rule evaluates as ``0 * inf = NaN`` at ``x = 0``; the rule gives 0 there
   (a subgradient), so ``grad(jnp.linalg.norm)(zeros)`` is finite.
 - ``logaddexp`` (and so ``softplus``): the chain rule through its stable formula
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ember import lax
+from ember import dtypes, lax
 from ember.lax.base import aval
 from ember.transforms.custom import custom_jvp
 
@@ -29,10 +29,17 @@ def _sum(x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     return lax.expand_dims(total, axes) if keepdims else total
 
 
+def _real_inner(x: Any, t: Any) -> Any:
+    """``re(conj(x) * t)`` elementwise: ``x * t`` for real values, no complex product for complex ones."""
+    if dtypes.is_complex(aval(x).dtype):
+        return lax.add(lax.mul(lax.real(x), lax.real(t)), lax.mul(lax.imag(x), lax.imag(t)))
+    return lax.mul(x, t)
+
+
 @functools.partial(custom_jvp, nondiff_argnums=(1, 2))
 def euclidean_norm(x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
-    """``sqrt(sum(x**2))`` over ``axes`` of a floating ``x``; its derivative is 0 where the norm is 0."""
-    return lax.sqrt(_sum(lax.mul(x, x), axes, keepdims))
+    """``sqrt(sum(|x|**2))`` over ``axes`` (real for complex ``x``); its derivative is 0 where the norm is 0."""
+    return lax.sqrt(_sum(_real_inner(x, x), axes, keepdims))
 
 
 @euclidean_norm.defjvp
@@ -42,7 +49,7 @@ def _euclidean_norm_jvp(axes: tuple[int, ...], keepdims: bool, primals: tuple, t
     zero = lax.convert_element_type(0, aval(norm).dtype)
     at_zero = lax.eq(norm, zero)
     safe_norm = lax.select(at_zero, lax.convert_element_type(1, aval(norm).dtype), norm)
-    return norm, lax.select(at_zero, zero, lax.div(_sum(lax.mul(x, t), axes, keepdims), safe_norm))
+    return norm, lax.select(at_zero, zero, lax.div(_sum(_real_inner(x, t), axes, keepdims), safe_norm))
 
 
 @custom_jvp

@@ -63,6 +63,14 @@ def broadcast_to_shape(t: Any, shape: tuple) -> Any:
     return lax.broadcast_in_dim(t, shape, ())
 
 
+def convert(x: Any, dtype: Any, weak_type: bool = False) -> Any:
+    """``lax.convert_element_type`` of a (co)tangent. Complex to real keeps the real part without
+    the user-facing warning: that is the transpose of real to complex, dropping nothing by mistake."""
+    if dtypes.is_complex(aval(x).dtype) and not dtypes.is_complex(dtype):
+        x = lax.real(x)
+    return lax.convert_element_type(x, dtype, weak_type)
+
+
 def match_type(x: Any, target: ShapedArray) -> Any:
     """``x`` with exactly the type ``target`` (dtype and weak flag), e.g. a carry's tangent."""
     if isinstance(x, Zero):
@@ -70,7 +78,7 @@ def match_type(x: Any, target: ShapedArray) -> Any:
     a = aval(x)
     if a.dtype == target.dtype and a.weak_type == target.weak_type:
         return x
-    return lax.convert_element_type(x, target.dtype, target.weak_type)
+    return convert(x, target.dtype, target.weak_type)
 
 
 def sum_to_shape(x: Any, shape: tuple) -> Any:

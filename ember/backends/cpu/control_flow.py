@@ -38,7 +38,6 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
-from ember import dtypes
 from ember.backends.cpu import dot, gemm, kernel, lapack, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
@@ -65,10 +64,8 @@ def _sub_programs(eqn: Eqn) -> list[ClosedJaxpr]:
 def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | None:
     """The fused sub-programs of a control-flow equation, if they all lower natively; else None."""
     prepared = []
-    if any(a.aval.dtype in dtypes.COMPLEX for a in eqn.invars + eqn.outvars):
-        return None  # (complex values run on the reference rules)
     for closed in _sub_programs(eqn):
-        if closed.consts or any(a.aval.dtype in dtypes.COMPLEX for e in closed.jaxpr.eqns for a in e.outvars):
+        if closed.consts:
             return None
         fused = fuse(closed, can_fuse, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
         for inner in fused.jaxpr.eqns:
@@ -177,7 +174,7 @@ def product_dtypes(eqn: Eqn) -> set[np.dtype]:
     found = set()
     for closed in _sub_programs(eqn):
         for inner in closed.jaxpr.eqns:
-            if inner.primitive is dot_general_p and dot.lowers_natively(inner):
+            if inner.primitive is dot_general_p and dot.on_gemm(inner):
                 found.add(inner.outvars[0].aval.dtype)
             elif inner.primitive in CONTROL_FLOW:
                 found |= product_dtypes(inner)

@@ -1,5 +1,6 @@
 """``dot_general`` on float32 / float64: the native blocked product (``gemm``) into a preallocated
-buffer, or, for large products on hosts without AVX-512, NumPy's matmul (its OpenBLAS).
+buffer, or, for large products on hosts without AVX-512, NumPy's matmul (its OpenBLAS). Complex
+products are four real ones on the parts (``DotGeneral._complex``).
 
 Operands are read where they lie when their dimensions allow (``gemm_layout``: strides, no
 copies), else as ``[batch, rows, contracted]`` and ``[batch, contracted, cols]`` views (copied
@@ -51,9 +52,16 @@ def use_blas() -> bool:
 
 
 def lowers_natively(eqn: Eqn) -> bool:
+    """Products this module computes: float32 / float64 ones (``gemm``), and complex ones (BLAS's
+    cgemm / zgemm through NumPy's matmul)."""
     lhs, rhs = (a.aval for a in eqn.invars)
     out = eqn.outvars[0].aval
-    return lhs.dtype == rhs.dtype == out.dtype and out.dtype in (dtypes.float32, dtypes.float64)
+    return lhs.dtype == rhs.dtype == out.dtype and out.dtype in (dtypes.float32, dtypes.float64, *dtypes.COMPLEX)
+
+
+def on_gemm(eqn: Eqn) -> bool:
+    """Products the blocked product (``gemm``) computes: the real ones."""
+    return lowers_natively(eqn) and eqn.outvars[0].aval.dtype not in dtypes.COMPLEX
 
 
 # The blocked product needs every dimension of at least this size to pay: below it, its tiles
@@ -99,7 +107,7 @@ def gemm_layout(eqn: Eqn) -> tuple[int, ...] | None:
     """The first 12 parameters of ``gemm`` (batch, M, N, K, the strides of A, B and C) that compute the
     product ``eqn`` on its operands' row-major buffers as they are, if the batch, free and
     contracted dimensions of each operand are each one stride apart; else None."""
-    if not lowers_natively(eqn):
+    if not on_gemm(eqn):
         return None
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
     lhs, rhs = (a.aval.shape for a in eqn.invars)
@@ -139,19 +147,26 @@ class DotGeneral:
         self.out_matrices = (batch, rows, cols)
         self.lhs_view = (lhs_batch + lhs_free + lhs_contract, (batch, rows, contracted))
         self.rhs_view = (rhs_batch + rhs_contract + rhs_free, (batch, contracted, cols))
-        self.chunks = threads.chunk_count(rows, 2 * batch * rows * cols * contracted, PARALLEL_MIN_FLOPS)
         self.dtype = eqn.outvars[0].aval.dtype
+        flops = (8 if self.dtype in dtypes.COMPLEX else 2) * batch * rows * cols * contracted
+        self.chunks = threads.chunk_count(rows, flops, PARALLEL_MIN_FLOPS)
         layout = gemm_layout(eqn)
-        self.by_columns, self.extent = gemm.split(rows, cols, self.dtype) if self.chunks > 1 else (0, rows)
+        self.part = np.dtype(np.float64 if self.dtype == dtypes.complex128 else np.float32)
+        self.complex = self.dtype in dtypes.COMPLEX
+        real = self.part if self.complex else self.dtype  # (a complex product runs on its parts)
+        self.by_columns, self.extent = gemm.split(rows, cols, real) if self.chunks > 1 else (0, rows)
         self.params = None if layout is None else np.array([*layout, self.by_columns, 0, gemm.ALPHA_ONE], np.int64)
         # NumPy's matmul: its OpenBLAS, reading 2-d transposed views as they are
         self.blas = min(rows, cols, contracted) >= BLAS_MIN_DIMENSION and use_blas()
         if not self.blas:
-            gemm.ready(self.dtype)
+            gemm.ready(real)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         if self.contracted == 0:  # an empty sum
             out.fill(0)
+            return
+        if self.complex:
+            self._complex(lhs, rhs, out)
             return
         if self.params is not None and not self.blas and gemm.ready(self.dtype):
             gemm.run(self.dtype, (lhs, rhs, out), self.params, self.extent, self.chunks)
@@ -162,3 +177,26 @@ class DotGeneral:
             np.matmul(a, b, out=out3)
             return
         gemm.matmul(a, b, out3, self.chunks)
+
+    def _complex(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        """A complex product as four real ones on the parts' strided views (``gemm`` reads any
+        strides): re = Ar Br - Ai Bi, im = Ar Bi + Ai Br, each pair accumulated in one buffer, then
+        interleaved into ``out``. Measured against cgemm through NumPy's matmul (OpenBLAS, 2 threads on
+        shared cores, complex64): 256^3 1.9 ms against 0.8-24 ms (its threads spin while they wait),
+        1024^3 70 ms against 104-134 ms. BLAS where ``use_blas`` says so, and while ``gemm`` compiles."""
+        a, b = _as_matrices(lhs, *self.lhs_view), _as_matrices(rhs, *self.rhs_view)
+        out3 = out.reshape(self.out_matrices)
+        if self.blas or not gemm.ready(self.part):
+            np.matmul(a, b, out=out3)
+            return
+        parts = np.empty((2,) + self.out_matrices, self.part)
+        size = self.part.itemsize
+        for target, terms in ((parts[0], ((a.real, b.real, 1.0), (a.imag, b.imag, -1.0))),
+                              (parts[1], ((a.real, b.imag, 1.0), (a.imag, b.real, 1.0)))):
+            for accumulate, (x, y, alpha) in enumerate(terms):
+                params = np.array([x.shape[0], x.shape[1], y.shape[2], x.shape[2], *(s // size for s in x.strides),
+                                   *(s // size for s in y.strides), target.strides[0] // size,
+                                   target.strides[1] // size, self.by_columns, accumulate, gemm.alpha_bits(alpha)],
+                                  np.int64)
+                gemm.run(self.part, (x, y, target), params, self.extent, self.chunks)
+        out3.real, out3.imag = parts[0], parts[1]

@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from ember import dtypes
 from ember.backends.cpu import lowering
+from ember.backends.cpu.complex_math import Cx
 from ember.backends.cpu.loops import Index, Loop, Read, Reads, Region, Scalar, Scope, int_const
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember.backends.reference.dot import accumulation_dtype  # (bool counts in int32, half precision in float32)
@@ -327,6 +328,8 @@ def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
         e = k.emitter
         e.b = inner.regions[-1].b
         a, c = (lowering.convert(e, v.value, x.aval.dtype, acc_dt) for v, x in ((a, lhs), (c, rhs)))
+        if lowering.is_complex(acc_dt):
+            return complex_multiply_add(e, acc_dt, e.b.load(acc), a, c)
         if lowering.is_float(acc_dt):
             return e.b.fadd(e.b.load(acc), e.b.fmul(a, c), flags=("reassoc", "contract"))
         return e.b.add(e.b.load(acc), e.b.mul(a, c))
@@ -356,6 +359,9 @@ def _initial_value(p: Primitive, dt: np.dtype) -> Any:
 
 def _combine(e: Emitter, p: Primitive, dt: np.dtype, acc: ir.Value, x: ir.Value) -> ir.Value:
     b = e.b
+    if lowering.is_complex(dt):  # sums and products only (``program.can_fuse``)
+        return complex_multiply_add(e, dt, acc, x, None) if p is red.reduce_sum_p else \
+            complex_product(e, dt, acc, x, ("reassoc",))
     floating = lowering.is_float(dt)
     # Sums and products may be reassociated (vectorized into partial sums), as XLA does.
     if p is red.reduce_sum_p:
@@ -367,6 +373,20 @@ def _combine(e: Emitter, p: Primitive, dt: np.dtype, acc: ir.Value, x: ir.Value)
     if p is red.reduce_min_p:
         return lowering.lower_rules[lowering.ew.min_p](e, [dt], dt, acc, x)
     return {red.reduce_and_p: b.and_, red.reduce_or_p: b.or_, red.reduce_xor_p: b.xor}[p](acc, x)
+
+
+def complex_product(e: Emitter, dt: np.dtype, x: ir.Value, y: ir.Value, flags=()) -> ir.Value:
+    c = Cx(e.b, register_type(lowering.part_dtype(dt)))
+    return lowering.pack(e.b, *c.mul(lowering.unpack(e.b, x), lowering.unpack(e.b, y), flags))
+
+
+def complex_multiply_add(e: Emitter, dt: np.dtype, acc: ir.Value, a: ir.Value, c: ir.Value | None) -> ir.Value:
+    """``acc + a * c`` (``acc + a`` if ``c`` is None), reassociable: a product's or a sum's step."""
+    b = e.b
+    cx = Cx(b, register_type(lowering.part_dtype(dt)))
+    flags = ("reassoc", "contract")
+    term = lowering.unpack(b, a) if c is None else cx.mul(lowering.unpack(b, a), lowering.unpack(b, c), flags)
+    return lowering.pack(b, *cx.add(lowering.unpack(b, acc), term, flags))
 
 
 def dot_row_layout(eqn) -> tuple | None:
@@ -457,6 +477,13 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
     e = k.emitter
     e.b = cols.inner.b
     slot = e.b.gep(row, [ir.Constant(I64, 0), cols.var])
+    if lowering.is_complex(acc_dt):
+        e.b.store(complex_multiply_add(e, acc_dt, e.b.load(slot), a_value,
+                                       lowering.convert(e, r.value, rhs.aval.dtype, acc_dt)), slot)
+        cols.close()
+        for loop in reversed(contracted):
+            loop.close()
+        return
     product_ = (e.b.fmul if lowering.is_float(acc_dt) else e.b.mul)(
         a_value, lowering.convert(e, r.value, rhs.aval.dtype, acc_dt))
     total = (e.b.fadd(e.b.load(slot), product_, flags=("contract",)) if lowering.is_float(acc_dt)

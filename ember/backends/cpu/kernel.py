@@ -31,6 +31,7 @@ from llvmlite import ir
 
 from ember import dtypes
 from ember.backends.cpu import lowering
+from ember.backends.cpu.complex_math import Cx
 from ember.backends.cpu.index_rules import (
     REDUCTION_PRIMITIVES,
     dot_row,
@@ -503,6 +504,10 @@ class KernelBuilder:
 def _scan_step(e: lowering.Emitter, p, dt: np.dtype, running: ir.Value, x: ir.Value) -> ir.Value:
     """One step of a running reduction, in order (no reassociation: the reference's bits)."""
     b = e.b
+    if lowering.is_complex(dt):  # in order, as the reference: no reassociation
+        c = Cx(b, lowering.register_type(lowering.part_dtype(dt)))
+        op = c.add if p is red.cumsum_p else c.mul
+        return lowering.pack(b, *op(lowering.unpack(b, running), lowering.unpack(b, x)))
     if p is red.cumsum_p:
         return b.fadd(running, x) if lowering.is_float(dt) else b.add(running, x)
     if p is red.cumprod_p:

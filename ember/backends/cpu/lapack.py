@@ -35,6 +35,13 @@ Matrices of every size take this path: over batches of 2000 matrices of 2x2 to 1
 0.16-1.0x the reference's time (NumPy's batched linear algebra), and over 16x16 0.13x
 (Cholesky) to 0.9x (eigh). Empty matrices stay on the reference (LAPACK rejects a leading
 dimension of 0); so do other dtypes (half precision, integers: the reference promotes them).
+
+Complex matrices (complex64 / complex128: pairs of floats, LAPACK's layout) take the same path
+for LU (``cgetrf`` / ``zgetrf``), Cholesky (``potrf``: of the transposed view, which is the
+conjugate of a Hermitian matrix, so the factor comes out right) and triangular solves (``trsm``,
+where ``a^H`` of the transposed view is its ``"C"``; a conjugate without a transpose has no
+``trsm`` flag and stays on the reference). QR, eigh, SVD and eig of complex matrices run on the
+reference rules, which call the same LAPACK through NumPy and SciPy.
 """
 from __future__ import annotations
 
@@ -54,8 +61,25 @@ from ember.core.ir import Eqn
 from ember.lax import linalg
 
 I8P = ir.IntType(8).as_pointer()
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
-_ELEMENT = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
+C64, C128 = ir.LiteralStructType([F32, F32]), ir.LiteralStructType([F64, F64])  # (re, im), as LAPACK lays them
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
+           np.dtype(np.complex128): "z"}
+_ELEMENT = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.complex64): C64,
+            np.dtype(np.complex128): C128}
+_NAMES = {str(F32): "float", str(F64): "double", str(C64): "c64", str(C128): "c128"}
+
+
+def _bytes(element: ir.Type) -> int:
+    return {str(F64): 8, str(I64): 8, str(C64): 8, str(C128): 16}.get(str(element), 4)
+
+
+def _constant(element: ir.Type, value: float) -> ir.Constant:
+    """``value`` as an element: a complex one has ``value`` as its real part and 0 as its imaginary."""
+    if isinstance(element, ir.LiteralStructType):
+        part = element.elements[0]
+        return ir.Constant(element, [ir.Constant(part, value), ir.Constant(part, math.nan if math.isnan(value)
+                                                                          else 0.0)])
+    return ir.Constant(element, value)
 _PTR = ctypes.c_void_p
 _KEEP = {"all": 0, "upper": 1, "lower": 2}
 
@@ -120,7 +144,7 @@ class LapackFunction:
         """``count`` elements (of the matrices' type by default) in the scratch area."""
         element = element or self.element
         offset = self.scratch_bytes
-        self.scratch_bytes += -(-count * (8 if element in (F64, I64) else 4) // 64) * 64
+        self.scratch_bytes += -(-count * _bytes(element) // 64) * 64
         return self.b.bitcast(self.b.gep(self.scratch, [ir.Constant(I64, offset)]), element.as_pointer())
 
     def ref(self, value: int | float | bytes, element: ir.Type = I32) -> ir.Value:
@@ -130,7 +154,8 @@ class LapackFunction:
             if isinstance(value, bytes):
                 element, value = I8, value[0]
             slot = self._constants[key] = self.allocas.alloca(element)
-            self.allocas.store(ir.Constant(element, value), slot)
+            self.allocas.store(_constant(element, value) if isinstance(value, float) else ir.Constant(element, value),
+                               slot)
         return self._constants[key]
 
     def matrix(self, base: ir.Value, index: ir.Value, size: int) -> ir.Value:
@@ -162,7 +187,7 @@ class LapackFunction:
         constant shapes, which it unrolls, and the time of the calls is not in the copies.)"""
         i64 = lambda n: ir.Constant(I64, n)  # noqa: E731
         if keep == "all" and nan_if is None and dst_strides == src_strides == (cols, 1) and dst is not src:
-            size = rows * cols * (8 if self.element == F64 else 4)
+            size = rows * cols * _bytes(self.element)
             self.b.call(memcpy(self.fn.module), [self.b.bitcast(dst, I8P), self.b.bitcast(src, I8P), i64(size),
                                                  ir.Constant(I1, 0)])
             return
@@ -172,7 +197,7 @@ class LapackFunction:
 
     def _copy_function(self) -> ir.Function:
         module = self.fn.module
-        name = f"ember_lapack_copy_{self.element}"
+        name = f"ember_lapack_copy_{_NAMES[str(self.element)]}"
         if name in module.globals:
             return module.globals[name]
         pointer = self.element.as_pointer()
@@ -194,10 +219,10 @@ class LapackFunction:
         b.cbranch(b.icmp_signed("<", j, cols), body, next_row)
         b.position_at_end(body)
         value = b.load(b.gep(src, [b.add(b.mul(i, src_row), b.mul(j, src_col))]))
-        value = b.select(nan_if, ir.Constant(self.element, math.nan), value)
+        value = b.select(nan_if, _constant(self.element, math.nan), value)
         upper = b.and_(b.icmp_signed("==", keep, ir.Constant(I32, _KEEP["upper"])), b.icmp_signed("<", j, i))
         lower = b.and_(b.icmp_signed("==", keep, ir.Constant(I32, _KEEP["lower"])), b.icmp_signed(">", j, i))
-        value = b.select(b.or_(upper, lower), ir.Constant(self.element, 0.0), value)
+        value = b.select(b.or_(upper, lower), _constant(self.element, 0.0), value)
         b.store(value, b.gep(dst, [b.add(b.mul(i, dst_row), b.mul(j, dst_col))]))
         j.add_incoming(b.add(j, one), body)
         b.branch(inner)
@@ -210,7 +235,7 @@ class LapackFunction:
 
     def fill(self, dst: ir.Value, count: int, value: float) -> None:
         with self.loop(count) as i:
-            self.b.store(ir.Constant(self.element, value), self.b.gep(dst, [i]))
+            self.b.store(_constant(self.element, value), self.b.gep(dst, [i]))
 
     def call(self, slot: int, args: list[ir.Value]) -> None:
         """Call the routine at ``slot`` of the table (a void function of pointers)."""
@@ -272,8 +297,10 @@ def _triangular_solve(f: LapackFunction, eqn: Eqn) -> None:
         return
     p = eqn.params
     # The transposed system of the column-major views: the side and the triangle swap.
-    flags = [f.ref(b"R" if p["left_side"] else b"L"), f.ref(b"U" if p["lower"] else b"L"),
-             f.ref(b"T" if p["transpose_a"] else b"N"), f.ref(b"U" if p["unit_diagonal"] else b"N")]
+    # (a^H's transpose is the conjugate of the column-major view's transpose: trsm's "C")
+    op = (b"C" if p["conjugate_a"] else b"T") if p["transpose_a"] else b"N"
+    flags = [f.ref(b"R" if p["left_side"] else b"L"), f.ref(b"U" if p["lower"] else b"L"), f.ref(op),
+             f.ref(b"U" if p["unit_diagonal"] else b"N")]
     one = f.ref(1.0, f.element)
     with f.loop(_batch(shape)) as index:
         out = f.matrix(f.outs[0], index, rows * cols)
@@ -375,6 +402,9 @@ _ROUTINES = {
 }
 
 
+_COMPLEX = (linalg.lu_p, linalg.cholesky_p, linalg.triangular_solve_p)
+
+
 def routines(eqn: Eqn) -> tuple[str, ...]:
     """The names of the routines that ``eqn``'s function calls, in its table's order."""
     prefix = _PREFIX[eqn.invars[0].aval.dtype]
@@ -393,11 +423,18 @@ def routine_table(eqn: Eqn) -> int:
 
 
 def lowers(eqn: Eqn) -> bool:
-    """Whether ``eqn`` runs on LAPACK here: a rule, float32 / float64, matrices that are not empty."""
+    """Whether ``eqn`` runs on LAPACK here: a rule, float32 / float64 (complex64 / complex128 for LU,
+    Cholesky and triangular solves), matrices that are not empty."""
     if eqn.primitive not in _EMITTERS:
         return False
     x = eqn.invars[0].aval
-    return x.dtype in (dtypes.float32, dtypes.float64) and min(x.shape[-2:]) > 0 and _scipy_available()
+    if dtypes.is_complex(x.dtype):
+        # trsm has no conjugate-without-transpose (the transposed view would need it)
+        if eqn.primitive not in _COMPLEX or (eqn.params.get("conjugate_a") and not eqn.params["transpose_a"]):
+            return False
+    elif x.dtype not in (dtypes.float32, dtypes.float64):
+        return False
+    return min(x.shape[-2:]) > 0 and _scipy_available()
 
 
 @functools.cache

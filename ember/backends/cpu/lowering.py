@@ -1,7 +1,10 @@
 """Scalar LLVM lowerings of elementwise primitives, with the reference backend's semantics.
 
 Values live in registers as: bool -> i1, (u)intN -> iN, float16 / bfloat16 /
-float32 -> float, float64 -> double. Half-precision results are rounded to
+float32 -> float, float64 -> double, complex64 / complex128 -> ``{float, float}`` /
+``{double, double}`` (the real then the imaginary part, as in memory: LLVM's
+scalar passes split the pair into two registers, so loops over interleaved
+complex buffers still vectorize). Half-precision results are rounded to
 their type after every operation (``round_to``), as the reference computes
 each operation in float32 and rounds once. Transcendental math comes inline
 from ``vecmath`` (so loops stay vectorizable); a primitive whose math is not
@@ -19,7 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember import dtypes
-from ember.backends.cpu import vecmath  # the inline vector math library (exp, log, tanh, ...)
+from ember.backends.cpu import complex_math, vecmath  # the inline vector math library (exp, log, tanh, ...)
 from ember.core.primitive import Primitive
 from ember.lax import elementwise as ew
 from ember.lax.stop_gradient import stop_gradient_p
@@ -37,6 +40,15 @@ def is_signed(dt: np.dtype) -> bool:
     return dt.kind == "i"
 
 
+def is_complex(dt: np.dtype) -> bool:
+    return dt.kind == "c"
+
+
+def complex_type(part: ir.Type) -> ir.LiteralStructType:
+    """The register (and memory) type of a complex value whose parts are ``part``."""
+    return ir.LiteralStructType([part, part])
+
+
 def memcpy(module: ir.Module) -> ir.Function:
     """LLVM's memcpy intrinsic (dst, src, bytes, volatile), declared in ``module`` once."""
     i8p = I8.as_pointer()
@@ -48,6 +60,8 @@ def register_type(dt: np.dtype) -> ir.Type:
     """The type a value of ``dt`` has in registers."""
     if dt == dtypes.bool_:
         return I1
+    if is_complex(dt):
+        return complex_type(F64 if dt == dtypes.complex128 else F32)
     if dt == dtypes.float64:
         return F64
     if is_float(dt):
@@ -69,6 +83,9 @@ def storage_type(dt: np.dtype) -> ir.Type:
 def const(dt: np.dtype, value: Any) -> ir.Constant:
     """A register constant of ``dt``."""
     ty = register_type(dt)
+    if is_complex(dt):
+        value = complex(value)
+        return ir.Constant(ty, [ir.Constant(ty.elements[0], value.real), ir.Constant(ty.elements[0], value.imag)])
     if is_float(dt):
         return ir.Constant(ty, float(value))
     if dt == dtypes.bool_:
@@ -78,6 +95,10 @@ def const(dt: np.dtype, value: Any) -> ir.Constant:
 
 
 def load(b: ir.IRBuilder, ptr: ir.Value, dt: np.dtype) -> ir.Value:
+    if is_complex(dt):  # part by part: two scalar loads the vectorizer sees as an interleaved group
+        zero = ir.Constant(I32, 0)
+        parts = [b.load(b.gep(ptr, [zero, ir.Constant(I32, k)])) for k in (0, 1)]
+        return pack(b, *parts)
     raw = b.load(ptr)
     if dt == dtypes.bool_:
         return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
@@ -89,6 +110,11 @@ def load(b: ir.IRBuilder, ptr: ir.Value, dt: np.dtype) -> ir.Value:
 
 
 def store(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, dt: np.dtype) -> None:
+    if is_complex(dt):
+        zero = ir.Constant(I32, 0)
+        for k, part in enumerate(unpack(b, value)):
+            b.store(part, b.gep(ptr, [zero, ir.Constant(I32, k)]))
+        return
     if dt == dtypes.bool_:
         value = b.zext(value, I8)
     elif dt == dtypes.float16:
@@ -96,6 +122,17 @@ def store(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, dt: np.dtype) -> None
     elif dt == dtypes.bfloat16:
         value = b.trunc(b.lshr(_bfloat16_bits(b, value), ir.Constant(I32, 16)), I16)
     b.store(value, ptr)
+
+
+def pack(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
+    """The complex register value of two parts."""
+    pair = ir.Constant(complex_type(re.type), ir.Undefined)
+    return b.insert_value(b.insert_value(pair, re, 0), im, 1)
+
+
+def unpack(b: ir.IRBuilder, z: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The real and imaginary parts of a complex register value."""
+    return b.extract_value(z, 0), b.extract_value(z, 1)
 
 
 def _bfloat16_bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -383,6 +420,8 @@ def convert(e: Emitter, x: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
     b = e.b
     if src == dst:
         return x
+    if is_complex(src) or is_complex(dst):
+        return _convert_complex(e, x, src, dst)
     to = register_type(dst)
     if dst == dtypes.bool_:
         if is_float(src):
@@ -454,3 +493,192 @@ lower_rules.update({
     ew.bitcast_convert_type_p: _bitcast,
     **{getattr(ew, f"{n}_p"): _compare(n) for n in _FCMP},
 })
+
+
+# --- complex values ------------------------------------------------------------------------------
+def part_dtype(dt: np.dtype) -> np.dtype:
+    return dtypes.float64 if dt == dtypes.complex128 else dtypes.float32
+
+
+def _convert_complex(e: Emitter, x: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
+    """Real -> complex: a zero imaginary part; complex -> real: the real part (NumPy's cast, also
+    to integers); complex -> bool: either part nonzero; between complex types: part by part."""
+    b = e.b
+    if not is_complex(src):
+        part = part_dtype(dst)
+        re = convert(e, x, src, part)
+        return pack(b, re, ir.Constant(re.type, 0.0))
+    re, im = unpack(b, x)
+    if dst == dtypes.bool_:
+        zero = ir.Constant(re.type, 0.0)
+        return b.or_(b.fcmp_unordered("!=", re, zero), b.fcmp_unordered("!=", im, zero))
+    if is_complex(dst):
+        part = part_dtype(dst)
+        return pack(b, convert(e, re, part_dtype(src), part), convert(e, im, part_dtype(src), part))
+    return convert(e, re, part_dtype(src), dst)
+
+
+def _parts(e: Emitter, z: ir.Value, dt: np.dtype) -> tuple[ir.Value, ir.Value]:
+    """A value as a complex pair (a real one with a zero imaginary part)."""
+    if is_complex(dt):
+        return unpack(e.b, z)
+    return z, ir.Constant(z.type, 0.0)
+
+
+def _complex_arith(name: str) -> Callable:
+    def rule(e, in_dts, out_dt, x, y):
+        c = complex_math.Cx(e.b, register_type(part_dtype(out_dt)))
+        return pack(e.b, *getattr(c, name)(_parts(e, x, in_dts[0]), _parts(e, y, in_dts[1])))
+    return rule
+
+
+def _wide(e: Emitter, dt: np.dtype, fn: Callable, *values: ir.Value) -> Any:
+    """``fn(cx, *pairs)`` on the complex values: complex64 widened to doubles (rounded back if
+    the result is a pair or a float), complex128 as it is."""
+    b = e.b
+    pairs = [unpack(b, v) for v in values]
+    if dt == dtypes.complex128:
+        return fn(complex_math.Cx(b, F64), *pairs)
+    pairs = [(b.fpext(re, F64), b.fpext(im, F64)) for re, im in pairs]
+    out = fn(complex_math.Cx(b, F64, wide=True), *pairs)
+    if isinstance(out, tuple):
+        return tuple(b.fptrunc(v, F32) for v in out)
+    return b.fptrunc(out, F32) if out.type == F64 else out
+
+
+def _complex_function(name: str) -> Callable:
+    method = complex_math.FUNCTIONS[name]
+
+    def rule(e, in_dts, out_dt, x, **params):
+        return pack(e.b, *_wide(e, out_dt, method, x))
+    return rule
+
+
+def _complex_composite(fn: Callable) -> Callable:
+    def rule(e, in_dts, out_dt, x, **params):
+        return pack(e.b, *_wide(e, out_dt, fn, x))
+    return rule
+
+
+LN2_HI, LN2_LO = 0.6931471805599453, 2.3190468138462996e-17  # ln 2 = hi + lo, as doubles
+
+
+def _exp2(c: complex_math.Cx, z):
+    """exp(z ln 2); for complex128 with z ln 2 as a double-double, the low parts applied to the
+    exponential and the angle to first order (a rounded im ln 2 would be off by |im| ulps)."""
+    m = c.m
+    if c.wide:
+        return c.exp(c.scale(z, m.c(LN2_HI)))
+    hi_lo = [m.two_prod(v, m.c(LN2_HI)) for v in z]
+    (re, re_lo), (im, im_lo) = [(hi, m.fma(v, m.c(LN2_LO), lo)) for (hi, lo), v in zip(hi_lo, z)]
+    out_re, out_im = c.exp((re, im))
+    # exp(re + re_lo) (cos, sin)(im + im_lo) ~ w (1 + re_lo) + i w im_lo (where w is finite)
+    finite = m.b.and_(m.lt(m.abs(out_re), m.c(np.inf)), m.lt(m.abs(out_im), m.c(np.inf)))
+    finite = m.b.and_(finite, m.b.and_(m.lt(m.abs(re_lo), m.c(np.inf)), m.lt(m.abs(im_lo), m.c(np.inf))))
+    return (m.select(finite, m.fma(out_re, re_lo, m.fma(m.neg(out_im), im_lo, out_re)), out_re),
+            m.select(finite, m.fma(out_im, re_lo, m.fma(out_re, im_lo, out_im)), out_im))
+
+
+def _logistic(c: complex_math.Cx, z):
+    one = (c.m.c(1.0), c.m.c(0.0))
+    return c.div(one, c.add(one, c.exp(c.neg(z))))
+
+
+def _rsqrt_complex(c: complex_math.Cx, z):
+    return c.div((c.m.c(1.0), c.m.c(0.0)), c.sqrt(z))
+
+
+def _complex_abs(e, in_dts, out_dt, x):
+    return _wide(e, in_dts[0], complex_math.Cx.abs, x)
+
+
+def _complex_sign(e, in_dts, out_dt, x):
+    """z / |z|, as NumPy: 0 at 0; (+-1, 0) or (0, +-1) on one infinite part (the other may be NaN); else
+    NaN if a part is NaN or both are infinite."""
+    def sign(c: complex_math.Cx, z):
+        m = c.m
+        re, im = z
+        h = c.hypot(re, im)
+        out_re, out_im = m.div(re, h), m.div(im, h)
+        zero = m.b.and_(m.eq(re, m.c(0.0)), m.eq(im, m.c(0.0)))
+        out_re, out_im = m.select(zero, m.c(0.0), out_re), m.select(zero, m.c(0.0), out_im)
+        inf_re, inf_im = c.is_inf(re), c.is_inf(im)
+        one_inf = m.b.xor(inf_re, inf_im)
+        unit = (m.select(inf_re, m.copysign(m.c(1.0), re), m.c(0.0)),
+                m.select(inf_im, m.copysign(m.c(1.0), im), m.c(0.0)))
+        nan = m.b.or_(m.b.and_(m.b.or_(m.isnan(re), m.isnan(im)), m.b.not_(one_inf)), m.b.and_(inf_re, inf_im))
+        out_re = m.select(nan, m.c(np.nan), m.select(one_inf, unit[0], out_re))
+        out_im = m.select(nan, m.c(np.nan), m.select(one_inf, unit[1], out_im))
+        return out_re, out_im
+    return pack(e.b, *_wide(e, out_dt, sign, x))
+
+
+def _complex_integer_pow(e, in_dts, out_dt, x, *, y):
+    part = register_type(part_dtype(out_dt))
+    c = complex_math.Cx(e.b, part)
+    one = (ir.Constant(part, 1.0), ir.Constant(part, 0.0))
+    return pack(e.b, *c.integer_pow(unpack(e.b, x), y, one))
+
+
+def _complex_compare(name: str) -> Callable:
+    def rule(e, in_dts, out_dt, x, y):
+        c = complex_math.Cx(e.b, register_type(part_dtype(in_dts[0])))
+        equal = c.eq(_parts(e, x, in_dts[0]), _parts(e, y, in_dts[1]))
+        return equal if name == "eq" else e.b.not_(equal)
+    return rule
+
+
+def _complex_neg(e, in_dts, out_dt, x):
+    re, im = unpack(e.b, x)
+    return pack(e.b, e.b.fneg(re), e.b.fneg(im))
+
+
+def _complex_conj(e, in_dts, out_dt, x, *, input_dtype):
+    re, im = _parts(e, x, in_dts[0])
+    if not is_complex(in_dts[0]):
+        re = convert(e, re, in_dts[0], part_dtype(out_dt))
+        im = ir.Constant(re.type, 0.0)
+    return pack(e.b, re, e.b.fneg(im))
+
+
+def _complex_make(e, in_dts, out_dt, x, y):
+    return pack(e.b, x, y)
+
+
+def _complex_convert(e, in_dts, out_dt, x, *, new_dtype, weak_type):
+    return convert(e, x, in_dts[0], new_dtype)
+
+
+# Rules for primitives with a complex operand or result; ``lower_rules`` dispatches to them.
+complex_rules: dict[Primitive, Callable[..., ir.Value]] = {
+    ew.add_p: _complex_arith("add"), ew.sub_p: _complex_arith("sub"), ew.mul_p: _complex_arith("mul"),
+    ew.div_p: _complex_arith("div"), ew.neg_p: _complex_neg, ew.conj_p: _complex_conj,
+    ew.real_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 0),
+    ew.imag_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 1),
+    ew.complex_p: _complex_make, ew.abs_p: _complex_abs, ew.sign_p: _complex_sign,
+    ew.eq_p: _complex_compare("eq"), ew.ne_p: _complex_compare("ne"), ew.select_n_p: _select_n,
+    ew.convert_element_type_p: _complex_convert, ew.integer_pow_p: _complex_integer_pow,
+    stop_gradient_p: lambda e, in_dts, out_dt, x: x,
+    ew.exp2_p: _complex_composite(_exp2), ew.logistic_p: _complex_composite(_logistic),
+    ew.rsqrt_p: _complex_composite(_rsqrt_complex),
+    **{getattr(ew, f"{n}_p"): _complex_function(n) for n in complex_math.FUNCTIONS},
+}
+
+
+def lowers_complex(p: Primitive) -> bool:
+    """Whether ``p`` with complex operands or a complex result has a native lowering."""
+    return p in complex_rules
+
+
+def _dispatching(p: Primitive, real_rule: Callable | None) -> Callable:
+    complex_rule = complex_rules[p]
+
+    def rule(e, in_dts, out_dt, *values, **params):
+        if is_complex(out_dt) or any(is_complex(dt) for dt in in_dts):
+            return complex_rule(e, in_dts, out_dt, *values, **params)
+        return real_rule(e, in_dts, out_dt, *values, **params)
+    return rule
+
+
+for _p in complex_rules:
+    lower_rules[_p] = _dispatching(_p, lower_rules.get(_p))

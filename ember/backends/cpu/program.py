@@ -39,7 +39,7 @@ from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.fingerprint import fingerprint
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, count_eqns
-from ember.lax import elementwise as ew, reductions, shapes as sh
+from ember.lax import elementwise as ew, indexing as ix, reductions, shapes as sh
 from ember.lax.dot import dot_general_p
 
 ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
@@ -70,7 +70,10 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
     if not jit.float16_supported() and any(a.aval.dtype == dtypes.float16 for a in eqn.invars + eqn.outvars):
         return False
     if any(a.aval.dtype in dtypes.COMPLEX for a in eqn.invars + eqn.outvars):
-        return False  # (complex values run on the reference rules)
+        if not _fuses_complex(eqn):
+            return False
+        if p in ew.ELEMENTWISE:
+            return True
     if p is dot_general_p:
         if _multiply_adds(eqn) <= SMALL_DOT or not dot.blocked_pays(eqn):
             return True
@@ -84,6 +87,25 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
     if p not in FUSIBLE:
         return False
     return lowering.can_lower(p, [a.aval.dtype for a in eqn.invars])
+
+
+# What kernels compute on complex elements besides elementwise math (``lowering.complex_rules``):
+# sums and products (reductions, running, scattered), products of matrices, and every index rule
+# but the ordering reductions (complex numbers have no order in JAX's reductions).
+_COMPLEX_ACCUMULATIONS = {reductions.reduce_sum_p, reductions.reduce_prod_p, reductions.cumsum_p,
+                          reductions.cumprod_p, ix.scatter_p, ix.scatter_add_p, ix.scatter_sub_p, ix.scatter_mul_p,
+                          dot_general_p}
+_COMPLEX_REFUSED = {reductions.reduce_max_p, reductions.reduce_min_p, reductions.argmax_p, reductions.argmin_p,
+                    reductions.cummax_p, reductions.cummin_p, ix.scatter_min_p, ix.scatter_max_p}
+
+
+def _fuses_complex(eqn: Eqn) -> bool:
+    p = eqn.primitive
+    if p in _COMPLEX_ACCUMULATIONS:
+        return True
+    if p in index_rules:
+        return p not in _COMPLEX_REFUSED
+    return p in ew.ELEMENTWISE and lowering.lowers_complex(p)
 
 
 def can_fuse_in_loop(eqn: Eqn) -> bool:

@@ -668,6 +668,23 @@ def _trig(m: _Math, x, which: str):
     return m.select(m.lt(a, m.c(np.inf)), result, m.select(m.isnan(x), x, m.c(np.nan)))
 
 
+def _sincos(m: _Math, x):
+    """(sin x, cos x) from one argument reduction: the bits of ``_trig``'s sin and cos."""
+    a = m.abs(x)
+    quadrant, y, y_lo = _reduce_pi_over_2(m, a)
+    odd = m.b.icmp_unsigned("!=", m.b.and_(quadrant, m.ci(1)), m.ci(0))
+    sine, cosine = _sin_kernel(m, y, y_lo), _cos_kernel(m, y, y_lo)
+    s = m.select(odd, cosine, sine)
+    s = m.select(m.b.xor(m.b.icmp_unsigned(">=", quadrant, m.ci(2)), m.signbit(x)), m.neg(s), s)
+    c = m.select(odd, sine, cosine)
+    c = m.select(m.b.icmp_unsigned("==", m.b.and_(m.b.add(quadrant, m.ci(1)), m.ci(2)), m.ci(2)), m.neg(c), c)
+    tiny, finite = m.lt(a, m.c(2.0 ** -27)), m.lt(a, m.c(np.inf))
+    nan = m.select(m.isnan(x), x, m.c(np.nan))
+    s = m.select(finite, m.select(tiny, x, s), nan)
+    c = m.select(finite, m.select(tiny, m.c(1.0), c), nan)
+    return s, c
+
+
 # --- inverse trigonometric functions ------------------------------------------------------------------
 def _atan_nonnegative(m: _Math, a):
     """atan(a) for a >= 0 (NaN for NaN): fdlibm's reduction to |t| <= 7/16 around 0, 1/2, 1, 3/2, inf."""
@@ -968,6 +985,16 @@ def emit_unary(builder: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
     m, (x,), narrow = _widened(builder, name, (x,))
     result = _UNARY[name](m, x)
     return builder.fptrunc(result, narrow) if narrow is not None else result
+
+
+def emit_sincos(builder: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``(sin(x), cos(x))`` with one argument reduction (as ``emit_unary``'s sin and cos, bit for bit)."""
+    m, (x,), narrow = _widened(builder, "sin", (x,))
+    s, c = _sincos(m, x)
+    return (builder.fptrunc(s, narrow), builder.fptrunc(c, narrow)) if narrow is not None else (s, c)
+
+
+Math = _Math  # the typed IR emitter, for code that composes these functions (complex math)
 
 
 def emit_binary(builder: ir.IRBuilder, name: str, x: ir.Value, y: ir.Value) -> ir.Value:

@@ -50,6 +50,7 @@ from ember.backends.reference import (  # noqa: E402,F401  (each module register
     fft,
     indexing,
     linalg,
+    parallel,
     reductions,
     shapes,
 )

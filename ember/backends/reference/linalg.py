@@ -6,6 +6,11 @@ not positive definite, an eigensolver or SVD that does not converge), so those
 matrices get NaN results instead. LU and triangular solves are written out here:
 NumPy has no LU, and its solver refuses singular matrices, where these rules let
 IEEE arithmetic produce the inf / NaN that JAX gives.
+
+``eig`` calls SciPy's ``geev`` (the LAPACK that JAX's CPU kernels call too): NumPy's
+``eig`` has no left eigenvectors, and gives real arrays when all eigenvalues are real,
+where JAX's are always complex. Complex matrices take the same routes (LAPACK's c / z
+routines); LU pivots on ``|re| + |im|``, as LAPACK's ``getrf`` does.
 """
 from __future__ import annotations
 
@@ -22,29 +27,40 @@ def _lower_triangle_mask(n: int, diagonal: bool = True) -> np.ndarray:
 
 
 def _nan_where_lapack_fails(decompose: Callable[[np.ndarray], Sequence[np.ndarray]], x: np.ndarray,
-                            out_shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+                            out_shapes: Sequence[tuple[int, ...]],
+                            out_dtypes: Sequence[np.dtype] | None = None) -> list[np.ndarray]:
     """``decompose`` (batched) of ``x``; if NumPy raises for some matrix, each matrix is
-    decomposed alone and the failing ones give NaN results of their (per-matrix) shapes."""
+    decomposed alone and the failing ones give NaN results of their (per-matrix) shapes
+    (and dtypes: ``x``'s unless given)."""
     try:
         return list(decompose(x))
     except np.linalg.LinAlgError:
         pass
     batch = x.shape[:-2]
-    outs = [np.empty(batch + shape, x.dtype) for shape in out_shapes]
+    out_dtypes = out_dtypes or [x.dtype] * len(out_shapes)
+    outs = [np.empty(batch + shape, dt) for shape, dt in zip(out_shapes, out_dtypes)]
     for index in np.ndindex(*batch):
         try:
             results = decompose(x[index])
         except np.linalg.LinAlgError:
-            results = [np.full(shape, np.nan, x.dtype) for shape in out_shapes]
+            results = [np.full(shape, np.nan, dt) for shape, dt in zip(out_shapes, out_dtypes)]
         for out, result in zip(outs, results):
             out[index] = result
     return outs
 
 
+def _hermitian_from_lower(x: np.ndarray) -> np.ndarray:
+    """The Hermitian (real: symmetric) matrix that ``x``'s lower triangle and the real part of its
+    diagonal stand for: what LAPACK's ``potrf`` / ``heevd`` read."""
+    n = x.shape[-1]
+    strict = np.where(_lower_triangle_mask(n, diagonal=False), x, 0)
+    diagonal = np.where(np.eye(n, dtype=bool), x.real, 0)
+    return (strict + np.conj(np.swapaxes(strict, -1, -2)) + diagonal).astype(x.dtype)
+
+
 def _cholesky(x: np.ndarray) -> np.ndarray:
     n = x.shape[-1]
-    lower = np.where(_lower_triangle_mask(n), x, 0)
-    symmetric = lower + np.swapaxes(np.where(_lower_triangle_mask(n, diagonal=False), x, 0), -1, -2)
+    symmetric = _hermitian_from_lower(x)
     [factor] = _nan_where_lapack_fails(lambda m: [np.linalg.cholesky(m)], symmetric, [(n, n)])
     return np.where(_lower_triangle_mask(n), factor, 0)  # NaN only in the lower triangle, as JAX
 
@@ -64,10 +80,11 @@ def _substitute(m: np.ndarray, c: np.ndarray, lower: bool, unit_diagonal: bool) 
 
 
 def _triangular_solve(a: np.ndarray, b: np.ndarray, *, left_side: bool, lower: bool, transpose_a: bool,
-                      unit_diagonal: bool) -> np.ndarray:
+                      conjugate_a: bool, unit_diagonal: bool) -> np.ndarray:
     n = a.shape[-1]
     keep = _lower_triangle_mask(n, not unit_diagonal)
     triangle = np.where(keep if lower else keep.T, a, 0)
+    triangle = np.conj(triangle) if conjugate_a else triangle
     op_a = np.swapaxes(triangle, -1, -2) if transpose_a else triangle
     op_is_lower = lower != transpose_a
     if left_side:
@@ -87,8 +104,9 @@ def _lu(x: np.ndarray) -> list[np.ndarray]:
     pivots = np.zeros((count, k), np.int32)
     permutation = np.tile(np.arange(m, dtype=np.int32), (count, 1))
     every = np.arange(count)
+    magnitude = (lambda v: np.abs(v.real) + np.abs(v.imag)) if np.iscomplexobj(a) else np.abs
     for j in range(k):
-        p = j + np.argmax(np.abs(a[:, j:, j]), axis=1)
+        p = j + np.argmax(magnitude(a[:, j:, j]), axis=1)
         pivots[:, j] = p
         a[every, j], a[every, p] = a[every, p], a[every, j].copy()
         permutation[every, j], permutation[every, p] = permutation[every, p], permutation[every, j].copy()
@@ -105,17 +123,77 @@ def _qr(x: np.ndarray, *, full_matrices: bool) -> list[np.ndarray]:
 
 def _eigh(x: np.ndarray, *, lower: bool) -> list[np.ndarray]:
     n = x.shape[-1]
-    w, v = _nan_where_lapack_fails(lambda m: np.linalg.eigh(m, UPLO="L" if lower else "U"), x, [(n,), (n, n)])
+    real = x.real.dtype
+    w, v = _nan_where_lapack_fails(lambda m: np.linalg.eigh(m, UPLO="L" if lower else "U"), x, [(n,), (n, n)],
+                                   [real, x.dtype])
     return [v, w]
 
 
 def _svd(x: np.ndarray, *, full_matrices: bool, compute_uv: bool) -> list[np.ndarray]:
     m, n = x.shape[-2:]
     k = min(m, n)
+    real = x.real.dtype
     if not compute_uv:
-        return _nan_where_lapack_fails(lambda a: [np.linalg.svd(a, compute_uv=False)], x, [(k,)])
+        return _nan_where_lapack_fails(lambda a: [np.linalg.svd(a, compute_uv=False)], x, [(k,)], [real])
     shapes = [(m, m), (k,), (n, n)] if full_matrices else [(m, k), (k,), (k, n)]
-    return _nan_where_lapack_fails(lambda a: np.linalg.svd(a, full_matrices=full_matrices), x, shapes)
+    return _nan_where_lapack_fails(lambda a: np.linalg.svd(a, full_matrices=full_matrices), x, shapes,
+                                   [x.dtype, real, x.dtype])
+
+
+def _unpack_real_eigenvectors(wi: np.ndarray, v: np.ndarray, complex_type: np.dtype) -> np.ndarray:
+    """The complex eigenvectors of real ``geev``'s packed columns: a conjugate pair (``wi[j] > 0``)
+    shares columns j (real part) and j + 1 (imaginary part)."""
+    out = v.astype(complex_type)
+    j = 0
+    while j < len(wi):
+        if wi[j] != 0 and j + 1 < len(wi):
+            out[:, j] = v[:, j] + 1j * v[:, j + 1]
+            out[:, j + 1] = v[:, j] - 1j * v[:, j + 1]
+            j += 2
+        else:
+            j += 1
+    return out
+
+
+def _eig(x: np.ndarray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
+         enable_eigvec_derivs: bool) -> list[np.ndarray]:
+    # Imported here, when a program first needs eig: importing SciPy's linalg takes ~0.45 s.
+    from scipy.linalg import lapack
+
+    *batch, n, _ = x.shape
+    complex_type = np.result_type(x.dtype, np.complex64)
+    w = np.empty((*batch, n), complex_type)
+    vl = np.empty(x.shape if compute_left_eigenvectors else x.shape[:-2] + (0, 0), complex_type)
+    vr = np.empty(x.shape if compute_right_eigenvectors else x.shape[:-2] + (0, 0), complex_type)
+    geev, geev_lwork = lapack.get_lapack_funcs(("geev", "geev_lwork"), (x,))
+    # the blocked algorithm's workspace (the wrapper's default is the unblocked minimum: 5x slower at n = 256)
+    work, _ = geev_lwork(max(n, 1), compute_vl=compute_left_eigenvectors, compute_vr=compute_right_eigenvectors)
+    lwork = max(int(np.ceil(np.real(work))), 4 * max(n, 1))
+    for index in np.ndindex(*batch):
+        a = np.array(x[index], order="F")
+        if n == 0:
+            continue
+        if not np.isfinite(a).all():  # LAPACK's behaviour on inf / NaN is undefined; JAX's result is NaN
+            w[index], vl[index], vr[index] = np.nan, np.nan, np.nan
+            continue
+        if np.iscomplexobj(a):
+            values, left, right, info = geev(a, compute_vl=compute_left_eigenvectors,
+                                             compute_vr=compute_right_eigenvectors, lwork=lwork, overwrite_a=True)
+        else:
+            wr, wi, left, right, info = geev(a, compute_vl=compute_left_eigenvectors,
+                                             compute_vr=compute_right_eigenvectors, lwork=lwork, overwrite_a=True)
+            values = wr + 1j * wi
+            left = _unpack_real_eigenvectors(wi, left, complex_type) if compute_left_eigenvectors else left
+            right = _unpack_real_eigenvectors(wi, right, complex_type) if compute_right_eigenvectors else right
+        if info != 0:
+            w[index], vl[index], vr[index] = np.nan, np.nan, np.nan
+            continue
+        w[index] = values
+        if compute_left_eigenvectors:
+            vl[index] = left
+        if compute_right_eigenvectors:
+            vr[index] = right
+    return [w] + [vl] * compute_left_eigenvectors + [vr] * compute_right_eigenvectors
 
 
 impl_rules.update({
@@ -125,4 +203,5 @@ impl_rules.update({
     linalg.qr_p: _qr,
     linalg.eigh_p: _eigh,
     linalg.svd_p: _svd,
+    linalg.eig_p: _eig,
 })

@@ -20,13 +20,13 @@ from ember.lax import reductions as red
 def _lowest(dt: np.dtype) -> Any:
     if dt == np.bool_:
         return False
-    return -np.inf if dtypes.is_floating(dt) else np.iinfo(dt).min
+    return -np.inf if dtypes.is_inexact(dt) else np.iinfo(dt).min  # complex: -inf + 0j, XLA's identity
 
 
 def _highest(dt: np.dtype) -> Any:
     if dt == np.bool_:
         return True
-    return np.inf if dtypes.is_floating(dt) else np.iinfo(dt).max
+    return np.inf if dtypes.is_inexact(dt) else np.iinfo(dt).max
 
 
 def _reduce_max(x: np.ndarray, *, axes: tuple) -> np.ndarray:
@@ -63,9 +63,17 @@ def sort_key(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
 
 
+def _keys(x: np.ndarray) -> list[np.ndarray]:
+    """Complex values sort by (real, imaginary), each part with NaNs last (as XLA's comparator).
+    NumPy's own complex order differs: it puts ``R + nanj`` after every ``R + Rj``."""
+    if dtypes.is_complex(x.dtype):
+        return [np.real(x), np.imag(x)]
+    return [sort_key(x)]
+
+
 def _sort(*operands: np.ndarray, dimension: int, is_stable: bool, num_keys: int) -> list[np.ndarray]:
     # A stable sort is also a valid unstable one. np.lexsort's primary key is its last.
-    keys = [np.moveaxis(sort_key(k), dimension, -1) for k in operands[:num_keys]]
+    keys = [np.moveaxis(part, dimension, -1) for k in operands[:num_keys] for part in _keys(k)]
     order = np.lexsort(keys[::-1], axis=-1)
     return [np.moveaxis(np.take_along_axis(np.moveaxis(x, dimension, -1), order, -1), -1, dimension)
             for x in operands]

@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 import ember
 from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are ember's, see ember.jax_import)
     debug,
@@ -37,8 +39,9 @@ from ember.compat.jax import (  # noqa: F401
     typing,
 )
 from ember.compat.jax.parallel import pmap, shard_map  # noqa: F401
-from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P  # noqa: F401
+from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P, get_mesh, set_mesh  # noqa: F401
 from ember.core.array import Device  # noqa: F401
+from ember.core.sharding import Shard  # noqa: F401
 
 __version__ = "0.10.2"
 __version_info__ = (0, 10, 2)
@@ -48,22 +51,23 @@ FROM_EMBER = (
     "Array", "ShapeDtypeStruct", "block_until_ready", "checkpoint", "checkpoint_policies", "clear_caches",
     "config", "custom_jvp", "custom_vjp", "default_backend", "device_get", "device_put", "devices",
     "disable_jit", "ensure_compile_time_eval", "eval_shape", "grad", "hessian", "jacfwd", "jacobian", "jacrev",
-    "jit", "jvp", "linearize", "make_jaxpr", "named_call", "pure_callback", "remat", "typeof",
+    "jit", "jvp", "linearize", "make_array_from_callback", "make_jaxpr", "named_call", "pure_callback", "remat",
+    "reshard", "typeof",
     "value_and_grad", "vjp", "vmap",
 )
 # JAX's top-level names that ember does not provide (JAX 0.10.2's ``dir(jax)``, less the above).
 MISSING = (
-    "Ref", "Shard", "ad", "allow_f16_reductions", "array_garbage_collection_guard",
+    "Ref", "ad", "allow_f16_reductions", "array_garbage_collection_guard",
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "closure_convert", "copy_to_host_async",
     "custom_batching", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
     "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
     "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
     "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "jax2tf_associative_scan_reductions",
-    "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles", "make_array_from_callback",
-    "make_array_from_process_local_data", "make_array_from_single_device_arrays", "make_mesh",
+    "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles",
+    "make_array_from_process_local_data", "make_array_from_single_device_arrays",
     "make_user_context", "memory", "monitoring", "new_ref", "no_execution", "no_tracing",
     "numpy_rank_promotion", "ops", "print_environment_info", "profiler", "ref",
-    "remove_size_one_mesh_axis_from_type", "reshard", "set_mesh", "smap",
+    "remove_size_one_mesh_axis_from_type", "smap",
     "softmax_custom_jvp", "thread_guard", "threefry_partitionable", "transfer_guard",
     "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device",
 )
@@ -81,7 +85,16 @@ def missing_names_markdown(width: int = 96) -> str:
         line += word
     return "\n".join(lines + [line])
 
-# One process, one device: JAX's answers for a single-host CPU run.
+def make_mesh(axis_shapes: Any, axis_names: Any, axis_types: Any = None, *, devices: Any = None) -> Any:
+    """A mesh of the first ``prod(axis_shapes)`` devices, in order."""
+    count = int(np.prod(axis_shapes))
+    devs = list(devices) if devices is not None else ember.devices()
+    if count > len(devs):
+        raise ValueError(f"Number of devices {len(devs)} must be >= the product of mesh_shape {tuple(axis_shapes)}")
+    return sharding.Mesh(np.array(devs[:count], dtype=object).reshape(tuple(axis_shapes)), axis_names, axis_types)
+
+
+# One process with ``config.num_cpu_devices`` CPU devices: JAX's answers for a single-host CPU run.
 def device_count(backend: str | None = None) -> int:
     return len(ember.devices(backend))
 

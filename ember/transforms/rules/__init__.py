@@ -9,6 +9,7 @@ from ember.transforms.rules import (  # noqa: F401
     fft,
     indexing,
     linalg,
+    parallel,
     reductions,
     shapes,
 )

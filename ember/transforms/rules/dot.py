@@ -11,6 +11,7 @@ from ember.core.avals import ShapedArray
 from ember.lax.base import aval
 from ember.lax.dot import dot_general_p
 from ember.transforms.jvp import defjvp
+from ember.transforms.tangents import convert
 from ember.transforms.transpose import is_undefined, transpose_rules
 
 
@@ -34,7 +35,7 @@ def _operand_cotangent(ct: Any, other: Any, operand: ShapedArray, contract: tupl
     first_other_free = len(batch) + (len(operand_free) if operand_is_lhs else 0)
     other_free_in_ct = tuple(range(first_other_free, first_other_free + len(other_free)))
     if aval(ct).dtype != other_aval.dtype:  # a widened result (preferred_element_type)
-        ct = lax.convert_element_type(ct, other_aval.dtype)
+        ct = convert(ct, other_aval.dtype)
     product = dot_general_p.bind(ct, other, dimension_numbers=((other_free_in_ct, tuple(other_free)),
                                                               (tuple(range(len(batch))), other_batch)),
                                  precision=precision, preferred_element_type=None)
@@ -42,7 +43,7 @@ def _operand_cotangent(ct: Any, other: Any, operand: ShapedArray, contract: tupl
     contract_in_other_order = [c for _, c in sorted(zip(other_contract, contract))]
     layout = list(batch) + operand_free + contract_in_other_order
     out = lax.transpose(product, tuple(int(i) for i in np.argsort(layout)))
-    return lax.convert_element_type(out, operand.dtype, operand.weak_type)
+    return convert(out, operand.dtype, operand.weak_type)
 
 
 def _dot_general_transpose(ct: Any, lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: Any,

@@ -13,7 +13,7 @@ from ember import dtypes, lax
 from ember.lax import elementwise as ew
 from ember.lax.base import aval
 from ember.transforms.jvp import defjvp, deflinear, defzero, jvp_rules
-from ember.transforms.tangents import Zero, instantiate, is_differentiable, sum_to_shape, zeros
+from ember.transforms.tangents import Zero, convert, instantiate, is_differentiable, sum_to_shape, zeros
 from ember.transforms.transpose import is_undefined, transpose_rules
 
 
@@ -33,7 +33,7 @@ defzero(ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, ew.is_finite_p, ew.not_p, 
 
 # --- unary math: g * f'(x) ----------------------------------------------------------
 def _abs_partial(g: Any, ans: Any, x: Any) -> Any:
-    if dtypes.is_complex(aval(x).dtype):  # d|x| = re(conj(x) dx) / |x|, taken as re(dx) at 0 (as JAX)
+    if dtypes.is_complex(aval(x).dtype):  # d|x| = re(conj(x) dx) / |x|, taken as 0 at x == 0 (as JAX)
         magnitude = lax.convert_element_type(ans, aval(x).dtype)
         return lax.real(lax.mul(g, lax.div(lax.conj(x), _replace_zero(magnitude))))
     return lax.select(lax.ge(x, const(x, 0.0)), g, lax.neg(g))  # 1 at 0, as JAX
@@ -236,7 +236,8 @@ def _div_transpose(ct: Any, x: Any, y: Any) -> list:
 
 
 def _convert_transpose(ct: Any, x: Any, *, new_dtype: Any, weak_type: bool) -> list:
-    return [lax.convert_element_type(ct, x.aval.dtype, x.aval.weak_type)]
+    # real -> complex transposes to the real part; complex -> real (the real part) to ``ct + 0j``, as JAX
+    return [convert(ct, x.aval.dtype, x.aval.weak_type)]
 
 
 def _select_n_transpose(ct: Any, which: Any, *cases: Any) -> list:

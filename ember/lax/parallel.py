@@ -1,0 +1,378 @@
+"""Collectives over named axes: ``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
+``psum_scatter``, ``ppermute``, ``all_to_all``, ``axis_index``.
+
+Each collective is a primitive with an ``axes`` parameter (axis names). A name means nothing
+by itself: an enclosing ``vmap(..., axis_name=...)``, ``pmap`` or ``shard_map`` binds it. They
+push a frame on the *axis environment* (a per-thread stack of ``(name, size, kind)``) while
+they trace, so that a collective can check its names at bind time (an unbound name is JAX's
+``NameError``) and put the sizes its shape rule needs into its parameters.
+
+Two interpreters give the primitives their meaning:
+
+- the batching rules (``ember.transforms.batch_rules``): under ``vmap`` with an axis name, a
+  collective over that name computes across the batch dimension (``psum`` sums it away, an
+  ``all_gather`` turns it into data, ...). ``pmap`` and ``shard_map`` under a transformation
+  run this way.
+- the reference rules (``ember.backends.reference.parallel``): when ``pmap`` or ``shard_map``
+  runs one program per device, each device runs on its own thread, with an ``SpmdContext``
+  saying which device it is; a collective meets the other devices' values at a rendezvous.
+
+The gathering collectives are primitives in their *tiled* form only (``all_gather`` with
+``tiled=True`` and so on); the untiled forms add or remove a dimension of size one around
+them. Collectives communicate, so the compiler's passes keep them where they are
+(``EFFECTFUL``: never folded at compile time, where no device is running).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ember import tree_util
+from ember.core.avals import ShapedArray
+from ember.core.primitive import EFFECTFUL
+from ember.core.trace import Tracer
+from ember.lax.base import aval, primitive
+from ember.lax.elementwise import add, mul
+from ember.lax.shapes import expand_dims, squeeze
+
+__all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pmax", "pmean", "pmin", "ppermute", "pshuffle",
+           "psum", "psum_scatter", "pvary", "pcast"]
+
+
+# --- the axis environment --------------------------------------------------------------------------
+class _AxisEnv(threading.local):
+    def __init__(self) -> None:
+        self.frames: tuple = ()  # ((name, size, kind), ...), innermost last
+
+
+_env = _AxisEnv()
+
+# kinds of frame: how a collective's transpose reads (see ember.transforms.rules.parallel)
+VMAP, PMAP, SHARD_MAP, SHARD_MAP_VMA = "vmap", "pmap", "shard_map", "shard_map_vma"
+
+
+@contextlib.contextmanager
+def extend_axis_env(frames: Sequence[tuple]) -> Iterator[None]:
+    """Bind axis names (``(name, size, kind)`` each) while tracing inside the block."""
+    saved = _env.frames
+    _env.frames = saved + tuple(frames)
+    try:
+        yield
+    finally:
+        _env.frames = saved
+
+
+def axis_env_key() -> tuple:
+    """The bound names, for cache keys: a program traced under other sizes is another program."""
+    return _env.frames
+
+
+def _frame(name: Any, collective: str) -> tuple:
+    for frame in reversed(_env.frames):
+        if frame[0] == name:
+            return frame
+    raise NameError(f"Found an unbound axis name: {name}. To fix this, please call {collective} under "
+                    "`jax.shard_map`.")
+
+
+def _names(axis_name: Any) -> tuple:
+    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+
+
+def axis_size(axis_name: Any) -> int:
+    """The size of a bound axis (the product of the sizes for a tuple of names)."""
+    return int(np.prod([_frame(n, "axis_size")[1] for n in _names(axis_name)], dtype=np.int64))
+
+
+def _sizes(names: tuple, collective: str) -> int:
+    return int(np.prod([_frame(n, collective)[1] for n in names], dtype=np.int64))
+
+
+def _vma(names: tuple) -> bool:
+    """Whether every name is a ``shard_map(check_vma=True)`` axis (``psum`` then transposes to a copy)."""
+    return all(_frame(n, "psum")[2] == SHARD_MAP_VMA for n in names)
+
+
+# --- the primitives -------------------------------------------------------------------------------
+def _same(x: ShapedArray, **params: Any) -> ShapedArray:
+    return x
+
+
+psum_p = primitive("psum", _same)
+pmax_p = primitive("pmax", _same)
+pmin_p = primitive("pmin", _same)
+ppermute_p = primitive("ppermute", _same)
+
+
+def _all_gather_rule(x: ShapedArray, *, axes: tuple, axis_size: int, axis: int) -> ShapedArray:
+    shape = list(x.shape)
+    shape[axis] *= axis_size
+    return x._replace(shape=tuple(shape), weak_type=False)
+
+
+def _psum_scatter_rule(x: ShapedArray, *, axes: tuple, axis_size: int, scatter_dimension: int) -> ShapedArray:
+    shape = list(x.shape)
+    if shape[scatter_dimension] % axis_size:
+        raise ValueError(f"psum_scatter: the scatter dimension ({shape[scatter_dimension]}) must be a multiple of "
+                         f"the axis size ({axis_size})")
+    shape[scatter_dimension] //= axis_size
+    return x._replace(shape=tuple(shape))
+
+
+def _all_to_all_rule(x: ShapedArray, *, axes: tuple, axis_size: int, split_axis: int,
+                     concat_axis: int) -> ShapedArray:
+    shape = list(x.shape)
+    if shape[split_axis] % axis_size:
+        raise ValueError(f"all_to_all: the split axis ({shape[split_axis]}) must be a multiple of the axis size "
+                         f"({axis_size})")
+    shape[split_axis] //= axis_size
+    shape[concat_axis] *= axis_size
+    return x._replace(shape=tuple(shape))
+
+
+def _axis_index_rule(*, axes: tuple) -> ShapedArray:
+    return ShapedArray((), np.dtype(np.int32), False)
+
+
+all_gather_p = primitive("all_gather", _all_gather_rule)
+psum_scatter_p = primitive("psum_scatter", _psum_scatter_rule)
+all_to_all_p = primitive("all_to_all", _all_to_all_rule)
+axis_index_p = primitive("axis_index", _axis_index_rule)
+
+COLLECTIVES = frozenset({psum_p, pmax_p, pmin_p, ppermute_p, all_gather_p, psum_scatter_p, all_to_all_p,
+                         axis_index_p})
+EFFECTFUL.update(COLLECTIVES)
+
+
+# --- the functions --------------------------------------------------------------------------------
+def _canonical_axis(axis: int, ndim: int, what: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{what} {axis} is out of bounds for an array of rank {ndim}")
+    return axis % ndim
+
+
+def _single(axis_name: Any, collective: str) -> tuple:
+    names = _names(axis_name)
+    if len(names) != 1:
+        raise NotImplementedError(f"ember's {collective} takes one axis name, got {axis_name!r}")
+    return names
+
+
+def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """The sum of ``x`` over the devices (examples) of ``axis_name``, on each of them.
+
+    As in JAX, a value that is not traced (a Python number, a constant) is the same on every
+    device, so its sum is known at once: ``psum(1, 'i')`` is the axis size."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("psum: axis_index_groups is not supported by ember")
+    names = _names(axis_name)
+    n = _sizes(names, "psum")
+    vma = _vma(names)
+
+    def one(leaf: Any) -> Any:
+        if not isinstance(leaf, Tracer):
+            return leaf * n if isinstance(leaf, (int, float, complex)) and not isinstance(leaf, bool) \
+                else psum_p.bind(leaf, axes=names, vma=vma) if not isinstance(leaf, (bool, np.bool_)) else leaf
+        return psum_p.bind(leaf, axes=names, vma=vma)
+    return tree_util.tree_map(one, x)
+
+
+def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """The mean of ``x`` over ``axis_name``."""
+    n = axis_size(axis_name) if axis_index_groups is None else None
+    total = psum(x, axis_name, axis_index_groups=axis_index_groups)
+    return tree_util.tree_map(lambda t: t / n, total)
+
+
+def _extremum(p: Any, name: str):
+    def f(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+        if axis_index_groups is not None:
+            raise NotImplementedError(f"{name}: axis_index_groups is not supported by ember")
+        names = _names(axis_name)
+        _sizes(names, name)
+        return tree_util.tree_map(lambda leaf: p.bind(leaf, axes=names), x)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"The {name[1:]}imum of ``x`` over ``axis_name``, on each device."
+    return f
+
+
+pmax = _extremum(pmax_p, "pmax")
+pmin = _extremum(pmin_p, "pmin")
+
+
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+    """Every device's ``x``, stacked along a new ``axis`` (``tiled``: concatenated along it)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("all_gather: axis_index_groups is not supported by ember")
+    names = _single(axis_name, "all_gather")
+    n = _sizes(names, "all_gather")
+
+    def one(leaf: Any) -> Any:
+        a = aval(leaf)
+        if tiled:
+            ax = _canonical_axis(axis, max(a.ndim, 1), "all_gather axis")
+            return all_gather_p.bind(leaf, axes=names, axis_size=n, axis=ax)
+        ax = _canonical_axis(axis, a.ndim + 1, "all_gather axis")
+        return all_gather_p.bind(expand_dims(leaf, (ax,)), axes=names, axis_size=n, axis=ax)
+    return tree_util.tree_map(one, x)
+
+
+def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
+                 tiled: bool = False) -> Any:
+    """The ``psum`` of ``x``, of which each device keeps its block along ``scatter_dimension``
+    (untiled: the dimension must equal the axis size, and it is removed)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("psum_scatter: axis_index_groups is not supported by ember")
+    names = _single(axis_name, "psum_scatter")
+    n = _sizes(names, "psum_scatter")
+
+    def one(leaf: Any) -> Any:
+        a = aval(leaf)
+        d = _canonical_axis(scatter_dimension, a.ndim, "psum_scatter scatter_dimension")
+        if not tiled and a.shape[d] != n:
+            raise ValueError(f"psum_scatter: the scattered dimension must equal the axis size ({n}) unless "
+                             f"tiled=True, got shape {a.shape}")
+        out = psum_scatter_p.bind(leaf, axes=names, axis_size=n, scatter_dimension=d)
+        return out if tiled else squeeze(out, (d,))
+    return tree_util.tree_map(one, x)
+
+
+def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """Send each device's ``x`` to another: ``perm`` holds ``(source, destination)`` pairs;
+    a device that receives nothing gets zeros."""
+    names = _single(axis_name, "ppermute")
+    n = _sizes(names, "ppermute")
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    sources, dests = [s for s, _ in perm], [d for _, d in perm]
+    if len(set(sources)) != len(sources) or len(set(dests)) != len(dests):
+        raise ValueError(f"ppermute sources and destinations must be unique, got {perm}.")
+    for s, d in perm:
+        if not (0 <= s < n and 0 <= d < n):
+            raise ValueError(f"ppermute permutation indices must be in range(axis_size) with axis_size={n}, "
+                             f"got {perm}")
+    return tree_util.tree_map(lambda leaf: ppermute_p.bind(leaf, axes=names, perm=perm), x)
+
+
+def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
+    """Device ``i`` receives the value of device ``perm[i]``."""
+    return ppermute(x, axis_name, [(int(p), i) for i, p in enumerate(perm)])
+
+
+def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axis_index_groups: Any = None,
+               tiled: bool = False) -> Any:
+    """Split ``x`` into blocks along ``split_axis``, send block ``k`` to device ``k``, and
+    concatenate the received blocks along ``concat_axis`` (untiled: the split axis must equal
+    the axis size and is removed; the received blocks are stacked along a new ``concat_axis``)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("all_to_all: axis_index_groups is not supported by ember")
+    names = _single(axis_name, "all_to_all")
+    n = _sizes(names, "all_to_all")
+
+    def one(leaf: Any) -> Any:
+        a = aval(leaf)
+        s = _canonical_axis(split_axis, a.ndim, "all_to_all split_axis")
+        if tiled:
+            c = _canonical_axis(concat_axis, a.ndim, "all_to_all concat_axis")
+            return all_to_all_p.bind(leaf, axes=names, axis_size=n, split_axis=s, concat_axis=c)
+        if a.shape[s] != n:
+            raise ValueError(f"all_to_all: the split axis must equal the axis size ({n}) unless tiled=True, got "
+                             f"shape {a.shape}")
+        c = _canonical_axis(concat_axis, a.ndim, "all_to_all concat_axis")
+        # A new axis of size 1 at the concat position receives the blocks; the split axis then has size 1.
+        grown = expand_dims(leaf, (c,))
+        s2 = s + (s >= c)
+        out = all_to_all_p.bind(grown, axes=names, axis_size=n, split_axis=s2, concat_axis=c)
+        return squeeze(out, (s2,))
+    return tree_util.tree_map(one, x)
+
+
+def axis_index(axis_name: Any) -> Any:
+    """This device's (example's) index along ``axis_name`` (row-major over a tuple of names)."""
+    names = _names(axis_name)
+    sizes = [_sizes((n,), "axis_index") for n in names]
+    index, stride = None, 1
+    for name, size in zip(reversed(names), reversed(sizes)):
+        term = axis_index_p.bind(axes=(name,))
+        term = term if stride == 1 else mul(term, np.int32(stride))
+        index = term if index is None else add(index, term)
+        stride *= size
+    return index
+
+
+def pvary(x: Any, axis_name: Any) -> Any:
+    """Mark ``x`` as varying over ``axis_name``; values carry no such mark in ember, so ``x``."""
+    _sizes(_names(axis_name), "pvary")
+    return x
+
+
+def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
+    """``pvary``'s general form (``to='varying'``); the value itself is unchanged."""
+    return pvary(x, axis_name)
+
+
+
+# --- running one program per device ------------------------------------------------------------------
+class Rendezvous:
+    """Where the devices' threads meet: each leaves its value, all wait, each reads all of them."""
+
+    def __init__(self, count: int) -> None:
+        self.slots: list = [None] * count
+        self.barrier = threading.Barrier(count)
+
+    def exchange(self, index: int, value: Any) -> list:
+        self.slots[index] = value
+        self.barrier.wait()
+        values = list(self.slots)
+        self.barrier.wait()  # nobody overwrites a slot before everyone has read it
+        return values
+
+
+class SpmdContext:
+    """One device's place in a run of one program per device: the mesh's axis names and sizes,
+    this device's linear index (row-major over the axes) and the rendezvous of the run."""
+
+    def __init__(self, names: tuple, sizes: tuple, index: int, rendezvous: Rendezvous) -> None:
+        self.names, self.sizes, self.index, self.rendezvous = names, sizes, index, rendezvous
+        self.coords = tuple(int(c) for c in np.unravel_index(index, sizes))
+
+    def group(self, axes: tuple, collective: str) -> tuple[list[int], int]:
+        """The devices that share this one's coordinates except along ``axes`` (ordered
+        row-major over ``axes``), and this device's position among them."""
+        for a in axes:
+            if a not in self.names:
+                raise NameError(f"Found an unbound axis name: {a}. To fix this, please call {collective} under "
+                                "`jax.shard_map`.")
+        at = [self.names.index(a) for a in axes]
+        members = []
+        for offsets in np.ndindex(*[self.sizes[i] for i in at]):
+            coords = list(self.coords)
+            for i, o in zip(at, offsets):
+                coords[i] = o
+            members.append(int(np.ravel_multi_index(coords, self.sizes)))
+        return members, members.index(self.index)
+
+
+class _Spmd(threading.local):
+    context: SpmdContext | None = None
+
+
+_spmd = _Spmd()
+
+
+def spmd_context() -> SpmdContext | None:
+    """The running device's context (None outside a per-device run)."""
+    return _spmd.context
+
+
+@contextlib.contextmanager
+def running_on(context: SpmdContext) -> Iterator[None]:
+    """Run the block as one device of a per-device run (on that device's thread)."""
+    saved = _spmd.context
+    _spmd.context = context
+    try:
+        yield
+    finally:
+        _spmd.context = saved
