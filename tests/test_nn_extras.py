@@ -289,7 +289,7 @@ def test_initializer_errors():
         init.variance_scaling(1.0, "fan", "normal")
     with pytest.raises(ValueError, match="invalid distribution 'cauchy'"):
         init.variance_scaling(1.0, "fan_in", "cauchy")
-    with pytest.raises(TypeError, match="real floating type, got int32"):
+    with pytest.raises(TypeError, match="floating or complex type, got int32"):
         init.normal()(key, (2,), np.int32)
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         init.orthogonal()(key, (3,))
