@@ -32,20 +32,11 @@ from typing import Callable
 
 from llvmlite import ir
 
+from ember.backends import thread_count  # noqa: F401  (threads.thread_count, as the backend calls it)
 from ember.backends.cpu import jit
 from ember.backends.cpu.jit import register_library_symbols
 
 PARALLEL_MIN_WORK = 1 << 18
-
-
-def thread_count() -> int:
-    """``EMBER_NUM_THREADS`` if set, else the cores this process may run on."""
-    if os.environ.get("EMBER_NUM_THREADS"):
-        return max(1, int(os.environ["EMBER_NUM_THREADS"]))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 _pool: ThreadPoolExecutor | None = None

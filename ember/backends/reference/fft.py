@@ -9,31 +9,21 @@ is the fallback step (or a host call from a native loop), run on the program's b
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import scipy.fft
 
+from ember.backends import thread_count
 from ember.backends.reference import impl_rules
 from ember.lax.fft import FftType, fft_p
 
 _PARALLEL_MIN_ELEMENTS = 1 << 16
 
 
-def _thread_count() -> int:
-    """``EMBER_NUM_THREADS`` if set, else the cores this process may run on (as the CPU backend counts)."""
-    if os.environ.get("EMBER_NUM_THREADS"):
-        return max(1, int(os.environ["EMBER_NUM_THREADS"]))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def _workers(x: np.ndarray, rank: int) -> int:
     if x.size < _PARALLEL_MIN_ELEMENTS or (rank == 1 and x.size == x.shape[-1]):
         return 1
-    return _thread_count()
+    return thread_count()
 
 
 def _fft(x: np.ndarray, *, fft_type: FftType, fft_lengths: tuple[int, ...]) -> np.ndarray:
