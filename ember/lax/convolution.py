@@ -232,11 +232,10 @@ def conv_with_general_padding(lhs: Any, rhs: Any, window_strides: Sequence[int],
 # --- conv_transpose: the gradient of a strided convolution, as a layer ----------------------------------
 def _default_transpose_numbers(rank: int) -> tuple[str, str, str]:
     """TensorFlow's layout, JAX's default for ``conv_transpose``: NHWC inputs, HWIO kernels."""
-    if rank < 3:
-        raise TypeError(f"conv_transpose needs operands of rank 3 or more, got rank {rank}")
-    spatial = "HWDXYZ"[:rank - 2] if rank <= 8 else None
-    if spatial is None:
-        raise TypeError(f"conv_transpose supports up to 6 spatial dimensions, got {rank - 2}")
+    if not 3 <= rank <= 8:
+        raise TypeError(f"conv_transpose's default layout needs operands of rank 3 to 8, got rank {rank}; pass "
+                        "dimension_numbers")
+    spatial = "HWDXYZ"[:rank - 2]
     return "N" + spatial + "C", spatial + "IO", "N" + spatial + "C"
 
 
