@@ -335,6 +335,8 @@ _PRINTED_PROGRAMS = {  # programs that ember and JAX stage alike: the printed te
     "while": lambda m, jnp, x: m.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x)),
     "cond": lambda m, jnp, x: m.lax.cond(True, lambda a: a, lambda a: -a, x),
     "scan": lambda m, jnp, x: m.lax.scan(lambda c, a: (c + a, a * 2.0), x[0], x),
+    "unused value": lambda m, jnp, x: (jnp.sin(x), x + 1.0)[1],  # printed `_`, taking no name
+    "unused output": lambda m, jnp, x: m.lax.sort((x, x + 1.0), num_keys=1)[1],
 }
 
 
@@ -387,3 +389,15 @@ def test_tracers_print_as_jax_0_10s(api):
     api.top.grad(lambda x: seen.append(repr(x)) or x)(1.0)
     assert seen[:2] == ["JitTracer(~float32[])", "JitTracer(int32[2])"]
     assert seen[2].startswith("GradTracer(primal=") and seen[2].endswith("typeof(tangent)=f32[])")
+
+
+def test_vmap_tracers_show_their_batch_as_jax_0_10s(api):
+    seen = []
+
+    def look(x, y):
+        seen.append((repr(x), repr(x * 1.0), x.val.shape, x.batch_dim))
+        return x
+
+    api.top.vmap(look, in_axes=(1, None))(np.ones((2, 3), np.int32), 1.0)
+    assert seen == [("VmapTracer(aval=int32[2], batched=int32[2,3])",
+                     "VmapTracer(aval=~float32[2], batched=~float32[2,3])", (2, 3), 1)]

@@ -155,6 +155,13 @@ class _Namer:
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
         self.count = 0  # (names given; a jit body's aliases of its caller's names take none)
+        self.used: list[set[int]] = []  # per program being printed: the variables it reads
+
+    def binder(self, v: Var) -> str:
+        """An equation's output: ``_`` (taking no name) when its program never reads it, as JAX prints."""
+        if id(v) not in self.names and self.used and id(v) not in self.used[-1]:
+            self.names[id(v)] = "_"
+        return self(v)
 
     def __call__(self, v: Var) -> str:
         key = id(v)
@@ -262,7 +269,7 @@ def _name_jit_body(eqn: Eqn, namer: _Namer) -> None:
 def pp_eqn(eqn: Eqn, namer: _Namer, column: int) -> str:
     """One equation starting at ``column``: its outputs are named before its parameters'
     sub-programs, as in JAX."""
-    outs = " ".join(_pp_binder(v, namer) for v in eqn.outvars)
+    outs = " ".join(f"{namer.binder(v)}:{v.aval.str_short()}" for v in eqn.outvars)
     if eqn.primitive.name == "jit":
         _name_jit_body(eqn, namer)
     ins = " ".join(_pp_atom(a, namer) for a in eqn.invars)
@@ -285,7 +292,12 @@ def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, column: int, prefix: int = 0) -> str:
     one line if it fits, else one equation per line."""
     consts = " ".join(_pp_binder(v, namer) for v in jaxpr.constvars)
     ins = " ".join(_pp_binder(v, namer) for v in jaxpr.invars)
-    eqns = [pp_eqn(e, namer, column + 4) for e in jaxpr.eqns]
+    namer.used.append({id(a) for e in jaxpr.eqns for a in e.invars if isinstance(a, Var)}
+                      | {id(a) for a in jaxpr.outvars if isinstance(a, Var)})
+    try:
+        eqns = [pp_eqn(e, namer, column + 4) for e in jaxpr.eqns]
+    finally:
+        namer.used.pop()
     outs = ", ".join(_pp_atom(a, namer) for a in jaxpr.outvars)
     outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
     flat = f"{{ lambda {consts}; {ins}. let {'; '.join(eqns)} in {outs} }}"

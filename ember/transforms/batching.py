@@ -40,7 +40,7 @@ from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, subjaxprs
 from ember.core.primitive import Primitive
-from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, unexpected_tracer_error
+from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, type_text, unexpected_tracer_error
 from ember.lax import control_flow
 from ember.lax.base import aval
 from ember.lax.elementwise import ELEMENTWISE
@@ -92,6 +92,14 @@ class BatchTracer(Tracer):
         super().__init__(trace, full._replace(shape=full.shape[:batch_dim] + full.shape[batch_dim + 1:]))
         self.value = value
         self.batch_dim = batch_dim
+
+    @property
+    def val(self) -> Any:
+        """The whole batch (JAX's name): ``value``, stacked along ``batch_dim``."""
+        return self.value
+
+    def __repr__(self) -> str:  # (JAX's)
+        return f"VmapTracer(aval={type_text(self.aval)}, batched={type_text(aval(self.value))})"
 
 
 class BatchTrace(Trace):
