@@ -401,3 +401,11 @@ def test_vmap_tracers_show_their_batch_as_jax_0_10s(api):
     api.top.vmap(look, in_axes=(1, None))(np.ones((2, 3), np.int32), 1.0)
     assert seen == [("VmapTracer(aval=int32[2], batched=int32[2,3])",
                      "VmapTracer(aval=~float32[2], batched=~float32[2,3])", (2, 3), 1)]
+
+
+def test_a_vjp_function_is_a_pytree_that_crosses_jit(api):
+    jnp = api.jnp
+    pull = api.top.jit(lambda x: api.top.vjp(jnp.sin, x)[1])(1.0)
+    assert len(api.top.tree_util.tree_leaves(pull)) >= 1  # its residuals
+    np.testing.assert_allclose(pull(1.0)[0], np.cos(1.0), rtol=1e-6)
+    np.testing.assert_allclose(api.top.jit(lambda f, c: f(c))(pull, 2.0)[0], 2 * np.cos(1.0), rtol=1e-6)

@@ -8,7 +8,7 @@ partial evaluation) and ``backward_pass`` (transposition of the linear program).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -168,6 +168,45 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
 
 # --- reverse mode -------------------------------------------------------------------------------
+class _Backward(NamedTuple):
+    """What a vjp function needs besides its residuals: the linear program and the structures."""
+    linear: Any
+    in_tree: Any
+    out_tree: Any
+    out_avals: tuple
+    in_avals: tuple
+    out_nonzero: tuple
+    num_aux: int
+
+
+class _PullBack:
+    """A vjp function's static part (a ``Partial``'s function may not be a ``functools.partial``,
+    which would merge into it)."""
+
+    def __init__(self, backward: _Backward) -> None:
+        self.backward = backward
+        self.__name__ = "vjp"
+
+    def __call__(self, residuals: list, cotangent: Any) -> tuple:
+        return _pull_back(self.backward, residuals, cotangent)
+
+
+def _pull_back(backward: _Backward, residuals: list, cotangent: Any) -> tuple:
+    """The cotangent of every primal, transposing the linear program on ``residuals``."""
+    ct_leaves, ct_tree = tree_util.tree_flatten(cotangent)
+    if ct_tree != backward.out_tree:
+        raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match structure of primal "
+                        f"output {backward.out_tree}.")
+    cts = [_check_cotangent(ct, a) for ct, a in zip(ct_leaves, backward.out_avals)]
+    cts += [None] * backward.num_aux  # auxiliary outputs are not differentiated
+    args = [UndefinedPrimal(v.aval) for v in backward.linear.invars]
+    cts_in = backward_pass(backward.linear, residuals, args, select_by(list(backward.out_nonzero), cts))
+    differentiable = [is_differentiable(a.dtype) for a in backward.in_avals]
+    cts_in = merge_by(differentiable, cts_in, [None] * differentiable.count(False))
+    return tree_util.tree_unflatten(backward.in_tree,
+                                    [_public_tangent(ct, a) for ct, a in zip(cts_in, backward.in_avals)])
+
+
 @errors.api_boundary
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns the cotangent of every primal
@@ -178,20 +217,10 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     outs, aux = flat.split(outs)
     out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
     in_avals = [aval(p) for p in primal_leaves]
-
-    def vjp_fn(cotangent: Any) -> tuple:
-        ct_leaves, ct_tree = tree_util.tree_flatten(cotangent)
-        if ct_tree != out_tree:
-            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match structure of primal "
-                            f"output {out_tree}.")
-        cts = [_check_cotangent(ct, a) for ct, a in zip(ct_leaves, out_avals)]
-        cts += [None] * flat.num_aux  # auxiliary outputs are not differentiated
-        args = [UndefinedPrimal(v.aval) for v in linear.jaxpr.invars]
-        cts_in = backward_pass(linear.jaxpr, linear.consts, args, select_by(out_nonzero, cts))
-        differentiable = [is_differentiable(a.dtype) for a in in_avals]
-        cts_in = merge_by(differentiable, cts_in, [None] * differentiable.count(False))
-        return tree_util.tree_unflatten(in_tree, [_public_tangent(ct, a) for ct, a in zip(cts_in, in_avals)])
-
+    backward = _Backward(linear.jaxpr, in_tree, out_tree, tuple(out_avals), tuple(in_avals), tuple(out_nonzero),
+                         flat.num_aux)
+    # A pytree (as JAX's): the residuals are its leaves, so it crosses jit's boundary both ways.
+    vjp_fn = tree_util.Partial(_PullBack(backward), list(linear.consts))
     result = (tree_util.tree_unflatten(out_tree, outs), vjp_fn)
     return result + (aux,) if has_aux else result
 
