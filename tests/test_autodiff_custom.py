@@ -238,3 +238,48 @@ def test_stop_gradient_inside_a_custom_rule() -> None:
     f.defjvp(lambda primals, tangents: (f(primals[0]), lax.stop_gradient(primals[0]) * tangents[0]))
     assert float(ember.grad(f)(3.0)) == 3.0
     assert float(ember.grad(ember.grad(f))(3.0)) == 0.0
+
+
+def test_custom_rules_run_as_often_as_in_jax_and_see_concrete_primals():
+    """Under jvp and grad only the rules run (JAX's counts: the `f` below comes from the rule's own
+    call); a rule that branches on a concrete primal in Python works under grad, as in JAX."""
+    calls = []
+
+    @ember.custom_jvp
+    def f(x):
+        calls.append("f")
+        return jnp.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        calls.append("jvp")
+        return f(primals[0]), tangents[0] * jnp.cos(primals[0])
+
+    for run in (lambda: ember.jvp(f, (1.0,), (1.0,)), lambda: ember.grad(f)(1.0),
+                lambda: ember.jit(ember.grad(f))(1.0)):
+        calls.clear()
+        run()
+        assert calls == ["jvp", "f"]
+
+    @ember.custom_vjp
+    def g(x):
+        calls.append("g")
+        return jnp.sin(x)
+
+    g.defvjp(lambda x: (calls.append("fwd"), (jnp.sin(x), x))[1],
+             lambda x, ct: (calls.append("bwd"), (ct * jnp.cos(x),))[1])
+    calls.clear()
+    np.testing.assert_allclose(ember.grad(g)(1.0), np.cos(1.0), rtol=1e-6)
+    assert calls == ["fwd", "bwd"]
+    calls.clear()
+    ember.vjp(g, 1.0)
+    assert calls == ["fwd"]
+
+    @ember.custom_jvp
+    def absolute(x):
+        return x if x > 0 else -x
+
+    absolute.defjvp(lambda p, t: (absolute(p[0]), jnp.sign(p[0]) * t[0]))
+    assert float(ember.grad(absolute)(-2.0)) == -1.0 and float(ember.grad(absolute)(3.0)) == 1.0
+    with pytest.raises(ember.errors.TracerBoolConversionError):
+        ember.jit(ember.grad(absolute))(3.0)  # (traced primal: JAX refuses too)

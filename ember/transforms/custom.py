@@ -22,10 +22,11 @@ from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p
 from ember.core.ir import ClosedJaxpr
-from ember.core.trace import Tracer, is_tracing
+from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, is_tracing, set_current_trace
 from ember.lax.base import aval
 from ember.lax.stop_gradient import stop_gradient_p
-from ember.transforms.jvp import defzero, jvp_rules
+from ember.transforms.jvp import JVPTrace, JVPTracer, defzero, jvp_rules
+from ember.transforms.partial_eval import PartialEvalTrace
 from ember.transforms.programs import trace_program
 from ember.transforms.tangents import Zero, instantiate, is_differentiable, match_type, zeros
 from ember.transforms.transpose import transpose_rules
@@ -172,31 +173,76 @@ class custom_jvp:
         args = _positional(self.__wrapped__, args, kwargs)
         if not is_tracing():
             return self.__wrapped__(*args)
+        arguments = _Arguments(args, self.nondiff_argnums)
+        owner = _owning_trace(arguments.leaves)
+        if isinstance(owner, EvalTrace):  # every value is known: f runs on them (JAX's linearize does)
+            with set_current_trace(owner):
+                return self.__wrapped__(*args)
+        trace = _differentiating(arguments.leaves)
+        if trace is not None:  # only the rule runs, as in JAX: f is neither traced nor run
+            primals, tangents = zip(*map(trace.to_pair, arguments.leaves))
+            with set_current_trace(trace.parent):
+                outs, out_tangents, tree = _apply_jvp_rule(self, name, arguments, primals, tangents, None, None)
+            return tree_util.tree_unflatten(tree, [trace.new(o, t) for o, t in zip(outs, out_tangents)])
         arguments, call, consts, out_tree = _trace_call(self.__wrapped__, args, self.nondiff_argnums,
                                                         f"custom_jvp of `{name}`")
-        user_jvp, symbolic = self.jvp, self.symbolic_zeros
 
         def flat_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
-            given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else instantiate(t) for t in tangents]
-            out, out_tangent = user_jvp(*arguments.static, arguments.dynamic(primals), arguments.dynamic(given))
-            outs = [ensure_array(o) for o in _flatten_like("Custom JVP", out, out_tree[0], "primal outputs")]
-            out_tangents = _flatten_like("Custom JVP", out_tangent, out_tree[0], "tangent outputs")
-            checked = []
-            for o, t, expected in zip(outs, out_tangents, call.out_avals):
-                if not is_differentiable(expected.dtype) or isinstance(t, SymbolicZero):  # (integer: ignored)
-                    checked.append(Zero(expected))
-                    continue
-                t = ensure_array(t)
-                if aval(o).shape != expected.shape or aval(t).shape != expected.shape:
-                    raise TypeError(f"Custom JVP rule of {name} must produce primal and tangent outputs with the "
-                                    f"shapes of the function's output: expected {expected.str_short()}, got primal "
-                                    f"{aval(o).str_short()} and tangent {aval(t).str_short()}")
-                checked.append(match_type(t, expected))
-            return outs, checked
+            outs, out_tangents, _ = _apply_jvp_rule(self, name, arguments, primals, tangents, out_tree[0],
+                                                    call.out_avals)
+            return outs, out_tangents
 
         flat_jvp.__name__ = name  # how the IR printer shows the rule
         outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=flat_jvp, num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree[0], outs)
+
+
+def _owning_trace(leaves: Sequence[Any]) -> Trace:
+    """The current trace, below the partial-evaluation traces for which all of ``leaves`` are known
+    (such a trace hands operations on known values to its parent)."""
+    trace = current_trace()
+    while isinstance(trace, PartialEvalTrace) and not any(map(trace.is_unknown, leaves)):
+        trace = trace.parent
+    return trace
+
+
+def _differentiating(leaves: Sequence[Any]) -> JVPTrace | None:
+    """The current trace, when it differentiates one of ``leaves``: then JAX runs only the custom
+    rule (on the primal values, so Python control flow on concrete ones works in it)."""
+    trace = current_trace()
+    if isinstance(trace, JVPTrace) and any(isinstance(x, JVPTracer) and x._trace is trace for x in leaves):
+        return trace
+    return None
+
+
+def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: Sequence[Any],
+                    tangents: Sequence[Any], out_tree: Any, out_avals: Sequence[ShapedArray] | None
+                    ) -> tuple[list, list, Any]:
+    """The user's rule on flat primals and tangents: (outputs, output tangents, output tree), checked
+    against the function's output type where it was traced (``out_tree``, ``out_avals``), else
+    against the rule's own primal outputs."""
+    symbolic = fn.symbolic_zeros
+    given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else instantiate(t) for t in tangents]
+    out, out_tangent = fn.jvp(*arguments.static, arguments.dynamic(primals), arguments.dynamic(given))
+    if out_tree is None:
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+    else:
+        out_leaves = _flatten_like("Custom JVP", out, out_tree, "primal outputs")
+    outs = [ensure_array(o) for o in out_leaves]
+    out_avals = [aval(o) for o in outs] if out_avals is None else out_avals
+    out_tangents = _flatten_like("Custom JVP", out_tangent, out_tree, "tangent outputs")
+    checked = []
+    for o, t, expected in zip(outs, out_tangents, out_avals):
+        if not is_differentiable(expected.dtype) or isinstance(t, SymbolicZero):  # (integer: ignored)
+            checked.append(Zero(expected))
+            continue
+        t = ensure_array(t)
+        if aval(o).shape != expected.shape or aval(t).shape != expected.shape:
+            raise TypeError(f"Custom JVP rule of {name} must produce primal and tangent outputs with the "
+                            f"shapes of the function's output: expected {expected.str_short()}, got primal "
+                            f"{aval(o).str_short()} and tangent {aval(t).str_short()}")
+        checked.append(match_type(t, expected))
+    return outs, checked, out_tree
 
 
 def _custom_jvp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, jvp: Callable,
@@ -252,6 +298,18 @@ class custom_vjp:
         args = _positional(self.__wrapped__, args, kwargs)
         if not is_tracing():
             return self.__wrapped__(*args)
+        arguments = _Arguments(args, self.nondiff_argnums)
+        owner = _owning_trace(arguments.leaves)
+        if isinstance(owner, EvalTrace):  # every value is known: f runs on them
+            with set_current_trace(owner):
+                return self.__wrapped__(*args)
+        trace = _differentiating(arguments.leaves)
+        if trace is not None:  # only fwd runs now, as in JAX (and bwd when transposed)
+            rules = _VJPRules(self, name, arguments, None)
+            primals, tangents = zip(*map(trace.to_pair, arguments.leaves))
+            with set_current_trace(trace.parent):
+                outs, out_tangents = _differentiate_custom_vjp(rules, primals, tangents, None)
+            return tree_util.tree_unflatten(rules.out_tree, [trace.new(o, t) for o, t in zip(outs, out_tangents)])
         arguments, call, consts, out_tree = _trace_call(self.__wrapped__, args, self.nondiff_argnums,
                                                         f"custom_vjp of `{name}`")
         rules = _VJPRules(self, name, arguments, out_tree[0])
@@ -294,7 +352,11 @@ class _VJPRules:
             raise TypeError(f"Custom VJP fwd rule of {self.name} must return a pair (output, residuals), "
                             f"got {type(result).__name__}")
         out, residuals = result
-        outs = [ensure_array(o) for o in _flatten_like("Custom VJP fwd", out, self.out_tree, "primal outputs")]
+        if self.out_tree is None:  # (f was not traced: fwd's output defines the structure)
+            out_leaves, self.out_tree = tree_util.tree_flatten(out)
+        else:
+            out_leaves = _flatten_like("Custom VJP fwd", out, self.out_tree, "primal outputs")
+        outs = [ensure_array(o) for o in out_leaves]
         residual_leaves, self.residual_tree = tree_util.tree_flatten(residuals)
         dynamic = [isinstance(r, (Array, Tracer)) for r in residual_leaves]
         self.residual_constants = [None if d else r for r, d in zip(residual_leaves, dynamic)]
@@ -325,14 +387,20 @@ class _VJPRules:
 def _custom_vjp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, rules: _VJPRules,
                          num_consts: int) -> tuple:
     _check_closure_tangents("custom_vjp", _function_name(rules.fn.__wrapped__), tangents[:num_consts])
-    outs, residuals = rules.fwd(primals[num_consts:], [not isinstance(t, Zero) for t in tangents[num_consts:]])
-    args = primals[num_consts:]
+    return _differentiate_custom_vjp(rules, primals[num_consts:], tangents[num_consts:], call.out_avals)
+
+
+def _differentiate_custom_vjp(rules: _VJPRules, args: Sequence[Any], tangents: Sequence[Any],
+                              out_avals: Sequence[ShapedArray] | None) -> tuple[list, list]:
+    """fwd now, and ``custom_vjp_lin`` (whose transpose is bwd) for the output tangents."""
+    outs, residuals = rules.fwd(args, [not isinstance(t, Zero) for t in tangents])
+    out_avals = tuple(aval(o) for o in outs) if out_avals is None else tuple(out_avals)
     differentiable = [is_differentiable(aval(x).dtype) for x in args]
-    in_tangents = [instantiate(t) for t, d in zip(tangents[num_consts:], differentiable) if d]
+    in_tangents = [instantiate(t) for t, d in zip(tangents, differentiable) if d]
     out_tangents = custom_vjp_lin_p.bind(
         *residuals, *in_tangents, num_residuals=len(residuals), rules=rules,
-        in_avals=tuple(aval(x) for x in args), out_avals=tuple(call.out_avals))
-    return outs, [t if is_differentiable(a.dtype) else Zero(a) for t, a in zip(out_tangents, call.out_avals)]
+        in_avals=tuple(aval(x) for x in args), out_avals=out_avals)
+    return outs, [t if is_differentiable(a.dtype) else Zero(a) for t, a in zip(out_tangents, out_avals)]
 
 
 def _custom_vjp_lin_transpose(cts: list, *args: Any, num_residuals: int, rules: _VJPRules, in_avals: tuple,
