@@ -309,8 +309,9 @@ def test_jvp_against_jax(name, fn, x):
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_native_lapack_on_complex_matrices(dtype):
-    """LU, Cholesky and triangular solves of complex matrices call LAPACK's c / z routines from
-    generated code, with the reference's results."""
+    """LU, Cholesky, triangular solves, QR, eigh and SVD of complex matrices call LAPACK's c / z
+    routines from generated code, with the reference's results (tests/test_lapack_complex.py has
+    more of QR, eigh and SVD)."""
     with ember.config.override(enable_x64=dtype == np.complex128):
         a, b = _c(5, 4, 4, dtype=dtype), _c(5, 4, 3, dtype=dtype)
         hpd = a @ np.conj(np.swapaxes(a, -1, -2)) + 4 * np.eye(4)
@@ -320,10 +321,19 @@ def test_native_lapack_on_complex_matrices(dtype):
                     lax.linalg.triangular_solve(hpd, b, left_side=True, lower=True, transpose_a=True,
                                                 conjugate_a=True),
                     lax.linalg.triangular_solve(hpd, np.swapaxes(b, -1, -2), lower=False, transpose_a=True),
-                    lax.linalg.lu(a[:, :3]))
+                    lax.linalg.lu(a[:, :3]), jnp.linalg.qr(a[:, :, :3]), jnp.linalg.eigvalsh(hpd),
+                    jnp.linalg.svd(b, compute_uv=False),
+                    (lambda u, s, vh: u @ vh)(*jnp.linalg.svd(a, full_matrices=False)))  # (phase-free)
 
-        assert sorted(set(compile_cpu(f, a, hpd, b).report.library_calls)) == ["cholesky", "lu", "triangular_solve"]
+        report = compile_cpu(f, a, hpd, b).report
+        assert sorted(set(report.library_calls)) == ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
+        assert not report.fallbacks, report.fallbacks
         check_backends_agree(f, a, hpd, b, rtol=1e-4, atol=1e-4)
         got = ember.jit(f)(a, hpd, b)
         np.testing.assert_allclose(got[0], np.linalg.solve(a, b), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(got[3], np.linalg.cholesky(hpd), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got[7][0] @ got[7][1], a[:, :, :3], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got[8], np.linalg.eigvalsh(hpd), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got[9], np.linalg.svd(b, compute_uv=False), rtol=1e-4, atol=1e-4)
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        np.testing.assert_allclose(got[10], u @ vh, rtol=1e-4, atol=1e-4)

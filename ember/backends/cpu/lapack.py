@@ -1,6 +1,7 @@
 """Decompositions and triangular solves on LAPACK and BLAS, called from generated code: LU
-(``getrf``), Cholesky (``potrf``), triangular solves (``trsm``), QR (``geqrf``, ``orgqr``),
-symmetric eigenproblems (``syevd``) and singular values (``gesdd``).
+(``getrf``), Cholesky (``potrf``), triangular solves (``trsm``), QR (``geqrf``, ``orgqr`` /
+``ungqr``), symmetric and Hermitian eigenproblems (``syevd`` / ``heevd``) and singular values
+(``gesdd``), of real and complex matrices.
 
 Where they come from: SciPy's ``scipy.linalg.cython_lapack`` and ``cython_blas`` publish the
 LAPACK and BLAS that SciPy itself links (OpenBLAS in its wheels) as C function pointers, the
@@ -36,12 +37,18 @@ Matrices of every size take this path: over batches of 2000 matrices of 2x2 to 1
 (Cholesky) to 0.9x (eigh). Empty matrices stay on the reference (LAPACK rejects a leading
 dimension of 0); so do other dtypes (half precision, integers: the reference promotes them).
 
-Complex matrices (complex64 / complex128: pairs of floats, LAPACK's layout) take the same path
-for LU (``cgetrf`` / ``zgetrf``), Cholesky (``potrf``: of the transposed view, which is the
-conjugate of a Hermitian matrix, so the factor comes out right) and triangular solves (``trsm``,
+Complex matrices (complex64 / complex128: pairs of floats, LAPACK's layout) take the same path:
+LU (``cgetrf`` / ``zgetrf``), Cholesky (``potrf``: of the transposed view, which is the
+conjugate of a Hermitian matrix, so the factor comes out right), triangular solves (``trsm``,
 where ``a^H`` of the transposed view is its ``"C"``; a conjugate without a transpose has no
-``trsm`` flag and stays on the reference). QR, eigh, SVD and eig of complex matrices run on the
-reference rules, which call the same LAPACK through NumPy and SciPy.
+``trsm`` flag and stays on the reference), QR (``geqrf`` and ``ungqr``, complex's ``orgqr``),
+eigh (``heevd``, with a real workspace ``rwork`` besides ``work`` and ``iwork``) and SVD
+(``gesdd``, with an ``rwork`` of the length its documentation gives for ``jobz``): the same
+column-major copies as the real ones (never a conjugate), so that QR's reflectors, the
+eigenvectors' and singular vectors' phases are NumPy's. Their eigen- and singular values are
+real (float32 for complex64): those outputs, and their copies, have the real type
+(``copy`` takes its elements' type from its destination). ``eig`` (``geev``), real or
+complex, runs on the reference rules, which call SciPy's LAPACK.
 """
 from __future__ import annotations
 
@@ -110,7 +117,17 @@ def _workspace(name: str, dtype: np.dtype, args: Callable[[Any, Any], list]) -> 
     """The work array's length that ``name`` asks for when ``args(size, lwork=-1)`` query it."""
     size = np.zeros(1, dtype)
     _query(name, *args(size.ctypes.data, _ref(-1)))
-    return max(1, int(size[0]))
+    return _size(size)
+
+
+def _size(size: np.ndarray) -> int:
+    """The length a workspace query wrote at ``size[0]`` (of a complex work array: its real part).
+    Single precision holds integers exactly up to 2^24 only: a larger one may have been rounded
+    down, so the next float up is taken."""
+    value = size[0].real
+    if value >= 2 ** 24 and value.dtype == np.float32:
+        value = np.nextafter(value, np.float32(np.inf))
+    return max(1, math.ceil(float(value)))
 
 
 # --- the generated function ----------------------------------------------------------------------
@@ -129,9 +146,10 @@ class LapackFunction:
         self.table = self.b.bitcast(pointers.pop(), I8P.as_pointer())
         self.scratch = pointers.pop()
         self.element = _ELEMENT[eqn.invars[0].aval.dtype]
-        typed = [self.b.bitcast(p, (I32 if v.aval.dtype == np.int32 else self.element).as_pointer())
+        typed = [self.b.bitcast(p, (I32 if v.aval.dtype == np.int32 else _ELEMENT[v.aval.dtype]).as_pointer())
                  for p, v in zip(pointers, [*eqn.invars, *eqn.outvars])]
         self.ins, self.outs = typed[:len(eqn.invars)], typed[len(eqn.invars):]
+        self.real = self.element.elements[0] if isinstance(self.element, ir.LiteralStructType) else self.element
         self.scratch_bytes = 0
         self.info = self.allocas.alloca(I32)
         self._constants: dict[tuple, ir.Value] = {}
@@ -182,25 +200,27 @@ class LapackFunction:
              src_strides: tuple[int, int], keep: str = "all", nan_if: ir.Value | None = None) -> None:
         """``dst[i, j] = src[i, j]`` over a ``rows x cols`` matrix (strides in elements); zero
         outside the triangle ``keep`` ("upper": j >= i, "lower": j <= i), NaN inside it where
-        ``nan_if`` holds. ``dst`` may be ``src``: the copy then masks in place. (One function
+        ``nan_if`` holds. ``dst`` may be ``src``: the copy then masks in place. The elements are
+        ``dst``'s type (the real values of complex decompositions have their own). (One function
         of the module does every strided copy: LLVM takes 0.2-0.5 s to optimize copies of
         constant shapes, which it unrolls, and the time of the calls is not in the copies.)"""
         i64 = lambda n: ir.Constant(I64, n)  # noqa: E731
+        element = dst.type.pointee
         if keep == "all" and nan_if is None and dst_strides == src_strides == (cols, 1) and dst is not src:
-            size = rows * cols * _bytes(self.element)
+            size = rows * cols * _bytes(element)
             self.b.call(memcpy(self.fn.module), [self.b.bitcast(dst, I8P), self.b.bitcast(src, I8P), i64(size),
                                                  ir.Constant(I1, 0)])
             return
         nan = nan_if if nan_if is not None else ir.Constant(I1, 0)
-        self.b.call(self._copy_function(), [dst, src, i64(rows), i64(cols), *map(i64, dst_strides),
-                                            *map(i64, src_strides), ir.Constant(I32, _KEEP[keep]), nan])
+        self.b.call(self._copy_function(element), [dst, src, i64(rows), i64(cols), *map(i64, dst_strides),
+                                                   *map(i64, src_strides), ir.Constant(I32, _KEEP[keep]), nan])
 
-    def _copy_function(self) -> ir.Function:
+    def _copy_function(self, element: ir.Type) -> ir.Function:
         module = self.fn.module
-        name = f"ember_lapack_copy_{_NAMES[str(self.element)]}"
+        name = f"ember_lapack_copy_{_NAMES[str(element)]}"
         if name in module.globals:
             return module.globals[name]
-        pointer = self.element.as_pointer()
+        pointer = element.as_pointer()
         fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer, pointer, *[I64] * 6, I32, I1]), name)
         fn.attributes.add("noinline")  # (and external: LLVM would otherwise specialize it for its constants)
         dst, src, rows, cols, dst_row, dst_col, src_row, src_col, keep, nan_if = fn.args
@@ -219,10 +239,10 @@ class LapackFunction:
         b.cbranch(b.icmp_signed("<", j, cols), body, next_row)
         b.position_at_end(body)
         value = b.load(b.gep(src, [b.add(b.mul(i, src_row), b.mul(j, src_col))]))
-        value = b.select(nan_if, _constant(self.element, math.nan), value)
+        value = b.select(nan_if, _constant(element, math.nan), value)
         upper = b.and_(b.icmp_signed("==", keep, ir.Constant(I32, _KEEP["upper"])), b.icmp_signed("<", j, i))
         lower = b.and_(b.icmp_signed("==", keep, ir.Constant(I32, _KEEP["lower"])), b.icmp_signed(">", j, i))
-        value = b.select(b.or_(upper, lower), _constant(self.element, 0.0), value)
+        value = b.select(b.or_(upper, lower), _constant(element, 0.0), value)
         b.store(value, b.gep(dst, [b.add(b.mul(i, dst_row), b.mul(j, dst_col))]))
         j.add_incoming(b.add(j, one), body)
         b.branch(inner)
@@ -316,12 +336,12 @@ def _qr(f: LapackFunction, eqn: Eqn) -> None:
     k = min(m, n)
     rows = m if eqn.params["full_matrices"] else k
     width = max(n, rows)
-    prefix = _PREFIX[x.dtype]
+    geqrf, orgqr = routines(eqn)  # (complex: ungqr, the same arguments)
     # The reflectors in an m x width column-major array, which orgqr then turns into q.
     area, tau = np.empty((width, m), x.dtype), np.empty(max(k, 1), x.dtype)
-    lwork_r = _workspace(prefix + "geqrf", x.dtype, lambda size, query: [
+    lwork_r = _workspace(geqrf, x.dtype, lambda size, query: [
         _ref(m), _ref(n), area.ctypes.data, _ref(m), tau.ctypes.data, size, query, _ref(0)])
-    lwork_q = _workspace(prefix + "orgqr", x.dtype, lambda size, query: [
+    lwork_q = _workspace(orgqr, x.dtype, lambda size, query: [
         _ref(m), _ref(rows), _ref(k), area.ctypes.data, _ref(m), tau.ctypes.data, size, query, _ref(0)])
     reflectors, tau, work_r, work_q = f.space(width * m), f.space(max(k, 1)), f.space(lwork_r), f.space(lwork_q)
     [a], [q, r] = f.ins, f.outs
@@ -335,21 +355,32 @@ def _qr(f: LapackFunction, eqn: Eqn) -> None:
         f.copy(f.matrix(q, index, m * rows), reflectors, m, rows, (rows, 1), (1, m))
 
 
+def _real_dtype(dtype: np.dtype) -> np.dtype:
+    return np.finfo(dtype).dtype  # (float32 for complex64, float64 for complex128; a real dtype itself)
+
+
 def _eigh(f: LapackFunction, eqn: Eqn) -> None:
     x = eqn.invars[0].aval
     n = x.shape[-1]
     uplo = b"L" if eqn.params["lower"] else b"U"
-    size, isize = np.zeros(1, x.dtype), np.zeros(1, np.int32)
-    dummy = np.empty((n, n + 1), x.dtype)
-    _query(_PREFIX[x.dtype] + "syevd", _ref(b"V"), _ref(uplo), _ref(n), dummy.ctypes.data, _ref(n),
-           dummy.ctypes.data, size.ctypes.data, _ref(-1), isize.ctypes.data, _ref(-1), _ref(0))
-    lwork, liwork = max(1, int(size[0])), max(1, int(isize[0]))
+    complex_ = dtypes.is_complex(x.dtype)
+    # syevd (jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info); heevd has a real
+    # workspace (rwork, lrwork) before iwork. The documented minimums (jobz "V", n > 1) bound the
+    # queried sizes from below.
+    size, rsize, isize = np.zeros(1, x.dtype), np.zeros(1, _real_dtype(x.dtype)), np.zeros(1, np.int32)
+    dummy, w_dummy = np.empty((n, n + 1), x.dtype), np.empty(n, _real_dtype(x.dtype))
+    real_query = [rsize.ctypes.data, _ref(-1)] if complex_ else []
+    _query(routines(eqn)[0], _ref(b"V"), _ref(uplo), _ref(n), dummy.ctypes.data, _ref(n), w_dummy.ctypes.data,
+           size.ctypes.data, _ref(-1), *real_query, isize.ctypes.data, _ref(-1), _ref(0))
+    lwork = max(_size(size), 2 * n + n * n if complex_ else 1 + 6 * n + 2 * n * n)
+    lrwork, liwork = max(_size(rsize), 1 + 5 * n + 2 * n * n), max(_size(isize), 3 + 5 * n)
     matrix, work, iwork = f.space(n * n), f.space(lwork), f.space(liwork, I32)
+    real_work = [f.space(lrwork, f.real), f.ref(lrwork)] if complex_ else []
     [a], [vectors, values] = f.ins, f.outs
     with f.loop(_batch(x.shape)) as index:
         w = f.matrix(values, index, n)
         f.copy(matrix, f.matrix(a, index, n * n), n, n, (1, n), (n, 1))
-        f.call(0, [f.ref(b"V"), f.ref(uplo), f.ref(n), matrix, f.ref(n), w, work, f.ref(lwork), iwork,
+        f.call(0, [f.ref(b"V"), f.ref(uplo), f.ref(n), matrix, f.ref(n), w, work, f.ref(lwork), *real_work, iwork,
                    f.ref(liwork), f.info])
         failed = f.failed()
         # column-major eigenvectors: the columns of the result
@@ -360,25 +391,35 @@ def _eigh(f: LapackFunction, eqn: Eqn) -> None:
 def _svd(f: LapackFunction, eqn: Eqn) -> None:
     x = eqn.invars[0].aval
     m, n = x.shape[-2:]
-    k = min(m, n)
+    k, most = min(m, n), max(m, n)
     full, compute_uv = eqn.params["full_matrices"], eqn.params["compute_uv"]
+    complex_ = dtypes.is_complex(x.dtype)
     jobz = (b"A" if full else b"S") if compute_uv else b"N"
     u_cols, vh_rows = (m, n) if full else (k, k)
-    dummy, size, iwork = np.empty(max(m, n) ** 2 + 1, x.dtype), np.zeros(1, x.dtype), np.empty(8 * k, np.int32)
-    _query(_PREFIX[x.dtype] + "gesdd", _ref(jobz), _ref(m), _ref(n), dummy.ctypes.data, _ref(m), dummy.ctypes.data,
+    # gesdd (jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info); the complex one has
+    # a real workspace (rwork) before iwork, of the length its documentation gives (no query):
+    # 7 min(m, n) for jobz "N" (LAPACK before 3.7 reads that many; 5 since), else
+    # max(5 mn^2 + 5 mn, 2 mx mn + 2 mn^2 + mn).
+    lrwork = 7 * k if not compute_uv else max(5 * k * k + 5 * k, 2 * most * k + 2 * k * k + k)
+    dummy, size, iwork = np.empty(most ** 2 + 1, x.dtype), np.zeros(1, x.dtype), np.empty(8 * k, np.int32)
+    s_dummy, rwork = np.empty(k, _real_dtype(x.dtype)), np.empty(lrwork if complex_ else 0, _real_dtype(x.dtype))
+    _query(routines(eqn)[0], _ref(jobz), _ref(m), _ref(n), dummy.ctypes.data, _ref(m), s_dummy.ctypes.data,
            dummy.ctypes.data, _ref(m), dummy.ctypes.data, _ref(vh_rows), size.ctypes.data, _ref(-1),
-           iwork.ctypes.data, _ref(0))
-    lwork = max(1, int(size[0]))
+           *([rwork.ctypes.data] if complex_ else []), iwork.ctypes.data, _ref(0))
+    lwork = _size(size)
+    if complex_:  # (at least the documented minimums, for jobz "N", "S" and "A")
+        lwork = max(lwork, {b"N": 2 * k + most, b"S": k * k + 3 * k, b"A": k * k + 2 * k + most}[jobz])
     a, work, iwork = f.space(m * n), f.space(lwork), f.space(8 * k, I32)
+    real_work = [f.space(lrwork, f.real)] if complex_ else []
     u, vt = (f.space(m * u_cols), f.space(vh_rows * n)) if compute_uv else (a, a)  # (else not referenced)
     with f.loop(_batch(x.shape)) as index:
         s = f.matrix(f.outs[1] if compute_uv else f.outs[0], index, k)
         f.copy(a, f.matrix(f.ins[0], index, m * n), m, n, (1, m), (n, 1))
         f.call(0, [f.ref(jobz), f.ref(m), f.ref(n), a, f.ref(m), s, u, f.ref(m), vt, f.ref(vh_rows), work,
-                   f.ref(lwork), iwork, f.info])
+                   f.ref(lwork), *real_work, iwork, f.info])
         failed = f.failed()
         f.copy(s, s, 1, k, (0, 1), (0, 1), nan_if=failed)
-        if compute_uv:
+        if compute_uv:  # (vt holds v^H, for complex matrices too)
             f.copy(f.matrix(f.outs[0], index, m * u_cols), u, m, u_cols, (u_cols, 1), (1, m), nan_if=failed)
             f.copy(f.matrix(f.outs[2], index, vh_rows * n), vt, vh_rows, n, (n, 1), (1, vh_rows), nan_if=failed)
 
@@ -402,13 +443,17 @@ _ROUTINES = {
 }
 
 
-_COMPLEX = (linalg.lu_p, linalg.cholesky_p, linalg.triangular_solve_p)
+# the complex routines whose names are not the real ones' with another prefix
+_COMPLEX_NAMES = {"{}orgqr": "{}ungqr", "{}syevd": "{}heevd"}
 
 
 def routines(eqn: Eqn) -> tuple[str, ...]:
     """The names of the routines that ``eqn``'s function calls, in its table's order."""
-    prefix = _PREFIX[eqn.invars[0].aval.dtype]
-    return tuple(name.format(prefix) for name in _ROUTINES[eqn.primitive])
+    dtype = eqn.invars[0].aval.dtype
+    names = _ROUTINES[eqn.primitive]
+    if dtypes.is_complex(dtype):
+        names = tuple(_COMPLEX_NAMES.get(name, name) for name in names)
+    return tuple(name.format(_PREFIX[dtype]) for name in names)
 
 
 _tables: dict[tuple[str, ...], ctypes.Array] = {}
@@ -423,16 +468,15 @@ def routine_table(eqn: Eqn) -> int:
 
 
 def lowers(eqn: Eqn) -> bool:
-    """Whether ``eqn`` runs on LAPACK here: a rule, float32 / float64 (complex64 / complex128 for LU,
-    Cholesky and triangular solves), matrices that are not empty."""
+    """Whether ``eqn`` runs on LAPACK here: a rule, float32 / float64 / complex64 / complex128,
+    matrices that are not empty (and no triangular solve with a conjugate that is not transposed)."""
     if eqn.primitive not in _EMITTERS:
         return False
     x = eqn.invars[0].aval
-    if dtypes.is_complex(x.dtype):
-        # trsm has no conjugate-without-transpose (the transposed view would need it)
-        if eqn.primitive not in _COMPLEX or (eqn.params.get("conjugate_a") and not eqn.params["transpose_a"]):
-            return False
-    elif x.dtype not in (dtypes.float32, dtypes.float64):
+    if x.dtype not in _PREFIX:
+        return False
+    # trsm has no conjugate-without-transpose (the transposed view would need it)
+    if eqn.params.get("conjugate_a") and not eqn.params["transpose_a"]:
         return False
     return min(x.shape[-2:]) > 0 and _scipy_available()
 
