@@ -307,3 +307,191 @@ def test_native_dispatch_of_complex_arrays():
     first, second = np.asarray(f(z)), np.asarray(f(z))
     same(first, second)
     same(first, np.asarray(z) * np.asarray(z) + np.complex64(1j))
+
+
+# --- inverse functions, pow, max and min ---------------------------------------------------------
+INVERSE = ["arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"]
+MPMATH_INVERSE = {"arcsin": mpmath.asin, "arccos": mpmath.acos, "arctan": mpmath.atan, "arcsinh": mpmath.asinh,
+                  "arccosh": mpmath.acosh, "arctanh": mpmath.atanh}
+# c ** c, and real exponents (complex ** real promotes the exponent), in one kernel each
+NEW_OPERATIONS = {**{name: getattr(jnp, name) for name in INVERSE},
+                  "pow": lambda v: v ** (v * 0.5 + 1j), "pow_real": lambda v: v ** 2.5,
+                  "max": lambda v: lax.max(v, v * 1j), "min": lambda v: lax.min(v, jnp.conj(v))}
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+@pytest.mark.parametrize("name", sorted(NEW_OPERATIONS))
+def test_inverse_functions_pow_and_ordering_are_native_and_vectorized(name, dtype, x64):
+    z = (np.arange(257) * (0.01 + 0.02j) - 1.5).astype(dtype)
+    exe = compile_cpu(NEW_OPERATIONS[name], z)
+    assert not exe.report.fallbacks and len(exe.report.kernels) == 1, (exe.report.fallbacks, exe.report.kernels)
+    vector = " x float>" if dtype == C64 and name in ("max", "min") else " x double>"
+    assert vector in str(exe.program.compiled.optimized_ir), "the loop was not vectorized"
+
+
+def _mpc(v: complex):
+    """``v`` for mpmath, at enough digits for its smaller part (mpmath's formulas cancel as much as the
+    ratio of the parts); a zero part as +-1e-2000, which picks its side of a branch cut."""
+    parts = [abs(p) for p in (v.real, v.imag) if p != 0]
+    mpmath.mp.dps = 40 + int(2 * max((abs(np.log10(p)) for p in parts), default=0))
+    tiny = mpmath.mpf(10) ** -2000
+    return mpmath.mpc(*((-tiny if np.signbit(p) else tiny) if p == 0 else mpmath.mpf(p) for p in (v.real, v.imag)))
+
+
+def _exact_inverse(name: str, z: np.ndarray) -> np.ndarray:
+    try:
+        return np.array([complex(MPMATH_INVERSE[name](_mpc(complex(v)))) for v in z])
+    finally:
+        mpmath.mp.dps = 15
+
+
+def _inverse_samples(dtype: np.dtype, n: int = 600) -> np.ndarray:
+    """Magnitudes log-uniform over the dtype's range, a fifth near the branch cuts (either axis beyond
+    +-1, the other part tiny), a fifth near the branch points +-1, +-i, a tenth near the axes."""
+    rng = np.random.default_rng(4)
+    big = 30 if dtype == C64 else 300
+    z = 10.0 ** rng.uniform(-big, big, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))
+    k = n // 5
+    along = 10.0 ** rng.uniform(0, big, k) * rng.choice([-1, 1], k)
+    off = 10.0 ** rng.uniform(-big, -1, k) * rng.choice([-1, 1], k)
+    z[:k] = np.where(rng.uniform(size=k) < 0.5, along + 1j * off, off + 1j * along)
+    z[k:2 * k] = rng.choice([1, -1, 1j, -1j], k) + 10.0 ** rng.uniform(-big / 2, 0, k) * \
+        np.exp(1j * rng.uniform(-np.pi, np.pi, k))
+    z[2 * k:2 * k + n // 10] = rng.uniform(-3, 3, n // 10) + 1j * rng.uniform(-1, 1, n // 10) * 1e-3
+    return z.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+@pytest.mark.parametrize("name", INVERSE)
+def test_inverse_functions_are_within_their_ulp_bound_of_mpmath(name, dtype, x64):
+    z = _inverse_samples(dtype)
+    got = native(getattr(jnp, name), z)
+    exact = _exact_inverse(name, z)
+    part = np.float32 if dtype == C64 else np.float64
+    keep = np.isfinite(exact) & (np.abs(exact) > np.finfo(part).tiny)
+    assert keep.sum() > 0.9 * len(z)
+    assert _ulp_error(got[keep], exact[keep], dtype) <= ULPS[dtype] / 2  # docs/vecmath.md: 0.5 and 2 measured
+
+
+def _special_grid(dtype: np.dtype) -> np.ndarray:
+    """Signed zeros, the branch points, points on and beside the cuts, huge and tiny, infinities, NaN."""
+    huge = 1e30 if dtype == C64 else 1e300
+    values = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.5, 1e-30, -1e-7, huge, -huge, np.inf, -np.inf, np.nan]
+    return np.array([complex(a, b) for a in values for b in values], dtype)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+@pytest.mark.parametrize("name", INVERSE)
+def test_inverse_functions_special_values_and_branch_cuts_are_numpys(name, dtype, x64):
+    """C99 Annex G's values (NumPy's npymath) at infinities, NaN and signed zeros, the sign of a zero part
+    choosing the side of a cut, finite results within a few ulps of NumPy's complex128 ones."""
+    z = _special_grid(dtype)
+    with np.errstate(all="ignore"):
+        got = native(getattr(jnp, name), z)
+        want = getattr(np, name)(z.astype(C128)).astype(dtype)
+    unspecified = np.isnan(z.real) | np.isnan(z.imag)  # C99 leaves some signs unspecified there
+    got, want = (np.stack([v.real, v.imag]) for v in (got, want))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    exact = np.isinf(want) | (want == 0)
+    np.testing.assert_array_equal(np.where(exact, got, 0), np.where(exact, want, 0))
+    signed = (want == 0) & ~unspecified
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+    finite = np.isfinite(want) & ~exact
+    np.testing.assert_allclose(got[finite], want[finite], rtol=4 * np.finfo(got.dtype).eps, atol=0)
+
+
+def test_inverse_functions_agree_with_the_reference_on_the_cuts():
+    z = np.array([2 + 0j, complex(2, -0.0), -2 + 0j, complex(-2, -0.0), 2j, complex(-0.0, 2), -2j,
+                  complex(-0.0, -2), 0.5 + 0j, complex(-0.5, -0.0)], C64)
+    for name in INVERSE:
+        got, want = both(getattr(jnp, name), z)
+        np.testing.assert_allclose(got, want, rtol=3e-7)
+        np.testing.assert_array_equal(np.signbit(got.imag), np.signbit(want.imag))
+        np.testing.assert_array_equal(np.signbit(got.real), np.signbit(want.real))
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_pow_is_within_its_ulp_bound_of_mpmath(dtype, x64):
+    """exp(y log x) in double-double for complex128: the error grows only with |y| (atan2's angle is
+    within an ulp), ULPS (1 + |y|); complex64's is computed on doubles."""
+    rng = np.random.default_rng(6)
+    n = 400
+    big = 30 if dtype == C64 else 300
+    x = 10.0 ** rng.uniform(-big, big, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))
+    x[: n // 4] = (1 + 10.0 ** rng.uniform(-12, -1, n // 4)) * np.exp(1j * rng.uniform(-np.pi, np.pi, n // 4))
+    y = 10.0 ** rng.uniform(-3, 1.5, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))
+    y[n // 2:] = y[n // 2:].real
+    x, y = x.astype(dtype), y.astype(dtype)
+    got = native(lax.pow, x, y)
+    try:
+        exact = np.array([complex(mpmath.power(_mpc(complex(a)), mpmath.mpc(complex(b)))) for a, b in zip(x, y)])
+    finally:
+        mpmath.mp.dps = 15
+    part = np.float32 if dtype == C64 else np.float64
+    keep = np.isfinite(exact) & (np.abs(exact) < np.finfo(part).max) & (np.abs(exact) > np.finfo(part).tiny)
+    assert keep.sum() > n // 2
+    for g, e, b in zip(got[keep], exact[keep], y[keep]):
+        bound = ULPS[dtype] / 2 if dtype == C64 else ULPS[dtype] / 2 * (1 + abs(b))  # docs: 0.5 and 3.2 (1 + |y|)
+        assert _ulp_error(np.array([g]), np.array([e]), dtype) <= bound, (g, e, b)
+
+
+def test_pow_matches_numpy_on_finite_values(x64):
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(64) + 1j * rng.standard_normal(64)) * 3
+    y = rng.standard_normal(64) + 1j * rng.standard_normal(64)
+    y[:16] = y[:16].real
+    for dtype in (C64, C128):
+        got = native(lax.pow, x.astype(dtype), y.astype(dtype))
+        want = np.power(x.astype(dtype).astype(C128), y.astype(dtype).astype(C128))
+        tol = 1e-6 if dtype == C64 else 1e-13
+        np.testing.assert_allclose(got, want, rtol=tol, atol=0)
+    got = native(lambda v: v ** 2.5, x.astype(C64))  # a real exponent, promoted
+    np.testing.assert_allclose(got, x.astype(C64).astype(C128) ** 2.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_pow_special_cases_are_jaxs(dtype, x64):
+    """As jax.lax.pow (XLA) gives them: 1 at y = 0 (even for a NaN x) and at x = 1 (even for an infinite or
+    NaN y); at x = +-0, 0 for a real y > 0, else NaN (NumPy: 0 for any y with a positive real part);
+    infinite operands as exp(y log x) (NumPy's values; a real y keeps (inf + 0j)^2 = inf + 0j)."""
+    nan, inf = np.nan, np.inf
+    cases = [  # x, y, JAX's x ** y (checked against jax 0.10)
+        (0j, 0j, 1 + 0j), (complex(nan, 1), complex(0, -0.0), 1 + 0j), (complex(-0.0, 0), 2 + 0j, 0j),
+        (0j, 0.5 + 0j, 0j), (complex(0, -0.0), complex(inf, 0), 0j), (0j, -1 + 0j, complex(nan, nan)),
+        (0j, 2 + 1j, complex(nan, nan)), (0j, 1j, complex(nan, nan)), (0j, complex(nan, 0), complex(nan, nan)),
+        (1 + 0j, complex(inf, 0), 1 + 0j), (1 + 0j, complex(nan, 0), 1 + 0j), (1 + 0j, -2 + 1j, 1 + 0j),
+        (complex(inf, 0), 2 + 0j, complex(inf, 0)), (complex(inf, 0), 0.5 + 0j, complex(inf, 0)),
+        (complex(nan, 0), 2 + 0j, complex(nan, nan)), (2 + 3j, complex(nan, 0), complex(nan, nan)),
+    ]
+    x, y, want = (np.array(c, dtype) for c in zip(*cases))
+    got = native(lax.pow, x, y)
+    same(got, want)
+
+
+def _jax_max_min(x: np.ndarray, y: np.ndarray, larger: bool) -> np.ndarray:
+    """jax.lax.max / min of complex values: x where its real part is larger (smaller), or where the real
+    parts are equal and its imaginary part is; else y (so NaN parts lose every comparison)."""
+    cmp = np.greater if larger else np.less
+    with np.errstate(invalid="ignore"):
+        pick = np.where(x.real == y.real, cmp(x.imag, y.imag), cmp(x.real, y.real))
+    return np.where(pick, x, y)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_max_and_min_order_lexicographically_as_jax(dtype, x64):
+    values = [0.0, -0.0, 1.0, -2.5, 3.0, np.inf, -np.inf, np.nan]
+    v = np.array([complex(a, b) for a in values for b in values], dtype)
+    x, y = np.repeat(v, len(v)), np.tile(v, len(v))
+    same(native(lax.max, x, y), _jax_max_min(x, y, True))
+    same(native(lax.min, x, y), _jax_max_min(x, y, False))
+    nan = np.nan
+    checked = [  # x, y, jax's max, jax's min (jax 0.10)
+        (complex(nan, 0), 1 + 2j, 1 + 2j, 1 + 2j), (1 + 2j, complex(0, nan), 1 + 2j, complex(0, nan)),
+        (0j, complex(-0.0, 0), complex(-0.0, 0), complex(-0.0, 0)), (1 + 3j, 1 + 2j, 1 + 3j, 1 + 2j),
+        (complex(1, nan), 0j, complex(1, nan), 0j), (complex(np.inf, 0), complex(1, nan), complex(np.inf, 0),
+                                                     complex(1, nan)),
+    ]
+    x, y, want_max, want_min = (np.array(c, dtype) for c in zip(*checked))
+    same(native(lax.max, x, y), want_max)
+    same(native(lax.min, x, y), want_min)
+    same(native(jnp.maximum, x, y), want_max)

@@ -16,7 +16,11 @@ are scaled where an intermediate could overflow (``abs``, ``log``, ``sqrt``,
 result cancels (``log`` near the unit circle). Special values (signed zeros,
 infinities, NaN in either part) follow C99 Annex G as NumPy computes them.
 Branch cuts are C99's: ``log`` and ``sqrt`` along the negative real axis, the
-sign of a zero imaginary part choosing the side.
+sign of a zero imaginary part choosing the side; ``asin``, ``acos``, ``atanh``
+beyond +-1 on the real axis, ``asinh``, ``atan`` beyond +-i on the imaginary one,
+``acosh`` below 1 (Hull, Fairgrieve and Tang's casin/cacos, atanh through log1p).
+``pow`` is exp(y log x) with JAX's special cases; ``max``/``min`` are JAX's
+lexicographic order (real parts first, then imaginary ones).
 
 Measured accuracy: ``docs/vecmath.md``.
 """
@@ -31,6 +35,8 @@ from ember.backends.cpu import vecmath
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
 Pair = tuple[ir.Value, ir.Value]
+LN2_HI = 0.6931471805599453
+PI_HI_LO = (3.141592653589793, 1.2246467991473532e-16)  # pi = hi + lo, as doubles
 
 
 def _log1p(m: vecmath.Math, v):
@@ -297,7 +303,201 @@ class Cx:
         u, v = self.tanh((self.m.neg(x[1]), x[0]))
         return v, self.m.neg(u)
 
+    # --- inverse trigonometric and hyperbolic functions ---
+    def _hypot_log(self, x, y):
+        """log(hypot(x, y)) for x, y >= 0 that may be huge (no overflow): log(hi) + log1p((lo/hi)^2) / 2."""
+        m = self.m
+        bigger = m.gt(x, y)
+        hi, lo = m.select(bigger, x, y), m.select(bigger, y, x)
+        r = m.div(lo, hi)
+        out = m.fma(m.c(0.5), _log1p(m, m.mul(r, r)), vecmath.emit_unary(self.b, "log", hi))
+        out = m.select(m.eq(hi, m.c(0.0)), m.c(-np.inf), out)
+        return m.select(self.either_inf((x, y)), m.c(np.inf), out)
+
+    def _asin_acos_parts(self, x, y):
+        """Hull, Fairgrieve and Tang's casin/cacos for x = |re|, y = |im|: (re asin, re acos, |im asin|).
+        With r = |z + 1|, s = |z - 1|, A = (r + s)/2 and B = x/A: re asin = asin B, re acos = acos B for
+        B <= 0.6417, else atan2 of x and D = sqrt(1 - B^2) A, with D and A - 1 computed free of cancellation;
+        |im| = log1p(A - 1 + sqrt((A - 1)(A + 1))) for A <= 1.5, else log(A + sqrt(A^2 - 1)). Past 1e150
+        (where A^2 could overflow), the asymptotes atan2(x, y), atan2(y, x) and log|z| + ln 2."""
+        m = self.m
+        one, half = m.c(1.0), m.c(0.5)
+        xp1, xm1, omx = m.add(x, one), m.sub(x, one), m.sub(one, x)
+        r, s = self.hypot(xp1, y), self.hypot(xm1, y)
+        a = m.mul(half, m.add(r, s))
+        ratio = m.div(x, a)
+        y2 = m.mul(y, y)
+        below_one = m.lt(x, one)
+        y2_r = m.div(y2, m.add(r, xp1))
+        twice_am1 = m.add(y2_r, m.select(below_one, m.div(y2, m.add(s, omx)), m.add(s, xm1)))  # 2 (A - 1)
+        # (A - 1)(A + 1) as 2 (A - 1) (A + 1)/2: no halving of a subnormal y (at x = 1, A - 1 ~ y/2)
+        near = _log1p(m, m.fma(half, twice_am1, m.sqrt(m.mul(twice_am1, m.mul(half, m.add(a, one))))))
+        far = vecmath.emit_unary(self.b, "log", m.add(a, m.sqrt(m.fma(a, a, m.c(-1.0)))))
+        imag = m.select(m.le(a, m.c(1.5)), near, far)
+        # y^2 underflows: to first order in y, y / sqrt(1 - x^2) (x < 1; x >= 1 needs no y^2)
+        tiny = m.b.and_(below_one, m.lt(y, m.c(1e-150)))
+        imag = m.select(tiny, m.div(y, m.sqrt(m.mul(omx, xp1))), imag)
+        apx = m.add(a, x)
+        d_in = m.sqrt(m.mul(m.mul(half, apx), m.add(y2_r, m.add(s, omx))))
+        d_out = m.mul(y, m.sqrt(m.mul(half, m.add(m.div(apx, m.add(r, xp1)), m.div(apx, m.add(s, xm1))))))
+        d = m.select(m.le(x, one), d_in, d_out)
+        small_ratio = m.le(ratio, m.c(0.6417))
+        asin_re = m.select(small_ratio, vecmath.emit_unary(self.b, "asin", ratio),
+                           vecmath.emit_binary(self.b, "atan2", x, d))
+        acos_re = m.select(small_ratio, vecmath.emit_unary(self.b, "acos", ratio),
+                           vecmath.emit_binary(self.b, "atan2", d, x))
+        big = m.b.or_(m.gt(x, m.c(1e150)), m.gt(y, m.c(1e150)))
+        asin_re = m.select(big, vecmath.emit_binary(self.b, "atan2", x, y), asin_re)
+        acos_re = m.select(big, vecmath.emit_binary(self.b, "atan2", y, x), acos_re)
+        imag = m.select(big, m.add(self._hypot_log(x, y), m.c(LN2_HI)), imag)
+        # on the imaginary axis (also with a NaN or infinite y): 0 and pi/2
+        zero_x = m.eq(x, m.c(0.0))
+        asin_re = m.select(zero_x, m.c(0.0), asin_re)
+        acos_re = m.select(zero_x, m.c(np.pi / 2), acos_re)
+        return asin_re, acos_re, imag
+
+    def asin(self, z: Pair) -> Pair:
+        """Hull, Fairgrieve and Tang's casin (odd in each part)."""
+        m = self.m
+        re, im = z
+        asin_re, _, imag = self._asin_acos_parts(m.abs(re), m.abs(im))
+        return m.copysign(asin_re, re), m.copysign(imag, im)
+
+    def acos(self, z: Pair) -> Pair:
+        """Hull, Fairgrieve and Tang's cacos: pi - acos(-z) for a negative real part."""
+        m = self.m
+        re, im = z
+        _, acos_re, imag = self._asin_acos_parts(m.abs(re), m.abs(im))
+        pi_hi, pi_lo = PI_HI_LO
+        flipped = m.add(m.sub(m.c(pi_hi), acos_re), m.c(pi_lo))
+        return m.select(m.lt(re, m.c(0.0)), flipped, acos_re), m.neg(m.copysign(imag, im))
+
+    def asinh(self, z: Pair) -> Pair:
+        """-i asin(i z)."""
+        u, v = self.asin((self.m.neg(z[1]), z[0]))
+        return v, self.m.neg(u)
+
+    def acosh(self, z: Pair) -> Pair:
+        """(|im acos z|, +-re acos z) with the sign of z's imaginary part; at a NaN imaginary part,
+        NaN + NaN i for a finite nonzero real part, NaN + pi/2 i for a zero one (C99, NumPy)."""
+        m = self.m
+        u, v = self.acos(z)
+        out_im = m.copysign(u, z[1])
+        nan_im = m.isnan(z[1])
+        finite_nonzero = m.b.and_(self._finite(z[0]), m.b.not_(m.eq(z[0], m.c(0.0))))
+        out_im = m.select(nan_im, m.select(finite_nonzero, m.c(np.nan), u), out_im)
+        return m.abs(v), out_im
+
+    def atanh(self, z: Pair) -> Pair:
+        """(log1p(4x / ((1 - x)^2 + y^2)) / 4, atan2(2y, 1 - x^2 - y^2) / 2) for x = |re|, y = |im|, the
+        denominator as a double-double; where (1 - x)^2 + y^2 underflows, the real part as
+        log|z + 1| - log|z - 1| halved; past 1e150, (x / |z|^2, pi/2)."""
+        m = self.m
+        re, im = z
+        x, y = m.abs(re), m.abs(im)
+        one = m.c(1.0)
+        omx = m.sub(one, x)
+        d = m.fma(omx, omx, m.mul(y, y))
+        real = m.mul(m.c(0.25), _log1p(m, m.div(m.mul(m.c(4.0), x), d)))
+        diff = m.sub(self._hypot_log(m.add(x, one), y), self._hypot_log(m.abs(omx), y))
+        real = m.select(m.lt(d, m.c(1e-200)), m.mul(m.c(0.5), diff), real)
+        bigger = m.gt(x, y)
+        hi, lo = m.select(bigger, x, y), m.select(bigger, y, x)
+        h2, h2_lo = m.two_prod(hi, hi)
+        l2, l2_lo = m.two_prod(lo, lo)
+        t, t_lo = m.two_sum(m.sub(one, h2), m.neg(l2))
+        den = m.add(t, m.sub(t_lo, m.add(h2_lo, l2_lo)))
+        imag = m.mul(m.c(0.5), vecmath.emit_binary(self.b, "atan2", m.add(y, y), den))
+        big = m.b.or_(m.gt(x, m.c(1e150)), m.gt(y, m.c(1e150)))
+        h = self.hypot(x, y)
+        far_re = m.select(self.either_inf((x, y)), m.c(0.0), m.div(m.div(x, h), h))
+        real = m.select(big, far_re, real)
+        no_angle = m.b.or_(m.isnan(y), m.b.and_(m.isnan(x), self._finite(y)))  # NaN and a finite part
+        imag = m.select(big, m.select(no_angle, m.c(np.nan), m.c(np.pi / 2)), imag)
+        real = m.select(m.eq(x, m.c(0.0)), m.c(0.0), real)
+        return m.copysign(real, re), m.copysign(imag, im)
+
+    def atan(self, z: Pair) -> Pair:
+        """-i atanh(i z)."""
+        u, v = self.atanh((self.m.neg(z[1]), z[0]))
+        return v, self.m.neg(u)
+
+    # --- ordering (JAX's lax.max / lax.min: by the real parts, ties by the imaginary parts) ---
+    def max(self, x: Pair, y: Pair) -> Pair:
+        return self._pick(x, y, self.m.gt)
+
+    def min(self, x: Pair, y: Pair) -> Pair:
+        return self._pick(x, y, self.m.lt)
+
+    def _pick(self, x: Pair, y: Pair, cmp) -> Pair:
+        """x where cmp(re x, re y), or where the real parts are equal and cmp(im x, im y); else y.
+        Ordered compares: an operand with a NaN part is picked only as the other is not chosen."""
+        m = self.m
+        pick_x = m.select(m.eq(x[0], y[0]), cmp(x[1], y[1]), cmp(x[0], y[0]))
+        return m.select(pick_x, x[0], y[0]), m.select(pick_x, x[1], y[1])
+
     # --- powers ---
+    def pow(self, x: Pair, y: Pair) -> Pair:
+        """exp(y log x), with JAX's (XLA's) special cases: 1 for y = 0 or x = 1; at x = 0, 0 for a real
+        y > 0, else NaN. A real y multiplies log x part by part (so (inf + 0j)^2 is inf + 0j)."""
+        m = self.m
+        (a, b), (c, d) = x, y
+        lr, li = self.log(x)
+        w_re, w_im = self.mul((c, d), (lr, li))
+        real_y = m.eq(d, m.c(0.0))
+        w_re = m.select(real_y, m.mul(c, lr), w_re)
+        w_im = m.select(real_y, m.mul(c, li), w_im)
+        if self.wide:
+            out_re, out_im = self.exp((w_re, w_im))
+        else:
+            out_re, out_im = self._exp_of_product(x, y, lr, li, w_re, w_im)
+        zero = m.c(0.0)
+        zero_x = m.b.and_(m.eq(a, zero), m.eq(b, zero))
+        zero_to = m.select(m.b.and_(real_y, m.gt(c, zero)), zero, m.c(np.nan))
+        out_re, out_im = m.select(zero_x, zero_to, out_re), m.select(zero_x, zero_to, out_im)
+        unit = m.b.or_(m.b.and_(m.eq(c, zero), real_y), m.b.and_(m.eq(a, m.c(1.0)), m.eq(b, zero)))
+        return m.select(unit, m.c(1.0), out_re), m.select(unit, zero, out_im)
+
+    def _exp_of_product(self, x: Pair, y: Pair, lr, li, w_re, w_im) -> Pair:
+        """exp(w) for w = y log x in double-double (complex128): log|x| as a double-double away from
+        |x| = 1 (where it is large), the products exact, and the low parts of w applied to first order,
+        exp(w_hi + w_lo) ~ exp(w_hi) (1 + w_lo); otherwise |w| ulps would be lost. (The angle of x is
+        atan2's, within an ulp: its error shows as |y| ulps of pi.) Non-finite operands: w as given."""
+        m = self.m
+        (a, b), (c, d) = x, y
+        ax, ay = m.abs(a), m.abs(b)
+        bigger = m.gt(ax, ay)
+        hi, lo = m.select(bigger, ax, ay), m.select(bigger, ay, ax)
+        regular = m.b.and_(m.gt(hi, m.c(0.0)), m.lt(hi, m.c(np.inf)))
+        l_hi, l_lo = vecmath.log_double_double(m, m.select(regular, hi, m.c(1.0)))
+        r = m.div(lo, hi)
+        l_hi, l_lo2 = m.two_sum(l_hi, m.mul(m.c(0.5), _log1p(m, m.mul(r, r))))
+        around_one = m.b.and_(m.ge(hi, m.c(0.5)), m.le(hi, m.c(2.0)))
+        lr_lo = m.select(around_one, m.c(0.0), m.add(l_lo, l_lo2))
+        lr_hi = m.select(around_one, lr, l_hi)
+        # w = (c lr - d li, c li + d lr), every product exact as a double-double
+        p1, p1_lo = m.two_prod(c, lr_hi)
+        p1_lo = m.fma(c, lr_lo, p1_lo)
+        p2, p2_lo = m.two_prod(d, li)
+        p3, p3_lo = m.two_prod(c, li)
+        p4, p4_lo = m.two_prod(d, lr_hi)
+        p4_lo = m.fma(d, lr_lo, p4_lo)
+        re_hi, re_e = m.two_sum(p1, m.neg(p2))
+        im_hi, im_e = m.two_sum(p3, p4)
+        re_lo = m.add(re_e, m.sub(p1_lo, p2_lo))
+        im_lo = m.add(im_e, m.add(p3_lo, p4_lo))
+        dd = m.b.and_(regular, m.b.and_(self._finite(c), self._finite(d)))  # else w as computed
+        w_re, w_im = m.select(dd, m.add(re_hi, re_lo), w_re), m.select(dd, m.add(im_hi, im_lo), w_im)
+        out_re, out_im = self.exp((w_re, w_im))
+        re_lo = m.sub(re_lo, m.sub(w_re, re_hi))  # what adding the low part left
+        im_lo = m.sub(im_lo, m.sub(w_im, im_hi))
+        finite = m.b.and_(m.b.and_(self._finite(out_re), self._finite(out_im)),
+                          m.b.and_(self._finite(re_lo), self._finite(im_lo)))
+        finite = m.b.and_(finite, dd)
+        fixed_re = m.fma(out_re, re_lo, m.fma(m.neg(out_im), im_lo, out_re))
+        fixed_im = m.fma(out_im, re_lo, m.fma(out_re, im_lo, out_im))
+        return m.select(finite, fixed_re, out_re), m.select(finite, fixed_im, out_im)
+
     def integer_pow(self, x: Pair, n: int, one: Pair) -> Pair:
         """NumPy's: z, z*z, (z*z)*z for 1, 2, 3; else binary powering from 1; 1 / z^-n below 0."""
         k = abs(n)
@@ -321,4 +521,5 @@ class Cx:
 FUNCTIONS: dict[str, Callable[[Cx, Pair], Pair]] = {
     "exp": Cx.exp, "expm1": Cx.expm1, "log": Cx.log, "log1p": Cx.log1p, "sqrt": Cx.sqrt,
     "sin": Cx.sin, "cos": Cx.cos, "tan": Cx.tan, "sinh": Cx.sinh, "cosh": Cx.cosh, "tanh": Cx.tanh,
+    "asin": Cx.asin, "acos": Cx.acos, "atan": Cx.atan, "asinh": Cx.asinh, "acosh": Cx.acosh, "atanh": Cx.atanh,
 }

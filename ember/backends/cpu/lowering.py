@@ -661,6 +661,8 @@ complex_rules: dict[Primitive, Callable[..., ir.Value]] = {
     stop_gradient_p: lambda e, in_dts, out_dt, x: x,
     ew.exp2_p: _complex_composite(_exp2), ew.logistic_p: _complex_composite(_logistic),
     ew.rsqrt_p: _complex_composite(_rsqrt_complex),
+    ew.pow_p: lambda e, in_dts, out_dt, x, y: pack(e.b, *_wide(e, out_dt, complex_math.Cx.pow, x, y)),
+    ew.max_p: _complex_arith("max"), ew.min_p: _complex_arith("min"),
     **{getattr(ew, f"{n}_p"): _complex_function(n) for n in complex_math.FUNCTIONS},
 }
 

@@ -861,6 +861,11 @@ def _log_double_double(m: _Math, a):
     return m.fast_two_sum(l_hi, l_lo)
 
 
+def log_double_double(m: _Math, a):
+    """``log(a)`` as a double-double ``(hi, lo)`` for positive finite double ``a`` (for complex pow)."""
+    return _log_double_double(m, a)
+
+
 def _is_integer(m: _Math, v):
     return m.eq(m.floor(v), v)
 
