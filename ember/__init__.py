@@ -7,6 +7,7 @@ NumPy API and ``ember.lax`` the primitive operations and control flow.
 from ember import (  # noqa: F401
     compiler,  # noqa: F401  (ember.compiler.optimize: the IR pass pipeline)
     debug,  # noqa: F401  (ember.debug.print / callback: run-time printing in jitted code)
+    distributed,  # noqa: F401  (ember.distributed.initialize: several processes over MPI)
     dtypes,  # noqa: F401
     errors,  # noqa: F401
     lax,  # noqa: F401

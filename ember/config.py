@@ -45,6 +45,9 @@ _DEFAULTS: dict[str, Any] = {
     # How many CPU devices the process has (as JAX's --xla_force_host_platform_device_count): pmap and
     # shard_map run one program per device, each on its own thread.
     "num_cpu_devices": int(os.environ.get("EMBER_NUM_CPU_DEVICES", "1") or 1),
+    # Seconds a collective across processes (ember.distributed) waits for the other processes before
+    # it raises a clear error instead of hanging (a process died, or one skipped the collective).
+    "collective_timeout": float(os.environ.get("EMBER_COLLECTIVE_TIMEOUT", "60") or 60),
 }
 
 # Flags whose value changes the compiled result, hence part of the cache key.

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import lax, tree_util
+from ember import distributed, lax, tree_util
 from ember.api import jit
 from ember.core import sharding as shd
 from ember.core.array import Array, ShapeDtypeStruct
@@ -56,14 +56,24 @@ def _executor(count: int) -> concurrent.futures.ThreadPoolExecutor:
         return _pool[0]
 
 
-def run_per_device(program: Callable, names: tuple, sizes: tuple, per_device_args: Sequence[Sequence[Any]]) -> list:
-    """``program(*per_device_args[k])`` on device ``k`` of a mesh (``names``, ``sizes``), all at once."""
+def run_per_device(program: Callable, names: tuple, sizes: tuple, per_device_args: Sequence[Sequence[Any]],
+                   processes: Sequence[int] | None = None) -> list:
+    """``program(*per_device_args[k])`` on device ``k`` of a mesh (``names``, ``sizes``), all at once.
+
+    When the mesh spans processes, ``processes`` says which process holds each position of the
+    mesh; ``per_device_args`` are then this process's devices' (in the mesh's order)."""
     count = len(per_device_args)
-    rendezvous = par.Rendezvous(count)
+    if processes is None:
+        positions = list(range(count))
+        rendezvous = par.Rendezvous(count)
+    else:
+        link = distributed.transport()
+        positions = [i for i, p in enumerate(processes) if p == link.rank]
+        rendezvous = par.Rendezvous(count, positions, processes, link)
 
     def one(k: int) -> Any:
         try:
-            with par.running_on(par.SpmdContext(names, sizes, k, rendezvous)):
+            with par.running_on(par.SpmdContext(names, sizes, positions[k], rendezvous)):
                 return program(*per_device_args[k])
         except BaseException:
             rendezvous.barrier.abort()  # the other devices stop waiting for this one
@@ -142,7 +152,17 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
         in_dims = batching._canonical_in_dims(leaves, batching._flatten_axes("in_axes", in_tree, (dyn_in_axes, 0)))
         size = batching._axis_size(fun, dyn_args, kwargs, leaves, in_dims, axis_size)
         devs = list(devices) if devices is not None else shd.devices()
-        if size > len(devs):
+        processes, global_size = None, size
+        if len({d.process_index for d in devs}) > 1:  # (ember.distributed: each process maps its own devices)
+            by_process = [[d for d in devs if d.process_index == p] for p in range(shd.process_count())]
+            if size > min(len(g) for g in by_process):
+                raise ValueError(f"pmap over the devices of {len(by_process)} processes: each process maps its own "
+                                 f"devices, so the mapped axis ({size}) must not exceed a process's device count "
+                                 f"({min(len(g) for g in by_process)})")
+            used = [d for g in by_process for d in g[:size]]
+            processes, global_size = [d.process_index for d in used], len(used)
+            devs = by_process[shd.process_index()]
+        elif size > len(devs):
             raise ValueError(f"compiling computation that requires {size} logical devices, but only {len(devs)} XLA "
                              f"devices are available (num_replicas={size})")
         if _is_traced(leaves):
@@ -151,7 +171,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
         leaves = [x if isinstance(x, Array) else Array(np.asarray(x)) for x in leaves]
         block_avals = [aval(x) if d is None else aval(x)._replace(shape=aval(x).shape[:d] + aval(x).shape[d + 1:])
                        for x, d in zip(leaves, in_dims)]
-        key = (in_tree, tuple(block_avals), tuple(in_dims), size, _hashable(statics))
+        key = (in_tree, tuple(block_avals), tuple(in_dims), size, global_size, _hashable(statics))
         built = programs.get(key)
         if built is None:
             out_tree_box: list = []
@@ -162,14 +182,14 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
                 out_tree_box.append(out_tree)
                 return out_leaves
 
-            program = _compile_block_program(flat_fun, block_avals, ((axis_name, size, par.PMAP),))
+            program = _compile_block_program(flat_fun, block_avals, ((axis_name, global_size, par.PMAP),))
             built = programs[key] = (program, out_tree_box[0])
         program, out_tree = built
         values = [np.asarray(x) for x in leaves]
         per_device = [[v if d is None else np.take(v, k, axis=d) for v, d in zip(values, in_dims)]
                       for k in range(size)]
         per_device = [[Array(np.ascontiguousarray(v), a) for v, a in zip(row, block_avals)] for row in per_device]
-        results = run_per_device(program, (axis_name,), (size,), per_device)
+        results = run_per_device(program, (axis_name,), (global_size,), per_device, processes)
         flat_results = [tree_util.tree_leaves(r) for r in results]
         targets = batching._flatten_axes("out_axes", out_tree, out_axes)
         outs = []
@@ -340,21 +360,30 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
             built = programs[key] = (program, out_box[0])
         program, out_tree = built
         devs = list(mesh.devices.flat)
+        processes = None
+        if len({d.process_index for d in devs}) > 1:  # (a global mesh: this process runs its own devices)
+            processes = [d.process_index for d in devs]
+            devs = [d for d in devs if d.process_index == shd.process_index()]
+            if not devs:
+                raise ValueError(f"shard_map: the mesh {mesh} has no device of this process "
+                                 f"({shd.process_index()}); every process of the run must hold some of its devices")
         values = [np.asarray(x) for x in leaves]
         per_device = [[Array(np.ascontiguousarray(v[m[d]]), a) for v, m, a in zip(values, maps, block_avals)]
                       for d in devs]
         results = [tree_util.tree_leaves(r) for r in
-                   run_per_device(program, tuple(mesh.axis_names), tuple(mesh.axis_sizes), per_device)]
+                   run_per_device(program, tuple(mesh.axis_names), tuple(mesh.axis_sizes), per_device, processes)]
         o_avals = [aval(o) for o in results[0]]
         o_specs = _flatten_specs("out_specs", out_specs, out_tree, out_tree.num_leaves)
         outs = []
         for i, (spec, a) in enumerate(zip(o_specs, o_avals)):
             sp = _check_spec("out_specs", spec, a._replace(shape=(0,) * a.ndim), mesh, f"output {i}")
             shape = tuple(dim * math.prod(mesh.shape[n] for n in names) for dim, names in zip(a.shape, sp))
-            full = np.empty(shape, a.dtype)
+            full = np.empty(shape, a.dtype) if processes is None else np.zeros(shape, a.dtype)
             sharding = shd.NamedSharding(mesh, spec)
+            here = {id(d): k for k, d in enumerate(devs)}  # (another process's blocks stay zeros here)
             for dev, index in reversed(list(sharding.devices_indices_map(shape).items())):
-                full[index] = np.asarray(results[devs.index(dev)][i])  # (replicas: the first device's block wins)
+                if id(dev) in here:  # (replicas: the first device's block wins)
+                    full[index] = np.asarray(results[here[id(dev)]][i])
             outs.append(shd.place(Array(full), sharding))
         return tree_util.tree_unflatten(out_tree, outs)
 

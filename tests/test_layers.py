@@ -31,6 +31,7 @@ LAYERS = (
     "api",           # jit, make_jaxpr, eval_shape
     "callbacks", "debug",                # host callbacks and their rules
     "numpy", "utilities",                # jnp; JAX's small top-level helpers (device_put, ...)
+    "distributed",   # several processes over MPI: the global devices, the MPI transport of collectives
     "parallel",      # pmap and shard_map: one program per device, or a batched program
     "random", "nn", "scipy",             # user libraries over jnp
     "example_libraries",                 # jax.example_libraries: stax and optimizers, over jnp and nn

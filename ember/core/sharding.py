@@ -25,16 +25,16 @@ from ember.config import config
 
 
 class Device:
-    """A CPU device of this process."""
+    """A CPU device: of this process, or (after ``ember.distributed.initialize``) of another
+    process of the run (``process_index``); ``id`` is global over the run's processes."""
 
     platform = "cpu"
     device_kind = "cpu"
-    process_index = 0
-    host_id = 0
     client = None
 
-    def __init__(self, id: int) -> None:
+    def __init__(self, id: int, process_index: int = 0) -> None:
         self.id = id
+        self.process_index = self.host_id = process_index
 
     def __repr__(self) -> str:
         return f"CpuDevice(id={self.id})"
@@ -50,8 +50,42 @@ CPU = Device(0)
 _devices: list[Device] = [CPU]
 
 
+class _Processes:
+    """The processes of a multi-process run (set by ``ember.distributed.initialize``): this
+    one's index, their count and each one's number of devices (None: one process)."""
+
+    index = 0
+    count = 1
+    local_count: int | None = None
+    devices: list[Device] = []
+
+
+_processes = _Processes()
+
+
+def set_processes(index: int, count: int, local_count: int) -> None:
+    """Make the devices of ``count`` processes of ``local_count`` devices each the global devices
+    (ids ``p * local_count + k``); this process is ``index``. ``count == 1`` goes back to one process."""
+    if count <= 1:
+        _processes.index, _processes.count, _processes.local_count, _processes.devices = 0, 1, None, []
+        return
+    devs = [Device(p * local_count + k, p) for p in range(count) for k in range(local_count)]
+    _processes.index, _processes.count, _processes.local_count, _processes.devices = index, count, local_count, devs
+
+
+def process_index() -> int:
+    return _processes.index
+
+
+def process_count() -> int:
+    return _processes.count
+
+
 def devices() -> list[Device]:
-    """The devices of the process (``config.num_cpu_devices`` of them)."""
+    """The devices of the run: this process's ``config.num_cpu_devices`` of them, or after
+    ``ember.distributed.initialize`` those of every process, by process."""
+    if _processes.count > 1:
+        return list(_processes.devices)
     n = int(config.num_cpu_devices)
     if n < 1:
         raise ValueError(f"num_cpu_devices must be at least 1, got {n}")
@@ -60,7 +94,21 @@ def devices() -> list[Device]:
     return _devices[:n]
 
 
+def local_devices() -> list[Device]:
+    """This process's devices."""
+    return [d for d in devices() if d.process_index == _processes.index]
+
+
+def default_device() -> Device:
+    """Where an array nobody placed lives: device 0, or this process's first device."""
+    if _processes.count > 1:
+        return _processes.devices[_processes.index * _processes.local_count]
+    return CPU
+
+
 def device(id: int) -> Device:
+    if _processes.count > 1:
+        return _processes.devices[id]
     devices()
     return _devices[id]
 
@@ -77,7 +125,7 @@ class Sharding:
 
     @property
     def addressable_devices(self) -> set[Device]:
-        return self.device_set
+        return {d for d in self._device_list() if d.process_index == _processes.index}
 
     @property
     def num_devices(self) -> int:
@@ -85,7 +133,7 @@ class Sharding:
 
     @property
     def is_fully_addressable(self) -> bool:
-        return True
+        return all(d.process_index == _processes.index for d in self._device_list())
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -98,7 +146,8 @@ class Sharding:
         return {d: tuple(slice(None) for _ in global_shape) for d in self._device_list()}
 
     def addressable_devices_indices_map(self, global_shape: tuple) -> dict[Device, tuple]:
-        return self.devices_indices_map(global_shape)
+        return {d: i for d, i in self.devices_indices_map(global_shape).items()
+                if d.process_index == _processes.index}
 
     def shard_shape(self, global_shape: tuple) -> tuple:
         return tuple(global_shape)
@@ -227,7 +276,11 @@ class Mesh(_MeshBase):
 
     @property
     def local_devices(self) -> list[Device]:
-        return list(self.devices.flat)
+        return [d for d in self.devices.flat if d.process_index == _processes.index]
+
+    @property
+    def is_multi_process(self) -> bool:
+        return len({d.process_index for d in self.devices.flat}) > 1
 
     @property
     def abstract_mesh(self) -> "AbstractMesh":
@@ -417,7 +470,7 @@ def sharding_of(x: Any) -> Sharding:
     entry = _placements.get(id(x))
     if entry is not None and entry[0]() is x:
         return entry[1]
-    return SingleDeviceSharding(CPU)
+    return SingleDeviceSharding(default_device())
 
 
 def put(x: Any, where: Any) -> Any:
@@ -449,6 +502,8 @@ def shards_of(x: Any, wrap: Any) -> list[Shard]:
     seen: dict[tuple, int] = {}
     out = []
     for dev, index in sharding.devices_indices_map(tuple(x.shape)).items():
+        if dev.process_index != _processes.index:
+            continue  # (another process's block: not addressable here)
         key = tuple((s.start, s.stop) for s in index)
         replica = seen.get(key, 0)
         seen[key] = replica + 1
@@ -457,4 +512,5 @@ def shards_of(x: Any, wrap: Any) -> list[Shard]:
 
 
 __all__ = ["CPU", "AbstractMesh", "AxisType", "Device", "Mesh", "NamedSharding", "PartitionSpec", "PmapSharding",
-           "Shard", "Sharding", "SingleDeviceSharding", "devices", "get_mesh", "place", "set_mesh", "sharding_of"]
+           "Shard", "Sharding", "SingleDeviceSharding", "devices", "get_mesh", "local_devices", "place",
+           "process_count", "process_index", "set_mesh", "set_processes", "sharding_of"]

@@ -316,18 +316,46 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
 
 # --- running one program per device ------------------------------------------------------------------
 class Rendezvous:
-    """Where the devices' threads meet: each leaves its value, all wait, each reads all of them."""
+    """Where the devices' threads meet: each leaves its value, all wait, each reads all of them.
 
-    def __init__(self, count: int) -> None:
+    In a run whose mesh spans processes (``ember.distributed``) the rendezvous holds this
+    process's devices only: ``positions`` are their linear indices in the mesh (ascending),
+    ``processes`` says which process holds each position of the mesh, and ``transport`` carries
+    values between the processes (MPI collectives on the arrays' buffers). One thread, the
+    first device's, talks to the other processes for all of this process's devices."""
+
+    def __init__(self, count: int, positions: Sequence[int] | None = None, processes: Sequence[int] | None = None,
+                 transport: Any = None) -> None:
+        self.positions = list(range(count)) if positions is None else [int(p) for p in positions]
+        self.local = {p: i for i, p in enumerate(self.positions)}
+        self.processes = None if processes is None else [int(p) for p in processes]
+        self.transport = transport
         self.slots: list = [None] * count
         self.barrier = threading.Barrier(count)
+        self.result: Any = None
 
     def exchange(self, index: int, value: Any) -> list:
-        self.slots[index] = value
+        """Every device's value, by mesh position (across processes through the transport)."""
+        if self.transport is None:
+            self.slots[self.local[index]] = value
+            self.barrier.wait()
+            values = list(self.slots)
+            self.barrier.wait()  # nobody overwrites a slot before everyone has read it
+            return values
+        return self.combine(index, value, lambda local: self.transport.gather_all(local, self, ("exchange", ())))
+
+    def combine(self, index: int, value: Any, compute: Any) -> Any:
+        """Leave ``value``; the first device's thread computes ``compute({position: value})`` for all
+        of this process's devices (talking to the other processes); every device reads the result."""
+        i = self.local[index]
+        self.slots[i] = value
         self.barrier.wait()
-        values = list(self.slots)
-        self.barrier.wait()  # nobody overwrites a slot before everyone has read it
-        return values
+        if i == 0:
+            self.result = compute(dict(zip(self.positions, self.slots)))
+        self.barrier.wait()
+        result = self.result
+        self.barrier.wait()  # nobody starts the next collective before everyone has read this one
+        return result
 
 
 class SpmdContext:

@@ -30,6 +30,7 @@ from ember.compat.jax import (  # noqa: F401
     api_util,
     core,
     custom_derivatives,
+    distributed,
     experimental,
     extend,
     flatten_util,
@@ -40,6 +41,7 @@ from ember.compat.jax import (  # noqa: F401
 )
 from ember.compat.jax.parallel import pmap, shard_map  # noqa: F401
 from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P, get_mesh, set_mesh  # noqa: F401
+from ember.core import sharding as sharding_core
 from ember.core.array import Device  # noqa: F401
 from ember.core.sharding import Shard  # noqa: F401
 
@@ -60,7 +62,7 @@ MISSING = (
     "Ref", "ad", "allow_f16_reductions", "array_garbage_collection_guard",
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "closure_convert", "copy_to_host_async",
     "custom_batching", "custom_gradient", "debug_infs", "debug_key_reuse", "debug_nans",
-    "default_device", "default_matmul_precision", "default_prng_impl", "distributed", "dlpack", "ds",
+    "default_device", "default_matmul_precision", "default_prng_impl", "dlpack", "ds",
     "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
     "ffi", "free_ref", "freeze", "fwd_and_bwd", "image", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles",
@@ -94,25 +96,27 @@ def make_mesh(axis_shapes: Any, axis_names: Any, axis_types: Any = None, *, devi
     return sharding.Mesh(np.array(devs[:count], dtype=object).reshape(tuple(axis_shapes)), axis_names, axis_types)
 
 
-# One process with ``config.num_cpu_devices`` CPU devices: JAX's answers for a single-host CPU run.
+# One process with ``config.num_cpu_devices`` CPU devices, or after ``jax.distributed.initialize()``
+# the processes of an MPI run (ember.distributed): JAX's answers for a CPU run.
 def device_count(backend: str | None = None) -> int:
     return len(ember.devices(backend))
 
 
 def local_device_count(backend: str | None = None) -> int:
-    return len(ember.devices(backend))
+    return len(sharding_core.local_devices())
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list:
-    return ember.devices(backend)
+    here = sharding_core.process_index() if process_index is None else process_index
+    return [d for d in ember.devices(backend) if d.process_index == here]
 
 
 def process_count(backend: str | None = None) -> int:
-    return 1
+    return sharding_core.process_count()
 
 
 def process_index(backend: str | None = None) -> int:
-    return 0
+    return sharding_core.process_index()
 
 
 host_count, host_id = process_count, process_index
