@@ -173,8 +173,9 @@ class JitFunction:
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
                  donate_argnums: Sequence[int], donate_argnames: Sequence[str], keep_unused: bool,
-                 inline: bool) -> None:
+                 inline: bool, in_shardings: Any = None, out_shardings: Any = None) -> None:
         self.fun = fun
+        self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self.donate_argnums = tuple(sorted(self._sig.donate_nums))
         self.donate_argnames = tuple(sorted(self._sig.donate_names))
@@ -183,7 +184,10 @@ class JitFunction:
                    self.donate_argnums, self.donate_argnames)
         self._cache = cache_for(fun, options)
         self._traced = False
-        self._fast = self._cache.fast
+        # (shardings: every call takes the general path, which partitions and places: ember.partition)
+        self._sharded = in_shardings is not None or out_shardings is not None
+        self._fast = self._cache.fast if not self._sharded else {}
+        self._sharded_programs: dict = {}
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
         functools.update_wrapper(self, fun, updated=())
 
@@ -218,6 +222,12 @@ class JitFunction:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """A call that the native dispatcher did not take: flatten, look up or trace, run."""
+        if self._sharded and not is_tracing() and not config.disable_jit:
+            return _sharded_call[0](self, args, kwargs)
+        return self.call_whole(args, kwargs)
+
+    def call_whole(self, args: tuple, kwargs: dict) -> Any:
+        """The call as one program on whole arrays (no partitioning)."""
         if config.disable_jit and not is_tracing():
             return self.fun(*args, **kwargs)
         if not kwargs and self._sig.plain and all(type(x) is Array for x in args):
@@ -472,24 +482,37 @@ def _as_tuple(x: Any) -> tuple:
     return tuple(x)
 
 
-def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] | None = None,
+def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,
+        static_argnums: int | Sequence[int] | None = None,
         static_argnames: str | Sequence[str] | None = None, donate_argnums: int | Sequence[int] | None = None,
         donate_argnames: Any = None, keep_unused: bool = False, device: Any = None, backend: Any = None,
         inline: bool = False, **unsupported: Any) -> Any:
     """Compile ``fun`` just in time: trace once per argument signature, cache, and reuse.
 
     Works as ``jit(f, ...)``, as a decorator, and through ``functools.partial(jit, ...)``.
+    ``in_shardings`` / ``out_shardings`` (a Sharding or PartitionSpec, or one per positional
+    argument / a tree prefix of the output): inputs split over a mesh run as one program per
+    device, partitioned from ``fun``'s (``ember.partition``); outputs are placed as they say.
     """
     if unsupported:
         raise TypeError(f"jit() got unexpected keyword arguments {sorted(unsupported)}")
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+        return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
+                                 static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                                  keep_unused=keep_unused, inline=inline)
     if not callable(fun):
         raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
     return JitFunction(fun, _as_tuple(static_argnums), _as_tuple(static_argnames), _as_tuple(donate_argnums),
-                       _as_tuple(donate_argnames), keep_unused, inline)
+                       _as_tuple(donate_argnames), keep_unused, inline, in_shardings, out_shardings)
+
+
+# The partitioning of jit with in_shardings lives above this module (ember.partition registers it).
+_sharded_call: list[Callable] = [lambda jitted, args, kwargs: jitted.call_whole(args, kwargs)]
+
+
+def register_sharded_call(call: Callable) -> None:
+    _sharded_call[0] = call
 
 
 class _WrapperChurn:

@@ -15,10 +15,10 @@ Two ways to run them, which give the same values:
   axis over the blocks of the inputs: the collectives' batching rules compute across the
   mapped axes, and the program is one program over all devices' data.
 
-``jit(in_shardings=, out_shardings=)`` runs the program on whole arrays and places its
-outputs; ``with_sharding_constraint`` places a concrete value and is the identity on traced
-ones. A data-parallel step whose batch is split is written with ``shard_map`` or ``pmap``
-(its gradient's ``psum`` stated), which run per device.
+``jit(in_shardings=, out_shardings=)`` with inputs split over a mesh partitions the program
+into one per device (``ember.partition``) and runs it with ``shard_map``, inserting the
+``psum`` of a data-parallel gradient itself; ``with_sharding_constraint`` places a concrete
+value, and on a traced one records the split that this partitioning acts on.
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from ember.lax.base import aval
 from ember.transforms import batching
 
 __all__ = ["make_array_from_callback", "pmap", "reshard", "shard_map", "with_sharding_constraint"]
+
+with_sharding_constraint = par.with_sharding_constraint
 
 
 # --- running one program per device -------------------------------------------------------------------
@@ -406,34 +408,7 @@ def make_array_from_callback(shape: Sequence[int], sharding: shd.Sharding, data_
     return shd.place(Array(full), sharding)
 
 
-def _place_tree(x: Any, sharding: Any) -> Any:
-    leaves, tree = tree_util.tree_flatten(x)
-    placements = sharding if not isinstance(sharding, (shd.Sharding, shd.PartitionSpec)) else [sharding] * len(leaves)
-    if not isinstance(placements, list):
-        placements = tree_util.tree_leaves(placements, is_leaf=lambda s: isinstance(s, (shd.Sharding,
-                                                                                         shd.PartitionSpec)))
-    out = []
-    for leaf, s in zip(leaves, placements):
-        if isinstance(s, shd.PartitionSpec):
-            mesh = shd.get_mesh()
-            if mesh.empty:
-                raise ValueError("with_sharding_constraint / reshard with a PartitionSpec needs a mesh: use "
-                                 "`jax.set_mesh(mesh)` or pass a NamedSharding")
-            s = shd.NamedSharding(mesh, s)
-        if isinstance(leaf, Tracer) or s is None:
-            out.append(leaf)  # (placement is a property of concrete arrays)
-            continue
-        leaf = leaf if isinstance(leaf, Array) else Array(np.asarray(leaf))
-        out.append(shd.put(Array(np.asarray(leaf), leaf.aval), s))
-    return tree_util.tree_unflatten(tree, out)
-
-
-def with_sharding_constraint(x: Any, shardings: Any) -> Any:
-    """``x`` placed as ``shardings`` say (the identity on traced values: the value is unchanged)."""
-    return _place_tree(x, shardings)
-
-
 def reshard(x: Any, out_shardings: Any) -> Any:
     """``x`` moved to the placement ``out_shardings`` (values unchanged)."""
-    return _place_tree(x, out_shardings)
+    return par.place_tree(x, out_shardings)
 

@@ -33,6 +33,7 @@ LAYERS = (
     "numpy", "utilities",                # jnp; JAX's small top-level helpers (device_put, ...)
     "distributed",   # several processes over MPI: the global devices, the MPI transport of collectives
     "parallel",      # pmap and shard_map: one program per device, or a batched program
+    "partition",     # jit with in_shardings: a program partitioned into one per device
     "random", "nn", "scipy",             # user libraries over jnp
     "example_libraries",                 # jax.example_libraries: stax and optimizers, over jnp and nn
     "test_util",     # jax.test_util: derivatives against finite differences

@@ -31,15 +31,17 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ember import tree_util
+from ember.core import sharding as shd
+from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.primitive import EFFECTFUL
 from ember.core.trace import Tracer
 from ember.lax.base import aval, primitive
-from ember.lax.elementwise import add, mul
+from ember.lax.elementwise import ELEMENTWISE, add, mul
 from ember.lax.shapes import expand_dims, squeeze
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pmax", "pmean", "pmin", "ppermute", "pshuffle",
-           "psum", "psum_scatter", "pvary", "pcast"]
+           "psum", "psum_scatter", "pvary", "pcast", "with_sharding_constraint"]
 
 
 # --- the axis environment --------------------------------------------------------------------------
@@ -311,6 +313,49 @@ def pvary(x: Any, axis_name: Any) -> Any:
 def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     """``pvary``'s general form (``to='varying'``); the value itself is unchanged."""
     return pvary(x, axis_name)
+
+
+# ``with_sharding_constraint`` on a traced value: the identity, recording how the value should be
+# split (``spec``: a PartitionSpec over the enclosing jit's mesh), which the partitioning of a
+# ``jit`` with ``in_shardings`` acts on (ember.partition). An elementwise identity otherwise.
+sharding_constraint_p = primitive("sharding_constraint", lambda x, **_: x)
+ELEMENTWISE.add(sharding_constraint_p)
+
+
+def place_tree(x: Any, sharding: Any) -> Any:
+    """Each leaf of ``x`` placed as ``sharding`` (one Sharding / PartitionSpec, or a tree of them)
+    says; a traced leaf gets a ``sharding_constraint``."""
+    leaves, tree = tree_util.tree_flatten(x)
+    is_placement = (shd.Sharding, shd.PartitionSpec)
+    placements = [sharding] * len(leaves) if sharding is None or isinstance(sharding, is_placement) else \
+        tree_util.tree_leaves(sharding, is_leaf=lambda s: s is None or isinstance(s, is_placement))
+    if len(placements) != len(leaves):
+        raise ValueError(f"with_sharding_constraint / reshard: {len(placements)} shardings for a value with "
+                         f"{len(leaves)} arrays; give one sharding, or a tree of them matching the value")
+    out = []
+    for leaf, s in zip(leaves, placements):
+        if s is None:
+            out.append(leaf)
+            continue
+        if isinstance(leaf, Tracer):
+            spec = s if isinstance(s, shd.PartitionSpec) else getattr(s, "spec", shd.PartitionSpec())
+            out.append(sharding_constraint_p.bind(leaf, spec=spec))
+            continue
+        if isinstance(s, shd.PartitionSpec):
+            mesh = shd.get_mesh()
+            if mesh.empty:
+                raise ValueError("with_sharding_constraint / reshard with a PartitionSpec needs a mesh: use "
+                                 "`jax.set_mesh(mesh)` or pass a NamedSharding")
+            s = shd.NamedSharding(mesh, s)
+        leaf = leaf if isinstance(leaf, Array) else Array(np.asarray(leaf))
+        out.append(shd.put(Array(np.asarray(leaf), leaf.aval), s))
+    return tree_util.tree_unflatten(tree, out)
+
+
+def with_sharding_constraint(x: Any, shardings: Any) -> Any:
+    """``x`` placed as ``shardings`` say: a concrete value is placed; inside a ``jit`` whose inputs
+    are split (``in_shardings``), the value is split so at that point of the program."""
+    return place_tree(x, shardings)
 
 
 

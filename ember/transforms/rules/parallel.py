@@ -79,3 +79,7 @@ transpose_rules[par.all_gather_p] = _linear_transpose(_all_gather_transpose)
 transpose_rules[par.psum_scatter_p] = _linear_transpose(_psum_scatter_transpose)
 transpose_rules[par.ppermute_p] = _linear_transpose(_ppermute_transpose)
 transpose_rules[par.all_to_all_p] = _linear_transpose(_all_to_all_transpose)
+
+deflinear(par.sharding_constraint_p)
+transpose_rules[par.sharding_constraint_p] = _linear_transpose(lambda ct, *, spec: par.sharding_constraint_p.bind(
+    ct, spec=spec))
