@@ -1,6 +1,6 @@
 """The compiler's pass pipeline: one list of named stages, each switchable and printable.
 
-    inline -> simplify -> fold -> cse -> simplify -> dce   [-> fuse: see the PIPELINE list]
+    inline -> simplify -> fold -> cse -> simplify -> dce -> barriers   [-> fuse: see the PIPELINE list]
 
 ``optimize(closed)`` runs ``PIPELINE`` in order. Every pass is a pure function
 ``ClosedJaxpr -> ClosedJaxpr`` that keeps the program's inputs, output types
@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 from ember.compiler.cse import eliminate_common_subexpressions
 from ember.compiler.dce import eliminate_dead_code
 from ember.compiler.fold import fold_constants
-from ember.compiler.inline import inline_calls
+from ember.compiler.inline import inline_calls, remove_barriers
 from ember.compiler.simplify import simplify
 from ember.config import config
 from ember.core.ir import ClosedJaxpr
@@ -38,7 +38,8 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("fold", fold_constants),
     ("cse", eliminate_common_subexpressions),
     ("simplify", simplify),                         # again: folding and CSE expose new patterns
-    ("dce", eliminate_dead_code),                   # last: the passes above leave dead producers
+    ("dce", eliminate_dead_code),                   # the passes above leave dead producers
+    ("barriers", remove_barriers),                  # after CSE: checkpoint's barriers have done their job
     # ("fuse", ...): fusion goes here, last. It needs the backend's can_fuse predicate, so for
     # now the CPU backend runs ember.compiler.fusion.fuse on the result of optimize().
 ]

@@ -10,6 +10,14 @@ those layers' rule tables; here are only the names and their shape rules.
   derivatives (param ``call``; the rules travel in the other params).
 * ``custom_vjp_lin``: the linear part of a ``custom_vjp`` function under
   differentiation; its transpose is the user's ``bwd``. It has no forward meaning.
+* ``remat2`` (``checkpoint_p``): a ``checkpoint`` / ``remat`` function (param ``jaxpr``,
+  plus ``prevent_cse``, ``differentiated`` and ``policy``), JAX's ``remat_p`` of that name.
+  Forward it is its body; partial evaluation saves only what ``policy`` allows and
+  recomputes the rest (``ember.transforms.rules.calls``).
+* ``name``: ``checkpoint_name``'s identity, naming a value for the policies.
+* ``optimization_barrier``: the identity on its operands that no pass looks through; the
+  compiler puts one before the body of a differentiated ``checkpoint`` with ``prevent_cse``
+  when it inlines it, so that CSE does not merge the recomputation with the forward pass.
 """
 from __future__ import annotations
 
@@ -51,3 +59,24 @@ custom_vjp_call_p = _custom_call_primitive("custom_vjp_call")
 
 custom_vjp_lin_p = Primitive("custom_vjp_lin", multiple_results=True)
 abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list(out_avals)
+
+
+def _checkpoint_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, prevent_cse: Any, differentiated: bool,
+                     policy: Any) -> list[ShapedArray]:
+    expected = jaxpr.in_avals
+    if len(avals) != len(expected) or any(a.strip_weak_type() != e.strip_weak_type()
+                                           for a, e in zip(avals, expected)):
+        raise TypeError(f"checkpoint call: arguments typed {list(avals)}, expected {expected}")
+    return jaxpr.out_avals
+
+
+checkpoint_p = Primitive("remat2", multiple_results=True)
+abstract_eval_rules[checkpoint_p] = _checkpoint_rule
+higher_order.add(checkpoint_p)
+call_params[checkpoint_p] = "jaxpr"
+
+name_p = Primitive("name")
+abstract_eval_rules[name_p] = lambda aval, *, name: aval
+
+optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
+abstract_eval_rules[optimization_barrier_p] = lambda *avals: list(avals)

@@ -227,6 +227,8 @@ def _displayed_params(eqn: Eqn) -> dict:
             params.setdefault("out_sharding", None)
     elif name in ("reshape", "iota"):
         params.setdefault("sharding", None)
+    elif name == "remat2" and type(params.get("policy")).__name__ == "function":  # (JAX: the address masked)
+        params["policy"] = _Verbatim(f"<function {params['policy'].__qualname__} at 0xXXXXXXXXXXXX>")
     elif name in ("argmax", "argmin") and "axis" in params:
         params["axes"] = (params.pop("axis"),)
     first = {"name": params.pop("name")} if "name" in params else {}

@@ -1,17 +1,31 @@
-"""``checkpoint`` / ``remat`` and ``checkpoint_policies``, with JAX's signatures.
+"""``checkpoint`` / ``remat``, ``checkpoint_name``, ``checkpoint_policies`` and
+``saved_residuals``, with JAX's signatures and semantics (``jax.ad_checkpoint``).
 
-In JAX, ``checkpoint(f)`` makes reverse-mode differentiation recompute ``f``'s
-intermediate values in the backward pass instead of storing them, trading compute
-for memory; a *policy* names the values that may be saved anyway. ember does not
-rematerialize yet: a checkpointed function is traced like JAX traces it (its
-non-static arguments are abstract, so Python control flow on them needs
-``static_argnums``) and becomes a call in the program (``jit`` of name
-``checkpoint(f)``), whose values and derivatives are exactly ``f``'s, with all of
-its residuals saved. Memory use is therefore that of ``f`` without checkpointing.
-Policies are checked and kept for compatibility, not acted on.
+``checkpoint(f)`` makes reverse-mode differentiation recompute ``f``'s intermediate
+values in the backward pass instead of storing them, trading compute for memory. The
+function is traced like JAX traces it (its non-static arguments are abstract, so Python
+control flow on them needs ``static_argnums``) into one ``remat2`` equation (JAX's
+``remat_p``: params ``jaxpr``, ``prevent_cse``, ``differentiated``, ``policy``), whose
+rules are in ``ember.transforms.rules.calls``. Under ``linearize`` / ``vjp`` / ``grad``,
+the forward pass computes the primal outputs and saves only the residuals that the
+*policy* allows (the primal inputs are always available); the backward pass is a
+``remat2`` equation with ``differentiated=True`` that recomputes the other residuals
+from the saved ones. The compiler inlines checkpoints like calls; before the body of a
+differentiated one it puts an ``optimization_barrier`` on the operands (``prevent_cse``,
+the default), so that common-subexpression elimination cannot merge the recomputation
+back into the forward pass (JAX uses XLA's optimization barrier the same way).
+
+A policy is called as ``policy(primitive, *input_avals, **params)`` for each equation
+whose inputs are all known in the forward pass, and answers whether its outputs may be
+saved (a bool, or ``Saveable`` / ``Recompute`` / ``Offloadable(src, dst)``; ember has one
+memory per device, so an offloaded value is simply saved). ``checkpoint_name(x, name)``
+is the identity that names ``x`` (a ``name`` equation, which compiled code drops) for the
+name-based policies. ``saved_residuals(f, *args)`` lists what ``vjp`` of ``f`` saves,
+as JAX does, and ``print_saved_residuals`` prints it.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import types
@@ -19,58 +33,122 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ember import tree_util
 from ember.core.avals import ShapedArray
-from ember.core.calls import jit_p
+from ember.core.calls import checkpoint_p, jit_p, name_p
+from ember.core.ir import Literal
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.lax.base import aval
+from ember.lax.convolution import conv_general_dilated_p
 from ember.lax.dot import dot_general_p
+from ember.transforms.partial_eval import Offloadable, Recompute, Saveable, linearize_flat
 
-__all__ = ["checkpoint", "remat", "checkpoint_policies"]
+__all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "saved_residuals",
+           "print_saved_residuals", "Recompute", "Saveable", "Offloadable"]
 
 
 # --- policies: (primitive, *avals, **params) -> whether its result may be saved ------------------
-def everything_saveable(prim: Primitive, *avals: Any, **params: Any) -> bool:
+def everything_saveable(*_: Any, **__: Any) -> bool:
+    """The default strategy, as if ``checkpoint`` were not being used at all."""
     return True
 
 
-def nothing_saveable(prim: Primitive, *avals: Any, **params: Any) -> bool:
+def nothing_saveable(*_: Any, **__: Any) -> bool:
+    """Rematerialize everything (the policy of ``checkpoint`` without one)."""
     return False
 
 
-def dots_saveable(prim: Primitive, *avals: Any, **params: Any) -> bool:
-    return prim is dot_general_p
+@dataclasses.dataclass(frozen=True)
+class DotsSaveable:
+    """Save the results of matrix products (and convolutions), or only those without batch
+    dimensions."""
+
+    only_if_no_batch_dims: bool
+
+    def __call__(self, prim: Primitive, *avals: Any, **params: Any) -> bool:
+        if self.only_if_no_batch_dims:
+            if prim is dot_general_p:
+                _, (lhs_batch, rhs_batch) = params["dimension_numbers"]
+                return not lhs_batch and not rhs_batch
+            return False
+        return prim is dot_general_p or prim is conv_general_dilated_p
 
 
-def dots_with_no_batch_dims_saveable(prim: Primitive, *avals: Any, **params: Any) -> bool:
-    if prim is not dot_general_p:
-        return False
-    _, (lhs_batch, rhs_batch) = params["dimension_numbers"]
-    return not lhs_batch and not rhs_batch
+checkpoint_dots = dots_saveable = DotsSaveable(False)
+dots_with_no_batch_dims_saveable = DotsSaveable(True)
 
 
-def _value_name(prim: Primitive, params: dict) -> str | None:
-    """The name JAX's ``checkpoint_name`` gives a value (its ``name`` primitive); ember has no
-    such primitive yet, so no value is named."""
-    return params.get("name") if prim.name == "name" else None
+def offload_dot_with_no_batch_dims(offload_src: str, offload_dst: str) -> Callable[..., Any]:
+    """``dots_with_no_batch_dims_saveable``, offloading the products to ``offload_dst`` memory."""
+    def policy(prim: Primitive, *_: Any, **params: Any) -> Any:
+        if prim is dot_general_p:
+            _, (lhs_batch, rhs_batch) = params["dimension_numbers"]
+            if not lhs_batch and not rhs_batch:
+                return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return policy
 
 
-def save_only_these_names(*names: str) -> Callable[..., bool]:
-    wanted = frozenset(names)
-    return lambda prim, *avals, **params: _value_name(prim, params) in wanted
+def save_anything_except_these_names(*names_not_to_save: str) -> Callable[..., bool]:
+    """Save any values (not just named ones) excluding the names given. (As in JAX 0.10, whose
+    version saves everything, the names included: the residuals are JAX's.)"""
+    return lambda *_, **__: True
 
 
-def save_anything_except_these_names(*names: str) -> Callable[..., bool]:
-    unwanted = frozenset(names)
-    return lambda prim, *avals, **params: _value_name(prim, params) not in unwanted
+@dataclasses.dataclass(frozen=True)
+class SaveOnlyTheseNames:
+    saveable_names: frozenset
+
+    def __call__(self, prim: Primitive, *_: Any, **params: Any) -> bool:
+        return prim is name_p and params["name"] in self.saveable_names
 
 
-def save_any_names_but_these(*names: str) -> Callable[..., bool]:
-    unwanted = frozenset(names)
-    return lambda prim, *avals, **params: (name := _value_name(prim, params)) is not None and name not in unwanted
+@dataclasses.dataclass(frozen=True)
+class SaveAnyNamesButThese:
+    names: frozenset
+
+    def __call__(self, prim: Primitive, *_: Any, **params: Any) -> bool:
+        return prim is name_p and params["name"] not in self.names
 
 
-def save_from_both_policies(policy_1: Callable[..., bool], policy_2: Callable[..., bool]) -> Callable[..., bool]:
-    return lambda prim, *avals, **params: policy_1(prim, *avals, **params) or policy_2(prim, *avals, **params)
+def save_only_these_names(*names_which_can_be_saved: str) -> SaveOnlyTheseNames:
+    """Save only named values, and only among the names given."""
+    return SaveOnlyTheseNames(frozenset(names_which_can_be_saved))
+
+
+def save_any_names_but_these(*names_not_to_save: str) -> SaveAnyNamesButThese:
+    """Save only named values (outputs of ``checkpoint_name``), excluding the names given."""
+    return SaveAnyNamesButThese(frozenset(names_not_to_save))
+
+
+def save_and_offload_only_these_names(*, names_which_can_be_saved: Iterable[str],
+                                      names_which_can_be_offloaded: Iterable[str], offload_src: str,
+                                      offload_dst: str) -> Callable[..., Any]:
+    """``save_only_these_names``, offloading the second set of names to ``offload_dst`` memory."""
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    intersection = saved & offloaded
+    if intersection:
+        raise ValueError("The names should be exclusive and should not intersect in `names_which_can_be_saved` and "
+                         f"`names_which_can_be_offloaded`. Got names_which_can_be_saved={saved}, "
+                         f"names_which_can_be_offloaded={offloaded} and the intersection={intersection}")
+
+    def policy(prim: Primitive, *_: Any, **params: Any) -> Any:
+        if prim is name_p and params["name"] in saved:
+            return Saveable
+        if prim is name_p and params["name"] in offloaded:
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return policy
+
+
+def save_from_both_policies(policy_1: Callable[..., Any], policy_2: Callable[..., Any]) -> Callable[..., bool]:
+    """Logical OR of the given policies: a value is saveable iff either policy saves it."""
+    def policy(prim: Primitive, *avals: Any, **params: Any) -> bool:
+        out1, out2 = policy_1(prim, *avals, **params), policy_2(prim, *avals, **params)
+        if not (isinstance(out1, bool) and isinstance(out2, bool)):
+            raise ValueError(f"The return value of the policies should be a boolean. Got: {out1} and {out2}. Please "
+                             "write a custom policy function directly, rather than using this helper function.")
+        return out1 or out2
+    return policy
 
 
 checkpoint_policies = types.SimpleNamespace(
@@ -80,11 +158,19 @@ checkpoint_policies = types.SimpleNamespace(
     checkpoint_dots=dots_saveable,
     dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
     checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
-    save_only_these_names=save_only_these_names,
+    offload_dot_with_no_batch_dims=offload_dot_with_no_batch_dims,
     save_anything_except_these_names=save_anything_except_these_names,
     save_any_names_but_these=save_any_names_but_these,
+    save_only_these_names=save_only_these_names,
     save_from_both_policies=save_from_both_policies,
+    save_and_offload_only_these_names=save_and_offload_only_these_names,
 )
+
+
+def checkpoint_name(x: Any, name: str) -> Any:
+    """``x`` (a pytree of arrays), each leaf named ``name`` for the checkpoint policies
+    (``save_only_these_names`` and the others); the identity at run time."""
+    return tree_util.tree_map(functools.partial(name_p.bind, name=name), x)
 
 
 # --- checkpoint -----------------------------------------------------------------------------------
@@ -134,11 +220,13 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool | Sequence[bool
                static_argnames: str | Iterable[str] = ()) -> Callable:
     """``fun`` marked for rematerialization in reverse-mode differentiation (JAX's ``jax.checkpoint``).
 
-    ember does not rematerialize yet (see the module docstring): the result computes the
-    same values and derivatives as ``fun`` and saves what ``fun`` would save. ``fun`` is
-    traced at every call, with the arguments at ``static_argnums`` / ``static_argnames``
-    passed as Python values. Usable as ``checkpoint(f)``, ``@checkpoint``, and
-    ``@checkpoint(policy=...)``.
+    The result computes the same values and derivatives as ``fun``; differentiated in
+    reverse mode, it saves only its inputs and what ``policy`` allows, and recomputes the
+    rest in the backward pass (see the module docstring). ``prevent_cse`` (a bool, or one per
+    positional argument) keeps the compiler from merging that recomputation with the forward
+    pass. ``fun`` is traced at every call, with the arguments at ``static_argnums`` /
+    ``static_argnames`` passed as Python values. Usable as ``checkpoint(f)``,
+    ``@checkpoint``, and ``@checkpoint(policy=...)``.
     """
     nums = _int_tuple("static_argnums", static_argnums)
     names = frozenset((static_argnames,) if isinstance(static_argnames, str) else static_argnames)
@@ -178,10 +266,77 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool | Sequence[bool
         avals = [_leaf_aval(x, name, fun_name) for x, name in zip(leaves, arg_names)]
         closed = trace_to_jaxpr(flat_fun, avals, DebugInfo("checkpoint", fun_name, arg_names, static_hint=False))
         [program], consts = consts_as_inputs([closed])
-        outs = jit_p.bind(*consts, *leaves, jaxpr=program, name=f"checkpoint({fun_name})")
+        cse = prevent_cse
+        if isinstance(cse, tuple):
+            cse = (False,) * len(consts) + _leaf_flags(cse, [a for i, a in enumerate(args) if i not in static],
+                                                       dynamic_kwargs)
+        outs = checkpoint_p.bind(*consts, *leaves, jaxpr=program, prevent_cse=cse, differentiated=False,
+                                 policy=policy)
         return tree_util.tree_unflatten(out_trees[0], outs)
 
     return checkpointed
 
 
 remat = checkpoint
+
+
+def _leaf_flags(prevent_cse: tuple, args: list, kwargs: dict) -> tuple:
+    """A tuple ``prevent_cse`` (a prefix of the dynamic arguments, as in JAX: of ``(args, kwargs)``
+    when there are keyword arguments) spread over their leaves."""
+    tree = (tuple(args), kwargs) if kwargs else tuple(args)
+    if len(prevent_cse) != len(tree):
+        raise ValueError(f"prevent_cse tuple {prevent_cse} must have one entry per argument of the checkpointed "
+                         f"function ({len(tree)})")
+    flags: list[bool] = []
+    for flag, sub in zip(prevent_cse, tree):
+        n = len(tree_util.tree_leaves(sub))
+        flags.extend(_leaf_flags(flag, list(sub), {}) if isinstance(flag, tuple) else [bool(flag)] * n)
+    return tuple(flags)
+
+
+# --- saved_residuals ---------------------------------------------------------------------------------
+def saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> list[tuple[ShapedArray, str]]:
+    """What reverse-mode differentiation of ``f`` at ``args`` saves for the backward pass: for each
+    residual, its type and where it comes from, as JAX describes it (``from the argument x``,
+    ``output of sin``, ``named 'h'`` for a ``checkpoint_name``, ``output of jitted function 'g'``,
+    ``from a constant``, ``from a literal``). ember's IR carries no source locations, so the
+    descriptions lack JAX's `` from file:line:column (function)``."""
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    fun_name = getattr(f, "__name__", type(f).__name__)
+    arg_names = _leaf_names(_positional_parameters(f), args, kwargs)
+
+    def flat_f(*flat: Any) -> list:
+        a, k = tree_util.tree_unflatten(in_tree, list(flat))
+        return tree_util.tree_leaves(f(*a, **k))
+
+    def residuals_of(*flat: Any) -> list:
+        _, linear, _ = linearize_flat(flat_f, flat, fun_name)
+        return list(linear.consts)
+
+    avals = [_leaf_aval(x, name, fun_name) for x, name in zip(leaves, arg_names)]
+    closed = trace_to_jaxpr(residuals_of, avals, DebugInfo("saved_residuals", fun_name, arg_names,
+                                                            static_hint=False))
+    jaxpr = closed.jaxpr
+    outs = {id(v) for v in jaxpr.outvars if not isinstance(v, Literal)}
+    results = [(v.aval, "from a literal") for v in jaxpr.outvars if isinstance(v, Literal)]
+    results += [(v.aval, "from a constant") for v in jaxpr.constvars if id(v) in outs]
+    results += [(v.aval, f"from the argument {name}") for v, name in zip(jaxpr.invars, arg_names) if id(v) in outs]
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            if id(v) in outs:
+                results.append((v.aval, _produced_by(eqn)))
+    return results
+
+
+def _produced_by(eqn: Any) -> str:
+    if eqn.primitive is name_p:
+        return f"named '{eqn.params['name']}'"
+    if eqn.primitive is jit_p:
+        return f"output of jitted function '{eqn.params['name']}'"
+    return f"output of {eqn.primitive.name}"
+
+
+def print_saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> None:
+    """Print ``saved_residuals(f, *args, **kwargs)``, one residual a line (``f32[3] output of sin``)."""
+    for a, source in saved_residuals(f, *args, **kwargs):
+        print(f"{a.str_short()} {source}")

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Sequence
 
-from ember.core.ir import ClosedJaxpr, Jaxpr
+import numpy as np
+
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, is_effectful
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, StagingTrace
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace
@@ -130,3 +132,211 @@ def linearize_flat(fun: Callable[..., Sequence[Any]], primals: Sequence[Any],
         trace.alive = False
     linear = ClosedJaxpr(Jaxpr(trace.constvars, trace.invars, trace.eqns, outvars), trace.consts)
     return list(outs), linear, nonzero
+
+
+# --- partial evaluation with a policy (for checkpoint / remat) -------------------------------------
+# JAX's ``partial_eval_jaxpr_custom``: a program split into a known part, which computes the known
+# outputs and the *residuals*, and a staged part, which computes the rest from the residuals. Unlike
+# ``partial_eval_jaxpr``, a known value that the staged part needs is a residual only when the
+# ``policy`` lets its equation's result be saved (``policy(primitive, *in_avals, **params)``: a bool,
+# or ``Saveable`` / ``Recompute`` / ``Offloadable(...)``); otherwise the staged part computes it again
+# (rematerializes it) from what is saved. Inputs that the staged part gets as inputs (``in_inst``)
+# need no saving.
+
+class RecomputeType:
+    """A policy's answer: recompute the value in the backward pass (``False``)."""
+
+    def __repr__(self) -> str:
+        return "Recompute"
+
+
+class SaveableType:
+    """A policy's answer: the value may be saved for the backward pass (``True``)."""
+
+    def __repr__(self) -> str:
+        return "Saveable"
+
+
+Recompute, Saveable = RecomputeType(), SaveableType()
+
+
+class Offloadable(NamedTuple):
+    """A policy's answer: save the value in memory ``dst`` (JAX moves it there and back; ember has
+    one memory per device, so it is saved as it is)."""
+
+    src: str
+    dst: str
+
+
+def remat_case(answer: Any) -> Any:
+    """A policy's answer as ``Saveable``, ``Recompute`` or an ``Offloadable``."""
+    if isinstance(answer, (bool, np.bool_)):
+        return Saveable if answer else Recompute
+    if not isinstance(answer, (RecomputeType, SaveableType, Offloadable)):
+        msg = ("Value returned by a remat policy should be a bool or `ad_checkpoint.Recompute`, "
+               f"`ad_checkpoint.Saveable` or `ad_checkpoint.Offloadable(...)`. Got {answer} of type {type(answer)}.")
+        if answer is Offloadable:
+            msg += "Did you return `Offloadable` instead of an instantiated `Offloadable(...)`?"
+        raise TypeError(msg)
+    return answer
+
+
+# Rules for equations holding sub-programs (calls):
+# rule(policy, unknowns_in, inst_in, eqn) -> (known eqn | None, staged eqn | None, unknowns_out, inst_out,
+#                                             new residual vars)
+partial_eval_jaxpr_custom_rules: dict[Primitive, Callable] = {}
+
+
+class CustomSplit(NamedTuple):
+    known: Jaxpr        # (known inputs) -> (known outputs, residuals)
+    staged: Jaxpr       # (residuals, instantiated inputs) -> instantiated outputs
+    out_unknowns: list[bool]
+    out_inst: list[bool]
+    num_res: int
+
+
+def partial_eval_jaxpr_custom(jaxpr: Jaxpr, in_unknowns: Sequence[bool], in_inst: Sequence[bool],
+                              policy: Callable[..., Any]) -> CustomSplit:
+    """Split a const-free ``jaxpr`` by ``policy`` (see above). ``in_inst``: which inputs the staged
+    part takes as inputs. An output is *instantiated* when the staged part computes it (unknown
+    outputs always are; known ones when they are recomputed)."""
+    if jaxpr.constvars:
+        raise ValueError("partial_eval_jaxpr_custom takes a program without constvars")
+    env: dict[int, tuple[bool, bool]] = {}
+    residuals: dict[int, Var] = {}  # (ordered)
+
+    def read(a: Any) -> tuple[bool, bool]:
+        return env[id(a)] if isinstance(a, Var) else (False, True)
+
+    def write(unknown: bool, inst: bool, v: Var) -> None:
+        env[id(v)] = (unknown, inst)
+
+    def ensure_instantiated(inst: bool, a: Any) -> Any:
+        if isinstance(a, Var) and not inst:
+            residuals.setdefault(id(a), a)
+        return a
+
+    for v, unknown, inst in zip(jaxpr.invars, in_unknowns, in_inst):
+        write(unknown, inst, v)
+    known_eqns: list[Eqn] = []
+    staged_eqns: list[Eqn] = []
+    subst: dict[int, Any] = {}  # outputs of equations split in two (below): the atoms that stand for them
+
+    def sub(a: Any) -> Any:
+        return subst.get(id(a), a) if isinstance(a, Var) else a
+
+    work = list(reversed(jaxpr.eqns))
+    pieces_of_splits: set[int] = set()  # (never split again)
+    while work:
+        eqn = work.pop()
+        was_split = id(eqn) in pieces_of_splits
+        if subst:
+            eqn = eqn.replace(invars=[sub(a) for a in eqn.invars])
+        unks_in, inst_in = zip(*map(read, eqn.invars)) if eqn.invars else ((), ())
+        rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
+        if (rule is None and not was_split and any(unks_in) and not all(unks_in)
+                and eqn.primitive in partial_eval_rules):
+            # Partly known control flow: split it by its own rule into known and unknown
+            # equations, which the policy then treats one by one.
+            pieces = _split_equation(eqn, list(unks_in))
+            if pieces is not None:
+                new_eqns, outs = pieces
+                subst.update((id(v), o) for v, o in zip(eqn.outvars, outs))
+                pieces_of_splits.update(map(id, new_eqns))
+                work.extend(reversed(new_eqns))
+                continue
+        if rule is not None:
+            known_eqn, staged_eqn, unks_out, inst_out, res = rule(policy, list(unks_in), list(inst_in), eqn)
+            if known_eqn is not None:
+                known_eqns.append(known_eqn)
+            if staged_eqn is not None:
+                staged_eqns.append(staged_eqn)
+            for r in res:
+                residuals.setdefault(id(r), r)
+            for v, u, i in zip(eqn.outvars, unks_out, inst_out):
+                write(u, i, v)
+        elif any(unks_in):
+            for a, inst in zip(eqn.invars, inst_in):
+                ensure_instantiated(inst, a)
+            staged_eqns.append(eqn)
+            for v in eqn.outvars:
+                write(True, True, v)
+        else:
+            known_eqns.append(eqn)
+            case = remat_case(policy(eqn.primitive, *(a.aval for a in eqn.invars), **eqn.params))
+            if is_effectful(eqn) or not isinstance(case, RecomputeType):  # (Offloadable: saved as is)
+                for v in eqn.outvars:
+                    write(False, False, v)
+            else:
+                for a, inst in zip(eqn.invars, inst_in):
+                    ensure_instantiated(inst, a)
+                staged_eqns.append(eqn)
+                for v in eqn.outvars:
+                    write(False, True, v)
+    outvars = [sub(a) for a in jaxpr.outvars]
+    outs = [read(a) for a in outvars]
+    out_unknowns, out_inst = [u for u, _ in outs], [i for _, i in outs]
+    res = list(residuals.values())
+    known = Jaxpr([], [v for v, u in zip(jaxpr.invars, in_unknowns) if not u], known_eqns,
+                  [a for a, u in zip(outvars, out_unknowns) if not u] + res)
+    staged = Jaxpr([], res + [v for v, i in zip(jaxpr.invars, in_inst) if i], staged_eqns,
+                   [a for a, i in zip(outvars, out_inst) if i])
+    return CustomSplit(known, staged, out_unknowns, out_inst, len(res))
+
+
+def _split_equation(eqn: Eqn, unknowns: list[bool]) -> tuple[list[Eqn], list] | None:
+    """A partly known equation as the equations of its known part, then of its unknown part
+    (``partial_eval_jaxpr`` of it alone), and the atoms standing for its outputs; None if its
+    known part closes over constants."""
+    in_vars = [Var(a.aval) for a in eqn.invars]
+    out_vars = [Var(v.aval) for v in eqn.outvars]
+    closed = ClosedJaxpr(Jaxpr([], in_vars, [Eqn(eqn.primitive, in_vars, eqn.params, out_vars)], out_vars), [])
+    split = partial_eval_jaxpr(closed, unknowns, instantiate=False)
+    if split.known_consts or split.known.consts or split.unknown.consts:
+        return None
+    known_ins = select_by([not u for u in unknowns], eqn.invars)
+    known_eqns, known_results = _copied(split.known.jaxpr, known_ins)
+    num_outs = len(known_results) - split.num_computed_residuals
+    residuals = split.residuals(known_ins, known_results[num_outs:])
+    unknown_eqns, unknown_outs = _copied(split.unknown.jaxpr, residuals + select_by(unknowns, eqn.invars))
+    return known_eqns + unknown_eqns, merge_by(split.out_unknowns, unknown_outs, known_results[:num_outs])
+
+
+def _copied(jaxpr: Jaxpr, operands: Sequence[Any]) -> tuple[list[Eqn], list]:
+    """``jaxpr``'s equations with fresh variables, reading ``operands``, and its outputs."""
+    env: dict[int, Any] = {id(v): a for v, a in zip(jaxpr.invars, operands)}
+
+    def read(a: Any) -> Any:
+        return env.get(id(a), a) if isinstance(a, Var) else a
+
+    eqns = []
+    for eqn in jaxpr.eqns:
+        fresh = [Var(v.aval) for v in eqn.outvars]
+        eqns.append(Eqn(eqn.primitive, [read(a) for a in eqn.invars], eqn.params, fresh))
+        env.update((id(v), f) for v, f in zip(eqn.outvars, fresh))
+    return eqns, [read(a) for a in jaxpr.outvars]
+
+
+# DCE rules for equations holding sub-programs: rule(used_outputs, eqn) -> (used inputs, eqn | None)
+dce_rules: dict[Primitive, Callable] = {}
+
+
+def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
+    """The program computing only the used outputs (keeping every effect), and which of its
+    inputs it still reads; unused inputs are dropped. Calls are pruned inside (``dce_rules``)."""
+    outvars = [a for a, used in zip(jaxpr.outvars, used_outputs) if used]
+    live = {id(a) for a in outvars if isinstance(a, Var)}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        used = [id(v) in live for v in eqn.outvars]
+        if not any(used) and not is_effectful(eqn):
+            continue
+        rule = dce_rules.get(eqn.primitive)
+        if rule is not None and not is_effectful(eqn):
+            _, eqn = rule(used, eqn)  # (the pruned equation reads only the inputs it uses)
+            if eqn is None:
+                continue
+        kept.append(eqn)
+        live.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    used_inputs = [id(v) in live for v in jaxpr.invars]
+    return Jaxpr([], [v for v, u in zip(jaxpr.invars, used_inputs) if u], kept[::-1], outvars), used_inputs

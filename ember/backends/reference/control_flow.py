@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.backends.reference import eval_closed, impl_rules
+from ember.core.calls import checkpoint_p, name_p, optimization_barrier_p
 from ember.lax import control_flow as cf
 
 
@@ -44,3 +45,13 @@ impl_rules.update({
     cf.while_p: _while,
     cf.scan_p: _scan,
 })
+
+
+# --- checkpoint (remat2), checkpoint_name's name, and the compiler's optimization barrier ---------
+def _checkpoint(*args: np.ndarray, jaxpr, prevent_cse, differentiated: bool, policy) -> list[np.ndarray]:
+    return eval_closed(jaxpr, *args)
+
+
+impl_rules[checkpoint_p] = _checkpoint
+impl_rules[name_p] = lambda x, *, name: x
+impl_rules[optimization_barrier_p] = lambda *xs: list(xs)

@@ -27,6 +27,7 @@ from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are
     tree_util,
 )
 from ember.compat.jax import (  # noqa: F401
+    ad_checkpoint,
     api_util,
     core,
     custom_derivatives,
