@@ -148,6 +148,22 @@ def _scaled(ufunc, factor):
     return lambda x: x * factor if np.iscomplexobj(x) else ufunc(x)
 
 
+def _by_kind(real_ref, complex_ref):
+    """``real_ref``, or for complex operands (which it has no loop for) ``complex_ref``."""
+    return lambda *args: complex_ref(*args) if any(np.iscomplexobj(a) for a in args) else real_ref(*args)
+
+
+def _complex_atan2(x, y):
+    return -1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x))  # (XLA's expansion, as JAX computes it)
+
+
+_arctan2 = _by_kind(np.arctan2, _complex_atan2)
+_logaddexp = _by_kind(np.logaddexp, lambda x, y: np.log(np.exp(x) + np.exp(y)))
+_logaddexp2 = _by_kind(np.logaddexp2, lambda x, y: np.log2(2 ** x + 2 ** y))
+# Complex domains that keep imaginary differences under pi: no cancelling sums, no poles of logistic
+_NO_POLES = (-1.5, 1.5)
+
+
 def _logistic(x):
     return 1 / (1 + np.exp(-x))
 
@@ -227,8 +243,10 @@ UNARY_RECORDS = [
              _erf, (-5, 5), dtypes=FLOATS),
     _inexact("lax.erfc", lambda x: lax.erfc(x), _erfc, (-5, 5), dtypes=FLOATS),
     _inexact("lax.lgamma", lambda x: lax.lgamma(x), _lgamma, (0.1, 50), tol=1e-5, dtypes=FLOATS),
-    _inexact("lax.logistic", lambda x: lax.logistic(x), _logistic, (-50, 50), dtypes=FLOATS),
-    _inexact("lax.rsqrt", lambda x: lax.rsqrt(x), lambda x: 1 / np.sqrt(x), (0.01, 1e4), dtypes=FLOATS),
+    _inexact("lax.logistic", lambda x: lax.logistic(x), _logistic, (-50, 50), dtypes=FLOATS + COMPLEX,
+             complex_domain=_NO_POLES),
+    _inexact("lax.rsqrt", lambda x: lax.rsqrt(x), lambda x: 1 / np.sqrt(x), (0.01, 1e4), dtypes=FLOATS + COMPLEX,
+             complex_domain=(0.1, 10.0)),
     OpRecord("negative", jnp.negative, np.negative, 1, SIGNED + FLOATS + COMPLEX, specials=True),
     OpRecord("positive", jnp.positive, np.positive, 1, NUMBERS + COMPLEX, specials=True),
     OpRecord("abs", jnp.abs, np.abs, 1, NUMBERS + COMPLEX, result="real", specials=True),
@@ -249,18 +267,25 @@ UNARY_RECORDS = [
     OpRecord("isposinf", jnp.isposinf, np.isposinf, 1, NUMBERS, EVERYWHERE, result="bool"),
     OpRecord("isneginf", jnp.isneginf, np.isneginf, 1, NUMBERS, EVERYWHERE, result="bool"),
     OpRecord("signbit", jnp.signbit, np.signbit, 1, SIGNED + FLOATS, result="bool"),
-    OpRecord("nan_to_num", jnp.nan_to_num, np.nan_to_num, 1, [np.float32]),
+    OpRecord("nan_to_num", jnp.nan_to_num, np.nan_to_num, 1, [np.float32] + COMPLEX, exact=True, specials=True),
     OpRecord("conj", jnp.conj, np.conj, 1, ALL + COMPLEX, specials=True),
     OpRecord("real", jnp.real, np.real, 1, ALL + COMPLEX, result="real", specials=True),
     OpRecord("imag", jnp.imag, np.imag, 1, NUMBERS + COMPLEX, result="real", specials=True),
     OpRecord("angle", jnp.angle, np.angle, 1, FLOATS + COMPLEX, result="real"),
     OpRecord("copy", jnp.copy, np.copy, 1, ALL + COMPLEX, specials=True),
-    OpRecord("nn.relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0), 1, [np.float32, np.float16, np.int32]),
-    OpRecord("nn.sigmoid", lambda x: nn.sigmoid(x), _logistic, 1, [np.float32], (-50, 50)),
-    OpRecord("nn.softplus", lambda x: nn.softplus(x), lambda x: np.logaddexp(x, 0), 1, [np.float32], (-50, 50)),
-    OpRecord("nn.silu", lambda x: nn.silu(x), lambda x: x * _logistic(x), 1, [np.float32], (-50, 50)),
-    OpRecord("nn.gelu", lambda x: nn.gelu(x), _gelu_tanh, 1, [np.float32], tolerance=1e-5),
-    OpRecord("nn.hard_silu", nn.hard_silu, lambda x: x * np.clip(x + 3, 0, 6) / 6, 1, [np.float32, np.float16]),
+    # (complex values as JAX's: relu and hard_silu by the lexicographic order, the others by formula)
+    OpRecord("nn.relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0), 1,
+             [np.float32, np.float16, np.int32] + COMPLEX),
+    OpRecord("nn.sigmoid", lambda x: nn.sigmoid(x), _logistic, 1, [np.float32] + COMPLEX, (-50, 50),
+             complex_domain=_NO_POLES),
+    OpRecord("nn.softplus", lambda x: nn.softplus(x), lambda x: _logaddexp(x, np.zeros_like(x)), 1,
+             [np.float32] + COMPLEX, (-50, 50), complex_domain=_NO_POLES),
+    OpRecord("nn.silu", lambda x: nn.silu(x), lambda x: x * _logistic(x), 1, [np.float32] + COMPLEX, (-50, 50),
+             complex_domain=_NO_POLES),
+    OpRecord("nn.gelu", lambda x: nn.gelu(x), _gelu_tanh, 1, [np.float32] + COMPLEX, tolerance=1e-5,
+             complex_domain=(-1.0, 1.0)),
+    OpRecord("nn.hard_silu", nn.hard_silu, lambda x: x * np.clip(x + 3, 0, 6) / 6, 1,
+             [np.float32, np.float16] + COMPLEX),
     # lax: no promotion, operands of one dtype
     _lax(lax.neg, np.negative, dtypes=SIGNED + FLOATS + COMPLEX, specials=True),
     _lax(lax.abs, np.abs, dtypes=SIGNED + FLOATS + COMPLEX, result="real", specials=True),
@@ -308,17 +333,20 @@ BINARY_RECORDS = [
     OpRecord("power", jnp.power, np.power, 2, [np.float32] + COMPLEX, (0.1, 5), complex_domain=(0.1, 3)),
     OpRecord("float_power", jnp.float_power, np.float_power, 2, [np.int8, np.int32] + FLOATS + COMPLEX, (0.1, 5),
              result="inexact", complex_domain=(0.1, 3)),
-    # Complex maximum / minimum are lexicographic. (No NaNs: XLA's complex max and min depend on
-    # the operands' order when one holds a NaN; NumPy's, and ember's, return the NaN operand.)
+    # Complex maximum / minimum are lexicographic. (No NaNs: XLA's complex max and min then depend on
+    # the operands' order, as ember's do; NumPy's return the NaN operand. tests/test_complex_numpy.py
+    # checks them against JAX.)
     OpRecord("maximum", jnp.maximum, np.maximum, 2, ALL + COMPLEX),
     OpRecord("minimum", jnp.minimum, np.minimum, 2, ALL + COMPLEX),
-    OpRecord("arctan2", jnp.arctan2, np.arctan2, 2, FLOATS, result="inexact"),
+    OpRecord("arctan2", jnp.arctan2, _arctan2, 2, FLOATS + COMPLEX, result="inexact", complex_domain=(0.1, 3.0)),
     OpRecord("hypot", jnp.hypot, np.hypot, 2, FLOATS, result="inexact"),
     OpRecord("copysign", jnp.copysign, np.copysign, 2, FLOATS, result="inexact"),
     OpRecord("nextafter", jnp.nextafter, np.nextafter, 2, FLOATS, exact=True),
     OpRecord("heaviside", jnp.heaviside, np.heaviside, 2, NUMBERS, result="inexact"),
-    OpRecord("logaddexp", jnp.logaddexp, np.logaddexp, 2, FLOATS, (-50, 50), result="inexact"),
-    OpRecord("logaddexp2", jnp.logaddexp2, np.logaddexp2, 2, FLOATS, (-50, 50), result="inexact"),
+    OpRecord("logaddexp", jnp.logaddexp, _logaddexp, 2, FLOATS + COMPLEX, (-50, 50), result="inexact",
+             complex_domain=_NO_POLES),
+    OpRecord("logaddexp2", jnp.logaddexp2, _logaddexp2, 2, FLOATS + COMPLEX, (-50, 50), result="inexact",
+             complex_domain=_NO_POLES),
     OpRecord("bitwise_and", jnp.bitwise_and, np.bitwise_and, 2, BOOL + INTS, bit_patterns=True),
     OpRecord("bitwise_or", jnp.bitwise_or, np.bitwise_or, 2, BOOL + INTS, bit_patterns=True),
     OpRecord("bitwise_xor", jnp.bitwise_xor, np.bitwise_xor, 2, BOOL + INTS, bit_patterns=True),
@@ -345,7 +373,7 @@ BINARY_RECORDS = [
     _lax(lax.max, np.maximum, 2, ALL + COMPLEX),
     _lax(lax.min, np.minimum, 2, ALL + COMPLEX),
     _lax(lax.pow, np.power, 2, FLOATS + COMPLEX, domain=(0.1, 5), complex_domain=(0.1, 3)),
-    _lax(lax.atan2, np.arctan2, 2),
+    _lax(lax.atan2, _arctan2, 2, dtypes=FLOATS + COMPLEX, complex_domain=(0.1, 3.0)),
     _lax(lax.nextafter, np.nextafter, 2, exact=True),
     _lax(lax.bitwise_and, np.bitwise_and, 2, BOOL + INTS, bit_patterns=True),
     _lax(lax.bitwise_or, np.bitwise_or, 2, BOOL + INTS, bit_patterns=True),
@@ -697,6 +725,8 @@ def _sort_args(draw, x):
 
 
 COMPLEX_PARAM_RECORDS = [_BY_NAME[name]._replace(dtypes=COMPLEX, specials=True) for name in _MOVING] + [
+    # Bounds by the lexicographic order (XLA's select of a comparison; no NaNs, which it lets through)
+    _BY_NAME["lax.clamp"]._replace(name="lax.clamp (complex)", dtypes=COMPLEX),
     # Products of units are exact in any order; sums and extrema of values within +-10 are not
     # reordered-exact, so they compare within a tolerance (extrema exactly). Extrema are
     # lexicographic (no NaNs: XLA's complex max and min of a NaN depend on the operands' order).

@@ -122,7 +122,7 @@ def test_real_only_functions_refuse_complex_with_jaxs_error_types():
     type_errors = [jnp.floor, jnp.ceil, jnp.trunc, jnp.fix, jnp.cbrt, jnp.fabs, jnp.modf, jnp.frexp,
                    lambda x: jnp.copysign(x, 1.0), lambda x: jnp.floor_divide(x, 1.0),
                    lambda x: jnp.remainder(x, 1.0), lambda x: jnp.fmod(x, 1.0), lambda x: jnp.divmod(x, 1.0),
-                   lambda x: jnp.nextafter(x, x), lambda x: jnp.heaviside(x, 1.0), lambda x: jnp.arctan2(x, x),
+                   lambda x: jnp.nextafter(x, x), lambda x: jnp.heaviside(x, 1.0),
                    lambda x: jnp.bitwise_and(x, x), lax.floor, lax.round, lax.is_finite]
     for fn in type_errors:
         with pytest.raises(TypeError):
@@ -342,3 +342,115 @@ def test_complex_functions_under_vmap_and_jit_agree_with_eager(data):
         for a, b in zip(eager[:-1], other[:-1]):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(eager[-1], other[-1], rtol=1e-6)  # (|z|: native code may round differently)
+
+
+# --- the end-to-end audit's findings, against JAX ------------------------------------------------
+SPECIAL_B = SPECIAL[::-1].copy()
+
+
+def test_conjugating_products_as_jax():
+    a, b = Z, Z[::-1] * (0.5 - 1j)
+    for fn in (lambda np_, x, y: np_.vdot(x, y), lambda np_, x, y: np_.vecdot(x, y),
+               lambda np_, x, y: np_.linalg.vecdot(x, y), lambda np_, x, y: np_.correlate(x, y),
+               lambda np_, x, y: np_.correlate(x, y[:3], mode="full"), lambda np_, x, y: np_.correlate(x[:2], y),
+               lambda np_, x, y: np_.inner(x, y), lambda np_, x, y: np_.dot(x, y)):
+        _as_jax(fn, a, b)
+    _as_jax(lambda np_, x, y: np_.vecdot(x, y, axis=0), Z.reshape(2, 3), Z[::-1].reshape(2, 3))
+
+
+def test_complex_atan2_as_jax():
+    y, x = Z, Z[::-1] + 0.5j
+    _as_jax(lambda np_, a, b: (np_.arctan2(a, b), np_.atan2(a, b)), y, x)
+    _as_jax(lambda np_, a: np_.arctan2(a, 2.0), y)
+    assert ember.lax.atan2(jnp.asarray(y), jnp.asarray(x)).dtype == np.complex64
+    want = jax.grad(lambda a: jax_numpy.arctan2(a, 2 + 1j).real)(1 + 1j)
+    np.testing.assert_allclose(ember.grad(lambda a: jnp.arctan2(a, 2 + 1j).real)(1 + 1j), want, rtol=1e-5)
+
+
+def test_logsumexp_keeps_the_phase_as_jax():
+    from jax.scipy import special as jax_special
+
+    from ember.scipy import special
+    for ours, theirs in ((nn.logsumexp, jax.nn.logsumexp), (special.logsumexp, jax_special.logsumexp)):
+        _same(ours(jnp.asarray(Z)), theirs(Z))
+        _same(ours(jnp.asarray(Z.reshape(2, 3)), axis=1), theirs(Z.reshape(2, 3), axis=1))
+        _same(ours(jnp.asarray(Z), b=jnp.asarray(Z[::-1])), theirs(Z, b=Z[::-1]))
+        _same(ours(jnp.asarray(Z), return_sign=True), theirs(Z, return_sign=True))
+    _same(nn.logmeanexp(jnp.asarray(Z)), jax.nn.logmeanexp(Z))
+
+
+def test_digitize_of_complex_values_as_jax():
+    bins = np.sort(Z[::-1] * 0.75)
+    for right in (False, True):
+        _as_jax(lambda np_, x, b: np_.digitize(x, b, right=right), Z, bins, exact=True)
+        _as_jax(lambda np_, x, b: np_.digitize(x, b[::-1], right=right), Z, bins, exact=True)
+
+
+def test_maximum_minimum_and_clamp_with_nans_as_jax():
+    # XLA selects by a comparison that fails at a NaN part: the second operand wins there.
+    _as_jax(lambda np_, x, y: (np_.maximum(x, y), np_.minimum(x, y)), SPECIAL, SPECIAL_B, exact=True)
+    got = jnp.asarray(ember.lax.clamp(jnp.asarray(SPECIAL), jnp.asarray(SPECIAL_B), jnp.asarray(np.roll(SPECIAL, 3))))
+    want = jax.lax.clamp(SPECIAL, SPECIAL_B, np.roll(SPECIAL, 3))
+    _same(got, want, exact=True)
+    _same(nn.relu(jnp.asarray(SPECIAL)), jax.nn.relu(SPECIAL), exact=True)
+
+
+def test_extrema_and_cumulative_extrema_with_nans_fold_as_jax():
+    # (eagerly: XLA folds in order, a NaN replaced by whatever follows it)
+    for fn in (jnp.max, jnp.min, jnp.ptp, lambda x: jnp.max(x.reshape(1, -1), axis=1)):
+        jfn = {jnp.max: jax_numpy.max, jnp.min: jax_numpy.min, jnp.ptp: jax_numpy.ptp}.get(
+            fn, lambda x: jax_numpy.max(x.reshape(1, -1), axis=1))
+        for values in (SPECIAL, SPECIAL_B):
+            _same(fn(jnp.asarray(values)), jfn(values), exact=True)
+    for ours, theirs in ((lax.cummax, jax.lax.cummax), (lax.cummin, jax.lax.cummin)):
+        for values in (SPECIAL, SPECIAL_B):
+            _same(ours(jnp.asarray(values)), theirs(values), exact=True)
+            _same(ours(jnp.asarray(values), reverse=True), theirs(values, reverse=True), exact=True)
+
+
+def test_set_functions_collapse_complex_nans_as_jax():
+    x = np.array([1 + 1j, complex(nan, 0), complex(nan, 0), complex(0, nan), 2], np.complex64)
+    y = np.array([3, complex(nan, 1), 1 + 1j], np.complex64)
+    for a, b in ((SPECIAL, SPECIAL_B), (x, y), (y, x)):
+        for name in ("union1d", "setdiff1d", "setxor1d", "intersect1d"):
+            _same(getattr(jnp, name)(a, b), getattr(jax_numpy, name)(a, b), exact=True)
+        for name in ("union1d", "setdiff1d", "intersect1d"):
+            _same(getattr(jnp, name)(a, b, size=12), getattr(jax_numpy, name)(a, b, size=12), exact=True)
+    # nothing in common: the padding defaults to 0, as JAX's
+    _same(jnp.intersect1d(Z, Z + 100, size=3), jax_numpy.intersect1d(Z, Z + 100, size=3), exact=True)
+
+
+def test_functions_refusing_complex_as_jax():
+    with pytest.raises(ValueError, match="Clip received a complex value"):
+        nn.standardize(jnp.asarray(Z))
+    _same(nn.standardize(jnp.asarray(Z), algorithm="stable"), jax.nn.standardize(Z, algorithm="stable"))
+    with pytest.raises(ValueError, match="must be a float dtype, got complex64"):
+        ember.random.multivariate_normal(ember.random.key(0), np.zeros(2, np.complex64), np.eye(2))
+    with pytest.raises(TypeError, match="erfc does not accept dtype complex64"):
+        nn.gelu(jnp.asarray(Z), approximate=False)
+    for fn in (jnp.imag, jnp.iscomplex, jnp.isreal):
+        with pytest.raises(TypeError, match="imag requires ndarray or scalar arguments"):
+            fn([1j, 2])
+
+
+def test_imag_of_a_weak_real_is_weak_as_jax():
+    for value in (1.0, 2, np.float32(1), np.ones(3, np.float32)):
+        got, want = jnp.imag(value), jax_numpy.imag(value)
+        assert got.dtype == want.dtype and got.weak_type == want.weak_type and got.shape == want.shape
+
+
+def test_complex_activations_as_jax():
+    z = Z * 0.3
+    for name in ("relu", "relu6", "sigmoid", "softplus", "silu", "gelu", "hard_silu", "hard_sigmoid", "log_sigmoid",
+                 "elu", "celu", "selu", "leaky_relu", "hard_tanh", "tanh", "soft_sign", "squareplus", "mish"):
+        _as_jax(lambda np_, x: getattr(nn if np_ is jnp else jax.nn, name)(x), z)
+
+
+@given(values=complex_arrays(np.complex64, (6,), specials=True), others=complex_arrays(np.complex64, (6,)))
+def test_nan_to_num_isclose_and_products_over_specials_as_jax(values, others):
+    _same(jnp.nan_to_num(values), jax_numpy.nan_to_num(values), exact=True)
+    _same(jnp.nan_to_num(values, nan=1 + 1j, posinf=2.0), jax_numpy.nan_to_num(values, nan=1 + 1j, posinf=2.0),
+          exact=True)
+    _same(jnp.isclose(values, others), jax_numpy.isclose(values, others), exact=True)
+    _same(jnp.isclose(values, values, equal_nan=True), jax_numpy.isclose(values, values, equal_nan=True), exact=True)
+    _same(jnp.vdot(others, others[::-1]), jax_numpy.vdot(others, others[::-1]))

@@ -32,9 +32,11 @@ def assert_allclose(actual: Any, expected: Any, dtype: Any = None, check_dtype: 
     if a.dtype.kind in "biu" and e.dtype.kind in "biu":
         np.testing.assert_array_equal(a, e)
     else:
-        t = tolerance(a.dtype) if a.dtype.kind == "f" or a.dtype == dtypes.bfloat16 else {}
+        part = np.finfo(a.dtype).dtype if a.dtype.kind == "c" else a.dtype  # (a complex type's parts)
+        t = tolerance(part) if part.kind == "f" or part == dtypes.bfloat16 else {}
         t.update(tol)
-        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), equal_nan=True, **t)
+        wide = np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64  # (both parts compared)
+        np.testing.assert_allclose(a.astype(wide), e.astype(wide), equal_nan=True, **t)
 
 
 def check_eager_and_jit(fn: Callable, *args: Any, expected: Any = None, **kwargs: Any) -> Any:

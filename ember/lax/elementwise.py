@@ -281,7 +281,7 @@ real, imag = map(_bind, (real_p, imag_p))
     _bind, (exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p,
             acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, erf_p,
             erfc_p, erf_inv_p, lgamma_p, digamma_p))
-(add, sub, mul, div, rem, _pow_same_dtype, max, min, atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor,
+(add, sub, mul, div, rem, _pow_same_dtype, max, min, _atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor,
  shift_left, shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge) = map(
     _bind, (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, nextafter_p, and_p, or_p,
             xor_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, eq_p, ne_p, lt_p, le_p,
@@ -303,6 +303,20 @@ def pow(x: Any, y: Any) -> Any:
     if not is_python_scalar(y) and dtypes.is_integer(aval(y).dtype) and dtypes.is_inexact(aval(x).dtype):
         y = convert_element_type(y, aval(x).dtype, weak_type=aval(y).weak_type)
     return _pow_same_dtype(x, y)
+
+
+def atan2(x: Any, y: Any) -> Any:
+    """``atan(x / y)`` elementwise, in the quadrant of ``(y, x)``. Complex operands (as XLA's
+    expansion, which JAX uses) give ``-i * log((y + i x) / sqrt(y**2 + x**2))``."""
+    x, y = _scalars_like((x, y))
+    if is_python_scalar(x) or not dtypes.is_complex(aval(x).dtype):
+        return _atan2(x, y)
+    _elementwise_rule(aval(x), aval(y), name="atan2", kinds=INEXACT)  # one complex dtype and shape
+    i = convert_element_type(1j, aval(x).dtype, weak_type=True)
+    return mul(neg(i), log(div(add(y, mul(i, x)), sqrt(add(mul(y, y), mul(x, x))))))
+
+
+atan2.__name__ = "atan2"
 
 
 def conj(x: Any) -> Any:

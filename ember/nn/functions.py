@@ -218,20 +218,22 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
         a, b = promote_dtypes_inexact(ensure_array(a), ensure_array(b))
         a = jnp.where(jnp.not_equal(b, 0), a, -np.inf)  # b == 0 terms drop out even where a is inf
     axes = reduction_axes(axis, a.ndim)
-    a_max = jnp.max(a, axes, keepdims=True, where=where, initial=-np.inf)
+    complex_input = dtypes.is_complex(a.dtype)
+    # Complex terms shift by the largest real part (as JAX); their sum's log keeps its phase.
+    a_max = jnp.max(jnp.real(a), axes, keepdims=True, where=where, initial=-np.inf)
     # Shifting by a non-finite max would give inf - inf; shift by 0 there instead.
     a_max = lax.stop_gradient(jnp.where(jnp.isfinite(a_max), a_max, 0))  # the result does not depend on it
-    exp_a = jnp.exp(jnp.subtract(a, a_max))
+    exp_a = jnp.exp(jnp.subtract(a, a_max.astype(a.dtype)))
     if b is not None:
         exp_a = jnp.multiply(exp_a, b)
     total = jnp.sum(exp_a, axes, keepdims=True, where=where)
     sign = jnp.sign(total)
-    out = jnp.add(jnp.log(jnp.abs(total)), a_max)
+    out = jnp.add(jnp.log(total if complex_input and not return_sign else jnp.abs(total)), a_max)
     if not keepdims:
         out, sign = (lax.squeeze(v, axes) for v in (out, sign))
     if return_sign:
         return out, sign
-    if b is not None:
+    if b is not None and not complex_input:
         out = jnp.where(jnp.less(sign, 0), np.nan, out)
     return out
 
@@ -258,8 +260,8 @@ def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, 
         if algorithm == "stable":
             variance = jnp.mean(jnp.square(jnp.subtract(x, mean)), axis, keepdims=True, where=where)
         elif algorithm == "fast":
-            variance = jnp.maximum(jnp.subtract(jnp.mean(jnp.square(x), axis, keepdims=True, where=where),
-                                                jnp.square(mean)), 0)
+            variance = jnp.clip(jnp.subtract(jnp.mean(jnp.square(x), axis, keepdims=True, where=where),
+                                             jnp.square(mean)), 0)  # (a complex one refuses, as JAX's)
         else:
             raise ValueError(f"Unknown algorithm {algorithm!r}. Expected 'fast' or 'stable'.")
     return jnp.multiply(jnp.subtract(x, mean), lax.rsqrt(jnp.add(variance, epsilon)))

@@ -30,7 +30,8 @@ __all__ = ["ARRAYLIKE_ARGS", "LINALG_ARRAYLIKE_ARGS", "check_arraylike", "guard"
 
 _UNARY = """abs:absolute absolute acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh
     bitwise_count bitwise_invert bitwise_not cbrt ceil conj:conjugate conjugate cos cosh deg2rad degrees:rad2deg exp
-    exp2 expm1 fabs floor frexp i0 invert isfinite isinf isnan isneginf isposinf log log10 log1p log2 logical_not
+    exp2 expm1 fabs floor frexp i0 imag invert iscomplex:imag isfinite isinf isnan isneginf isposinf isreal:imag log
+    log10 log1p log2 logical_not
     modf negative positive rad2deg radians:deg2rad real reciprocal rint sign signbit sin sinc sinh spacing sqrt square
     tan tanh trunc"""
 _BINARY = """add arctan2 atan2 bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift:right_shift bitwise_xor

@@ -33,6 +33,7 @@ def correlate(a: Any, v: Any, mode: str = "valid", *, precision: Any = None,
     """``c[k] = sum_j a[k + j] * v[j]`` for 1-D ``a`` and ``v``; ``mode`` as for ``convolve``
     (default ``'valid'``)."""
     a, v = _operands("correlate", a, v, preferred_element_type)
+    v = lax.conj(v) if dtypes.is_complex(v.dtype) else v  # (NumPy's and JAX's correlation conjugates v)
     if a.shape[0] < v.shape[0]:  # correlating the other way round reverses the result
         return lax.rev(_sliding_dot(v, a, mode, precision, preferred_element_type), (0,))
     return _sliding_dot(a, v, mode, precision, preferred_element_type)

@@ -156,9 +156,14 @@ def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any
     return lax.reshape(out, out_shape)
 
 
+def _conj(x: Any) -> Any:
+    return lax.conj(x) if dtypes.is_complex(x.dtype) else x
+
+
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """The dot product of the flattened operands."""
+    """The dot product of the flattened operands, conjugating a complex ``a``."""
     a, b = _promote_pair(a, b)
+    a = _conj(a)
     if a.size != b.size:
         raise TypeError(f"vdot: operands of shapes {a.shape} and {b.shape} have different sizes "
                         f"({a.size} and {b.size})")
@@ -166,8 +171,10 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """Dot products of vectors along ``axis``, broadcasting the other dimensions."""
+    """Dot products of vectors along ``axis``, broadcasting the other dimensions (conjugating a
+    complex ``x1``)."""
     x1, x2 = _promote_pair(x1, x2)
+    x1 = _conj(x1)
     shapes = (x1.shape, x2.shape)
     x1, x2 = moveaxis(x1, axis, -1), moveaxis(x2, axis, -1)
     _check_aligned("vecdot", x1.shape, x2.shape, x1.ndim - 1, x2.ndim - 1)

@@ -18,7 +18,7 @@ from ember.core.trace import Tracer
 from ember.numpy.core import asarray, ensure_array, promote_dtypes
 from ember.numpy.reductions import sum as _sum
 from ember.numpy.shape_ops import concatenate, ravel, reshape
-from ember.numpy.sorting import searchsorted, unique
+from ember.numpy.sorting import _canonical_complex_nan, searchsorted, unique
 from ember.numpy.static_args import static_bool, static_int
 from ember.numpy.ufuncs import isnan, logical_not, where
 
@@ -59,7 +59,10 @@ def _require_size(size: int | None, name: str, *arrays: Any) -> None:
 
 def _sorted_with_first_marks(values: Any) -> tuple[Any, Any, Any]:
     """``values`` (1-D) sorted, the sorting permutation, and whether each sorted entry is the
-    first of its run of equal values (NaNs count as equal, as in NumPy's set functions)."""
+    first of its run of equal values (NaNs count as equal, as in NumPy's set functions). A
+    complex value with a NaN part becomes ``nan+0j`` first (as JAX's ``unique``), so that they
+    all sort together and collapse to one."""
+    values = _canonical_complex_nan(values)
     ordered, perm = lax.sort((values, lax.iota(np.int32, values.size)), 0, num_keys=1)
     if values.size == 0:
         return ordered, perm, lax.convert_element_type(ordered, dtypes.bool_)
@@ -87,7 +90,9 @@ def _compact(marked: Any, values: Any, *extras: Any, size: int | None, fill_valu
     if size == 0:
         return outputs
     padding = lax.ge(lax.iota(np.int32, size), count)
-    fills = (outputs[0][0] if fill_value is None else fill_value, *extra_fills)
+    # The default fill is the smallest value, or 0 where nothing is marked (as JAX pads).
+    smallest = where(lax.gt(count, 0), outputs[0][0], lax.convert_element_type(0, outputs[0].dtype))
+    fills = (smallest if fill_value is None else fill_value, *extra_fills)
     return [where(padding, lax.convert_element_type(fill, out.dtype), out) for out, fill in zip(outputs, fills)]
 
 

@@ -19,7 +19,7 @@ from ember.numpy.reductions import average, max as _max, min as _min, sum as _su
 from ember.numpy.shape_ops import atleast_2d, concatenate, ravel, squeeze
 from ember.numpy.sorting import searchsorted
 from ember.numpy.static_args import static_bool, static_int, static_value
-from ember.numpy.ufuncs import abs, add, clip, conj, divide, imag, multiply, real, sqrt, subtract, where
+from ember.numpy.ufuncs import abs, add, clip, conj, divide, greater_equal, imag, multiply, real, sqrt, subtract, where
 
 __all__ = ["bincount", "corrcoef", "cov", "digitize", "histogram", "histogram_bin_edges"]
 
@@ -75,7 +75,7 @@ def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = Non
     options = {} if method is None else {"method": method}
     increasing = searchsorted(bins, x, side=side, **options)
     decreasing = subtract(n, searchsorted(lax.rev(bins, (0,)), x, side=side, **options))
-    return where(lax.ge(bins[-1], bins[0]), increasing, decreasing)
+    return where(greater_equal(bins[-1], bins[0]), increasing, decreasing)  # (complex bins: lexicographic)
 
 
 # --- histograms ----------------------------------------------------------------------------------

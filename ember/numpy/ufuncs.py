@@ -504,7 +504,10 @@ def real(x: Any, /) -> Any:
 def imag(x: Any, /) -> Any:
     """The imaginary part; zeros of the value's type for real values."""
     x = ensure_array(x)
-    return lax.imag(x) if dtypes.is_complex(aval(x).dtype) else full(aval(x).shape, 0, aval(x).dtype)
+    if dtypes.is_complex(aval(x).dtype):
+        return lax.imag(x)
+    zeros = full(aval(x).shape, 0, aval(x).dtype)
+    return lax.convert_element_type(zeros, aval(x).dtype, weak_type=aval(x).weak_type)  # (weak stays weak, as JAX)
 
 
 def angle(z: Any, deg: bool = False) -> Any:

@@ -490,7 +490,8 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Sequence[int] | No
     mean, cov = promote_dtypes_inexact(mean, cov)
     if method not in ("svd", "eigh", "cholesky"):
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
-    dtype = aval(mean).dtype if dtype is None else _float_dtype("multivariate_normal", dtype)
+    # (complex means refuse too: JAX checks the dtype they give)
+    dtype = _float_dtype("multivariate_normal", aval(mean).dtype if dtype is None else dtype)
     mean_shape, cov_shape = aval(mean).shape, aval(cov).shape
     if not mean_shape:
         raise ValueError("multivariate_normal requires mean.ndim >= 1, got mean.ndim == 0")

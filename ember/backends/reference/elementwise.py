@@ -166,8 +166,18 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
 
 
+def complex_greater(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """XLA's lexicographic ``x > y`` of complex values: false wherever a compared part is NaN."""
+    re_x, re_y = np.real(x), np.real(y)
+    return (re_x > re_y) | ((re_x == re_y) & (np.imag(x) > np.imag(y)))
+
+
 def _max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """NaN-propagating (as NumPy and XLA); +0 is larger than -0 whatever the order (as XLA)."""
+    """NaN-propagating (as NumPy and XLA); +0 is larger than -0 whatever the order (as XLA).
+    Complex values: ``x`` where it is lexicographically greater, else ``y`` (XLA's select, so a
+    NaN is not propagated: the second operand wins where the comparison fails)."""
+    if dtypes.is_complex(np.result_type(x, y)):
+        return np.where(complex_greater(x, y), x, y)
     out = np.maximum(x, y)
     if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
         out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), out)
@@ -175,7 +185,10 @@ def _max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """NaN-propagating; -0 is smaller than +0 whatever the order (as XLA)."""
+    """NaN-propagating; -0 is smaller than +0 whatever the order (as XLA). Complex values: as
+    ``_max``, ``x`` where it is lexicographically smaller, else ``y``."""
+    if dtypes.is_complex(np.result_type(x, y)):
+        return np.where(complex_greater(y, x), x, y)
     out = np.minimum(x, y)
     if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
         out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)
@@ -284,7 +297,7 @@ impl_rules.update({
     ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: dtypes.convert_values(x, new_dtype),
     ew.bitcast_convert_type_p: lambda x, *, new_dtype: _bitcast(x, new_dtype),
     ew.select_n_p: lambda which, *cases: _select_n(which, cases),
-    ew.clamp_p: lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
+    ew.clamp_p: lambda lo, x, hi: _min(_max(lo, x), hi),
     stop_gradient_p: lambda x: x,
 })
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ember import dtypes
 from ember.backends.reference import impl_rules
-from ember.backends.reference.elementwise import _float_math as in_float32
+from ember.backends.reference.elementwise import _float_math as in_float32, complex_greater
 from ember.lax import reductions as red
 
 
@@ -30,11 +30,46 @@ def _highest(dt: np.dtype) -> Any:
 
 
 def _reduce_max(x: np.ndarray, *, axes: tuple) -> np.ndarray:
+    if dtypes.is_complex(x.dtype) and np.isnan(x).any():
+        return _complex_fold(x, axes, _lowest(x.dtype), keep=complex_greater)
     return np.max(x, axis=axes, initial=_lowest(x.dtype))  # np.maximum propagates NaN
 
 
 def _reduce_min(x: np.ndarray, *, axes: tuple) -> np.ndarray:
+    if dtypes.is_complex(x.dtype) and np.isnan(x).any():
+        return _complex_fold(x, axes, _highest(x.dtype), keep=lambda acc, v: complex_greater(v, acc))
     return np.min(x, axis=axes, initial=_highest(x.dtype))
+
+
+def _complex_fold(x: np.ndarray, axes: tuple, initial: Any, keep: Callable) -> np.ndarray:
+    """A complex max/min with NaNs, as XLA's in-order reduction folds it: the running value is
+    kept where ``keep(acc, v)`` (the lexicographic comparison, false at a NaN part), else it
+    becomes ``v``. So a NaN is not propagated: whatever comes after it replaces it. (Without
+    NaNs this is NumPy's lexicographic max/min.)"""
+    rest = [d for d in range(x.ndim) if d not in axes]
+    flat = np.transpose(x, rest + list(axes)).reshape(tuple(x.shape[d] for d in rest) + (-1,))
+    acc = np.full(flat.shape[:-1], initial, x.dtype)
+    for i in range(flat.shape[-1]):
+        acc = np.where(keep(acc, flat[..., i]), acc, flat[..., i])
+    return acc
+
+
+def _complex_cumulative(np_fn: Callable, initial: Callable, keep: Callable) -> Callable:
+    """cummax/cummin. With NaNs in complex values, each output is XLA's in-order fold (as
+    ``_complex_fold``) of its window: ``x[:i + 1]``, or ``x[i:]`` reversed, still folded first to last."""
+    def impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
+        if not (dtypes.is_complex(x.dtype) and np.isnan(x).any()):
+            return _scan(np_fn)(x, axis=axis, reverse=reverse)
+        last = np.moveaxis(x, axis, -1)
+        n = last.shape[-1]
+        acc = np.full(last.shape, initial(x.dtype), x.dtype)
+        start = np.arange(n)
+        for j in range(n):
+            v = last[..., j:j + 1]
+            takes = (start >= j) if not reverse else (start <= j)  # the outputs whose window holds x_j
+            acc = np.where(takes & ~keep(acc, v), v, acc)
+        return np.moveaxis(acc, -1, axis)
+    return impl
 
 
 def _bitwise_reduce(ufunc: np.ufunc) -> Callable:
@@ -102,8 +137,8 @@ impl_rules.update({
     red.argmin_p: _arg_reduce(np.argmin),
     red.cumsum_p: _scan(lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype)),
     red.cumprod_p: _scan(lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype)),
-    red.cummax_p: _scan(np.maximum.accumulate),
-    red.cummin_p: _scan(np.minimum.accumulate),
+    red.cummax_p: _complex_cumulative(np.maximum.accumulate, _lowest, complex_greater),
+    red.cummin_p: _complex_cumulative(np.minimum.accumulate, _highest, lambda acc, v: complex_greater(v, acc)),
     red.cumlogsumexp_p: _scan(np.logaddexp.accumulate),
     red.sort_p: _sort,
     red.top_k_p: _top_k,
