@@ -450,3 +450,20 @@ def test_norm_of_complex_values_and_its_derivative():
     assert_like_jax(lambda ns: ns.m.grad(ns.jnp.linalg.norm)(Z))
     assert_like_jax(lambda ns: ns.m.jvp(ns.jnp.linalg.norm, (Z,), (W,)))
     np.testing.assert_array_equal(ember.grad(jnp.linalg.norm)(np.zeros(3, np.complex64)), np.zeros(3, np.complex64))
+
+
+def test_weak_types_of_complex_gradients_follow_jax():
+    """A real function's gradient at a weak complex value is strong in JAX (its cotangent comes
+    out of `complex`); holomorphic gradients, vjp and jacrev keep the weak type."""
+    cases = [
+        lambda m: m.grad(lambda z: (z * z).real)(1 + 2j),
+        lambda m: m.grad(lambda z: abs(z))(3 + 4j),
+        lambda m: m.grad(lambda z: z * z, holomorphic=True)(1 + 2j),
+        lambda m: m.vjp(lambda z: z * z, 1 + 2j)[1](1 + 0j)[0],
+        lambda m: m.jacrev(lambda z: (z * z).real)(1 + 2j),
+        lambda m: m.grad(lambda x: x * x)(1.0),
+    ]
+    for case in cases:
+        got, want = case(ember), case(jax)
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -328,10 +328,17 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         out, vjp_fn = result[:2]
         _check_scalar_output(out, holomorphic)
         grads = vjp_fn(lax.convert_element_type(1.0, aval(out).dtype, aval(out).weak_type))
+        if not holomorphic:  # (JAX: the gradient of a real function of a complex value is never weak)
+            grads = tree_util.tree_map(_strong_if_complex, grads)
         grads = grads[0] if isinstance(argnums, int) else grads
         return ((out, result[2]) if has_aux else out), grads
 
     return value_and_grad_f
+
+
+def _strong_if_complex(g: Any) -> Any:
+    a = aval(g)
+    return lax.convert_element_type(g, a.dtype, False) if a.weak_type and dtypes.is_complex(a.dtype) else g
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
