@@ -337,8 +337,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 
 def _strong_if_complex(g: Any) -> Any:
+    if not dtypes.is_complex(np.dtype(g.dtype)):  # (float0 cotangents of integers among them)
+        return g
     a = aval(g)
-    return lax.convert_element_type(g, a.dtype, False) if a.weak_type and dtypes.is_complex(a.dtype) else g
+    return lax.convert_element_type(g, a.dtype, False) if a.weak_type else g
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
