@@ -329,6 +329,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
         out_box: list = []
 
         def flat_body(*blocks: Any) -> list:
+            if check_vma:  # (what each input varies over: differentiation sums invariant values' gradients)
+                par.seed_varying(blocks, [frozenset(n for names in sp for n in names) for sp in splits])
             out_leaves, out_tree = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, list(blocks))))
             out_box.append(out_tree)
             return out_leaves

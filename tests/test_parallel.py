@@ -284,3 +284,41 @@ def test_small_collectives():
     np.testing.assert_allclose(size, np.full(x.shape, 4.0))
     with ember.config.override(num_cpu_devices=4):
         np.testing.assert_allclose(ember.pmap(lambda v: lax.pmin(v, "i"), "i")(x), mn)
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_gradients_of_invariant_inputs_are_summed_under_check_vma(jitted):
+    """JAX's rule in shard_map(check_vma=True): a replicated parameter meets the batch through an
+    implicit pvary, so its gradient inside the body is the sum over the devices (the gradient of
+    the devices' summed losses), without an explicit psum; invariant losses are left alone."""
+    with ember.config.override(num_cpu_devices=4):
+        mesh = Mesh(np.array(ember.devices()), ("d",))
+        grid = Mesh(np.array(ember.devices()).reshape(2, 2), ("a", "b"))
+        w = jnp.ones(3) * 0.5
+        x = jnp.arange(24.0).reshape(8, 3) / 10
+
+        def loss(w, x):
+            return jnp.sum((x @ w) ** 2) + jnp.sum(w ** 2)
+
+        def mapped(body, m, in_specs, out_specs):
+            f = ember.shard_map(body, mesh=m, in_specs=in_specs, out_specs=out_specs)
+            return ember.jit(f) if jitted else f
+
+        def total(devices):  # the summed losses of `devices` devices, each with its rows of x
+            return lambda w: jnp.sum((x @ w) ** 2) + devices * jnp.sum(w ** 2)
+
+        got = mapped(lambda w, x: ember.grad(loss)(w, x), mesh, (P(), P("d")), P())(w, x)
+        np.testing.assert_allclose(got, ember.grad(total(4))(w), rtol=1e-5)
+        gw, gx = mapped(lambda w, x: ember.grad(loss, argnums=(0, 1))(w, x), mesh, (P(), P("d")), (P(), P("d")))(w, x)
+        np.testing.assert_allclose(gw, ember.grad(total(4))(w), rtol=1e-5)
+        np.testing.assert_allclose(gx, ember.grad(lambda x: loss(w, x), argnums=0)(x), rtol=1e-5)
+        summed = mapped(lambda w, x: ember.grad(lambda w: lax.psum(jnp.sum(jnp.sin(x @ w)), "d"))(w), mesh,
+                        (P(), P("d")), P())(w, x)
+        np.testing.assert_allclose(summed, ember.grad(lambda w: jnp.sum(jnp.sin(x @ w)))(w), rtol=1e-5)
+        invariant = mapped(lambda w, x: ember.grad(lambda w: jnp.sum(w ** 3))(w), mesh, (P(), P("d")), P())(w, x)
+        np.testing.assert_allclose(invariant, 3 * np.asarray(w) ** 2, rtol=1e-6)
+        rows = mapped(lambda w, x: ember.grad(loss)(w, x), grid, (P(), P("a")), P())(w, x)  # (varies along a only)
+        np.testing.assert_allclose(rows, ember.grad(total(2))(w), rtol=1e-5)
+        unchecked = ember.shard_map(lambda w, x: ember.grad(loss)(w, x), mesh=mesh, in_specs=(P(), P("d")),
+                                    out_specs=P("d"), check_vma=False)(w, x)
+        np.testing.assert_allclose(unchecked[:3], ember.grad(loss)(w, x[:2]), rtol=1e-5)  # (per device: no sum)

@@ -34,6 +34,7 @@ from ember import tree_util
 from ember.core import sharding as shd
 from ember.core.array import Array
 from ember.core.avals import ShapedArray
+from ember.core.ir import Var
 from ember.core.primitive import EFFECTFUL
 from ember.core.trace import Tracer
 from ember.lax.base import aval, primitive
@@ -315,6 +316,52 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     return pvary(x, axis_name)
 
 
+# --- which mesh axes a value of a shard_map(check_vma=True) body varies over -----------------------------
+# JAX's type system tracks it (``vma``); ember computes it from the program being traced: a body's
+# inputs vary over the axes their in_specs split them over (``seed_varying``), an equation's outputs
+# over the union of its operands', except that psum / pmean / pmax / pmin / all_gather make a value
+# invariant along their axes and axis_index varies along its own. Differentiation uses it for
+# JAX's rule that the gradient of an invariant value is summed over the axes along which the
+# gradient (or the differentiated output) varies (ember.transforms.api).
+def invariance_checked_axes() -> tuple:
+    """The bound axis names of ``shard_map(check_vma=True)`` bodies (innermost last)."""
+    return tuple(name for name, _, kind in _env.frames if kind == SHARD_MAP_VMA)
+
+
+def seed_varying(args: Sequence[Any], axes: Sequence[frozenset]) -> None:
+    """Record, on the staging trace of the tracers ``args`` (a body's inputs), the axes each varies over."""
+    for x, names in zip(args, axes):
+        trace = getattr(x, "_trace", None)
+        if trace is None or not hasattr(x, "ir_var"):
+            continue
+        if getattr(trace, "varying_seeds", None) is None:
+            trace.varying_seeds, trace.varying_memo, trace.varying_done = {}, {}, 0
+        trace.varying_seeds[id(x.ir_var)] = frozenset(names)
+
+
+def varying_axes(x: Any) -> frozenset | None:
+    """The axes a traced value of a seeded body varies over; None where the value is not one."""
+    trace = getattr(x, "_trace", None)
+    seeds = getattr(trace, "varying_seeds", None)
+    if seeds is None or not hasattr(x, "ir_var"):
+        return None
+    memo = trace.varying_memo
+
+    def of(v: Any) -> frozenset:
+        return memo.get(id(v), seeds.get(id(v), frozenset())) if isinstance(v, Var) else frozenset()
+
+    for eqn in trace.eqns[trace.varying_done:]:
+        names = frozenset().union(*map(of, eqn.invars)) if eqn.invars else frozenset()
+        if eqn.primitive in _INVARIANT_AFTER:
+            names = names - set(eqn.params["axes"])
+        elif eqn.primitive is axis_index_p:
+            names = names | set(eqn.params["axes"])
+        for o in eqn.outvars:
+            memo[id(o)] = names
+    trace.varying_done = len(trace.eqns)
+    return of(x.ir_var)
+
+
 # ``with_sharding_constraint`` on a traced value: the identity, recording how the value should be
 # split (``spec``: a PartitionSpec over the enclosing jit's mesh), which the partitioning of a
 # ``jit`` with ``in_shardings`` acts on (ember.partition). An elementwise identity otherwise.
@@ -449,3 +496,6 @@ def running_on(context: SpmdContext) -> Iterator[None]:
         yield
     finally:
         _spmd.context = saved
+
+
+_INVARIANT_AFTER = frozenset({psum_p, pmax_p, pmin_p, all_gather_p})

@@ -15,10 +15,11 @@ import numpy as np
 from ember import dtypes, errors, lax, tree_util
 from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
-from ember.core.trace import Tracer
+from ember.core.trace import Tracer, current_trace
+from ember.lax import parallel as par
 from ember.lax.base import aval
 from ember.transforms import rules  # noqa: F401  (registers the rules)
-from ember.transforms.batching import vmap
+from ember.transforms.batching import BatchTrace, BatchTracer, vmap
 from ember.transforms.custom import custom_jvp, custom_vjp
 from ember.transforms.jvp import jvp_flat
 from ember.transforms.partial_eval import linearize_flat
@@ -177,6 +178,38 @@ class _Backward(NamedTuple):
     in_avals: tuple
     out_nonzero: tuple
     num_aux: int
+    invariant: tuple  # ((input, axis, whether the output varies along it), ...): see _invariant_inputs
+
+
+def _varies(x: Any, axis: Any) -> bool | None:
+    """Whether ``x`` varies along the mesh axis ``axis`` of an enclosing shard_map(check_vma=True);
+    None where that is not known."""
+    known = par.varying_axes(x)
+    if known is not None:
+        return axis in known
+    trace = current_trace()  # (shard_map under a transformation: a vmap per mesh axis, batched = varying)
+    while trace is not None and not (isinstance(trace, BatchTrace) and trace.axis_name == axis):
+        trace = getattr(trace, "parent", None)
+    if trace is None:
+        return None
+    while isinstance(x, Tracer) and not isinstance(x, BatchTracer) and hasattr(x, "primal"):
+        x = x.primal
+    while isinstance(x, BatchTracer):
+        if x._trace is trace:
+            return True
+        x = x.value
+    return False
+
+
+def _invariant_inputs(primals: Sequence[Any], outs: Sequence[Any]) -> tuple:
+    """JAX's rule under ``shard_map(check_vma=True)``: an input invariant along a mesh axis meets
+    the varying values it is combined with through an implicit ``pvary``, whose transpose sums;
+    so its gradient is summed along that axis wherever the gradient, or the output, varies."""
+    plan = []
+    for axis in par.invariance_checked_axes():
+        output_varies = any(_varies(o, axis) for o in outs)
+        plan.extend((i, axis, output_varies) for i, p in enumerate(primals) if _varies(p, axis) is False)
+    return tuple(plan)
 
 
 class _PullBack:
@@ -203,6 +236,10 @@ def _pull_back(backward: _Backward, residuals: list, cotangent: Any) -> tuple:
     cts_in = backward_pass(backward.linear, residuals, args, select_by(list(backward.out_nonzero), cts))
     differentiable = [is_differentiable(a.dtype) for a in backward.in_avals]
     cts_in = merge_by(differentiable, cts_in, [None] * differentiable.count(False))
+    for i, axis, output_varies in backward.invariant:
+        ct = cts_in[i]
+        if ct is not None and not isinstance(ct, Zero) and (output_varies or _varies(ct, axis)):
+            cts_in[i] = par.psum(ct, axis)
     return tree_util.tree_unflatten(backward.in_tree,
                                     [_public_tangent(ct, a) for ct, a in zip(cts_in, backward.in_avals)])
 
@@ -218,7 +255,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
     in_avals = [aval(p) for p in primal_leaves]
     backward = _Backward(linear.jaxpr, in_tree, out_tree, tuple(out_avals), tuple(in_avals), tuple(out_nonzero),
-                         flat.num_aux)
+                         flat.num_aux, _invariant_inputs(primal_leaves, outs))
     # A pytree (as JAX's): the residuals are its leaves, so it crosses jit's boundary both ways.
     vjp_fn = tree_util.Partial(_PullBack(backward), list(linear.consts))
     result = (tree_util.tree_unflatten(out_tree, outs), vjp_fn)

@@ -60,7 +60,10 @@ def main():
         batch = NamedSharding(mesh, P("d"))
         xs = ember.distributed.make_array_from_process_local_data(batch, x[rank * part:(rank + 1) * part])
         ys = ember.distributed.make_array_from_process_local_data(batch, y[rank * part:(rank + 1) * part])
-        step = ember.shard_map(parallel_step, mesh=mesh, in_specs=(P(), P("d"), P("d")), out_specs=(P(), P()))
+        # (check_vma=False: the gradient's pmean is stated; with JAX's default check_vma=True the
+        # replicated parameters' gradients would already be summed over the devices)
+        step = ember.shard_map(parallel_step, mesh=mesh, in_specs=(P(), P("d"), P("d")), out_specs=(P(), P()),
+                               check_vma=False)
     else:
         rank, xs, ys = 0, x, y
         step = ember.jit(single_step)
