@@ -322,3 +322,44 @@ def test_gradients_of_invariant_inputs_are_summed_under_check_vma(jitted):
         unchecked = ember.shard_map(lambda w, x: ember.grad(loss)(w, x), mesh=mesh, in_specs=(P(), P("d")),
                                     out_specs=P("d"), check_vma=False)(w, x)
         np.testing.assert_allclose(unchecked[:3], ember.grad(loss)(w, x[:2]), rtol=1e-5)  # (per device: no sum)
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_collectives_within_axis_index_groups(jitted):
+    """Groups of an axis's devices (JAX's axis_index_groups): each collective acts within the
+    device's group, per device and under jit (as a batched program), and differentiates."""
+    groups = [[0, 2], [1, 3]]
+    x = np.arange(24, dtype=np.float32).reshape(4, 6) ** 1.5
+    mine = {i: g for g in groups for i in g}
+    with ember.config.override(num_cpu_devices=4):
+        def run(f):
+            mapped = ember.pmap(f, "i")
+            return np.asarray(ember.jit(mapped)(x) if jitted else mapped(x))
+
+        np.testing.assert_allclose(run(lambda a: lax.psum(a, "i", axis_index_groups=groups)),
+                                   [x[mine[i]].sum(0) for i in range(4)], rtol=1e-6)
+        np.testing.assert_allclose(run(lambda a: lax.pmean(a, "i", axis_index_groups=groups)),
+                                   [x[mine[i]].mean(0) for i in range(4)], rtol=1e-6)
+        np.testing.assert_allclose(run(lambda a: lax.pmax(a, "i", axis_index_groups=groups)),
+                                   [x[mine[i]].max(0) for i in range(4)])
+        np.testing.assert_allclose(run(lambda a: lax.pmin(a, "i", axis_index_groups=groups)),
+                                   [x[mine[i]].min(0) for i in range(4)])
+        np.testing.assert_allclose(run(lambda a: lax.all_gather(a, "i", axis_index_groups=groups)),
+                                   [x[mine[i]] for i in range(4)])
+        np.testing.assert_allclose(run(lambda a: lax.all_gather(a, "i", axis_index_groups=groups, tiled=True)),
+                                   [x[mine[i]].reshape(-1) for i in range(4)])
+        np.testing.assert_allclose(
+            run(lambda a: lax.psum_scatter(a, "i", axis_index_groups=groups, tiled=True)),
+            [x[mine[i]].sum(0)[3 * mine[i].index(i):3 * mine[i].index(i) + 3] for i in range(4)], rtol=1e-6)
+        np.testing.assert_allclose(
+            run(lambda a: lax.all_to_all(a, "i", 0, 0, axis_index_groups=groups, tiled=True)),
+            [np.concatenate([x[m][3 * mine[i].index(i):3 * mine[i].index(i) + 3] for m in mine[i]]) for i in range(4)])
+        weights = np.arange(24.0, dtype=np.float32).reshape(4, 6)
+        grad = ember.grad(lambda a: jnp.sum(ember.pmap(lambda b: lax.psum(b * b, "i", axis_index_groups=groups),
+                                                       "i")(a) * weights))(x)
+        want = [2 * x[i] * weights[mine[i]].sum(0) for i in range(4)]
+        np.testing.assert_allclose(grad, want, rtol=1e-5)
+        with pytest.raises(ValueError, match="axis_index_groups must all have the same size"):
+            run(lambda a: lax.psum(a, "i", axis_index_groups=[[0, 1], [2]]))
+        with pytest.raises(ValueError, match="cover every index of the axis"):
+            run(lambda a: lax.psum(a, "i", axis_index_groups=[[0, 1], [1, 2]]))

@@ -38,8 +38,16 @@ from ember.core.ir import Var
 from ember.core.primitive import EFFECTFUL
 from ember.core.trace import Tracer
 from ember.lax.base import aval, primitive
-from ember.lax.elementwise import ELEMENTWISE, add, mul
-from ember.lax.shapes import expand_dims, squeeze
+from ember.lax.elementwise import ELEMENTWISE, add, mul, select
+from ember.lax.reductions import reduce_max, reduce_min, reduce_sum
+from ember.lax.shapes import (
+    broadcast_in_dim,
+    concatenate,
+    dynamic_index_in_dim,
+    dynamic_slice_in_dim,
+    expand_dims,
+    squeeze,
+)
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pmax", "pmean", "pmin", "ppermute", "pshuffle",
            "psum", "psum_scatter", "pvary", "pcast", "with_sharding_constraint"]
@@ -164,16 +172,70 @@ def _single(axis_name: Any, collective: str) -> tuple:
     return names
 
 
+# --- axis_index_groups: collectives within groups of an axis's devices -------------------------------------
+class _Groups:
+    """``axis_index_groups`` checked as JAX checks them (groups of one size covering every index of
+    the axis once), with the tables a device reads its group from."""
+
+    def __init__(self, groups: Any, n: int, collective: str) -> None:
+        rows = [[int(i) for i in g] for g in groups]
+        if not rows or len({len(r) for r in rows}) != 1:
+            raise ValueError(f"{collective}: axis_index_groups must all have the same size, got {groups!r}")
+        if sorted(i for r in rows for i in r) != list(range(n)):
+            raise ValueError(f"{collective}: axis_index_groups must cover every index of the axis (size {n}) exactly "
+                             f"once, got {groups!r}")
+        self.size = len(rows[0])
+        self.members = np.zeros((n, self.size), np.int32)  # each device's group, in the group's order
+        self.position = np.zeros(n, np.int32)  # where each device is in its group
+        for r in rows:
+            for k, i in enumerate(r):
+                self.members[i], self.position[i] = r, k
+        self.same = np.zeros((n, n), bool)
+        for r in rows:
+            self.same[np.ix_(r, r)] = True
+
+
+def _mine(table: np.ndarray, names: tuple) -> Any:
+    """This device's row of ``table`` (indexed by the device's position along the axis)."""
+    return dynamic_index_in_dim(table, axis_index(names), 0, keepdims=False)
+
+
+def _in_group(leaf: Any, names: tuple, groups: _Groups) -> tuple[Any, Any]:
+    """Every device's ``leaf`` stacked (n, ...), and whether each is in this device's group."""
+    gathered = all_gather(leaf, names, axis=0, tiled=False)
+    member = broadcast_in_dim(_mine(groups.same, names), aval(gathered).shape, (0,))
+    return gathered, member
+
+
+def _grouped_reduce(leaf: Any, names: tuple, groups: _Groups, kind: str) -> Any:
+    gathered, member = _in_group(leaf, names, groups)
+    if kind == "sum":
+        g = aval(gathered)
+        return reduce_sum(select(member, gathered, broadcast_in_dim(np.zeros((), g.dtype), g.shape, ())), (0,))
+    own = broadcast_in_dim(leaf, aval(gathered).shape, tuple(range(1, aval(gathered).ndim)))
+    kept = select(member, gathered, own)  # (others' values replaced by this device's: the extremum is the group's)
+    return (reduce_max if kind == "max" else reduce_min)(kept, (0,))
+
+
+def _member_values(leaf: Any, names: tuple, groups: _Groups) -> list:
+    """The values of this device's group members, in the group's order."""
+    gathered = all_gather(leaf, names, axis=0, tiled=False)
+    members = _mine(groups.members, names)
+    return [dynamic_index_in_dim(gathered, dynamic_index_in_dim(members, k, 0, keepdims=False), 0, keepdims=False)
+            for k in range(groups.size)]
+
+
 def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The sum of ``x`` over the devices (examples) of ``axis_name``, on each of them.
 
     As in JAX, a value that is not traced (a Python number, a constant) is the same on every
     device, so its sum is known at once: ``psum(1, 'i')`` is the axis size."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("psum: axis_index_groups is not supported by ember")
     names = _names(axis_name)
     n = _sizes(names, "psum")
     vma = _vma(names)
+    if axis_index_groups is not None:
+        groups = _Groups(axis_index_groups, n, "psum")
+        return tree_util.tree_map(lambda leaf: _grouped_reduce(leaf, names, groups, "sum"), x)
 
     def one(leaf: Any) -> Any:
         if not isinstance(leaf, Tracer):
@@ -185,17 +247,18 @@ def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 
 def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The mean of ``x`` over ``axis_name``."""
-    n = axis_size(axis_name) if axis_index_groups is None else None
+    n = axis_size(axis_name) if axis_index_groups is None else len(axis_index_groups[0])
     total = psum(x, axis_name, axis_index_groups=axis_index_groups)
     return tree_util.tree_map(lambda t: t / n, total)
 
 
 def _extremum(p: Any, name: str):
     def f(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
-        if axis_index_groups is not None:
-            raise NotImplementedError(f"{name}: axis_index_groups is not supported by ember")
         names = _names(axis_name)
-        _sizes(names, name)
+        n = _sizes(names, name)
+        if axis_index_groups is not None:
+            groups = _Groups(axis_index_groups, n, name)
+            return tree_util.tree_map(lambda leaf: _grouped_reduce(leaf, names, groups, name[1:]), x)
         return tree_util.tree_map(lambda leaf: p.bind(leaf, axes=names), x)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"The {name[1:]}imum of ``x`` over ``axis_name``, on each device."
@@ -208,13 +271,18 @@ pmin = _extremum(pmin_p, "pmin")
 
 def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
     """Every device's ``x``, stacked along a new ``axis`` (``tiled``: concatenated along it)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("all_gather: axis_index_groups is not supported by ember")
     names = _single(axis_name, "all_gather")
     n = _sizes(names, "all_gather")
+    groups = None if axis_index_groups is None else _Groups(axis_index_groups, n, "all_gather")
 
     def one(leaf: Any) -> Any:
         a = aval(leaf)
+        if groups is not None:  # (the group's values, stacked or concatenated along axis)
+            values = _member_values(leaf, names, groups)
+            if tiled:
+                return concatenate(values, _canonical_axis(axis, max(a.ndim, 1), "all_gather axis"))
+            ax = _canonical_axis(axis, a.ndim + 1, "all_gather axis")
+            return concatenate([expand_dims(v, (ax,)) for v in values], ax)
         if tiled:
             ax = _canonical_axis(axis, max(a.ndim, 1), "all_gather axis")
             return all_gather_p.bind(leaf, axes=names, axis_size=n, axis=ax)
@@ -227,14 +295,22 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
                  tiled: bool = False) -> Any:
     """The ``psum`` of ``x``, of which each device keeps its block along ``scatter_dimension``
     (untiled: the dimension must equal the axis size, and it is removed)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("psum_scatter: axis_index_groups is not supported by ember")
     names = _single(axis_name, "psum_scatter")
     n = _sizes(names, "psum_scatter")
+    groups = None if axis_index_groups is None else _Groups(axis_index_groups, n, "psum_scatter")
 
     def one(leaf: Any) -> Any:
         a = aval(leaf)
         d = _canonical_axis(scatter_dimension, a.ndim, "psum_scatter scatter_dimension")
+        if groups is not None:  # (the group's sum; this device keeps its block of it)
+            k = groups.size
+            if not tiled and a.shape[d] != k:
+                raise ValueError(f"psum_scatter: the scattered dimension must equal the group size ({k}) unless "
+                                 f"tiled=True, got shape {a.shape}")
+            block = a.shape[d] // k
+            total = _grouped_reduce(leaf, names, groups, "sum")
+            out = dynamic_slice_in_dim(total, _mine(groups.position, names) * block, block, d)
+            return out if tiled else squeeze(out, (d,))
         if not tiled and a.shape[d] != n:
             raise ValueError(f"psum_scatter: the scattered dimension must equal the axis size ({n}) unless "
                              f"tiled=True, got shape {a.shape}")
@@ -269,14 +345,26 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     """Split ``x`` into blocks along ``split_axis``, send block ``k`` to device ``k``, and
     concatenate the received blocks along ``concat_axis`` (untiled: the split axis must equal
     the axis size and is removed; the received blocks are stacked along a new ``concat_axis``)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("all_to_all: axis_index_groups is not supported by ember")
     names = _single(axis_name, "all_to_all")
     n = _sizes(names, "all_to_all")
+    groups = None if axis_index_groups is None else _Groups(axis_index_groups, n, "all_to_all")
 
     def one(leaf: Any) -> Any:
         a = aval(leaf)
         s = _canonical_axis(split_axis, a.ndim, "all_to_all split_axis")
+        if groups is not None:  # (from each group member, the block this device's position names)
+            k = groups.size
+            if not tiled and a.shape[s] != k:
+                raise ValueError(f"all_to_all: the split axis must equal the group size ({k}) unless tiled=True, got "
+                                 f"shape {a.shape}")
+            chunk = a.shape[s] // k
+            start = _mine(groups.position, names) * chunk
+            received = [dynamic_slice_in_dim(v, start, chunk, s) for v in _member_values(leaf, names, groups)]
+            if tiled:
+                return concatenate(received, _canonical_axis(concat_axis, a.ndim, "all_to_all concat_axis"))
+            received = [squeeze(r, (s,)) for r in received]
+            c = _canonical_axis(concat_axis, a.ndim, "all_to_all concat_axis")
+            return concatenate([expand_dims(r, (c,)) for r in received], c)
         if tiled:
             c = _canonical_axis(concat_axis, a.ndim, "all_to_all concat_axis")
             return all_to_all_p.bind(leaf, axes=names, axis_size=n, split_axis=s, concat_axis=c)
