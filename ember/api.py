@@ -214,6 +214,20 @@ class JitFunction:
                         self._cache.hits += 1
                         entry.used = next(_lru_clock)
                         return result
+            elif self._cache.tree_keys and type(_trace_state.trace) is EvalTrace:
+                # Pytree arguments (a training step's parameters): flattened, then the same path.
+                leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
+                try:
+                    hit = self._fast.get((in_tree, tuple([x.aval for x in leaves])))
+                except (AttributeError, TypeError):  # a leaf that is not an Array
+                    hit = None
+                if hit is not None:
+                    run, entry = hit
+                    result = run(tuple(leaves))
+                    if result is not DECLINED:
+                        self._cache.hits += 1
+                        entry.used = next(_lru_clock)
+                        return result
         try:
             return self._call(args, kwargs)
         except Exception as e:  # the user's frames only (ember's are filtered out: errors.api_boundary)
@@ -244,9 +258,9 @@ class JitFunction:
             entry = self._cache.get(key)
             if entry is None:
                 entry = self._lookup(leaves, in_tree, statics, args, kwargs)
-            elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain \
-                    and in_tree == _positional_treedef(len(args)):
-                self._enable_fast_path(key, entry, entry.executable)  # at the first hit, not the first call
+            elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain:
+                # (at the first hit, not the first call; pytree arguments keyed by their structure)
+                self._enable_fast_path(key, entry, entry.executable, in_tree != _positional_treedef(len(args)))
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
@@ -265,11 +279,11 @@ class JitFunction:
             outs = self._call_donating(executable, _scalars_as_arrays(leaves, executable), entry.donated)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
-    def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any) -> None:
+    def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any, tree: bool = False) -> None:
         runner = getattr(executable, "fast_runner", None)
         runner = runner and runner(entry.out_tree)
-        if runner is not None:
-            self._cache.add_fast(key, entry, key[1], runner)
+        if runner is not None:  # (pytree arguments: keyed by their structure too)
+            self._cache.add_fast(key, entry, (key[0], key[1]) if tree else key[1], runner)
         elif not getattr(executable, "dispatcher_pending", False):  # (pending: a later hit tries again)
             entry.fast_key = ()  # never: the dispatcher cannot run this executable
 
@@ -417,6 +431,8 @@ class JitFunction:
 
 errors.register_boundary(JitFunction.__call__.__code__)
 
+
+_NO_KWARGS: dict = {}
 
 # NumPy arguments up to this size are copied into Arrays for the native dispatcher (a copy of
 # 256 KB costs about what running a few kernels from Python instead does).

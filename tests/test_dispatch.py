@@ -276,3 +276,30 @@ def test_calls_never_wait_for_the_dispatcher_and_use_it_once_it_is_built(tmp_pat
     env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1"}
     run = subprocess.run([sys.executable, "-c", _PENDING], env=env, text=True, capture_output=True, check=True)
     assert run.stdout.split() == ["(True,", "0)", "1", "True", "True"]
+
+
+@cpu_only
+def test_pytree_arguments_take_the_fast_path_keyed_by_their_structure(monkeypatch):
+    """A training step's parameters come as a pytree: flattened, their leaves run the same native
+    call; another structure, dict keys or a NumPy leaf is another key (or the general path)."""
+    f = ember.jit(lambda p, g: ember.tree_util.tree_map(lambda a, b: a - 0.5 * b, p, g))
+    params = {"w": jnp.ones((2, 3)), "b": (jnp.arange(3.0), jnp.zeros(()))}
+    grads = {"w": jnp.full((2, 3), 2.0), "b": (jnp.ones(3), jnp.ones(()))}
+    want = ember.tree_util.tree_map(lambda a, b: np.asarray(a) - 0.5 * np.asarray(b), params, grads)
+    f(params, grads), f(params, grads)
+    assert _fast_entries(f) == 1
+    general = []
+    original = type(f).call_whole
+    monkeypatch.setattr(type(f), "call_whole", lambda self, *a: general.append(1) or original(self, *a))
+    outs, hits = _hits(f, params, grads)
+    assert hits == 3 and not general
+    for out in outs:
+        assert ember.tree_util.tree_structure(out) == ember.tree_util.tree_structure(want)
+        for a, b in zip(ember.tree_util.tree_leaves(out), ember.tree_util.tree_leaves(want)):
+            np.testing.assert_array_equal(np.asarray(a), b)
+    other = {"w": params["w"], "c": params["b"]}  # another key: traced anew, right values
+    np.testing.assert_array_equal(f(other, {"w": grads["w"], "c": grads["b"]})["w"], want["w"])
+    f({"w": np.ones((2, 3), np.float32), "b": params["b"]}, grads)  # a NumPy leaf: the general path
+    assert general
+    with ember.config.override(debug_nans=True):  # config changes empty the table
+        np.testing.assert_array_equal(f(params, grads)["w"], want["w"])

@@ -23,6 +23,7 @@ from ember.core.array import type_string
 from ember.core.ir import ClosedJaxpr
 from ember.runtime import compile_cache
 from ember.runtime.tiers import compile_jaxpr
+from ember.tree_util import PyTreeDef as PyTreeSpec
 
 logger = logging.getLogger("ember")
 
@@ -121,7 +122,8 @@ clock = itertools.count()
 
 class FastTable(dict):
     """The hit path's table: the abstract values of positional Array arguments -> (runner,
-    entry) for entries that the native dispatcher runs (``CpuExecutable.fast_runner``).
+    entry) for entries that the native dispatcher runs (``CpuExecutable.fast_runner``); and for
+    pytree arguments, (the arguments' structure, their leaves' abstract values) -> the same.
     Only plain calls use it (no keywords, static or donated arguments), under the codegen
     config it was filled in: every config change empties every table."""
 
@@ -146,6 +148,7 @@ class FunctionCache:
         self.entries: dict[tuple, Entry] = {}
         self.fast = FastTable()
         _fast_tables[id(self.fast)] = self.fast
+        self.tree_keys = False  # whether ``fast`` holds keys of pytree arguments (jit looks them up then)
         self.pending: dict[tuple, threading.Event] = {}
         self.lock = threading.Lock()
         self.hits = self.misses = self.traces = self.compiles = 0
@@ -207,6 +210,7 @@ class FunctionCache:
         with self.lock:
             self.entries.clear()
             self.fast.clear()
+            self.tree_keys = False
 
     def add_fast(self, key: tuple, entry: Entry, avals: tuple, runner: Callable) -> None:
         """Let plain calls with argument values ``avals`` run ``runner`` (the native dispatcher)."""
@@ -214,6 +218,8 @@ class FunctionCache:
             if self.entries.get(key) is entry:  # not evicted meanwhile
                 entry.fast_key = avals
                 self.fast[avals] = (runner, entry)
+                if avals and isinstance(avals[0], PyTreeSpec):
+                    self.tree_keys = True
 
 
 # function -> {jit options -> FunctionCache}; entries go away with the function.
