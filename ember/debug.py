@@ -9,15 +9,23 @@ them, and they run in program order (so every callback is "ordered").
 """
 from __future__ import annotations
 
+import cmd
+import inspect
+import os
+import pprint
 import string
 import sys
-from typing import Any, Callable
+import traceback
+from typing import IO, Any, Callable, NamedTuple
 
 import numpy as np
 
+from ember import tree_util
 from ember.callbacks import debug_callback
+from ember.core.array import Array
+from ember.core.trace import Tracer
 
-__all__ = ["callback", "print"]
+__all__ = ["breakpoint", "callback", "print"]
 
 
 def callback(callback: Callable[..., Any] | None = None, *args: Any, ordered: bool = False,
@@ -85,3 +93,168 @@ def print(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned
     if args or kwargs:
         raise TypeError(f"debug.print received unexpected arguments in the two-call form: {args=} {kwargs=}")
     return debug_print
+
+
+# --- breakpoint ------------------------------------------------------------------------------------------
+class _Frame(NamedTuple):
+    """A Python frame as the debugger shows it: where it is, its source, its variables."""
+    filename: str
+    lineno: int
+    source: list  # the lines of its function (or module), without line ends
+    offset: int | None  # the current line's index in ``source``
+    globals: dict
+    locals: dict
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _frame_of(info: inspect.FrameInfo, values: dict) -> _Frame:
+    try:
+        lines, start = inspect.getsourcelines(info.frame)
+        start = max(start, 1)
+        source, offset = "".join(lines).split("\n"), info.lineno - start  # (JAX's: a last, empty line)
+    except (OSError, TypeError):
+        source, offset = [], None
+    return _Frame(info.filename, info.lineno, source, offset if source else None, info.frame.f_globals, values)
+
+
+class _Debugger(cmd.Cmd):
+    """JAX's command-line debugger (``jdb``): inspect the frames of a breakpoint with the values
+    the program computed; ``c`` continues the program."""
+
+    prompt = "(jdb) "
+    intro = "Entering jdb:"
+
+    def __init__(self, frames: list, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> None:
+        super().__init__(stdin=stdin, stdout=stdout)
+        self.use_rawinput = stdin is None and sys.stdin.isatty()
+        if not self.use_rawinput and stdin is None:
+            self.stdin = sys.stdin
+        self.frames, self.index = frames, 0
+
+    def _show(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+
+    def _evaluate(self, expression: str) -> Any:
+        frame = self.frames[self.index]
+        return eval(expression, {}, {**frame.globals, **frame.locals})
+
+    def _report(self, expression: str, format: Callable[[Any], str]) -> None:
+        try:
+            self._show(format(self._evaluate(expression)))
+        except Exception:  # (as a debugger does: the error is shown, the session goes on)
+            self._show("*** " + traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip())
+
+    def default(self, line: str) -> None:
+        self._report(line, repr)
+
+    def emptyline(self) -> None:
+        pass
+
+    def do_p(self, arg: str) -> None:
+        """p expression: print the expression's value in the current frame."""
+        self._report(arg, repr)
+
+    def do_pp(self, arg: str) -> None:
+        """pp expression: pretty-print the expression's value in the current frame."""
+        self._report(arg, pprint.pformat)
+
+    def _context(self, around: int) -> None:
+        frame = self.frames[self.index]
+        shown = [f"> {frame.filename}({frame.lineno})"]
+        if frame.offset is not None:
+            for i, line in enumerate(frame.source):
+                if frame.offset - 1 - around <= i <= frame.offset + around:
+                    shown.append(("->  " if i == frame.offset else "    ") + line)
+        self._show("\n".join(shown))
+
+    def do_up(self, arg: str) -> None:
+        """u(p): move to the calling frame."""
+        if self.index == len(self.frames) - 1:
+            self._show("At topmost frame.")
+        else:
+            self.index += 1
+        self._context(2)
+
+    def do_down(self, arg: str) -> None:
+        """d(own): move to the called frame."""
+        if self.index == 0:
+            self._show("At bottommost frame.")
+        else:
+            self.index -= 1
+        self._context(2)
+
+    def do_list(self, arg: str) -> None:
+        """l(ist): the source around the current line."""
+        self._context(5)
+
+    def do_where(self, arg: str) -> None:
+        """w(here), bt: the frames, the most recent last."""
+        shown = ["Traceback:"]
+        for frame in reversed(self.frames):
+            shown.append(f'  File "{frame.filename}", line {frame.lineno}')
+            shown.append("    " + frame.source[frame.offset].strip() if frame.offset is not None else "    <no source>")
+        self._show("\n".join(shown))
+
+    def do_continue(self, arg: str) -> bool:
+        """c(ont(inue)): continue the program."""
+        return True
+
+    def do_quit(self, arg: str) -> None:
+        """q(uit), exit: end the program."""
+        sys.exit(0)
+
+    do_u, do_d, do_l, do_w, do_bt = do_up, do_down, do_list, do_where, do_where
+    do_c = do_cont = do_continue
+    do_q = do_exit = do_EOF = do_quit
+
+
+_DEBUGGERS = {"cli": lambda frames: _Debugger(frames).cmdloop()}
+
+
+def breakpoint(*, backend: str | None = None, filter_frames: bool = True, num_frames: int | None = None,
+               ordered: bool = False, token: Any = None, **kwargs: Any) -> Any:
+    """Stop the program here when it runs and open a debugger (``jdb``, as JAX's) on the calling
+    frames, whose array variables hold the values the program computed (under ``jit``, at every
+    call; eagerly, at once). ``filter_frames`` leaves out ember's own frames; ``num_frames``
+    keeps that many; ``token`` (returned unchanged) makes it run once that value is computed."""
+    if backend is not None and backend not in _DEBUGGERS:
+        raise ValueError(f"Debugger backend {backend!r} is not available; the available backends are "
+                         f"{sorted(_DEBUGGERS)}")
+    infos = inspect.stack(context=0)[1:]
+    if filter_frames:
+        infos = [i for i in infos if not os.path.abspath(i.filename).startswith(_PACKAGE)]
+    if num_frames is not None:
+        infos = infos[:num_frames]
+    dynamic: list = []  # the arrays among the frames' variables: the callback's operands
+    layouts = []
+    for info in infos:
+        static, traced = {}, {}
+        for name, value in info.frame.f_locals.items():
+            try:
+                leaves, tree = tree_util.tree_flatten(value)
+            except Exception:  # (an object that is not a pytree: shown as it is)
+                static[name] = value
+                continue
+            if any(isinstance(x, (Tracer, Array)) for x in leaves):
+                traced[name] = (tree, len(dynamic), len(leaves))
+                dynamic.extend(leaves)
+            else:
+                static[name] = value
+        layouts.append((info, static, traced))
+    del infos
+    token_leaves = tree_util.tree_leaves(token)
+
+    def enter(*values: Any) -> None:
+        frames = []
+        for info, static, traced in layouts:
+            named = dict(static)
+            for name, (tree, start, count) in traced.items():
+                named[name] = tree_util.tree_unflatten(tree, list(values[start:start + count]))
+            frames.append(_frame_of(info, named))
+        _DEBUGGERS[backend or "cli"](frames)
+
+    enter.__name__ = "breakpoint"
+    debug_callback(enter, *dynamic, *token_leaves)
+    return token

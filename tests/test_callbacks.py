@@ -518,3 +518,61 @@ def test_named_call_behaves_like_the_function():
     x = jnp.arange(3.0)
     assert_allclose(named(x, 2), _layers(x, 2))
     assert_allclose(ember.jit(ember.grad(named), static_argnums=1)(x, 2), ember.grad(_layers)(x, 2), rtol=1e-5)
+
+
+# --- debug.breakpoint ----------------------------------------------------------------------------------
+_BREAKPOINT_PROGRAM = '''
+import sys
+if sys.argv[1] == "ember":
+    import ember as jax, ember.numpy as jnp
+else:
+    import jax, jax.numpy as jnp
+
+def f(x):
+    y = jnp.sin(x)
+    jax.debug.breakpoint()
+    return y * 2
+
+print(jax.jit(f)(1.0))
+print(f(jnp.float32(2.0)))
+'''
+
+
+@pytest.mark.parametrize("api", ["ember", "jax"])
+def test_debug_breakpoint_opens_jdb_on_the_values_the_program_computed(tmp_path, api):
+    """ember's jdb session gives JAX's transcript for the same commands (run under both)."""
+    import os
+    import subprocess
+    import sys
+    if api == "jax":
+        pytest.importorskip("jax")
+    program = tmp_path / "program.py"
+    program.write_text(_BREAKPOINT_PROGRAM)
+    commands = "p y\np x + 1\nl\nu\nd\nd\np nosuch\npp {'a': y}\nw\nc\np y\nc\n"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, str(program), api], input=commands, capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    assert text.count("Entering jdb:") == 2  # under jit, and eagerly
+    assert "(jdb) Array(0.84147096, dtype=float32)" in text and "Array(2., dtype=float32)" in text
+    assert f"> {program}(10)" in text and "->      jax.debug.breakpoint()" in text
+    assert "At bottommost frame." in text and "*** NameError: name 'nosuch' is not defined" in text
+    assert "{'a': Array(0.84147096, dtype=float32)}" in text
+    assert f'Traceback:\n  File "{program}", line 13\n    print(jax.jit(f)(1.0))' in text
+    assert "Array(0.9092974, dtype=float32)" in text  # the eager call's y
+    assert "1.6829419" in text
+
+
+def test_debug_breakpoint_checks_its_backend_and_returns_its_token():
+    with pytest.raises(ValueError, match="Debugger backend 'web' is not available"):
+        ember.debug.breakpoint(backend="web")
+    import io
+    import sys
+    saved = sys.stdin
+    sys.stdin = io.StringIO("p t\nc\n")
+    try:
+        token = ember.jit(lambda t: ember.debug.breakpoint(token=t) * 2)(jnp.ones(2))
+    finally:
+        sys.stdin = saved
+    np.testing.assert_allclose(token, [2.0, 2.0])
