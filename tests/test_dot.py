@@ -519,3 +519,95 @@ def test_against_jax_when_available(rng):
         assert_allclose(ours, np.asarray(theirs), **contraction_tol(4))
     spec = "...ij,jk->...ki"
     assert_allclose(jnp.einsum(spec, a, b[0]), np.asarray(jax_numpy.einsum(spec, a, b[0])), **contraction_tol(4))
+
+
+# --- the native blocked product (ember/backends/cpu/gemm.py) on transposed and strided operands ------
+def _gemm_compiled(dtype):
+    """Wait for the native product of ``dtype`` (compiled in the background; until then products
+    use NumPy's matmul), so that the products below run on it."""
+    from ember.backends.cpu import gemm
+
+    dtype = np.dtype(dtype)
+    gemm.ready(dtype)
+    gemm._background[dtype].join()
+    return gemm
+
+
+def _product_tol(dtype, k):
+    return contraction_tol(k) if np.dtype(dtype) == np.float32 else dict(rtol=1e-12, atol=1e-12 * max(k, 1))
+
+
+# M, K, N: not multiples of the tile (6 rows x 16 or 32 columns), of a block of A (144 rows) or of
+# a block's depth (K = 400 and 1000 are cut into equal blocks), and ones
+PRODUCT_SIZES = [(150, 400, 70), (13, 1000, 47), (300, 9, 33), (1, 64, 40), (40, 64, 1), (70, 1, 33), (7, 5, 3)]
+TRANSPOSES = {
+    "A @ B": lambda a, b: a @ b,
+    "A.T @ B": lambda a, b: a.T @ b,
+    "A @ B.T": lambda a, b: a @ b.T,
+    "A.T @ B.T": lambda a, b: a.T @ b.T,
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("form", list(TRANSPOSES))
+@pytest.mark.parametrize("m, k, n", PRODUCT_SIZES)
+def test_native_product_of_transposed_operands(rng, x64, dtype, form, m, k, n):
+    _gemm_compiled(dtype)
+    fn = TRANSPOSES[form]
+    a = rand(rng, (k, m) if form.startswith("A.T") else (m, k), dtype)
+    b = rand(rng, (n, k) if form.endswith("B.T") else (k, n), dtype)
+    expected = fn(*f64(a, b)).astype(dtype)
+    check_eager_and_jit(fn, a, b, expected=expected, **_product_tol(dtype, k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_product_of_sliced_and_batched_operands(rng, x64, dtype):
+    _gemm_compiled(dtype)
+    tol = _product_tol(dtype, 400)
+    a, b = rand(rng, (301, 820), dtype), rand(rng, (400, 211), dtype)
+    # slices and strided slices, inside the program and as NumPy views given to it
+    sliced = lambda x, y: x[1::2, 10:410] @ y[:, ::3]  # noqa: E731
+    check_eager_and_jit(sliced, a, b, expected=sliced(*f64(a, b)).astype(dtype), **tol)
+    plain = lambda x, y: x @ y  # noqa: E731
+    for x, y in ((a[1::2, 10:410], b[:, ::3]), (a[::2, :400:1].T.T, b[::-1, 5:]), (a[:200, :800].T[::2].T, b)):
+        check_eager_and_jit(plain, x, y, expected=plain(*f64(x, y)).astype(dtype), **tol)
+    # batches with transposed operands, one of them a strided view of a larger buffer
+    p, q = rand(rng, (3, 400, 50), dtype), rand(rng, (3, 70, 400), dtype)
+    for spec, x, y in (("bkm,bnk->bmn", p, q), ("bkm,bkn->bmn", p, q.transpose(0, 2, 1)),
+                       ("kbm,bnk->bmn", p.transpose(1, 0, 2), q), ("bmk,bkn->bnm", p.transpose(0, 2, 1)[:, ::2], q.mT),
+                       ("bkm,bnk->bmn", rand(rng, (3, 1, 50), dtype), rand(rng, (3, 70, 1), dtype))):
+        fn = lambda u, v, spec=spec: jnp.einsum(spec, u, v)  # noqa: E731
+        check_eager_and_jit(fn, x, y, expected=np.einsum(spec, *f64(x, y)).astype(dtype), **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_product_called_on_any_strides_accumulating(rng, dtype):
+    """``gemm`` itself on strided NumPy views (no copies), one thread and several, storing and
+    accumulating (``C += alpha * A @ B``, as loops' accumulators use it)."""
+    gemm = _gemm_compiled(dtype)
+    size = np.dtype(dtype).itemsize
+    for m, k, n in PRODUCT_SIZES + [(289, 777, 100)]:
+        big_a, big_b = rand(rng, (2, 2 * k + 1, 3 * m + 2), dtype), rand(rng, (2, 2 * n + 3, k + 4), dtype)
+        views = [
+            (rand(rng, (2, m, k), dtype), rand(rng, (2, k, n), dtype)),  # contiguous
+            # A.T and B.T, strided
+            (big_a[:, 1::2, :m].transpose(0, 2, 1), big_b[:, 1:2 * n:2, 2:k + 2].transpose(0, 2, 1)),
+            (big_a[:, :k, :3 * m:3].transpose(0, 2, 1), rand(rng, (2, k, 2 * n), dtype)[:, :, ::2]),  # columns strided
+            (rand(rng, (2, m, 2 * k), dtype)[:, :, 1::2], big_b[:, :n, :k].transpose(0, 2, 1)),  # k strided
+        ]
+        for a, b in views:
+            assert a.shape == (2, m, k) and b.shape == (2, k, n)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            tol = _product_tol(dtype, k)
+            for parts in (1, 2, 3):
+                out = np.full((2, m, n), np.nan, dtype)
+                gemm.matmul(a, b, out, parts)
+                np.testing.assert_allclose(out, want, **tol)
+                by_columns, extent = gemm.split(m, n, dtype) if parts > 1 else (0, m)
+                start = rand(rng, (2, m, n), dtype)
+                out = start.copy()
+                params = np.array([2, m, n, k, *(s // size for s in a.strides), *(s // size for s in b.strides),
+                                   out.strides[0] // size, out.strides[1] // size, by_columns, 1,
+                                   gemm.alpha_bits(-0.5)], np.int64)
+                gemm.run(np.dtype(dtype), (a, b, out), params, extent, parts)
+                np.testing.assert_allclose(out, start - 0.5 * want, **tol)

@@ -1,11 +1,18 @@
 """A native matrix product: ``C[b] = A[b] @ B[b]`` for float32 / float64 with any strides.
 
-The classical blocked algorithm: a block of ``KC`` rows and ``NC`` columns of B is
-packed into a contiguous buffer (panels of ``NV`` vectors' width, zero-padded),
-and a register-blocked micro-kernel computes ``MR`` x ``NV`` vector tiles of C
-from it, keeping the tile in registers for the whole ``KC`` loop (each step:
-``NV`` vector loads of B, ``MR`` broadcasts of A, ``MR * NV`` fused
-multiply-adds).
+The blocked algorithm of GotoBLAS / BLIS: a block of at most ``KC`` rows (K is cut into
+equal blocks) and ``NC`` columns of B is packed into a contiguous buffer (panels of ``NV``
+vectors' width, zero-padded); for each block of ``MC`` rows of A, each panel of B (which
+stays in L1) meets every ``MR``-row micro-panel of the block of A (which stays in L2), and a
+register-blocked micro-kernel computes an ``MR`` x ``NV`` vector tile of C, keeping it in
+registers for the whole depth of the block (each step: ``NV`` vector loads of B, ``MR``
+broadcasts of A, ``MR * NV`` fused multiply-adds).
+
+A is packed too (``pack_a``: micro-panels of ``MR`` rows, the ``MR`` values of one k adjacent,
+zero-padded) where its rows are not contiguous (its k stride is not 1: ``x.T @ g``, a weight
+gradient), so that the kernel's loads of A are sequential rather than one cache line (and
+page) per k; where A's rows are contiguous it is read in place, packing it did not pay (see
+``MC``). The packing buffers are on the function's stack: each thread has its own.
 
 One function per element type, compiled once per process:
 ``void gemm(i8** args, i64 begin, i64 end)`` with ``args`` = (A, B, C,
@@ -15,8 +22,9 @@ columns (``panel_columns`` wide) rather than rows, then whether to add the produ
 to C (``C += alpha * A @ B``, for a loop's accumulator) rather than store it, then
 alpha (a float64's bits)); it computes those rows (or columns) of every batch, so
 threads can share them. Columns of C are contiguous.
-Threads share the columns of a wide product (``split_columns``): each packs only
-its part of B, where sharing the rows would have every thread pack all of it.
+Threads share the columns of a wide product (``split``): each packs only
+its part of B, where sharing the rows would have every thread pack all of it (each
+packs the rows of A it needs either way).
 """
 from __future__ import annotations
 
@@ -43,10 +51,24 @@ NV = 2  # vectors per row of a C tile
 NC = 256  # columns of B in a packed block
 if "+avx512f" in jit.host_features():
     VECTOR_BYTES = 64  # one AVX-512 register
-    KC = 256  # rows of B in a packed block
+    KC = {4: 384, 8: 256}  # by itemsize: the most rows of B in a packed block (K is split evenly)
 else:
     VECTOR_BYTES = 32  # one AVX2 register
-    KC = 384
+    KC = {4: 384, 8: 384}
+# Rows of A in a block (packed, or read in place). Measured on znver5 (1 MB L2, 48 KB L1d per
+# core; 2 cores shared with other work, so each figure is a median over interleaved rounds),
+# ember.jit against jax.jit, float32 unless noted, before (A read in place, rows outside /
+# panels inside, KC 256 cut as 256 + 256 + ... + rest) -> after (this design, MC 144):
+#   x.T @ g  2048x256 by 2048x512  1.32 -> 0.90     x @ w  2048x256 by 256x512  1.16 -> 1.02
+#   g @ w.T  2048x512 by 512x256   1.13 -> 0.80     512^3  1.09 -> 1.05    1024^3  1.17 -> 1.09
+#   65536x288 @ 288x64 (conv)      1.66 -> 1.37     float64 512^3          0.96 -> 0.84
+# (new / old, same rounds: 0.68, 0.86, 0.82, 0.92, 0.79, 0.78, 0.86). Packing A always cost
+# the products with contiguous rows of A: conv 1.3-1.5x, g @ w.T 1.1-1.2x the time of reading
+# it in place (a scalar transposing copy, against N = 64 or 256 columns to spread it over);
+# MC 48 / 96 / 144 / 240 were within the noise of each other (144: 216 KB of A and 384 KB of
+# B in float32); panels of B outside (BLIS's order) beat micro-panels of A outside by 5-25% on
+# 1024^3 and conv. KC 384 (float32) leaves K = 288 one block: conv 0.62x of KC 256's time.
+MC = 144
 
 
 def _c(n: int) -> ir.Constant:
@@ -60,7 +82,7 @@ class _Builder:
         self.fn = fn
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
 
-    def loop(self, start, stop, step: int, body) -> None:
+    def loop(self, start, stop, step, body) -> None:
         """for (i = start; i < stop; i += step) body(i)."""
         before = self.b.block
         header = self.fn.append_basic_block("loop")
@@ -73,7 +95,7 @@ class _Builder:
         self.b.cbranch(self.b.icmp_signed("<", i, stop), inner, done)
         self.b.position_at_end(inner)
         body(i)
-        i.add_incoming(self.b.add(i, _c(step)), self.b.block)
+        i.add_incoming(self.b.add(i, _c(step) if isinstance(step, int) else step), self.b.block)
         self.b.branch(header)
         self.b.position_at_end(done)
 
@@ -93,7 +115,9 @@ class _Builder:
 def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
     lanes = VECTOR_BYTES // itemsize
     nr = NV * lanes
+    kc_most = KC[itemsize]
     assert NC % nr == 0, "the packed block holds whole panels"
+    assert MC % MR == 0, "the packed block of A holds whole micro-panels"
     vec = ir.VectorType(element, lanes)
     ptr = element.as_pointer()
     i8pp = ir.IntType(8).as_pointer().as_pointer()
@@ -117,9 +141,21 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
     row_end = b.select(by_columns, m, end)
     col_begin = b.select(by_columns, b.mul(begin, _c(nr)), _c(0))
     col_end = b.select(by_columns, g.min(b.mul(end, _c(nr)), n), n)
-    packed = b.alloca(ir.ArrayType(element, KC * NC))  # per call, so per thread
+    # K in equal blocks of at most KC (288 = 144 + 144, not 256 + 32: a thin last block costs a
+    # pass over C for little work)
+    depth_blocks = b.sdiv(b.add(k_total, _c(kc_most - 1)), _c(kc_most))
+    depth_blocks = b.select(b.icmp_signed("<", depth_blocks, _c(1)), _c(1), depth_blocks)
+    depth_step = b.sdiv(b.add(k_total, b.sub(depth_blocks, _c(1))), depth_blocks)
+    depth_step = b.select(b.icmp_signed("<", depth_step, _c(1)), _c(1), depth_step)
+    # The packing buffers live on this call's stack, so each thread has its own.
+    packed = b.alloca(ir.ArrayType(element, kc_most * NC))  # a block of B
     packed.align = 64
     packed = b.bitcast(packed, ptr)
+    packed_a = b.alloca(ir.ArrayType(element, kc_most * MC))  # a block of A
+    packed_a.align = 64
+    packed_a = b.bitcast(packed_a, ptr)
+    # A is packed where its rows are not contiguous (see MC), else read where it lies.
+    pack_a_here = b.icmp_signed("!=", a_sk, _c(1))
     tile = b.alloca(ir.ArrayType(element, MR * nr))  # an edge tile before its partial store
     tile.align = 64
     tile = b.bitcast(tile, ptr)
@@ -140,49 +176,155 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
             nc = g.min(_c(NC), g.b.sub(col_end, jc))
 
             def per_depth_block(pc):
-                kc = g.min(_c(KC), g.b.sub(k_total, pc))
-                pack(b_b, jc, pc, nc, kc)
+                kc = g.min(depth_step, g.b.sub(k_total, pc))
+                pack_b(b_b, jc, pc, nc, kc)
                 first = g.b.and_(g.b.icmp_signed("==", pc, _c(0)), overwrite)
-                a_block = at(a_b, g.b.mul(pc, a_sk))
-                g.loop(row_begin, row_end, MR, lambda ic: per_row_tile(a_block, c_b, ic, jc, nc, kc, first))
 
-            g.loop(_c(0), k_total, KC, per_depth_block)
+                def per_row_block(ic):
+                    mc = g.min(_c(MC), g.b.sub(row_end, ic))
+                    g.if_then(pack_a_here, lambda: pack_a(a_b, ic, pc, mc, kc))
+
+                    def tile_at(ir_, jr):
+                        micro_tile(a_b, c_b, g.b.add(ic, ir_), g.b.sub(mc, ir_), ir_, pc, jc, jr, nc, kc, first)
+
+                    # each panel of B (in L1) against the whole block of A (in L2)
+                    g.loop(_c(0), nc, nr, lambda jr: g.loop(_c(0), mc, MR, lambda ir_: tile_at(ir_, jr)))
+
+                g.loop(row_begin, row_end, MC, per_row_block)
+
+            g.loop(_c(0), k_total, depth_step, per_depth_block)
 
         g.loop(col_begin, col_end, NC, per_column_block)
 
-    def pack(b_b, jc, pc, nc, kc):
-        """packed[p][k][c] = B[pc + k, jc + p*NR + c], zero beyond the last column."""
-        def per_panel(p0):
-            panel = at(packed, g.b.mul(p0, kc))
+    def pack_b(b_b, jc, pc, nc, kc):
+        """packed[p][k][c] = B[pc + k, jc + p*NR + c], zero beyond the last column: row by row
+        (whole vectors) where B's rows are contiguous, else column by column."""
+        b_block = at(b_b, g.b.mul(pc, b_sk), g.b.mul(jc, b_sn))
 
+        def rows_contiguous():
             def per_k(kk):
-                row = at(b_b, g.b.mul(g.b.add(pc, kk), b_sk))
+                row = at(b_block, g.b.mul(kk, b_sk))
+
+                def per_panel(p0):
+                    source = at(row, p0)
+                    target = at(packed, g.b.mul(p0, kc), g.b.mul(kk, _c(nr)))
+                    whole = g.b.icmp_signed("<=", g.b.add(p0, _c(nr)), nc)
+
+                    def copy_whole():
+                        for h in range(NV):
+                            value = g.b.load(g.b.bitcast(at(source, _c(h * lanes)), vec.as_pointer()), align=itemsize)
+                            g.b.store(value, g.b.bitcast(at(target, _c(h * lanes)), vec.as_pointer()), align=itemsize)
+
+                    def copy_part():
+                        def per_col(c):
+                            inside = g.b.icmp_signed("<", g.b.add(p0, c), nc)
+                            value = g.b.load(at(source, g.b.select(inside, c, _c(0))))
+                            g.b.store(g.b.select(inside, value, zero), at(target, c))
+
+                        g.loop(_c(0), _c(nr), 1, per_col)
+
+                    g.if_then(whole, copy_whole)
+                    g.if_then(g.b.not_(whole), copy_part)
+
+                g.loop(_c(0), nc, nr, per_panel)
+
+            g.loop(_c(0), kc, 1, per_k)
+
+        def by_column():
+            def per_panel(p0):
+                panel = at(packed, g.b.mul(p0, kc))
 
                 def per_col(c):
                     col = g.b.add(p0, c)
                     inside = g.b.icmp_signed("<", col, nc)
-                    safe = g.b.select(inside, col, _c(0))
-                    value = g.b.load(at(row, g.b.mul(g.b.add(jc, safe), b_sn)))
-                    g.b.store(g.b.select(inside, value, zero), at(panel, g.b.mul(kk, _c(nr)), c))
+                    source = at(b_block, g.b.mul(g.b.select(inside, col, _c(0)), b_sn))
+
+                    def per_k(kk):
+                        value = g.b.load(at(source, g.b.mul(kk, b_sk)))
+                        g.b.store(g.b.select(inside, value, zero), at(panel, g.b.mul(kk, _c(nr)), c))
+
+                    g.loop(_c(0), kc, 1, per_k)
 
                 g.loop(_c(0), _c(nr), 1, per_col)
 
+            g.loop(_c(0), nc, nr, per_panel)
+
+        contiguous = g.b.icmp_signed("==", b_sn, _c(1))
+        g.if_then(contiguous, rows_contiguous)
+        g.if_then(g.b.not_(contiguous), by_column)
+
+    def pack_a(a_b, ic, pc, mc, kc):
+        """packed_a[p][k][r] = A[ic + p*MR + r, pc + k], zero beyond the last row: micro-panels of
+        MR rows, the MR values of one k adjacent, so that the micro-kernel reads them in order.
+        Row by row where A's rows are contiguous, else k by k (whole micro-panels' columns at
+        once where A's columns are contiguous)."""
+        a_block = at(a_b, g.b.mul(pc, a_sk), g.b.mul(ic, a_sm))
+        mr_vec = ir.VectorType(element, MR)
+
+        def by_row():
+            def per_panel(p0):
+                panel = at(packed_a, g.b.mul(p0, kc))
+
+                def per_row(r):
+                    row = g.b.add(p0, r)
+                    inside = g.b.icmp_signed("<", row, mc)
+                    source = at(a_block, g.b.mul(g.b.select(inside, row, _c(0)), a_sm))
+
+                    def per_k(kk):
+                        value = g.b.load(at(source, kk))
+                        g.b.store(g.b.select(inside, value, zero), at(panel, g.b.mul(kk, _c(MR)), r))
+
+                    g.loop(_c(0), kc, 1, per_k)
+
+                g.loop(_c(0), _c(MR), 1, per_row)
+
+            g.loop(_c(0), mc, MR, per_panel)
+
+        def by_k():
+            columns_contiguous = g.b.icmp_signed("==", a_sm, _c(1))
+
+            def per_k(kk):
+                column = at(a_block, g.b.mul(kk, a_sk))
+
+                def per_panel(p0):
+                    target = at(packed_a, g.b.mul(p0, kc), g.b.mul(kk, _c(MR)))
+                    whole = g.b.and_(columns_contiguous, g.b.icmp_signed("<=", g.b.add(p0, _c(MR)), mc))
+
+                    def copy_whole():
+                        value = g.b.load(g.b.bitcast(at(column, p0), mr_vec.as_pointer()), align=itemsize)
+                        g.b.store(value, g.b.bitcast(target, mr_vec.as_pointer()), align=itemsize)
+
+                    def copy_part():
+                        def per_row(r):
+                            row = g.b.add(p0, r)
+                            inside = g.b.icmp_signed("<", row, mc)
+                            value = g.b.load(at(column, g.b.mul(g.b.select(inside, row, _c(0)), a_sm)))
+                            g.b.store(g.b.select(inside, value, zero), at(target, r))
+
+                        g.loop(_c(0), _c(MR), 1, per_row)
+
+                    g.if_then(whole, copy_whole)
+                    g.if_then(g.b.not_(whole), copy_part)
+
+                g.loop(_c(0), mc, MR, per_panel)
+
             g.loop(_c(0), kc, 1, per_k)
 
-        g.loop(_c(0), nc, nr, per_panel)
+        rows_contiguous = g.b.icmp_signed("==", a_sk, _c(1))
+        g.if_then(rows_contiguous, by_row)
+        g.if_then(g.b.not_(rows_contiguous), by_k)
 
-    def per_row_tile(a_block, c_b, ic, jc, nc, kc, first):
-        rows = g.min(_c(MR), g.b.sub(row_end, ic))
-        full = g.b.icmp_signed("==", rows, _c(MR))
-        # Full tiles take the unrolled kernel; the last rows of a range take one row at a time.
-        g.if_then(full, lambda: g.loop(_c(0), nc, nr, lambda jr: micro_tile(a_block, c_b, ic, jc, jr, nc, kc,
-                                                                           first, MR)))
-        g.if_then(g.b.not_(full), lambda: g.loop(ic, g.b.add(ic, rows), 1, lambda i: g.loop(
-            _c(0), nc, nr, lambda jr: micro_tile(a_block, c_b, i, jc, jr, nc, kc, first, 1))))
-
-    def micro_tile(a_block, c_b, ic, jc, jr, nc, kc, first, mr):
+    def micro_tile(a_b, c_b, i0, rows_left, ir_, pc, jc, jr, nc, kc, first):
+        """C[i0 : i0 + MR, jc + jr : jc + jr + NR] from rows i0.. of A (the micro-panel at row ``ir_``
+        of the packed block, or A itself) and the panel of B at column ``jr``; only ``rows_left``
+        rows where fewer (A read in place: the last row again for the missing ones)."""
         panel = at(packed, g.b.mul(jr, kc))
-        a_rows = [at(a_block, g.b.mul(g.b.add(ic, _c(r)), a_sm)) for r in range(mr)]
+        a_panel = at(packed_a, g.b.mul(ir_, kc))
+        last = g.b.sub(g.min(_c(MR), rows_left), _c(1))
+        a_rows = [g.b.select(pack_a_here, at(a_panel, _c(r)),
+                             at(a_b, g.b.mul(pc, a_sk), g.b.mul(g.b.add(i0, g.min(_c(r), last)), a_sm)))
+                  for r in range(MR)]
+        a_step = g.b.select(pack_a_here, _c(MR), a_sk)
         before = g.b.block
         header = fn.append_basic_block("k")
         body = fn.append_basic_block("k_body")
@@ -191,7 +333,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         g.b.position_at_end(header)
         kk = g.b.phi(I64)
         kk.add_incoming(_c(0), before)
-        accs = [[g.b.phi(vec) for _ in range(NV)] for _ in range(mr)]
+        accs = [[g.b.phi(vec) for _ in range(NV)] for _ in range(MR)]
         for row in accs:
             for acc in row:
                 acc.add_incoming(ir.Constant(vec, [0.0] * lanes), before)
@@ -200,8 +342,9 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         b_row = at(panel, g.b.mul(kk, _c(nr)))
         b_vecs = [g.b.load(g.b.bitcast(at(b_row, _c(h * lanes)), vec.as_pointer()), align=itemsize)
                   for h in range(NV)]
+        a_offset = g.b.mul(kk, a_step)
         for r, row in enumerate(accs):
-            a = g.b.load(at(a_rows[r], g.b.mul(kk, a_sk)))
+            a = g.b.load(at(a_rows[r], a_offset))
             splat = g.b.shuffle_vector(g.b.insert_element(ir.Constant(vec, ir.Undefined), a, _c(0)),
                                        ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes),
                                                                                    [0] * lanes))
@@ -211,12 +354,13 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         g.b.branch(header)
         g.b.position_at_end(done)
         cols = g.min(_c(nr), g.b.sub(nc, jr))
+        rows = g.min(_c(MR), rows_left)
         col0 = g.b.add(jc, jr)
-        whole = g.b.icmp_signed("==", cols, _c(nr))
+        whole = g.b.and_(g.b.icmp_signed("==", cols, _c(nr)), g.b.icmp_signed("==", rows, _c(MR)))
 
         def store_whole():
             for r, row in enumerate(accs):
-                c_row = at(c_b, g.b.mul(g.b.add(ic, _c(r)), c_sm), col0)
+                c_row = at(c_b, g.b.mul(g.b.add(i0, _c(r)), c_sm), col0)
                 for h, acc in enumerate(row):
                     slot = g.b.bitcast(at(c_row, _c(h * lanes)), vec.as_pointer())
                     old = g.b.load(slot, align=itemsize)
@@ -227,15 +371,19 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
             for r, row in enumerate(accs):
                 for h, acc in enumerate(row):
                     g.b.store(acc, g.b.bitcast(at(tile, _c(r * nr + h * lanes)), vec.as_pointer()), align=itemsize)
-            for r in range(mr):
-                c_row = at(c_b, g.b.mul(g.b.add(ic, _c(r)), c_sm), col0)
+
+            def copy_row(r):
+                c_row = at(c_b, g.b.mul(g.b.add(i0, r), c_sm), col0)
+                t_row = at(tile, g.b.mul(r, _c(nr)))
 
                 def copy(c):
-                    value = g.b.load(at(tile, _c(r * nr), c))
+                    value = g.b.load(at(t_row, c))
                     slot = at(c_row, c)
                     g.b.store(g.b.select(first, value, g.b.fadd(g.b.load(slot), g.b.fmul(value, alpha))), slot)
 
                 g.loop(_c(0), cols, 1, copy)
+
+            g.loop(_c(0), rows, 1, copy_row)
 
         g.if_then(whole, store_whole)
         g.if_then(g.b.not_(whole), store_part)
