@@ -27,6 +27,7 @@ from ember.core.array import (
     ShapeDtypeStruct,  # noqa: F401
 )
 from ember.jax_import import install_as_jax  # noqa: F401
+from ember.lax.refs import Ref, freeze, new_ref  # noqa: F401  (mutable array references: docs/refs.md)
 from ember.parallel import make_array_from_callback, pmap, reshard, shard_map  # noqa: F401
 from ember.runtime.cache import clear_caches  # noqa: F401
 from ember.transforms.api import (  # noqa: F401

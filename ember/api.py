@@ -30,6 +30,8 @@ from ember.core.ir import ClosedJaxpr
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import EvalTrace, Tracer, _state as _trace_state, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
+from ember.lax import refs as _refs
+from ember.lax.elementwise import convert_element_type
 from ember.lax.parallel import axis_env_key
 from ember.runtime.cache import (
     CacheInfo,
@@ -258,13 +260,18 @@ class JitFunction:
             entry = self._cache.get(key)
             if entry is None:
                 entry = self._lookup(leaves, in_tree, statics, args, kwargs)
-            elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain:
+            elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain \
+                    and type(entry) is not _RefEntry:
                 # (at the first hit, not the first call; pytree arguments keyed by their structure)
                 self._enable_fast_path(key, entry, entry.executable, in_tree != _positional_treedef(len(args)))
+            if type(entry) is _RefEntry:  # (a program that reads or writes refs: never the fast path)
+                return self._call_with_refs(entry, leaves, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
+        if type(entry) is _RefEntry:
+            return self._call_with_refs(entry, leaves, args, kwargs)
         # An executable already: a hit (the first call compiles it), where plain calls with Python
         # scalars get a fast path, as calls on Arrays do.
         if entry.executable is not None and entry.fast_key is None and not kwargs and self._sig.plain \
@@ -278,6 +285,51 @@ class JitFunction:
             executable = entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, _scalars_as_arrays(leaves, executable), entry.donated)
         return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def _call_with_refs(self, entry: "_RefEntry", leaves: Sequence[Any], args: tuple, kwargs: dict) -> Any:
+        """Run a program that uses refs: their current values go in as hidden inputs after the
+        arguments, and the refs it writes get its hidden outputs (at the top level, or in the
+        enclosing trace, where these reads and writes are tracked in turn)."""
+        info = entry.refs
+        passed: dict[int, int] = {}
+        for i in info.arg_positions:
+            r = leaves[i]
+            if not _refs.is_ref(r):
+                raise TypeError(f"jit({self._sig.fun_name}): argument {self._sig.arg_names(args, kwargs)[i]} "
+                                f"was traced as a Ref, but is now a {type(r).__name__}")
+            if id(r) in passed:
+                names = self._sig.arg_names(args, kwargs)
+                raise ValueError(
+                    f"only one reference to a mutable array may be passed as an argument to a function, but when "
+                    f"tracing {_fun_location(self.fun)} for jit the mutable array reference of type {r.aval} "
+                    f"appeared at both {names[passed[id(r)]]} and {names[i]}.")
+            passed[id(r)] = i
+        for r in info.lifted:
+            if id(r) in passed:
+                name = self._sig.arg_names(args, kwargs)[passed[id(r)]]
+                raise ValueError(
+                    f"when tracing {_fun_location(self.fun)} for jit, a mutable array reference of type {r.aval} "
+                    f"was both closed over and passed as the argument {name}")
+        values = list(leaves)
+        for i in info.arg_positions:
+            values[i] = _refs.get(leaves[i])
+        values += _refs.read_values(info.lifted)
+        closed = entry.closed
+        in_avals = closed.in_avals
+        for i in (*info.arg_positions, *range(len(leaves), len(values))):
+            if aval_of_value(values[i]) != in_avals[i]:  # (a ref's value is weakly typed at one call, not another)
+                values[i] = convert_element_type(values[i], in_avals[i].dtype, in_avals[i].weak_type)
+        if is_tracing() or any(isinstance(x, Tracer) for x in values):
+            outs = jit_p.bind(*closed.consts, *values, jaxpr=consts_as_inputs([closed])[0][0],
+                              name=self._sig.fun_name)
+        else:
+            executable = entry.get_executable(self._cache, self._sig.fun_name)
+            values = _scalars_as_arrays(values, executable)
+            outs = self._call_donating(executable, values, entry.donated) if entry.donated else executable(*values)
+        n = len(outs) - len(info.writes)
+        for (is_arg, k), value in zip(info.writes, outs[n:]):
+            _refs.write_value(leaves[k] if is_arg else info.lifted[k], value)
+        return tree_util.tree_unflatten(entry.out_tree, list(outs[:n]))
 
     def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any, tree: bool = False) -> None:
         runner = getattr(executable, "fast_runner", None)
@@ -358,11 +410,11 @@ class JitFunction:
             self._traced = True
             _note_new_wrapper(self.fun)
         start = time.perf_counter()
-        closed, out_tree = self.trace_program(avals, in_tree, statics, arg_names, python_values)
+        closed, out_tree, ref_info = self._trace_program(avals, in_tree, statics, arg_names, python_values)
         if config.log_compiles:
             logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
                            (time.perf_counter() - start) * 1e3)
-        return Entry(closed, out_tree, donated)
+        return Entry(closed, out_tree, donated) if ref_info is None else _RefEntry(closed, out_tree, donated, ref_info)
 
     def _warn_if_retracing_often(self, key: tuple, arg_names: list[str]) -> None:
         cache = self._cache
@@ -382,26 +434,67 @@ class JitFunction:
     def trace_program(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
                       arg_names: Sequence[str], python_values: Sequence[bool] | None = None
                       ) -> tuple[ClosedJaxpr, Any]:
-        """The program of ``fun`` for these flat abstract arguments, and its output tree."""
+        """The program of ``fun`` for these flat abstract arguments, and its output tree.
+        (A program that uses refs has them as hidden inputs and outputs: ``_trace_program``.)"""
+        closed, out_tree, ref_info = self._trace_program(avals, in_tree, statics, arg_names, python_values)
+        if ref_info is not None:
+            raise NotImplementedError(
+                f"{self._sig.fun_name} reads or writes a Ref (jax.new_ref); ember runs such functions through "
+                "jit's call and make_jaxpr, but not through this API (AOT trace/lower, in_shardings).")
+        return closed, out_tree
+
+    def _trace_program(self, avals: Sequence[Any], in_tree: Any, statics: tuple, arg_names: Sequence[str],
+                       python_values: Sequence[bool] | None = None) -> tuple[ClosedJaxpr, Any, Any]:
+        """``trace_program``, and the refs' part (None when the function uses none): refs passed as
+        arguments (``AbstractRef`` avals) and refs it closes over are discharged (``ember.lax.refs``)."""
         self._cache.traces += 1
         out_tree_box = []
         in_tree = tree_util.sorted_treedef(in_tree)  # (the function sees dicts in sorted key order, as in JAX)
+        ref_positions = [i for i, a in enumerate(avals) if type(a) is _refs.AbstractRef]
+        if ref_positions:
+            avals = [a.inner_aval if type(a) is _refs.AbstractRef else a for a in avals]
+        ref_box = []
 
         def flat_fun(*flat_args: Any) -> list:
-            dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
-            call_args, call_kwargs = _merge_static(dyn_args, dyn_kwargs, statics)
-            out = self.fun(*call_args, **call_kwargs)
-            out_leaves, out_tree = tree_util.tree_flatten(out)
-            for leaf in out_leaves:
-                _check_leaf(leaf, f"the output of {self._sig.fun_name}")
-            out_tree_box.append(out_tree)
-            return out_leaves
+            scope = _refs.Scope("jit", self._sig.fun_name, current_trace(), lifts=True)
+            try:
+                with _refs.open_scope(scope):
+                    if ref_positions:
+                        flat_args = list(flat_args)
+                        for i in ref_positions:
+                            flat_args[i] = _refs.param_ref(flat_args[i], scope, arg_names[i])
+                    params = [flat_args[i] for i in ref_positions]
+                    dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
+                    call_args, call_kwargs = _merge_static(dyn_args, dyn_kwargs, statics)
+                    out = self.fun(*call_args, **call_kwargs)
+                    out_leaves, out_tree = tree_util.tree_flatten(out)
+                    for leaf in out_leaves:
+                        if _refs.is_ref(leaf):
+                            raise _returned_ref_error(self.fun, leaf, scope)
+                        _check_leaf(leaf, f"the output of {self._sig.fun_name}")
+                    out_tree_box.append(out_tree)
+                    if not ref_positions and not scope.lifted:
+                        return out_leaves
+                    lifted = scope.lifted_refs()
+                    writes, finals = [], []
+                    for i, r in zip(ref_positions, params):
+                        if id(r) in scope.written:
+                            writes.append((True, i))
+                            finals.append(_refs.get(r))
+                    for k, r in enumerate(lifted):
+                        if id(r) in scope.written:
+                            writes.append((False, k))
+                            finals.append(_refs.get(r))
+                    ref_box.append(_RefInfo(tuple(ref_positions), tuple(lifted), tuple(writes)))
+                    return out_leaves + finals
+            finally:
+                scope.restore()
 
         debug = DebugInfo("jit", self._sig.fun_name, arg_names, python_values=python_values)
         closed = trace_to_jaxpr(flat_fun, avals, debug)
         if config.check_ir:
             check_jaxpr(closed)
-        return closed, out_tree_box[0]
+        return closed, out_tree_box[0], (ref_box[0] if ref_box else None)
 
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         """Trace for these arguments (arrays, or ShapeDtypeStructs) without compiling or running,
@@ -430,6 +523,46 @@ class JitFunction:
 
 
 errors.register_boundary(JitFunction.__call__.__code__)
+
+
+class _RefInfo:
+    """What a traced program does with refs: the flat argument positions of Ref arguments, the refs
+    it closes over (their values are the hidden inputs after the arguments, in this order), and the
+    refs it writes ((is an argument, position or index in ``lifted``): the hidden outputs, in order)."""
+
+    __slots__ = ("arg_positions", "lifted", "writes")
+
+    def __init__(self, arg_positions: tuple, lifted: tuple, writes: tuple) -> None:
+        self.arg_positions, self.lifted, self.writes = arg_positions, lifted, writes
+
+
+class _RefEntry(Entry):
+    """An Entry whose program uses refs: every call reads and writes them (no dispatcher fast path)."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any, donated: frozenset[int], refs: _RefInfo) -> None:
+        super().__init__(closed, out_tree, donated)
+        self.refs = refs
+        self.fast_key = ()  # never a fast path: it would skip the refs' reads and write-backs
+
+
+def _fun_location(fun: Callable) -> str:
+    code = getattr(fun, "__code__", None)
+    name = getattr(fun, "__name__", type(fun).__name__)
+    return f"{name} at {code.co_filename}:{code.co_firstlineno}" if code is not None else name
+
+
+def _returned_ref_error(fun: Callable, ref: Any, scope: Any) -> ValueError:
+    if ref._arg_name:
+        origin = f"was passed in as the argument {ref._arg_name}"
+    elif ref._home is scope:
+        origin = f"was created inside {getattr(fun, '__name__', fun)}"
+    else:
+        origin = "is closed over by the function"
+    return ValueError(f"function {_fun_location(fun)} traced for jit returned a mutable array reference of type "
+                      f"{ref.aval}, but mutable array references cannot be returned.\n\nThe returned mutable "
+                      f"array {origin}.")
 
 
 _NO_KWARGS: dict = {}
@@ -592,8 +725,8 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
         dyn_args, dyn_kwargs, statics = probe._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         avals = [_abstractify(x, fun) for x in leaves]
-        closed, out_tree = probe.trace_program(avals, in_tree, statics, probe._sig.arg_names(args, kwargs),
-                                               _python_values(leaves))
+        closed, out_tree, _ = probe._trace_program(avals, in_tree, statics, probe._sig.arg_names(args, kwargs),
+                                                   _python_values(leaves))
         if return_shape:
             shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
             return closed, tree_util.tree_unflatten(out_tree, shapes)
@@ -627,6 +760,8 @@ class AbstractValue(ShapedArray):
 def typeof(x: Any) -> AbstractValue:
     """The abstract value (shape, dtype, weak type) of an array, a tracer, a NumPy array or scalar,
     or a Python scalar (as ``jax.typeof``); a TypeError for anything else."""
+    if _refs.is_ref(x):
+        return x.aval
     a = x.aval if isinstance(x, (Array, Tracer)) else None
     if a is None:
         if not (type(x) in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic))):
@@ -637,6 +772,8 @@ def typeof(x: Any) -> AbstractValue:
 
 
 def _abstractify(x: Any, fun: Callable) -> ShapedArray:
+    if _refs.is_ref(x):
+        return x.aval
     if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
         return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), bool(getattr(x, "weak_type", False)))
     return aval_of_value(_check_leaf(x, f"argument of {getattr(fun, '__name__', fun)}"))

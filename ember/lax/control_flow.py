@@ -29,6 +29,7 @@ from ember.core.primitive import higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, is_tracing
 from ember.core.verify import check_jaxpr
+from ember.lax import refs as _refs
 from ember.lax.base import aval, operator_index, primitive
 from ember.lax.elementwise import add, clamp, convert_element_type, lt, ne
 from ember.lax.shapes import concatenate, expand_dims, index_in_dim, reshape, slice_in_dim
@@ -360,6 +361,38 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
 
 
 def _while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, caller: _Caller) -> Any:
+    """``_while_loop_plain``; a body that writes refs it closes over is traced again with them carried."""
+    if not (callable(cond_fun) and callable(body_fun)) or (config.disable_jit and not is_tracing()):
+        return _while_loop_plain(cond_fun, body_fun, init_val, caller)
+    probe = _refs.LoopProbe(caller.api, _name(caller.fun))
+    try:
+        return _while_loop_plain(probe.wrap(cond_fun), probe.wrap(body_fun), init_val, caller)
+    except _refs.LoopRefs as e:
+        if e.probe is not probe:
+            raise
+        written = e.refs
+    name = _name(caller.fun)
+
+    def cond_with_refs(carry: tuple) -> Any:
+        val, values = carry
+        with _refs.bound(written, values, caller.api, name):
+            return cond_fun(val)
+
+    def body_with_refs(carry: tuple) -> tuple:
+        val, values = carry
+        with _refs.bound(written, values, caller.api, name):
+            new = body_fun(val)
+            values = _refs.read_values(written)
+        return new, values
+
+    result, values = _while_loop_plain(cond_with_refs, body_with_refs, (init_val, _refs.read_values(written)),
+                                       caller)
+    for r, v in zip(written, values):
+        _refs.write_value(r, v)
+    return result
+
+
+def _while_loop_plain(cond_fun: Callable, body_fun: Callable, init_val: Any, caller: _Caller) -> Any:
     if not (callable(cond_fun) and callable(body_fun)):
         raise TypeError(f"{caller.api}: cond_fun and body_fun must be callable, got "
                         f"{type(cond_fun).__name__} and {type(body_fun).__name__}")
@@ -486,6 +519,36 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
 def _scan(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool, unroll: int | bool,
           caller: _Caller) -> tuple[Any, Any]:
+    """``_scan_plain``; a body that writes refs it closes over is traced again with them carried."""
+    if not callable(f) or (config.disable_jit and not is_tracing()):
+        return _scan_plain(f, init, xs, length, reverse, unroll, caller)
+    probe = _refs.LoopProbe(caller.api, _name(caller.fun))
+    try:
+        return _scan_plain(probe.wrap(f), init, xs, length, reverse, unroll, caller)
+    except _refs.LoopRefs as e:
+        if e.probe is not probe:
+            raise
+        written = e.refs
+    name = _name(caller.fun)
+
+    def f_with_refs(carry: tuple, x: Any) -> Any:
+        c, values = carry
+        with _refs.bound(written, values, caller.api, name):
+            out = f(c, x)
+            values = _refs.read_values(written)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            return out  # (refused with the usual message)
+        return (out[0], values), out[1]
+
+    (carry, values), ys = _scan_plain(f_with_refs, (init, _refs.read_values(written)), xs, length, reverse,
+                                      unroll, caller)
+    for r, v in zip(written, values):
+        _refs.write_value(r, v)
+    return carry, ys
+
+
+def _scan_plain(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool, unroll: int | bool,
+                caller: _Caller) -> tuple[Any, Any]:
     if not callable(f):
         raise TypeError(f"{caller.api}: {caller.role} must be callable, got {type(f).__name__}")
     xs_leaves, xs_tree, xs_avals = _flatten(xs, f"{caller.api}: xs")
