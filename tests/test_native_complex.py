@@ -495,3 +495,113 @@ def test_max_and_min_order_lexicographically_as_jax(dtype, x64):
     same(native(lax.max, x, y), want_max)
     same(native(lax.min, x, y), want_min)
     same(native(jnp.maximum, x, y), want_max)
+
+
+# --- ordering reductions, clamp and pow's special points, against JAX (XLA on CPU) ------------------
+ORDER_VALUES = [0.0, -0.0, 1.0, -1.0, 2.0, np.inf, -np.inf, np.nan]
+
+
+def _nan_grid(rng, shape, dtype):
+    z = np.empty(shape, dtype)
+    z.real, z.imag = rng.choice(ORDER_VALUES, shape), rng.choice(ORDER_VALUES, shape)
+    return z
+
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    return jax
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_complex_max_min_reductions_follow_xlas_order(dtype, x64):
+    """NaN parts, ties and -inf + 0j's identity decide by XLA's evaluation order (``complex_reduce``):
+    native where XLA folds in order, the reference elsewhere; both as JAX."""
+    nan, inf = np.nan, np.inf
+    checked = [  # (values, jax's max, jax's min) (jax 0.10)
+        ([complex(-inf, -1), complex(-inf, -2)], complex(-inf, 0), complex(-inf, -2)),
+        ([complex(inf, 1), complex(inf, 2)], complex(inf, 2), complex(inf, 0)),
+        ([1 + 1j, complex(nan, 0), 0.5 + 0j], 0.5 + 0j, 0.5 + 0j), ([complex(-inf, -1)], complex(-inf, -1),
+                                                                    complex(-inf, -1)),
+        ([1 + 1j, 2 + 0j, complex(0, nan)], 2 + 0j, complex(0, nan)),
+    ]
+    for values, want_max, want_min in checked:
+        z = np.array(values, dtype)
+        same(run("reference", jnp.max, z), np.array(want_max, dtype))
+        same(run("reference", jnp.min, z), np.array(want_min, dtype))
+        if len(values) > 1:
+            same(native(jnp.max, z), np.array(want_max, dtype))
+            same(native(jnp.min, z), np.array(want_min, dtype))
+    rng = np.random.default_rng(11)
+    for shape, axes in [((7, 5), (0,)), ((7, 5), (1,)), ((3, 4, 5), (0, 2)), ((32, 3), (0, 1)), ((6, 1), (0,))]:
+        z = _nan_grid(rng, shape, dtype)
+        for f in (jnp.max, jnp.min):
+            g = lambda v: f(v, axis=axes)  # noqa: E731
+            same(native(g, z), run("reference", g, z))
+    jax = _jax()
+    with jax.enable_x64(dtype == C128):
+        for shape, axes in [((7, 5), (0,)), ((40, 3), (0,)), ((3, 100), (1,)), ((1, 57), (0, 1)), ((5, 70, 2), (0, 1)),
+                            ((1100,), (0,)), ((9, 1), (1,)), ((33, 34), (0, 1))]:
+            z = _nan_grid(rng, shape, dtype)
+            for name in ("max", "min"):
+                want = np.asarray(jax.jit(lambda v: getattr(jax.numpy, name)(v, axis=axes))(z))
+                same(run("cpu", lambda v: getattr(jnp, name)(v, axis=axes), z), want)
+                same(run("reference", lambda v: getattr(jnp, name)(v, axis=axes), z), want)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_complex_running_max_min_follow_xlas_order(dtype, x64):
+    """cummax / cummin: windows folded from the identity, tiled in rows of 16 past 16 (``complex_scan``)."""
+    nan = np.nan
+    z = np.array([1 + 1j, complex(nan, 0), 2 + 0j, complex(0, nan), 0.5 + 3j], dtype)
+    same(run("cpu", lax.cummax, z), np.array([1 + 1j, complex(nan, 0), 2, 2, 2], dtype))  # (jax 0.10)
+    same(run("cpu", lambda v: lax.cummax(v, reverse=True), z), np.array([2, 2, 2, 0.5 + 3j, 0.5 + 3j], dtype))
+    jax = _jax()
+    rng = np.random.default_rng(12)
+    with jax.enable_x64(dtype == C128):
+        for n in (5, 16, 17, 40, 300):
+            v = _nan_grid(rng, (3, n), dtype)
+            for name in ("cummax", "cummin"):
+                for reverse in (False, True):
+                    want = np.asarray(jax.jit(lambda u: getattr(jax.lax, name)(u, axis=1, reverse=reverse))(v))
+                    same(run("cpu", lambda u: getattr(lax, name)(u, axis=1, reverse=reverse), v), want)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_complex_clamp_compares_real_parts_as_xla(dtype, x64):
+    """lax.clamp of complex values: XLA compares the real parts only (jnp.clip refuses complex, as JAX)."""
+    nan = np.nan
+    cases = [  # lo, x, hi, jax's clamp (jax 0.10)
+        (2 + 1j, 2 + 2j, complex(2, np.inf), 2 + 1j), (1j, complex(-np.inf, -0.0), -0j, 1j),
+        (-1 - 1j, complex(-0.0, 2), complex(0, -np.inf), complex(-0.0, 2)), (complex(nan, 0), -0j, -1j, -0j),
+        (complex(-1, 2), complex(nan, 1), 3 + 0j, 3 + 0j), (0.5 + 1j, 3 + 0j, 2 + 5j, 2 + 5j),
+    ]
+    lo, x, hi, want = (np.array(c, dtype) for c in zip(*cases))
+    same(native(lax.clamp, lo, x, hi), want)
+    same(run("reference", lax.clamp, lo, x, hi), want)
+    rng = np.random.default_rng(13)
+    lo, x, hi = (_nan_grid(rng, 500, dtype) for _ in range(3))
+    same(native(lax.clamp, lo, x, hi), run("reference", lax.clamp, lo, x, hi))
+    bounded = lambda v: lax.clamp(dtype.type(0.5 + 1j), v, dtype.type(complex(2, nan)))  # noqa: E731
+    same(native(bounded, x), run("reference", bounded, x))
+    with pytest.raises(ValueError, match="Complex values have no ordering"):
+        jnp.clip(x, 0, 1)
+    jax = _jax()
+    with jax.enable_x64(dtype == C128):
+        same(native(lax.clamp, lo, x, hi), np.asarray(jax.jit(jax.lax.clamp)(lo, x, hi)))
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_pow_special_points_agree_on_both_backends_and_with_jax(dtype, x64):
+    """x ** 0 == 1, 1 ** y == 1, 0 ** y (0 for a real y > 0, else NaN) on a grid of special values."""
+    values = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -0.5, 1e30 if dtype == C64 else 1e300]
+    grid = np.array([complex(a, b) for a in values for b in values], dtype)
+    x, y = np.repeat(grid, len(grid)), np.tile(grid, len(grid))
+    keep = (x == 0) | (y == 0) | (x == 1)
+    x, y = x[keep], y[keep]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, want = both(lax.pow, x, y)
+    same(got, want)
+    jax = _jax()
+    with jax.enable_x64(dtype == C128):
+        same(got, np.asarray(jax.jit(jax.lax.pow)(x, y)))

@@ -414,3 +414,16 @@ def test_every_public_scipy_function_is_tested():
     untested = [f"{prefix}.{name}" for prefix, module in modules.items() for name in _public_functions(module)
                 if not re.search(rf"\b{re.escape(prefix)}\.{name}\b", source)]
     assert not untested, f"public ember.scipy functions no test calls: {untested}"
+
+
+def test_entr_refuses_complex_and_xlogy_propagates_nan_as_jax(x64):
+    with pytest.raises(ValueError, match="entr does not support complex-valued inputs"):
+        special.entr(np.array([1 + 1j]))
+    nan = np.nan
+    for f in (special.xlogy, special.xlog1py):
+        assert np.isnan(f(0.0, nan)) and f(0.0, 0.0) == 0 and f(0.0, -1.0) == 0 and np.isnan(f(nan, 0.0))
+        assert np.isnan(f(np.float32(0), np.float32(nan)))
+        for y in (complex(nan, 0), complex(0, nan)):  # JAX: nan + nanj
+            out = complex(f(0j, y))
+            assert np.isnan(out.real) and np.isnan(out.imag)
+        assert complex(f(0j, 2 + 0j)) == 0

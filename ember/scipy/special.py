@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as jnp
-from ember import lax
+from ember import dtypes, lax
 from ember.nn import functions as nn_functions
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
@@ -91,22 +91,28 @@ def logit(x: Any) -> Any:
 
 
 def xlogy(x: Any, y: Any) -> Any:
-    """``x * log(y)``, defined as 0 where ``x == 0`` (even where ``y`` is 0)."""
+    """``x * log(y)``, defined as 0 where ``x == 0`` (even where ``y`` is 0), unless ``y`` is NaN
+    (in either part): NaN propagates, as JAX's ``where(x != 0 | y != y, x * log(y), 0)``."""
     x, y = _inexact(x, y)
-    safe_y = jnp.where(x == 0, 1, y)  # keeps log(0) out of the result and out of its gradient
-    return jnp.where(x == 0, 0, jnp.multiply(x, jnp.log(safe_y)))
+    keep = (x != 0) | (y != y)
+    safe_y = jnp.where(keep, y, 1)  # keeps log(0) out of the result and out of its gradient
+    return jnp.where(keep, jnp.multiply(x, jnp.log(safe_y)), 0)
 
 
 def xlog1py(x: Any, y: Any) -> Any:
-    """``x * log1p(y)``, defined as 0 where ``x == 0`` (even where ``y`` is -1)."""
+    """``x * log1p(y)``, defined as 0 where ``x == 0`` (even where ``y`` is -1), unless ``y`` is NaN
+    (as ``xlogy``, and JAX)."""
     x, y = _inexact(x, y)
-    safe_y = jnp.where(x == 0, 0, y)
-    return jnp.where(x == 0, 0, jnp.multiply(x, jnp.log1p(safe_y)))
+    keep = (x != 0) | (y != y)
+    safe_y = jnp.where(keep, y, 0)
+    return jnp.where(keep, jnp.multiply(x, jnp.log1p(safe_y)), 0)
 
 
 def entr(x: Any) -> Any:
     """The elementwise entropy ``-x * log(x)``: 0 at 0, -inf for negative ``x``."""
     x = _inexact(x)
+    if dtypes.is_complex(x.dtype):  # as JAX's message and type
+        raise ValueError("entr does not support complex-valued inputs.")
     positive = x > 0
     safe_x = jnp.where(positive, x, 1)
     return jnp.where(positive, jnp.negative(jnp.multiply(safe_x, jnp.log(safe_x))),

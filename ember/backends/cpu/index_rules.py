@@ -351,7 +351,7 @@ def _initial_value(p: Primitive, dt: np.dtype) -> Any:
         return -1 if dt != dtypes.bool_ else 1
     if dt == dtypes.bool_:
         return p is red.reduce_min_p
-    if floating:
+    if floating or lowering.is_complex(dt):  # (complex: -inf + 0j, inf + 0j, as XLA)
         return -np.inf if p is red.reduce_max_p else np.inf
     info = np.iinfo(dt)
     return info.min if p is red.reduce_max_p else info.max
@@ -359,7 +359,10 @@ def _initial_value(p: Primitive, dt: np.dtype) -> Any:
 
 def _combine(e: Emitter, p: Primitive, dt: np.dtype, acc: ir.Value, x: ir.Value) -> ir.Value:
     b = e.b
-    if lowering.is_complex(dt):  # sums and products only (``program.can_fuse``)
+    if lowering.is_complex(dt) and p in (red.reduce_max_p, red.reduce_min_p):  # in order (``program``)
+        return lowering.lower_rules[lowering.ew.max_p if p is red.reduce_max_p else lowering.ew.min_p](
+            e, [dt, dt], dt, acc, x)
+    if lowering.is_complex(dt):  # sums and products
         return complex_multiply_add(e, dt, acc, x, None) if p is red.reduce_sum_p else \
             complex_product(e, dt, acc, x, ("reassoc",))
     floating = lowering.is_float(dt)

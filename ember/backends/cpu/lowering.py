@@ -643,6 +643,15 @@ def _complex_conj(e, in_dts, out_dt, x, *, input_dtype):
     return pack(e.b, re, e.b.fneg(im))
 
 
+def _complex_clamp(e, in_dts, out_dt, lo, x, hi):
+    """XLA's clamp of complex values (the reference's ``_clamp``): by the real parts alone,
+    t = lo if re lo >= re x else x, then t if re hi >= re t else hi (ordered compares)."""
+    b = e.b
+    re = [b.extract_value(v, 0) for v in (lo, x)]
+    t = b.select(b.fcmp_ordered(">=", re[0], re[1]), lo, x)
+    return b.select(b.fcmp_ordered(">=", b.extract_value(hi, 0), b.extract_value(t, 0)), t, hi)
+
+
 def _complex_make(e, in_dts, out_dt, x, y):
     return pack(e.b, x, y)
 
@@ -664,7 +673,7 @@ complex_rules: dict[Primitive, Callable[..., ir.Value]] = {
     ew.exp2_p: _complex_composite(_exp2), ew.logistic_p: _complex_composite(_logistic),
     ew.rsqrt_p: _complex_composite(_rsqrt_complex),
     ew.pow_p: lambda e, in_dts, out_dt, x, y: pack(e.b, *_wide(e, out_dt, complex_math.Cx.pow, x, y)),
-    ew.max_p: _complex_arith("max"), ew.min_p: _complex_arith("min"),
+    ew.max_p: _complex_arith("max"), ew.min_p: _complex_arith("min"), ew.clamp_p: _complex_clamp,
     **{getattr(ew, f"{n}_p"): _complex_function(n) for n in complex_math.FUNCTIONS},
 }
 

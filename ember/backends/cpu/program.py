@@ -34,7 +34,7 @@ from ember import dtypes
 from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lapack, lowering, threads
 from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.index_rules import index_rules
-from ember.backends.reference import impl_rules, to_numpy
+from ember.backends.reference import impl_rules, reductions as ref_reductions, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.fingerprint import fingerprint
@@ -91,7 +91,7 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
 
 # What kernels compute on complex elements besides elementwise math (``lowering.complex_rules``):
 # sums and products (reductions, running, scattered), products of matrices, and every index rule
-# but the ordering reductions (complex numbers have no order in JAX's reductions).
+# but the ordering ones (complex max / min reductions only where XLA folds them in order).
 _COMPLEX_ACCUMULATIONS = {reductions.reduce_sum_p, reductions.reduce_prod_p, reductions.cumsum_p,
                           reductions.cumprod_p, ix.scatter_p, ix.scatter_add_p, ix.scatter_sub_p, ix.scatter_mul_p,
                           dot_general_p}
@@ -103,9 +103,20 @@ def _fuses_complex(eqn: Eqn) -> bool:
     p = eqn.primitive
     if p in _COMPLEX_ACCUMULATIONS:
         return True
+    if p in (reductions.reduce_max_p, reductions.reduce_min_p):
+        return _in_order_complex_reduction(eqn)
     if p in index_rules:
         return p not in _COMPLEX_REFUSED
     return p in ew.ELEMENTWISE and lowering.lowers_complex(p)
+
+
+def _in_order_complex_reduction(eqn: Eqn) -> bool:
+    """Complex max / min reductions that XLA folds in order from the identity (the reference's
+    ``complex_reduce``): of at least two elements, every reduced dimension at most its tree window.
+    (One element is the element; longer dimensions are tree-reduced: both left to the reference.)"""
+    shape = eqn.invars[0].aval.shape
+    sizes = [shape[d] for d in eqn.params["axes"]]
+    return int(np.prod(sizes, dtype=np.int64)) >= 2 and all(n <= ref_reductions.TREE_WINDOW for n in sizes)
 
 
 def can_fuse_in_loop(eqn: Eqn) -> bool:

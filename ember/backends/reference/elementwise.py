@@ -149,7 +149,18 @@ def _shift(kind: str) -> Callable:
 
 
 def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.power(x, y)
+    """Complex values: NumPy's power, with JAX's (XLA's) special cases, as the native rule
+    (``complex_math.Cx.pow``): x ** 0 is 1 (even for a NaN x), 1 ** y is 1 (even for an infinite
+    or NaN y); 0 ** y is 0 for a real y > 0, else NaN + NaN i (NumPy: 0 for any y with a positive
+    real part)."""
+    out = np.power(x, y)
+    if not dtypes.is_complex(out.dtype):
+        return out
+    x, y = np.broadcast_to(x, out.shape), np.broadcast_to(y, out.shape)
+    real_y = np.imag(y) == 0
+    zero_to = np.where(real_y & (np.real(y) > 0), 0, complex(np.nan, np.nan)).astype(out.dtype)
+    out = np.where(x == 0, zero_to, out)
+    return np.where((real_y & (np.real(y) == 0)) | (x == 1), np.ones((), out.dtype), out)
 
 
 def _integer_pow(x: np.ndarray, *, y: int) -> np.ndarray:
@@ -193,6 +204,18 @@ def _min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
         out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)
     return out
+
+
+def _clamp(lo: np.ndarray, x: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Real types: min(max(lo, x), hi). Complex ones as XLA on CPU clamps them (checked against
+    jax 0.10): by the real parts alone, ``t = lo if re lo >= re x else x``, then ``t if re hi >= re t
+    else hi`` (so a NaN real part in x gives x, then hi; imaginary parts are never compared)."""
+    if not dtypes.is_complex(np.result_type(lo, x, hi)):
+        return _min(_max(lo, x), hi)
+    lo, x, hi = np.broadcast_arrays(lo, x, hi)
+    with np.errstate(invalid="ignore"):
+        t = np.where(np.real(lo) >= np.real(x), lo, x)
+        return np.where(np.real(hi) >= np.real(t), t, hi)
 
 
 def _sign(x: np.ndarray) -> np.ndarray:
@@ -297,7 +320,7 @@ impl_rules.update({
     ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: dtypes.convert_values(x, new_dtype),
     ew.bitcast_convert_type_p: lambda x, *, new_dtype: _bitcast(x, new_dtype),
     ew.select_n_p: lambda which, *cases: _select_n(which, cases),
-    ew.clamp_p: lambda lo, x, hi: _min(_max(lo, x), hi),
+    ew.clamp_p: lambda lo, x, hi: _clamp(lo, x, hi),
     stop_gradient_p: lambda x: x,
 })
 

@@ -30,46 +30,117 @@ def _highest(dt: np.dtype) -> Any:
 
 
 def _reduce_max(x: np.ndarray, *, axes: tuple) -> np.ndarray:
-    if dtypes.is_complex(x.dtype) and np.isnan(x).any():
-        return _complex_fold(x, axes, _lowest(x.dtype), keep=complex_greater)
+    if dtypes.is_complex(x.dtype):
+        return complex_reduce(x, axes, _lowest(x.dtype), keep=complex_greater)
     return np.max(x, axis=axes, initial=_lowest(x.dtype))  # np.maximum propagates NaN
 
 
 def _reduce_min(x: np.ndarray, *, axes: tuple) -> np.ndarray:
-    if dtypes.is_complex(x.dtype) and np.isnan(x).any():
-        return _complex_fold(x, axes, _highest(x.dtype), keep=lambda acc, v: complex_greater(v, acc))
+    if dtypes.is_complex(x.dtype):
+        return complex_reduce(x, axes, _highest(x.dtype), keep=lambda acc, v: complex_greater(v, acc))
     return np.min(x, axis=axes, initial=_highest(x.dtype))
 
 
-def _complex_fold(x: np.ndarray, axes: tuple, initial: Any, keep: Callable) -> np.ndarray:
-    """A complex max/min with NaNs, as XLA's in-order reduction folds it: the running value is
-    kept where ``keep(acc, v)`` (the lexicographic comparison, false at a NaN part), else it
-    becomes ``v``. So a NaN is not propagated: whatever comes after it replaces it. (Without
-    NaNs this is NumPy's lexicographic max/min.)"""
+# XLA's CPU pipeline, whose evaluation order decides complex max / min wherever a NaN or a tie
+# (equal parts, +-0) is met: a reduction whose reduced dimensions all have at most TREE_WINDOW
+# elements folds in order; a longer one is rewritten (to a fixed point) into a reduce-window of
+# windows of TREE_WINDOW (SAME padding: the padding split evenly, the extra one high) and a
+# reduction of the windows' results (XLA's TreeReductionRewriter). A running max / min longer
+# than SCAN_BASE is tiled into rows of SCAN_BASE (XLA's ReduceWindowRewriter).
+TREE_WINDOW = 32
+SCAN_BASE = 16
+
+
+def complex_reduce(x: np.ndarray, axes: tuple, initial: Any, keep: Callable) -> np.ndarray:
+    """A complex max / min as XLA on CPU computes it (checked against jax 0.10): the running value
+    starts at ``initial`` and is kept where ``keep(acc, v)`` (the lexicographic comparison, false at a
+    NaN part), else it becomes ``v``: so a NaN is not propagated, and ``initial`` (-inf + 0j) can win a
+    tie of real parts (max(-inf - 1j, -inf - 2j) is -inf + 0j). A reduction of one element is the
+    element (XLA simplifies it away); longer ones are folded in the order of ``TREE_WINDOW``'s note."""
+    axes = tuple(sorted(a % x.ndim for a in axes)) if x.ndim else ()
     rest = [d for d in range(x.ndim) if d not in axes]
-    flat = np.transpose(x, rest + list(axes)).reshape(tuple(x.shape[d] for d in rest) + (-1,))
-    acc = np.full(flat.shape[:-1], initial, x.dtype)
-    for i in range(flat.shape[-1]):
-        acc = np.where(keep(acc, flat[..., i]), acc, flat[..., i])
+    y = np.transpose(x, rest + list(axes))
+    count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    if count == 1:
+        return y.reshape(y.shape[:len(rest)]).copy()
+    return _tree_fold(y, len(axes), initial, keep)
+
+
+def _tree_fold(y: np.ndarray, k: int, initial: Any, keep: Callable) -> np.ndarray:
+    """Fold the last ``k`` axes of ``y``, rewritten as XLA's tree reduction where one is long."""
+    kept, sizes = y.shape[:y.ndim - k], y.shape[y.ndim - k:]
+    if all(n <= TREE_WINDOW for n in sizes):
+        return _fold(y.reshape(kept + (-1,)), np.ones(int(np.prod(sizes, dtype=np.int64)), bool), initial, keep)
+    windows, counts, masks = [], [], []
+    for n in sizes:
+        w = min(n, TREE_WINDOW)
+        m = -(-n // w)
+        low = (m * w - n) // 2
+        windows.append(w)
+        counts.append(m)
+        masks.append((np.arange(m)[:, None] * w - low + np.arange(w)[None, :]))
+    # gather every window (positions outside the operand masked out), then fold the window axes
+    positions = [np.clip(p, 0, n - 1) for p, n in zip(masks, sizes)]
+    inside = [(p >= 0) & (p < n) for p, n in zip(masks, sizes)]
+    grid = np.ix_(*[p.ravel() for p in positions])
+    tiles = y[(Ellipsis,) + grid].reshape(kept + sum(((m, w) for m, w in zip(counts, windows)), ()))
+    order = list(range(len(kept))) + [len(kept) + 2 * i for i in range(k)] + [len(kept) + 2 * i + 1 for i in range(k)]
+    tiles = np.transpose(tiles, order)
+    ok = np.ones(tuple(counts) + tuple(windows), bool)  # (windows..., positions...) inside the operand
+    for i, flags in enumerate(inside):
+        shape = [1] * (2 * k)
+        shape[i], shape[k + i] = flags.shape
+        ok = ok & flags.reshape(shape)
+    per_window = int(np.prod(windows))
+    ok = ok.reshape(tuple(counts) + (per_window,))
+    partial = _fold(tiles.reshape(kept + tuple(counts) + (per_window,)), ok, initial, keep)
+    return _tree_fold(partial, k, initial, keep)
+
+
+def _fold(x: np.ndarray, inside: np.ndarray, initial: Any, keep: Callable) -> np.ndarray:
+    """Fold the last axis of ``x`` in order from ``initial``, skipping the positions where ``inside``
+    (broadcast against ``x``) is false."""
+    acc = np.full(x.shape[:-1], initial, x.dtype)
+    for i in range(x.shape[-1]):
+        v = x[..., i]
+        acc = np.where(inside[..., i] & ~keep(acc, v), v, acc)
     return acc
 
 
 def _complex_cumulative(np_fn: Callable, initial: Callable, keep: Callable) -> Callable:
-    """cummax/cummin. With NaNs in complex values, each output is XLA's in-order fold (as
-    ``_complex_fold``) of its window: ``x[:i + 1]``, or ``x[i:]`` reversed, still folded first to last."""
+    """cummax/cummin; complex ones as XLA on CPU computes them (``complex_scan``)."""
     def impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
-        if not (dtypes.is_complex(x.dtype) and np.isnan(x).any()):
+        if not dtypes.is_complex(x.dtype):
             return _scan(np_fn)(x, axis=axis, reverse=reverse)
-        last = np.moveaxis(x, axis, -1)
-        n = last.shape[-1]
-        acc = np.full(last.shape, initial(x.dtype), x.dtype)
-        start = np.arange(n)
-        for j in range(n):
-            v = last[..., j:j + 1]
-            takes = (start >= j) if not reverse else (start <= j)  # the outputs whose window holds x_j
-            acc = np.where(takes & ~keep(acc, v), v, acc)
-        return np.moveaxis(acc, -1, axis)
+        out = complex_scan(np.moveaxis(x, axis, -1), initial(x.dtype), keep, reverse)
+        return np.moveaxis(out, -1, axis)
     return impl
+
+
+def complex_scan(x: np.ndarray, initial: Any, keep: Callable, reverse: bool) -> np.ndarray:
+    """A running complex max / min along the last axis as XLA on CPU computes it (checked against
+    jax 0.10): output i folds (as ``complex_reduce``, from ``initial``, in increasing index order)
+    ``x[:i + 1]``, or ``x[i:]`` when reversed; past ``SCAN_BASE`` elements the axis is padded with
+    ``initial`` to rows of ``SCAN_BASE``, each row scanned so, and each output combined as
+    max(its row's scan, the scan of the rows before it: their last (reversed: first) columns,
+    exclusive), the scan of the rows computed the same way."""
+    n = x.shape[-1]
+    if n <= SCAN_BASE:
+        out = np.empty_like(x)
+        for i in range(n):
+            window = np.arange(n) <= i if not reverse else np.arange(n) >= i
+            out[..., i] = _fold(x, window, initial, keep)
+        return out
+    rows = -(-n // SCAN_BASE)
+    pad = np.full(x.shape[:-1] + (rows * SCAN_BASE - n,), initial, x.dtype)
+    tiles = np.concatenate([x, pad], -1).reshape(x.shape[:-1] + (rows, SCAN_BASE))
+    within = complex_scan(tiles, initial, keep, reverse)
+    totals = complex_scan(within[..., -1] if not reverse else within[..., 0], initial, keep, reverse)
+    first = np.full(x.shape[:-1] + (1,), initial, x.dtype)
+    parts = [first, totals[..., :-1]] if not reverse else [totals[..., 1:], first]
+    before = np.concatenate(parts, -1)[..., None]
+    out = np.where(keep(within, before), within, before)
+    return out.reshape(x.shape[:-1] + (rows * SCAN_BASE,))[..., :n]
 
 
 def _bitwise_reduce(ufunc: np.ufunc) -> Callable:
