@@ -23,6 +23,13 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.u
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+# JAX's 8-bit floating types (ml_dtypes'). They promote with no other floating type (JAX's rule:
+# mixing them is a TypePromotionError), only with integers, bools and Python scalars.
+FLOAT8_NAMES = ("float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+                "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+FLOAT8 = tuple(np.dtype(getattr(ml_dtypes, n)) for n in FLOAT8_NAMES)
+(float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
+ float8_e8m0fnu) = FLOAT8
 
 # The dtype of tangents and cotangents of integer and boolean values (as jax.dtypes.float0).
 float0 = np.dtype([("float0", "V")])
@@ -34,13 +41,61 @@ class extended(np.generic):  # noqa: N801  (JAX's names: jax.dtypes.extended, pr
 
 
 class prng_key(extended):  # noqa: N801
-    """The abstract scalar type of typed PRNG keys (``issubdtype(k.dtype, prng_key)``): ember's
-    keys are raw ``uint32`` arrays, which are not."""
+    """The abstract scalar type of typed PRNG keys (``issubdtype(k.dtype, prng_key)``): true of
+    the ``key<fry>`` dtype (``KeyTy``) of ``ember.random.key``'s keys, not of the raw ``uint32``
+    keys of ``PRNGKey``."""
+
+
+class KeyTy:
+    """The dtype of typed PRNG key arrays, ``key<fry>`` (Threefry-2x32: each key element
+    overlays two uint32 words). Not a NumPy dtype: ``np.dtype(KeyTy())`` raises, as JAX's
+    ``jnp.dtype(k.dtype)`` does; ``issubdtype`` knows it is a ``prng_key``."""
+
+    __slots__ = ("_impl_name", "_tag")
+    type = prng_key
+    itemsize = 8  # two uint32 words
+    kind = "V"
+
+    def __init__(self, impl_name: str = "threefry2x32", tag: str = "fry") -> None:
+        self._impl_name, self._tag = impl_name, tag
+
+    @property
+    def name(self) -> str:
+        return f"key<{self._tag}>"
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other: Any) -> builtins.bool:
+        return isinstance(other, KeyTy) and other._impl_name == self._impl_name
+
+    def __ne__(self, other: Any) -> builtins.bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((KeyTy, self._impl_name))
+
+    def __reduce__(self) -> tuple:
+        return (KeyTy, (self._impl_name, self._tag))
+
+
+def _key_issubdtype(a: Any, b: Any) -> builtins.bool | None:
+    """``issubdtype`` where a key dtype or an extended abstract type is involved, else None."""
+    def extended_like(x: Any) -> builtins.bool:
+        return isinstance(x, KeyTy) or (isinstance(x, type) and issubclass(x, extended))
+    if not (extended_like(a) or extended_like(b)):
+        return None
+    if isinstance(b, KeyTy):
+        return a == b
+    a = a.type if isinstance(a, KeyTy) else a
+    return isinstance(a, type) and isinstance(b, type) and issubclass(a, b)
 
 SIGNED = (int8, int16, int32, int64)
 UNSIGNED = (uint8, uint16, uint32, uint64)
 INTEGER = SIGNED + UNSIGNED
-FLOATING = (bfloat16, float16, float32, float64)
+FLOATING = (bfloat16, float16, float32, float64) + FLOAT8
 COMPLEX = (complex64, complex128)
 INEXACT = FLOATING + COMPLEX
 ALL = (bool_,) + INTEGER + FLOATING + COMPLEX
@@ -50,6 +105,7 @@ SHORT_NAME = {
     bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
     uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
     bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64", complex64: "c64", complex128: "c128",
+    **{d: "f8_" + n[len("float8_"):] for d, n in zip(FLOAT8, FLOAT8_NAMES)},
 }
 
 
@@ -62,7 +118,7 @@ def dtype(x: Any) -> np.dtype:
     if isinstance(x, type) and issubclass(x, np.generic):
         return np.dtype(x)
     if isinstance(x, str):
-        return np.dtype(ml_dtypes.bfloat16) if x == "bfloat16" else np.dtype(x)
+        return np.dtype(getattr(ml_dtypes, x)) if x == "bfloat16" or x in FLOAT8_NAMES else np.dtype(x)
     if hasattr(x, "dtype"):
         return np.dtype(x.dtype)
     if isinstance(x, builtins.bool):
@@ -117,10 +173,17 @@ def complex_dtype(dt: Any) -> np.dtype:
 
 
 def issubdtype(a: Any, b: Any) -> builtins.bool:
-    """``np.issubdtype`` that also knows bfloat16 is floating."""
+    """``np.issubdtype`` that also knows bfloat16 and the float8 types are floating."""
+    if (keyed := _key_issubdtype(a, b)) is not None:  # (key<fry>, prng_key, extended)
+        return keyed
     a = dtype(a)
-    if a == bfloat16:
-        return b in (np.floating, np.inexact, np.number, np.generic) or dtype(b) == bfloat16
+    if a == bfloat16 or a in FLOAT8:
+        if b in (np.floating, np.inexact, np.number, np.generic):
+            return True
+        try:
+            return dtype(b) == a
+        except TypeError:  # (another abstract type: np.integer)
+            return False
     return np.issubdtype(a, b)
 
 
@@ -174,7 +237,8 @@ _LATTICE_UP = {
     WEAK_INT: [uint8, int8],
     uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [WEAK_FLOAT],
     int8: [int16], int16: [int32], int32: [int64], int64: [WEAK_FLOAT],
-    WEAK_FLOAT: [bfloat16, float16, WEAK_COMPLEX],
+    WEAK_FLOAT: [bfloat16, float16, WEAK_COMPLEX, *FLOAT8],
+    **{f8: [] for f8 in FLOAT8},  # (no bound in common with another floating type)
     bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
     WEAK_COMPLEX: [complex64], complex64: [complex128], complex128: [],
 }
@@ -214,7 +278,17 @@ def _join(nodes: tuple) -> Any:
     for candidate in common:
         if all(other in _UPPER[candidate] for other in common):
             return candidate
-    raise TypeError(f"no common type for {nodes}")  # pragma: no cover - lattice is complete
+    names = tuple(n.name if isinstance(n, np.dtype) else {WEAK_INT: "int", WEAK_FLOAT: "float",
+                                                            WEAK_COMPLEX: "complex"}[n] for n in nodes)
+    raise TypePromotionError(  # (only the float8 types lack a common bound with others, as in JAX)
+        f"Input dtypes {names} have no available implicit dtype promotion path. To avoid unintended promotion, "
+        "8-bit floats do not support implicit promotion. If you'd like your inputs to be promoted to another "
+        "type, you can do so explicitly using e.g. x.astype('float32')")
+
+
+class TypePromotionError(ValueError):
+    """Operands whose types have no common type (JAX's ``jax.dtypes.TypePromotionError``: a
+    float8 type with another floating or complex type)."""
 
 
 def promote_types_weak(*typed: tuple[np.dtype, builtins.bool]) -> tuple[np.dtype, builtins.bool]:

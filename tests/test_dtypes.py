@@ -124,6 +124,62 @@ def test_promotion_under_jit_matches_eager(a, b, cell):
     assert (out.dtype, out.weak_type) == _expected(cell)
 
 
+# The float8 rows: a float8 type promotes with booleans, integers and Python int / float, to
+# itself ("="), and with no other floating or complex type ("-": TypePromotionError); among the
+# float8 types only with itself. The same with x64 on.
+FLOAT8 = {"e3m4": "float8_e3m4", "e4m3": "float8_e4m3", "e4m3b11fnuz": "float8_e4m3b11fnuz",
+          "e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz", "e5m2": "float8_e5m2",
+          "e5m2fnuz": "float8_e5m2fnuz", "e8m0fnu": "float8_e8m0fnu"}
+TABLE_FLOAT8_ROW = """
+      b   i8  i16  i32  i64   u8  u16  u32  u64 bf16  f16  f32  f64  c64 c128   i*   f*   c*
+      =    =    =    =    =    =    =    =    =    -    -    -    -    -    -    =    =    -
+"""
+_ROW = _parse("\n".join(TABLE_FLOAT8_ROW.strip().splitlines()[:1] + ["x " + TABLE_FLOAT8_ROW.strip().splitlines()[1]]))
+
+
+def _float8_table() -> list:
+    """(row, column, cell) of every float8 row, over every type and Python scalar, float8 ones too."""
+    cells = []
+    for a in FLOAT8:
+        cells += [(a, b, a if cell == "=" else "-") for _, b, cell in _ROW]
+        cells += [(a, b, a if a == b else "-") for b in FLOAT8]
+    return cells
+
+
+def _float8_cell(a, b, numpy=jnp):
+    names = {**SHORT, **FLOAT8}
+    operands = [PYTHON_SCALARS[n] if n in PYTHON_SCALARS else numpy.zeros((), names[n]) for n in (a, b)]
+    try:
+        out = numpy.add(*operands)
+    except ValueError as e:
+        assert type(e).__name__ == "TypePromotionError" and "8-bit floats do not support implicit promotion" in str(e)
+        return "-"
+    return {v: k for k, v in names.items()}[out.dtype.name] + ("*" if out.weak_type else "")
+
+
+@pytest.mark.parametrize("x64_on", [False, True])
+def test_float8_promotion_rows(x64_on):
+    names = {**SHORT, **FLOAT8}
+    with ember.config.override(enable_x64=x64_on):
+        assert [_float8_cell(a, b) for a, b, _ in _float8_table()] == [c for _, _, c in _float8_table()]
+        assert [_float8_cell(b, a) for a, b, _ in _float8_table()] == [c for _, _, c in _float8_table()]
+        for a, b, cell in _float8_table():  # (promote_types: the same, either way round)
+            if b in PYTHON_SCALARS:
+                continue
+            if cell == "-":
+                with pytest.raises(dtypes.TypePromotionError):
+                    jnp.promote_types(names[b], FLOAT8[a])
+            else:
+                assert jnp.promote_types(FLOAT8[a], names[b]) == jnp.promote_types(names[b], FLOAT8[a]) == names[a]
+
+
+@pytest.mark.filterwarnings("ignore:Explicitly requested dtype:UserWarning")
+def test_the_float8_table_is_jaxs():
+    cells = [c for _, _, c in _float8_table()]
+    assert [_float8_cell(a, b, jax_numpy) for a, b, _ in _float8_table()] == cells
+    with jax.enable_x64(True):
+        assert [_float8_cell(a, b, jax_numpy) for a, b, _ in _float8_table()] == cells
+
 def test_promote_types_and_result_type():
     assert jnp.promote_types(jnp.int8, jnp.uint8) == jnp.int16
     assert jnp.promote_types("bfloat16", "float16") == jnp.float32

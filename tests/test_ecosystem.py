@@ -200,6 +200,13 @@ def test_flax_linen_cnn_with_train_state_gives_jax_losses():
     compare("cnn_flax.py")
 
 
+def test_flax_nnx_mlp_with_optimizer_gives_jax_losses():
+    """nnx.Linear / BatchNorm / Dropout (typed PRNG keys in nnx.Rngs), nnx.Optimizer over adam,
+    an @nnx.jit step updating the model and optimizer state in place."""
+    pytest.importorskip("flax")
+    compare("mlp_nnx.py")
+
+
 def test_diffrax_solve_and_its_gradient_give_jax_values():
     pytest.importorskip("diffrax")
     compare("ode_diffrax.py")

@@ -337,7 +337,8 @@ def test_empty_draws(shape):
 # --- results: dtypes and shapes -------------------------------------------------------------------
 def test_result_dtypes_follow_jax_defaults():
     key = random.PRNGKey(0)
-    assert random.PRNGKey(0).dtype == np.uint32 and random.key(0).shape == (2,)
+    assert random.PRNGKey(0).dtype == np.uint32 and random.PRNGKey(0).shape == (2,)
+    assert random.key(0).shape == () and str(random.key(0).dtype) == "key<fry>"  # (typed, as JAX's)
     assert random.bits(key).dtype == np.uint32
     assert random.uniform(key, (2,), np.float64).dtype == np.float32  # x64 off canonicalizes
     assert random.randint(key, (2,), 0, 3, np.int64).dtype == np.int32
@@ -348,7 +349,9 @@ def test_result_dtypes_follow_jax_defaults():
     assert random.uniform(key, 3).shape == (3,)  # an int shape, as JAX accepts
     assert random.choice(key, np.arange(6.0).reshape(2, 3), (4,), axis=1).shape == (2, 4)
     data = random.split(key, 3)
-    assert random.wrap_key_data(data) is data and random.key_data(data) is data
+    typed = random.wrap_key_data(data)
+    assert typed.shape == (3,) and np.array_equal(random.key_data(typed), data)
+    assert random.key_data(data) is data
 
 
 # --- bad input --------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ember import dtypes
-from ember.core.sharding import CPU, SingleDeviceSharding
+from ember.core.sharding import CPU, AbstractMesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 
 class ShapedArray(NamedTuple):
@@ -15,6 +15,13 @@ class ShapedArray(NamedTuple):
     shape: tuple[int, ...]
     dtype: np.dtype
     weak_type: bool = False
+
+    @property
+    def sharding(self) -> "NamedSharding":
+        """The type's sharding, as JAX's types have one (``jax.typeof(x).sharding``, which
+        flax.nnx passes on as ``out_sharding``): ember's types carry none, so it is JAX's of an
+        unsharded value, every dimension replicated over the empty abstract mesh."""
+        return NamedSharding(AbstractMesh((), ()), PartitionSpec(*([None] * len(self.shape))))
 
     @property
     def ndim(self) -> int:

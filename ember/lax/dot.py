@@ -13,6 +13,7 @@ import numpy as np
 
 from ember import dtypes
 from ember.core.avals import ShapedArray
+from ember.lax import parallel
 from ember.lax.base import aval, primitive
 from ember.lax.elementwise import convert_element_type
 
@@ -132,11 +133,12 @@ def _common_operand_type(lhs: Any, rhs: Any) -> tuple[Any, Any]:
 
 
 def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
-                preferred_element_type: Any = None) -> Any:
+                preferred_element_type: Any = None, *, out_sharding: Any = None) -> Any:
     """Contract ``lhs`` with ``rhs``. ``dimension_numbers`` is
     ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``; the result's dimensions are
     the batch dimensions, then lhs's free dimensions, then rhs's free dimensions. Operands of
-    different dtypes are computed in the more precise one, as in JAX."""
+    different dtypes are computed in the more precise one, as in JAX. ``out_sharding``: where the
+    result is placed (``with_sharding_constraint``'s meaning)."""
     try:
         (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     except (TypeError, ValueError):
@@ -146,12 +148,13 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
                (_dims_tuple(lhs_batch), _dims_tuple(rhs_batch)))
     preferred = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
     lhs, rhs = _common_operand_type(lhs, rhs)
-    return dot_general_p.bind(lhs, rhs, dimension_numbers=numbers, precision=_precision_param(precision),
-                              preferred_element_type=preferred)
+    out = dot_general_p.bind(lhs, rhs, dimension_numbers=numbers, precision=_precision_param(precision),
+                             preferred_element_type=preferred)
+    return out if out_sharding is None else parallel.with_sharding_constraint(out, out_sharding)
 
 
 def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = None,
-        preferred_element_type: Any = None) -> Any:
+        preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
     """Vector-vector, matrix-vector or matrix-matrix product (or ``dot_general`` when
     ``dimension_numbers`` is given)."""
     if dimension_numbers is None:
@@ -161,7 +164,7 @@ def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = N
                              f"{lhs_shape} and {rhs_shape}; pass dimension_numbers for other contractions, "
                              "or use jnp.matmul / jnp.einsum")
         dimension_numbers = (((len(lhs_shape) - 1,), (0,)), ((), ()))
-    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, out_sharding=out_sharding)
 
 
 def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:

@@ -51,3 +51,5 @@ uint8, uint16, uint32, uint64 = (_scalar_type(n, d) for n, d in zip(
 bfloat16, float16, float32, float64 = (_scalar_type(n, d) for n, d in zip(
     ("bfloat16", "float16", "float32", "float64"), dtypes.FLOATING))
 complex64, complex128 = (_scalar_type(n, d) for n, d in zip(("complex64", "complex128"), dtypes.COMPLEX))
+(float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
+ float8_e8m0fnu) = (_scalar_type(n, d) for n, d in zip(dtypes.FLOAT8_NAMES, dtypes.FLOAT8))

@@ -1,10 +1,39 @@
 """``ember.random``: JAX's ``jax.random`` API, giving the same values for the same keys.
 
-Keys are raw uint32 arrays of shape (2,), JAX's "legacy" keys, hashed with Threefry-2x32
-in JAX's default (``jax_threefry_partitionable``) layout; batches of keys have shape
-(..., 2). ``key(seed)`` returns the same raw key as ``PRNGKey(seed)`` rather than a typed
-scalar key array: ember has no extended dtypes, and every function here takes raw keys.
-So ``key_data`` and ``wrap_key_data`` check their argument and return it unchanged.
+Two kinds of keys, as in JAX, hashed with Threefry-2x32 in JAX's default
+(``jax_threefry_partitionable``) layout, and taken by every function here:
+
+- ``PRNGKey(seed)`` gives a raw uint32 array of shape (2,), JAX's "legacy" key; batches of raw
+  keys have shape (..., 2), and ``split``/``fold_in`` of a raw key give raw keys.
+- ``key(seed)`` gives a typed key array (``PRNGKeyArray``, ``ember.random.prng``): shape (),
+  dtype ``key<fry>`` (``jnp.issubdtype(k.dtype, jax.dtypes.prng_key)``), repr
+  ``Array((), dtype=key<fry>) overlaying:\n[0 0]``, over the same words. ``split`` gives typed
+  keys of shape ``num``; ``key_data`` gives the uint32 words (shape ``k.shape + (2,)``) and
+  ``wrap_key_data`` wraps them. Samplers give the same values for ``key(s)`` as for ``PRNGKey(s)``.
+
+Design of typed keys (the decision, and where it differs from JAX). ``PRNGKeyArray`` holds its
+raw uint32 data and is a *pytree node* whose one child is that data, so that ``jit`` (whose
+cache sees the node type, so typed and raw keys trace apart), ``vmap``, ``scan``,
+``fori_loop``, ``cond``, ``grad``, ``vjp`` and ``eval_shape`` carry keys with no change to
+ember's tracing. It derives from ``ember.Array``, so ``isinstance(k, jax.Array)`` holds as in
+JAX, and overrides every method and operator: arithmetic, ordering and NumPy conversion raise
+JAX's errors; indexing, iteration, ``reshape``/``ravel``/``squeeze``/``transpose``/``.T``,
+``.at[i].set(keys)``, and ``==``/``!=`` between keys work as in JAX. Left different from JAX:
+
+- ``tree_leaves(k)`` is ``[key_data(k)]`` (JAX: ``[k]``), and ``tree_map`` hands its function
+  the data; keeping the key a leaf would need ember's tracing (``ember.core``,
+  ``ember.transforms``) to lower a second kind of array.
+- Most ``jax.numpy`` functions and ``lax`` operations do not take keys (``jnp.stack``,
+  ``jnp.concatenate``, ``jnp.where``, ``jnp.zeros_like``, ``jnp.broadcast_to``, ``lax.select``:
+  JAX takes them): they raise TypeError (mostly "Cannot interpret 'key<fry>' as a data type").
+  Use the key methods, or ``wrap_key_data(jnp.stack([key_data(a), key_data(b)]))``.
+  (``jnp.shape``, ``jnp.ndim``, ``jnp.ravel`` and ``jax.typeof(k)``, ``ShapedArray(key<fry>[])``,
+  do work.)
+- Messages from ember's transformations name the data's type: ``grad`` of a key argument says
+  "... but got uint32" (JAX: ``key<fry>``).
+- ``vmap``'s ``in_axes``/``out_axes`` count the data's axes, so a negative axis names the
+  trailing word axis (use non-negative axes for keys).
+- Only Threefry-2x32: ``impl="rbg"`` and JAX's other implementations raise ValueError.
 
 Keys are data: samplers are elementwise lax programs, so they run eagerly, under
 ``jit`` and ``vmap`` (``vmap(lambda k: normal(k, ()))(split(key, 8))``), and ``grad``
@@ -21,9 +50,9 @@ a few ulp of JAX (float64 uses ember's accurate ``lax.erf_inv``).
 The samplers of ``samplers.py`` (gamma family, Poisson, binomial, multinomial, ...) split
 keys as JAX does; their rejection loops run the same rounds as JAX's except where a
 last-bit difference decides a test within rounding of its threshold.
-Not provided: ``mode="highest"`` of ``gumbel``, typed key arrays (and so ``key_impl``
-returns the name ``"threefry2x32"``), ``out_sharding`` arguments, and the gradients of
-the gamma family with respect to their shape parameters.
+Not provided: ``mode="highest"`` of ``gumbel``, ``out_sharding`` arguments, and the gradients
+of the gamma family with respect to their shape parameters. ``key_impl`` returns the name
+``"threefry2x32"``, as JAX 0.10.2 does.
 """
 from ember.random.distributions import (  # noqa: F401
     bernoulli,

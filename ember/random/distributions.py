@@ -191,9 +191,16 @@ def gumbel(key: Any, shape: Sequence[int] = (), dtype: Any = None, mode: str | N
 
 
 # --- discrete distributions ------------------------------------------------------------------------
-def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low") -> Any:
+def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low", *,
+              out_sharding: Any = None) -> Any:
     """Booleans that are True with probability ``p`` (``shape`` defaults to ``p``'s shape).
-    ``mode="high"`` uses two uniforms per value, for p below ~1e-7 in float32."""
+    ``mode="high"`` uses two uniforms per value, for p below ~1e-7 in float32. ``out_sharding``:
+    where the result is placed."""
+    out = _bernoulli(key, p, shape, mode)
+    return out if out_sharding is None else lax.with_sharding_constraint(out, out_sharding)
+
+
+def _bernoulli(key: Any, p: Any, shape: Sequence[int] | None, mode: str) -> Any:
     if shape is not None:
         shape = shape_tuple(shape)
     _check_mode("bernoulli", mode)

@@ -32,6 +32,7 @@ from ember.random.distributions import (
     uniform,
 )
 from ember.random.keys import _IMPLEMENTATION, check_key, split_in_two
+from ember.random.prng import PRNGKeyArray
 from ember.transforms.batching import vmap
 
 
@@ -534,10 +535,11 @@ def orthogonal(key: Any, n: int, shape: Sequence[int] = (), dtype: Any = None, m
 # --- keys ---------------------------------------------------------------------------------------------
 def clone(key: Any) -> Any:
     """A copy of ``key``: keys are immutable values in ember, so the key itself."""
-    return check_key("clone", key, allow_batched=True)
+    data = check_key("clone", key, allow_batched=True)
+    return key if isinstance(key, PRNGKeyArray) else data
 
 
 def key_impl(keys: Any) -> str:
-    """The name of the PRNG implementation of ``keys``: always Threefry-2x32."""
+    """The name of the PRNG implementation of ``keys`` (typed or raw): always Threefry-2x32."""
     check_key("key_impl", keys, allow_batched=True)
     return _IMPLEMENTATION

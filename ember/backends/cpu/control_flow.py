@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
+from ember import dtypes
 from ember.backends.cpu import dot, gemm, kernel, lapack, lowering
 from ember.backends.cpu.lowering import I8, I64
 from ember.compiler.fusion import fuse, fusion_p
@@ -61,8 +62,20 @@ def _sub_programs(eqn: Eqn) -> list[ClosedJaxpr]:
     return list(p["branches"])
 
 
+def _has_float8(jaxpr: Jaxpr) -> bool:
+    """Whether a value of ``jaxpr`` (sub-programs included) has a float8 type."""
+    for e in jaxpr.eqns:
+        if any(getattr(a, "aval", None) is not None and a.aval.dtype in dtypes.FLOAT8 for a in e.invars + e.outvars):
+            return True
+        if e.primitive in CONTROL_FLOW and any(_has_float8(c.jaxpr) for c in _sub_programs(e)):
+            return True
+    return False
+
+
 def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | None:
     """The fused sub-programs of a control-flow equation, if they all lower natively; else None."""
+    if _has_float8(Jaxpr([], [], [eqn], [])):
+        return None  # (float8 values: the loop runs on the reference interpreter)
     prepared = []
     for closed in _sub_programs(eqn):
         if closed.consts:

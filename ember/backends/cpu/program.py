@@ -69,6 +69,8 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
     p = eqn.primitive
     if not jit.float16_supported() and any(a.aval.dtype == dtypes.float16 for a in eqn.invars + eqn.outvars):
         return False
+    if any(a.aval.dtype in dtypes.FLOAT8 for a in eqn.invars + eqn.outvars):
+        return False  # (float8 equations run on the reference interpreter: see ``lowering``)
     if any(a.aval.dtype in dtypes.COMPLEX for a in eqn.invars + eqn.outvars):
         if not _fuses_complex(eqn):
             return False

@@ -80,7 +80,7 @@ def _reduce_window(p: Any, reduce: Any) -> Any:
         axes = tuple(range(x.ndim))
         padded = _dilate_and_pad(x, axes, padding, base_dilation, conv.window_identity(p, x.dtype))
         windows = _windows(padded, axes, window_dimensions, window_strides, window_dilation)
-        if p is conv.reduce_window_sum_p and x.dtype in (dtypes.float16, dtypes.bfloat16):
+        if p is conv.reduce_window_sum_p and x.dtype in (dtypes.float16, dtypes.bfloat16, *dtypes.FLOAT8):
             # half-precision sums accumulate in float32 and round once, as reduce_sum's do
             return np.sum(windows.astype(np.float32), axis=tuple(range(x.ndim, 2 * x.ndim))).astype(x.dtype)
         return reduce(windows, axis=tuple(range(x.ndim, 2 * x.ndim)), initial=conv.window_identity(p, x.dtype))

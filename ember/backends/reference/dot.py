@@ -10,13 +10,14 @@ import numpy as np
 
 from ember import dtypes
 from ember.backends.reference import impl_rules
+from ember.backends.reference.elementwise import round_float8
 from ember.lax.dot import dot_general_p
 
 
 def accumulation_dtype(result: np.dtype) -> np.dtype:
     if result == dtypes.bool_:
         return dtypes.int32  # counts of true products; nonzero means true
-    if result in (dtypes.float16, dtypes.bfloat16):
+    if result in (dtypes.float16, dtypes.bfloat16) or result in dtypes.FLOAT8:
         return dtypes.float32
     return result
 
@@ -40,6 +41,8 @@ def _dot_general(lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers, precisi
         product = np.matmul(lhs_m, rhs_m)
     out_shape = tuple(lhs.shape[d] for d in lhs_batch + lhs_free) + tuple(rhs.shape[d] for d in rhs_free)
     product = product.reshape(out_shape)
+    if result_dtype in dtypes.FLOAT8:
+        return round_float8(product, result_dtype)
     return product != 0 if result_dtype == dtypes.bool_ else product.astype(result_dtype)
 
 

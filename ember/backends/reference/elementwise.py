@@ -13,15 +13,25 @@ from ember.lax import elementwise as ew
 from ember.lax.stop_gradient import stop_gradient_p
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
+_LOW = _HALF + dtypes.FLOAT8  # (computed in float32)
+
+
+def round_float8(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """A float32 result rounded to the float8 type ``dt`` as XLA's CPU backend rounds it: it
+    computes float8 operations in float16 (in float32, rounded to float16), except those of
+    float8_e8m0fnu, whose range float16 lacks, in float32. So a result is rounded twice."""
+    return (x if dt == dtypes.float8_e8m0fnu else x.astype(np.float16)).astype(dt)
 
 
 def _float_math(fn: Callable) -> Callable:
-    """Compute half-precision math in float32 and round once, as XLA does."""
+    """Compute half-precision and float8 math in float32 and round once (float8: as XLA, see
+    ``round_float8``)."""
     def impl(*xs: np.ndarray, **params: Any) -> np.ndarray:
         dt = xs[0].dtype
         with np.errstate(all="ignore"):
-            if dt in _HALF:
-                return fn(*(x.astype(np.float32) for x in xs), **params).astype(dt)
+            if dt in _LOW:
+                out = fn(*(x.astype(np.float32) for x in xs), **params)
+                return round_float8(out, dt) if dt in dtypes.FLOAT8 else out.astype(dt)
             return fn(*xs, **params)
     return impl
 
@@ -190,7 +200,7 @@ def _max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if dtypes.is_complex(np.result_type(x, y)):
         return np.where(complex_greater(x, y), x, y)
     out = np.maximum(x, y)
-    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
+    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8:
         out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), out)
     return out
 
@@ -201,7 +211,7 @@ def _min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if dtypes.is_complex(np.result_type(x, y)):
         return np.where(complex_greater(y, x), x, y)
     out = np.minimum(x, y)
-    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16:
+    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8:
         out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)
     return out
 

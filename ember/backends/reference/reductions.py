@@ -150,7 +150,7 @@ def _bitwise_reduce(ufunc: np.ufunc) -> Callable:
 def _arg_reduce(np_fn: Callable) -> Callable:
     """np.argmax / np.argmin already pick the first NaN, as the primitives promise."""
     def impl(x: np.ndarray, *, axis: int, index_dtype: np.dtype) -> np.ndarray:
-        if x.dtype == dtypes.bfloat16:
+        if x.dtype == dtypes.bfloat16 or x.dtype in dtypes.FLOAT8:
             x = x.astype(np.float32)  # exact, and NumPy's arg-reductions know float32's NaNs
         return np_fn(x, axis=axis).astype(index_dtype)
     return impl
@@ -166,7 +166,7 @@ def _scan(accumulate: Callable) -> Callable:
 
 def sort_key(x: np.ndarray) -> np.ndarray:
     """A key NumPy's sorts order as the primitives do: NaNs last, -0.0 == 0.0 (widened half floats)."""
-    return x.astype(np.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+    return x.astype(np.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16, *dtypes.FLOAT8) else x
 
 
 def _keys(x: np.ndarray) -> list[np.ndarray]:

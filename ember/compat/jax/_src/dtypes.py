@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.dtypes import extended, finfo, iinfo, issubdtype, prng_key  # noqa: F401
+from ember.dtypes import TypePromotionError, extended, finfo, iinfo, issubdtype, prng_key  # noqa: F401
 
 DType = np.dtype
 
@@ -13,11 +13,6 @@ DType = np.dtype
 class ExtendedDType:
     """The base of extended dtypes (``type`` is their scalar type)."""
     type: type = extended
-
-
-class TypePromotionError(ValueError):
-    """A disallowed type promotion (``jax_numpy_dtype_promotion`` strict, which ember does not
-    have: it is never raised)."""
 
 
 def supports_inf(dtype: object) -> bool:

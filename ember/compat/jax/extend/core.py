@@ -70,6 +70,10 @@ def unmapped_aval(size: int, axis: int | None, aval: ShapedArray, explicit_mesh_
     return aval._replace(shape=aval.shape[:axis] + (size,) + aval.shape[axis:])
 
 
+class Effect:
+    """A side effect of an equation (a library subclasses it; ember's user primitives have none)."""
+
+
 class OpaqueTraceState:
     """Which trace is current, to compare with another moment's (libraries check that state is
     changed under the transformation that made it): equal when the trace is the same."""
@@ -103,5 +107,5 @@ def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:
     return lambda *args: eval_closed_by_binding(closed, *args)
 
 
-__all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "eval_jaxpr",
+__all__ = ["ClosedJaxpr", "Effect", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "eval_jaxpr",
            "get_aval", "get_opaque_trace_state", "jaxpr_as_fun", "mapped_aval", "unmapped_aval"]

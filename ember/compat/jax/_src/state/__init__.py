@@ -1,0 +1,1 @@
+"""``jax._src.state``: JAX's mutable state (array references); see ``types``."""
