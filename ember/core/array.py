@@ -167,12 +167,24 @@ class Array(AvalProperties, metaclass=_ArrayType):
         return (_rebuild, (self._value, self.aval))
 
     # --- DLPack ---------------------------------------------------------------------
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[Any, int] | None = None, copy: bool | None = None) -> Any:
+        """The array as a DLPack capsule (the Array API's signature). ember arrays live in host
+        memory: ``stream`` must be None, ``dl_device`` the CPU. A consumer of a DLPack version
+        older than 1.0 (no ``max_version``) cannot be told the buffer is read-only, so it gets a
+        copy, unless ``copy=False`` forbids one (a BufferError, as the standard says)."""
+        if stream is not None:
+            raise BufferError(f"__dlpack__: ember arrays live on the CPU, which has no streams; stream must be "
+                              f"None, got {stream!r}")
+        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
+                  if v is not None}
         try:
-            return self._value.__dlpack__(*args, **kwargs)
+            return self._value.__dlpack__(**kwargs)
         except BufferError:
+            if copy is False or (dl_device is not None and tuple(dl_device)[:1] != (1,)):
+                raise
             # Old DLPack consumers cannot be told a buffer is read-only; give them a copy.
-            return self._value.copy().__dlpack__(*args, **kwargs)
+            return self._value.copy().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._value.__dlpack_device__()

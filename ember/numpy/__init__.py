@@ -8,6 +8,7 @@ import numpy as _np
 from ember import dtypes as _dtypes
 from ember.core.array import Array as ndarray  # noqa: F401
 from ember.dtypes import finfo, iinfo, issubdtype, promote_types, result_type  # noqa: F401
+from ember.numpy.array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from ember.numpy.core import array, asarray, broadcast_shapes, broadcast_to  # noqa: F401
 from ember.numpy.creation import (  # noqa: F401
     arange,
@@ -213,4 +214,5 @@ from ember.numpy.windows import *  # noqa: E402,F401,F403
 # As in JAX, the public functions refuse lists and tuples where they take arrays (``jnp.sum([1, 2])``
 # is a TypeError; ``jnp.asarray`` converts them). ember's modules call each other unguarded.
 _arraylike.guard(globals(), _arraylike.ARRAYLIKE_ARGS)
+vars(linalg).update(linalg.ARRAY_API_LINALG)  # noqa: F405  (jnp.linalg.diagonal, trace, ...: the Array API's)
 _arraylike.guard(vars(linalg), _arraylike.LINALG_ARRAYLIKE_ARGS, prefix="jnp.linalg.")  # noqa: F405

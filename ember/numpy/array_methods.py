@@ -11,7 +11,7 @@ from ember import dtypes
 from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval
-from ember.numpy import array_utils, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
+from ember.numpy import array_api, array_utils, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
 from ember.numpy.core import ensure_array, result_type_weak
 from ember.numpy.indexing import _filled, _scatter_update, _take, getitem
 
@@ -64,8 +64,8 @@ def _transpose(self: Any, *axes: Any) -> Any:
     return shape_ops.transpose(self, axes or None)
 
 
-def _astype(self: Any, dtype: Any, copy: bool = False) -> Any:
-    return array_utils.astype(self, dtype)
+def _astype(self: Any, dtype: Any, copy: bool = False, device: Any = None) -> Any:
+    return array_utils.astype(self, dtype, copy=copy, device=device)
 
 
 def _index_source(index: Any) -> str:
@@ -229,6 +229,8 @@ def attach(cls: type) -> None:
     cls.real = property(ufuncs.real)
     cls.imag = property(ufuncs.imag)
     cls.view = lambda self, dtype=None: self if dtype is None else shape_ops.view(self, dtype)
+    cls.__array_namespace__ = array_api.array_namespace
+    cls.to_device = array_api.to_device
     cls.__hash__ = None
 
 

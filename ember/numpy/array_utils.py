@@ -14,6 +14,7 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.lax.base import aval
+from ember.numpy import array_api
 from ember.numpy.core import asarray, broadcast_shapes, ensure_array, is_array, promote_dtypes
 from ember.numpy.linalg import diag, matmul
 from ember.numpy.reductions import all as _all, cumsum
@@ -56,7 +57,7 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
                       "jnp.real or jnp.imag to take the real/imaginary component of your input.",
                       DeprecationWarning, stacklevel=2)
         x = lax.ne(x, 0) if dtype == dtypes.bool_ else lax.real(x)
-    return lax.convert_element_type(x, dtype)
+    return array_api.place(lax.convert_element_type(x, dtype), device)
 
 
 def diagflat(v: Any, k: int = 0) -> Any:

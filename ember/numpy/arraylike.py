@@ -50,7 +50,7 @@ ARRAYLIKE_ARGS: dict[str, str] = {
     **{n: "a" for n in """argmax argmin nanargmax nanargmin cumsum cumprod nancumsum nancumprod count_nonzero ptp
         median nanmedian argsort sort argpartition partition argwhere nonzero flatnonzero round copy diagonal trace
         expand_dims moveaxis rollaxis swapaxes packbits unpackbits ravel reshape resize roll squeeze
-        transpose permute_dims ones_like zeros_like empty_like apply_over_axes""".split()},
+        transpose permute_dims ones_like zeros_like apply_over_axes""".split()},
     **{n: "x" for n in """cumulative_sum cumulative_prod matrix_transpose nan_to_num unstack vander unique_all
         unique_counts unique_inverse unique_values astype bincount""".split()},
     **{n: "m" for n in "flip fliplr flipud rot90 tril triu".split()},
@@ -64,12 +64,14 @@ ARRAYLIKE_ARGS: dict[str, str] = {
     **{n: "arr" for n in "diag_indices_from tril_indices_from triu_indices_from apply_along_axis".split()},
     **{n: "a q" for n in "quantile nanquantile percentile nanpercentile".split()},
     "around": "round: a", "piecewise": "x", "diag": "v", "diagflat": "v", "unique": "ar", "trim_zeros": "filt",
-    "pad": "array", "tile": "A", "where": "condition x y", "clip": "a a_min/min a_max/max", "average": "a weights",
+    "pad": "array", "tile": "A", "where": "condition x y", "average": "a weights",
+    "clip": "arr | maximum: min | minimum: max",  # (JAX checks arr, then maximum(min, arr), minimum(max, arr))
     "append": "arr values", "broadcast_arrays": "*args", "broadcast_to": "x", "choose": "a *choices",
     "compress": "condition a fill_value", "extract": "condition arr fill_value", "convolve": "a v",
     "correlate": "a v", "corrcoef": "x y", "cov": "m y | fweights | aweights", "delete": "arr obj",
     "insert": "arr obj values", "diff": "a | prepend | append", "digitize": "x bins", "vecdot": "jnp.vecdot: x1 x2",
     "ediff1d": "ary | to_end | to_begin", "einsum": "*operands", "full": "fill_value", "full_like": "a fill_value",
+    "empty_like": "prototype",
     "histogram": "a bins weights", "histogram_bin_edges": "a bins", "interp": "x xp fp",
     "isin": "element test_elements", "ix_": "ix: *args", "lexsort": "*keys", "linspace": "start stop",
     "logspace": "start stop", "geomspace": "start stop", "gradient": "f", "meshgrid": "*xi",
@@ -81,9 +83,10 @@ ARRAYLIKE_ARGS: dict[str, str] = {
 
 # ``jnp.linalg``: JAX names these ``jnp.linalg.<name>`` in its messages.
 LINALG_ARRAYLIKE_ARGS: dict[str, str] = {
-    **{n: "a" for n in "cholesky det diagonal eigh eigvalsh inv matrix_power pinv qr slogdet svd trace".split()},
-    **{n: "x" for n in "matrix_norm matrix_transpose norm svdvals vector_norm".split()},
-    **{n: "a b" for n in "cross lstsq matmul outer solve tensordot".split()},
+    **{n: "a" for n in "cholesky det eigh eigvalsh inv matrix_power pinv qr slogdet svd".split()},
+    **{n: "x" for n in "diagonal matrix_norm matrix_transpose norm svdvals trace vector_norm".split()},
+    **{n: "a b" for n in "lstsq matmul solve".split()},
+    **{n: "x1 x2" for n in "cross outer tensordot".split()},
     "matrix_rank": "M", "vecdot": "x1 x2",
 }
 

@@ -9,14 +9,21 @@ from ember import dtypes, lax
 from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
 from ember.lax.base import aval, is_python_scalar, shape_tuple
+from ember.numpy.array_api import place
 
 
 def is_array(x: Any) -> bool:
     return isinstance(x, (Array, Tracer))
 
 
-def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None) -> Any:
-    """An ember array from ``a`` (arrays, NumPy arrays, scalars, nested lists of them)."""
+def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            device: Any = None) -> Any:
+    """An ember array from ``a`` (arrays, NumPy arrays, scalars, nested lists of them), placed on
+    ``device`` if given."""
+    return place(_asarray(a, dtype), device)
+
+
+def _asarray(a: Any, dtype: Any = None) -> Any:
     if dtype is not None:
         dtype = dtypes.canonicalize_dtype(dtype)
     if is_array(a):
@@ -28,11 +35,12 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
     return as_array(a, dtype)
 
 
-def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None, ndmin: int = 0) -> Any:
-    out = asarray(object, dtype)
+def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None, ndmin: int = 0, *,
+          device: Any = None) -> Any:
+    out = _asarray(object, dtype)
     if ndmin > aval(out).ndim:
         out = lax.broadcast(out, (1,) * (ndmin - aval(out).ndim))
-    return out
+    return place(out, device)
 
 
 def _stack_rows(rows: list) -> Any:
@@ -122,13 +130,13 @@ def promote_and_broadcast(*args: Any) -> list[Any]:
     return broadcast_operands(*promote_dtypes(*args))
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array)."""
     shape = shape_tuple(shape)
     fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.canonicalize_dtype(dtype))
     # The result is strongly typed even for a Python scalar fill, as in jnp.full.
     fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
-    return broadcast_to(fill, shape)
+    return place(broadcast_to(fill, shape), device)
 
 
 def ensure_array(x: Any) -> Any:

@@ -7,8 +7,10 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes, errors, lax
+from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval, shape_tuple
+from ember.numpy.array_api import place
 from ember.numpy.core import asarray, broadcast_to, ensure_array, full
 from ember.numpy.shape_ops import moveaxis
 from ember.numpy.ufuncs import power
@@ -18,17 +20,17 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return shape_tuple(shape)
 
 
-def zeros(shape: Any, dtype: Any = None) -> Any:
-    return full(shape, 0, dtype or dtypes.default_float_dtype())
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    return full(shape, 0, dtype or dtypes.default_float_dtype(), device=device)
 
 
-def ones(shape: Any, dtype: Any = None) -> Any:
-    return full(shape, 1, dtype or dtypes.default_float_dtype())
+def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    return full(shape, 1, dtype or dtypes.default_float_dtype(), device=device)
 
 
-def empty(shape: Any, dtype: Any = None) -> Any:
+def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """Zeros: ember arrays are immutable, so an uninitialized array has no use."""
-    return zeros(shape, dtype)
+    return zeros(shape, dtype, device=device)
 
 
 def _like_shape(a: Any, shape: Any) -> tuple[int, ...]:
@@ -39,24 +41,24 @@ def _like_dtype(a: Any, dtype: Any) -> Any:
     return aval(ensure_array(a)).dtype if dtype is None else dtype
 
 
-def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     """``full`` with ``a``'s shape and dtype; a weakly typed ``a`` gives a weak result (as in JAX)."""
     out = full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
     if dtype is None and aval(ensure_array(a)).weak_type:
         out = lax.convert_element_type(out, aval(out).dtype, weak_type=True)
-    return out
+    return place(out, device)
 
 
-def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return full_like(a, 0, dtype, shape)
+def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    return full_like(a, 0, dtype, shape, device=device)
 
 
-def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return full_like(a, 1, dtype, shape)
+def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    return full_like(a, 1, dtype, shape, device=device)
 
 
-def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return zeros_like(a, dtype, shape)
+def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    return zeros_like(prototype, dtype, shape, device=device)
 
 
 def _concrete_scalar(x: Any, what: str) -> Any:
@@ -66,8 +68,12 @@ def _concrete_scalar(x: Any, what: str) -> Any:
     return x.item() if hasattr(x, "item") and np.ndim(x) == 0 else x
 
 
-def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
     """Evenly spaced values in ``[start, stop)``. The bounds must be concrete."""
+    return place(_arange(start, stop, step, dtype), device)
+
+
+def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
     start = _concrete_scalar(start, "start")
     stop = _concrete_scalar(stop, "stop") if stop is not None else None
     step = _concrete_scalar(step, "step") if step is not None else None
@@ -88,8 +94,13 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
 
 
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
-             dtype: Any = None, axis: int = 0) -> Any:
+             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
     """``num`` evenly spaced samples over ``[start, stop]`` (works with traced endpoints)."""
+    out = _linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    return (place(out[0], device), out[1]) if retstep else place(out, device)
+
+
+def _linspace(start: Any, stop: Any, num: int, endpoint: bool, retstep: bool, dtype: Any, axis: int) -> Any:
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
@@ -129,8 +140,12 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
     return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize_dtype(dtype))
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:
     """A 2-D array with ones on the ``k``-th diagonal."""
+    return place(_eye(N, M, k, dtype), device)
+
+
+def _eye(N: int, M: int | None, k: int, dtype: Any) -> Any:
     M = N if M is None else M
     N, M, k = operator.index(N), operator.index(M), operator.index(k)
     dt = dtypes.canonicalize_dtype(dtype or dtypes.default_float_dtype())
@@ -176,8 +191,17 @@ def copy(a: Any, order: Any = None) -> Any:
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
     """An Array of the data of any object with ``__dlpack__`` (NumPy, PyTorch, JAX, ...), complex
-    included; copied, as ember arrays are immutable."""
-    return asarray(np.array(np.from_dlpack(x), copy=True))
+    included; copied, as ember arrays are immutable, unless ``copy=False`` asks to share the buffer."""
+    if copy is not False:
+        return place(asarray(np.array(np.from_dlpack(x), copy=True)), device)
+    # copy=False: share the producer's buffer (which it may still write, as the caller accepts).
+    value = np.from_dlpack(x)
+    if dtypes.canonicalize_dtype(value.dtype) != value.dtype:
+        raise BufferError(f"from_dlpack: a {value.dtype} buffer needs a copy to become "
+                          f"{dtypes.canonicalize_dtype(value.dtype)} (x64 is off), but copy=False")
+    value = value.view()
+    value.flags.writeable = False
+    return place(Array(value), device)
 
 
 def frombuffer(buffer: bytes, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:

@@ -457,7 +457,10 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
     """The sum along a diagonal (summed as ``jnp.sum`` does: small integers widen)."""
-    return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+    return _sum(_diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+_diagonal, _trace = diagonal, trace  # (jnp's, for the module's own use: jnp.linalg's are ARRAY_API_LINALG's)
 
 
 def diag(v: Any, k: int = 0) -> Any:
@@ -743,7 +746,7 @@ def _lu_diagonal_and_swap_sign(a: Any) -> tuple[Any, Any]:
     lu, pivots, _ = lax_linalg.lu(a)
     swapped = pivots != arange(pivots.shape[-1], dtype=pivots.dtype)
     swap_signs = where(swapped, -1, 1).astype(a.dtype)
-    return diagonal(lu, axis1=-2, axis2=-1), lax.reduce_prod(swap_signs, (swap_signs.ndim - 1,))
+    return _diagonal(lu, axis1=-2, axis2=-1), lax.reduce_prod(swap_signs, (swap_signs.ndim - 1,))
 
 
 def det(a: Any) -> Any:
@@ -773,7 +776,7 @@ def _slogdet_jvp(primals: tuple, tangents: tuple) -> tuple:
     # d log det = tr(a^-1 da): its real part moves log |det|, its imaginary part the phase (JAX's rule).
     (a,), (da,) = primals, tangents
     sign, logabsdet = _slogdet_lu(a)
-    change = trace(solve(a, da), axis1=-2, axis2=-1)
+    change = _trace(solve(a, da), axis1=-2, axis2=-1)
     if dtypes.is_complex(a.dtype):
         real = lax.real(change)
         return (sign, logabsdet), ((change - real.astype(a.dtype)) * sign, real)
@@ -961,3 +964,48 @@ def cond(x: Any, p: Any = None) -> Any:
         ratio = norm(x, ord=p, axis=(-2, -1)) * norm(inv(x), ord=p, axis=(-2, -1))
     nan_input = _any(x != x, axis=(-2, -1))
     return where((ratio != ratio) & ~nan_input, np.inf, ratio)
+
+
+# --- jnp.linalg's own versions of names jnp also has (the Array API's signatures) ----------------
+_outer, _cross, _tensordot = outer, cross, tensordot  # (jnp's)
+
+
+def _linalg_diagonal(x: Any, /, *, offset: int = 0) -> Any:
+    """The ``offset`` diagonal of the last two axes (batched over the leading ones)."""
+    return _diagonal(x, offset, -2, -1)
+
+
+def _linalg_trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+    """The sums along the ``offset`` diagonals of the last two axes (batched over the leading ones)."""
+    return _trace(x, offset, -2, -1, dtype=dtype)
+
+
+def _linalg_outer(x1: Any, x2: Any, /) -> Any:
+    """The outer product of two 1-D arrays (others are refused, as in JAX)."""
+    x1, x2 = ensure_array(x1), ensure_array(x2)
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError(f"Input arrays must be one-dimensional, but they are x1.ndim={x1.ndim} x2.ndim={x2.ndim}")
+    return _outer(x1, x2)
+
+
+def _linalg_cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """Cross products of 3-vectors along ``axis`` (JAX refuses 2-vectors here)."""
+    x1, x2 = ensure_array(x1), ensure_array(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they have "
+                         f"x1.shape[axis]={x1.shape[axis]} and x2.shape[axis]={x2.shape[axis]}")
+    return _cross(x1, x2, axis=axis)
+
+
+def _linalg_tensordot(x1: Any, x2: Any, /, *, axes: int | tuple[Sequence[int], Sequence[int]] = 2,
+                      precision: Any = None, preferred_element_type: Any = None) -> Any:
+    return _tensordot(x1, x2, axes, precision=precision, preferred_element_type=preferred_element_type)
+
+
+# ``ember.numpy`` puts these into this module (as ``jnp.linalg.diagonal``, ...) once ``jnp`` has
+# taken the NumPy versions, which keep the names here until then.
+ARRAY_API_LINALG = {"diagonal": _linalg_diagonal, "trace": _linalg_trace, "outer": _linalg_outer,
+                    "cross": _linalg_cross, "tensordot": _linalg_tensordot}
+for _name, _fn in ARRAY_API_LINALG.items():
+    _fn.__name__ = _fn.__qualname__ = _name
+del _name, _fn

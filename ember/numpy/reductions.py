@@ -419,7 +419,7 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
 
 # --- cumulative reductions ---------------------------------------------------------------------
 def _cumulative(scan: Callable, name: str, a: Any, axis: Any, dtype: Any, out: Any,
-                nan_fill: float | None = None) -> Any:
+                nan_fill: float | None = None, promote_integers: bool = False) -> Any:
     _no_out(out, name)
     a = ensure_array(a)
     if axis is None or a.ndim == 0:
@@ -428,7 +428,7 @@ def _cumulative(scan: Callable, name: str, a: Any, axis: Any, dtype: Any, out: A
     if nan_fill is not None and dtypes.is_inexact(a.dtype):
         a = _where(isnan(a), nan_fill, a)
     if dtype is None:
-        result_dtype = _promoted_integer(a.dtype) if a.dtype == dtypes.bool_ else a.dtype
+        result_dtype = _promoted_integer(a.dtype) if a.dtype == dtypes.bool_ or promote_integers else a.dtype
         compute_dtype = result_dtype
     else:
         result_dtype = dtypes.canonicalize_dtype(dtype)
@@ -460,7 +460,7 @@ def nancumprod(a: Any, axis: int | None = None, dtype: Any = None, out: Any = No
 
 
 def _cumulative_with_initial(scan: Callable, identity: int, name: str, x: Any, axis: Any, dtype: Any,
-                             include_initial: bool) -> Any:
+                             include_initial: bool, promote_integers: bool = False) -> Any:
     x = ensure_array(x)
     if x.ndim == 0:
         raise ValueError(f"jnp.{name} does not accept a scalar (0-d) input.")
@@ -470,7 +470,7 @@ def _cumulative_with_initial(scan: Callable, identity: int, name: str, x: Any, a
                              "value. The axis argument is only optional for one-dimensional arrays.")
         axis = 0
     axis = static_axis(operator.index(axis), x.ndim)
-    result = _cumulative(scan, name, x, axis, dtype, None)
+    result = _cumulative(scan, name, x, axis, dtype, None, promote_integers=promote_integers)
     if not include_initial:
         return result
     shape = list(result.shape)
@@ -480,8 +480,11 @@ def _cumulative_with_initial(scan: Callable, identity: int, name: str, x: Any, a
 
 
 def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
-    """Array-API running sum; ``include_initial`` prepends the zero the sum starts from."""
-    return _cumulative_with_initial(lax.cumsum, 0, "cumulative_sum", x, axis, dtype, include_initial)
+    """Array-API running sum; ``include_initial`` prepends the zero the sum starts from. As ``jnp.sum``
+    (and JAX's ``cumulative_sum``, unlike ``cumsum``), integers narrower than the default integer
+    widen to it (unsigned ones to the default unsigned integer)."""
+    return _cumulative_with_initial(lax.cumsum, 0, "cumulative_sum", x, axis, dtype, include_initial,
+                                    promote_integers=True)
 
 
 def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None,

@@ -51,7 +51,22 @@ def _binary(op: Callable, name: str, inexact: bool = False) -> Callable:
 
 exp = _unary_inexact(lax.exp, "exp")
 exp2 = _unary_inexact(lax.exp2, "exp2")
-expm1 = _unary_inexact(lax.expm1, "expm1")
+
+
+def expm1(x: Any, /) -> Any:
+    """Elementwise ``exp(x) - 1`` (integers are promoted to the default float type). A complex value
+    with a zero imaginary part gives ``expm1(re) + 0j`` as in JAX, also where the general formula's
+    ``exp(re) * sin(im)`` is ``inf * 0`` (``expm1(inf + 0j)`` is ``inf + 0j``, not ``inf + nan j``)."""
+    (x,) = promote_dtypes_inexact(ensure_array(x))
+    out = lax.expm1(x)
+    if not dtypes.is_complex(aval(x).dtype):
+        return out
+    re, im = lax.real(x), lax.imag(x)
+    zero = full_like_value(re, 0)
+    on_axis = lax.complex(lax.add(lax.expm1(re), zero), zero)  # (+ 0: -0 becomes +0, as JAX gives)
+    return lax.select(lax.eq(im, zero), on_axis, out)
+
+
 log = _unary_inexact(lax.log, "log")
 log1p = _unary_inexact(lax.log1p, "log1p")
 sin = _unary_inexact(lax.sin, "sin")
@@ -553,11 +568,11 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     return lax.select(condition, x, y)
 
 
-def clip(a: Any, a_min: Any = None, a_max: Any = None, /, *, min: Any = None, max: Any = None) -> Any:
-    """Limit values to ``[min, max]`` (either may be None)."""
-    lo = min if min is not None else a_min
-    hi = max if max is not None else a_max
-    a = ensure_array(a)
+def clip(arr: Any = None, /, min: Any = None, max: Any = None) -> Any:
+    """Limit values to ``[min, max]`` (either may be None; where ``min > max`` the result is
+    ``max``). JAX's signature: ``a_min`` / ``a_max`` are gone, ``min`` / ``max`` may be positional."""
+    lo, hi = min, max
+    a = ensure_array(arr)
     if any(v is not None and dtypes.is_complex(aval(ensure_array(v)).dtype) for v in (a, lo, hi)):
         raise ValueError("Clip received a complex value either through the input or the min/max keywords. "
                          "Complex values have no ordering and cannot be clipped. Please convert to a real value "
