@@ -2,7 +2,6 @@
 written only in terms of ``ember.lax``."""
 import builtins as _builtins
 
-import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from ember import dtypes as _dtypes
@@ -35,6 +34,14 @@ from ember.numpy.scalar_types import (  # noqa: F401
     bool_,
     complex64,
     complex128,
+    float8_e3m4,
+    float8_e4m3,
+    float8_e4m3b11fnuz,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
+    float8_e8m0fnu,
     float16,
     float32,
     float64,
@@ -166,10 +173,6 @@ newaxis = None
 integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
 floating, inexact, number, generic = _np.floating, _np.inexact, _np.number, _np.generic
 complexfloating, character, flexible = _np.complexfloating, _np.character, _np.flexible  # (abstract: issubdtype)
-# JAX's float8 types (ml_dtypes'): named for code that refers to them; ember's arrays cannot have
-# them yet (creating one is a TypeError that says so).
-float8_e4m3fn, float8_e5m2 = _ml_dtypes.float8_e4m3fn, _ml_dtypes.float8_e5m2
-float8_e4m3fnuz, float8_e5m2fnuz = _ml_dtypes.float8_e4m3fnuz, _ml_dtypes.float8_e5m2fnuz
 dtype = _np.dtype
 ComplexWarning = _np.exceptions.ComplexWarning  # (what lax.convert_element_type warns with, complex to real)
 complex_ = complex128  # (NumPy's name; canonicalized to complex64 with x64 off)
