@@ -52,7 +52,9 @@ def _mpirun(program: str, *args: str, n: int = 2, launcher_flags: tuple = (), ti
 
 def _results(out: subprocess.CompletedProcess, tag: str) -> list:
     assert out.returncode == 0, f"rc={out.returncode}\n--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}"
-    return [json.loads(line.split(tag, 1)[1]) for line in out.stdout.splitlines() if tag in line]
+    # (each report is parsed where its tag starts: two processes' lines may interleave in mpiexec's output)
+    decoder = json.JSONDecoder()
+    return [decoder.raw_decode(chunk.lstrip())[0] for chunk in out.stdout.split(tag)[1:]]
 
 
 ALL = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index",

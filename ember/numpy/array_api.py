@@ -7,6 +7,7 @@ lists are the standard's, the 64-bit ones only with x64 on.
 """
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -26,8 +27,7 @@ def array_namespace(self: Any, *, api_version: str | None = None) -> ModuleType:
     if api_version is not None and api_version != __array_api_version__:
         raise ValueError(f"api_version={api_version!r} is not available; available versions are: "
                          f"{[__array_api_version__]}")
-    import ember.numpy
-    return ember.numpy
+    return sys.modules[__package__]  # (ember.numpy: the package this module belongs to)
 
 
 def __array_namespace_info__() -> "ArrayNamespaceInfo":
