@@ -583,3 +583,19 @@ def test_compress_and_extract():
         jnp.compress(np.ones(5, bool), X, axis=0)
     with pytest.raises(errors.ConcretizationTypeError):
         ember.jit(lambda c, x: jnp.compress(c, x, axis=0))(condition, X)
+
+
+def test_scatters_into_an_empty_axis_drop_their_updates_as_jax_does():
+    """`.at[i]` with array indices into an empty axis: every index is out of bounds, so the
+    updates are dropped (JAX's scatter) and the empty array comes back; a static int index is an
+    IndexError, in JAX too."""
+    import jax
+    for m, np_ in ((ember, jnp), (jax, jax.numpy)):
+        empty, rows = np_.zeros((0,)), np_.zeros((0, 3))
+        for update in (lambda a: a.at[np_.array([0])].set(1.0), lambda a: a.at[np_.array([0, 2])].add(1.0),
+                       m.jit(lambda a: a.at[np_.array([0])].multiply(2.0))):
+            out = update(empty)
+            assert out.shape == (0,) and out.dtype == np.float32
+        assert rows.at[np_.array([1]), 2].set(5.0).shape == (0, 3)
+        with pytest.raises(IndexError):
+            empty.at[0].set(1.0)

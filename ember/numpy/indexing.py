@@ -309,7 +309,7 @@ def _result_layout(entries: tuple) -> list:
     return layout
 
 
-def _gather_plan(shape: tuple[int, ...], entries: tuple, wrap_negative: bool) -> _GatherPlan:
+def _gather_plan(shape: tuple[int, ...], entries: tuple, wrap_negative: bool, scatter: bool = False) -> _GatherPlan:
     """Gather parameters whose output is NumPy's result for ``entries`` (less its new axes).
 
     Step-1 slices become window (offset) dimensions; other slices and all integer indices
@@ -350,7 +350,9 @@ def _gather_plan(shape: tuple[int, ...], entries: tuple, wrap_negative: bool) ->
             positions = np.arange(e.size, dtype=_index_dtype()) * e.step + e.start
             columns.append((e.dim, positions, batch_dims_of[e.dim]))
         elif isinstance(e, _ADVANCED):
-            if 0 not in gather_shape:  # (an empty result needs no gather)
+            # (an empty result needs no gather; a scatter by an array index into an empty axis drops
+            # its updates, as JAX's does, while a static int index there is an error in JAX too)
+            if 0 not in gather_shape and (not scatter or isinstance(e, _Int)):
                 _check_nonempty_axis(shape[e.dim], e.dim)
             slice_sizes[e.dim] = 1
             collapsed.append(e.dim)
@@ -486,9 +488,9 @@ def _scatter_update(x: Any, index: Any, values: Any, op: str, *, mode: Any = Non
         out = lax.dynamic_update_slice(promoted, values, starts, allow_negative_indices=False)
     else:
         expanded = _expand_for_scalar_bools(promoted, parsed)
-        plan = _gather_plan(aval(expanded).shape, parsed.entries, wrap_negative)
+        plan = _gather_plan(aval(expanded).shape, parsed.entries, wrap_negative, scatter=True)
         values = broadcast_to(values, plan.result_shape)
-        if 0 in plan.gather_shape:
+        if 0 in plan.gather_shape or 0 in aval(expanded).shape:  # (nothing to update: every index is out of bounds)
             return x
         out = update.scatter(expanded, plan.indices, lax.reshape(values, plan.gather_shape),
                              plan.scatter_dimension_numbers, mode=mode, indices_are_sorted=indices_are_sorted,
