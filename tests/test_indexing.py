@@ -24,7 +24,7 @@ INDEX_TABLE = [
     (slice(None), 1), (Ellipsis, 2), (1, Ellipsis), (Ellipsis,), (1, Ellipsis, 2),
     None, (None, 0), (0, None, slice(None), None), (Ellipsis, None), (None, Ellipsis, None),
     (slice(None, None, 2), slice(None, None, -3), slice(1, None, 4)),
-    [0, 2], [-1, 0, 0], ([0, 1], [1, 2]), ([[0, 1], [2, 3]],), (slice(None), [4, 0, -5]),
+    np.array([0, 2]), np.array([-1, 0, 0]), ([0, 1], [1, 2]), ([[0, 1], [2, 3]],), (slice(None), [4, 0, -5]),
     (slice(None), [0, 1], [1, 2]),                  # adjacent advanced: block stays in place
     ([0, 1], slice(None), [1, 2]),                  # separated: block goes first
     (0, slice(None), [1, 2]),                       # an int counts as advanced for placement
@@ -36,7 +36,7 @@ INDEX_TABLE = [
     np.array([True, False, True, False]), (slice(None), X_NP[0] > 0), X_NP > 0, (X_NP[..., 0] > 0, 3),
     (Ellipsis, np.array([True, False, False, True, True, False])),
     True, False, (0, True), (Ellipsis, False),
-    np.array(2), (np.int64(1), np.int8(-1)), [], (slice(None), []),
+    np.array(2), (np.int64(1), np.int8(-1)), np.array([], int), (slice(None), []),
 ]
 
 
@@ -73,7 +73,7 @@ def test_getitem_keeps_dtype(dtype):
 
 def test_getitem_keeps_weak_type():
     weak = lax.convert_element_type(jnp.asarray([1.0, 2.0]), jnp.float32, weak_type=True)
-    assert weak[0].weak_type and weak[[1, 0]].weak_type and weak.at[0].set(5).weak_type
+    assert weak[0].weak_type and weak[np.array([1, 0])].weak_type and weak.at[0].set(5).weak_type
 
 
 def test_index_array_dtypes():
@@ -86,7 +86,9 @@ def test_ember_array_and_list_of_tracers_as_indices():
     check_eager_and_jit(lambda x: x[jnp.asarray([2, 0])], X, expected=X_NP[[2, 0]])
     check_eager_and_jit(lambda x: x[jnp.asarray(X_NP[:, 0, 0] > -30)], X, expected=X_NP[X_NP[:, 0, 0] > -30])
     check_eager_and_jit(lambda x, i: x[jnp.asarray(1), i], X, jnp.asarray(3), expected=X_NP[1, 3])
-    check_eager_and_jit(lambda x, i: x[[i, 0]], X, 3, expected=X_NP[[3, 0]])
+    check_eager_and_jit(lambda x, i: x[jnp.stack([i, 0])], X, 3, expected=X_NP[[3, 0]])
+    with pytest.raises(TypeError, match="non-tuple sequence"):  # (a list of them is JAX's TypeError)
+        ember.jit(lambda x, i: x[[i, 0]])(X, 3)
 
 
 # --- hypothesis: basic indices on random shapes ---------------------------------------------------
@@ -178,7 +180,8 @@ def test_contiguous_update_uses_dynamic_update_slice():
 def test_out_of_bounds_reads_clamp():
     x_np = np.arange(5.0, dtype=np.float32)
     x = jnp.asarray(x_np)
-    check_eager_and_jit(lambda x: (x[7], x[-9], x[[7, -9, -1]]), x, expected=(x_np[4], x_np[0], x_np[[4, 0, 4]]))
+    check_eager_and_jit(lambda x: (x[7], x[-9], x[np.array([7, -9, -1])]), x,
+                        expected=(x_np[4], x_np[0], x_np[[4, 0, 4]]))
     check_eager_and_jit(lambda x, i: x[i], x, 12, expected=x_np[4])
     check_eager_and_jit(lambda x, i: x[i], x, -12, expected=x_np[0])
     check_eager_and_jit(lambda x, i: x[i], x, jnp.asarray([12, -12, -2]), expected=x_np[[4, 0, 3]])
@@ -259,7 +262,7 @@ def test_at_divide_power_apply_and_get():
     check_eager_and_jit(lambda x: x.at[np.array([0, 0, 2])].divide(2.0), x, expected=np.array([2, 9, 1], np.float32))
     check_eager_and_jit(lambda x: x.at[1:].power(2), x, expected=np.array([8, 81, 4], np.float32))
     check_eager_and_jit(lambda x: x.at[::2].apply(jnp.negative), x, expected=np.array([-8, 9, -2], np.float32))
-    check_eager_and_jit(lambda x: x.at[[2, 0]].get(), x, expected=x_np[[2, 0]])
+    check_eager_and_jit(lambda x: x.at[np.array([2, 0])].get(), x, expected=x_np[[2, 0]])
     assert jnp.arange(3).at[0].divide(2).dtype == jnp.float32  # as JAX: true division
     assert x.at[1].mul(3.0).tolist() == [8.0, 27.0, 2.0]
 
@@ -327,12 +330,13 @@ def test_index_errors():
     with pytest.raises(IndexError, match="size 0"):
         jnp.zeros((0, 3))[0]
     with pytest.raises(IndexError, match="size 0"):
-        jnp.zeros((0, 3))[[0]]
+        jnp.zeros((0, 3))[np.array([0])]
 
 
 def test_empty_results():
     empty = jnp.zeros((0, 3))
-    assert empty[[]].shape == (0, 3) and empty[:, [0, 2]].shape == (0, 2) and empty.at[[]].set(1.0).shape == (0, 3)
+    none = np.array([], int)
+    assert empty[none].shape == (0, 3) and empty[:, [0, 2]].shape == (0, 2) and empty.at[none].set(1.0).shape == (0, 3)
     check_eager_and_jit(lambda x: (x[[], 1], x[2:2, [0, 1]], x.at[np.zeros(0, int)].add(1.0)), X,
                         expected=(X_NP[[], 1], X_NP[2:2, [0, 1]], X_NP))
 
@@ -599,3 +603,16 @@ def test_scatters_into_an_empty_axis_drop_their_updates_as_jax_does():
         assert rows.at[np_.array([1]), 2].set(5.0).shape == (0, 3)
         with pytest.raises(IndexError):
             empty.at[0].set(1.0)
+
+
+def test_a_list_as_the_whole_index_is_refused_as_jax_refuses_it():
+    import jax
+    for np_ in (jnp, jax.numpy):
+        x = np_.ones((3, 3))
+        with pytest.raises(TypeError, match=r"non-tuple sequence for multidimensional indexing.*arr\[array\(seq\)\]"):
+            x[[0, 1]]
+        with pytest.raises(TypeError, match=r"arr\[tuple\(seq\)\]"):
+            x[[[0, 1]]]
+        with pytest.raises(TypeError, match="non-tuple sequence"):
+            x.at[[0]].set(1.0)
+        assert x[([0], 1)].shape == (1,) and x[(0, [1, 2])].shape == (2,)  # (lists inside a tuple are arrays)

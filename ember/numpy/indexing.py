@@ -150,6 +150,11 @@ def _parse_slice(s: slice, dim: int, n: int) -> _Slice:
 
 def _parse_index(shape: tuple[int, ...], index: Any) -> _ParsedIndex:
     """Expand Ellipsis and boolean masks; give every entry the operand dimension it indexes."""
+    if isinstance(index, list):  # (NumPy's old ambiguity between x[[i, j]] and x[i, j]: JAX refuses it)
+        nested = any(isinstance(i, (list, tuple, slice, np.ndarray)) or i is None or i is Ellipsis
+                     or hasattr(i, "aval") for i in index)
+        raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; use "
+                        f"`arr[{'tuple' if nested else 'array'}(seq)]` instead of `arr[seq]`.")
     raw = [_classify(item) for item in (index if isinstance(index, tuple) else (index,))]
     kinds = [k for k, _ in raw]
     if kinds.count("ellipsis") > 1:
