@@ -204,7 +204,9 @@ def _varies(x: Any, axis: Any) -> bool | None:
 def _invariant_inputs(primals: Sequence[Any], outs: Sequence[Any]) -> tuple:
     """JAX's rule under ``shard_map(check_vma=True)``: an input invariant along a mesh axis meets
     the varying values it is combined with through an implicit ``pvary``, whose transpose sums;
-    so its gradient is summed along that axis wherever the gradient, or the output, varies."""
+    so its gradient is summed along that axis wherever the gradient, or the output, varies.
+    (One case differs: an invariant output made of a psum plus a term of the invariant input
+    alone. JAX sums only the psum's part of the gradient; here the whole gradient is summed.)"""
     plan = []
     for axis in par.invariance_checked_axes():
         output_varies = any(_varies(o, axis) for o in outs)
