@@ -56,7 +56,7 @@ FROM_EMBER = (
     "config", "custom_jvp", "custom_vjp", "default_backend", "device_get", "device_put", "devices",
     "disable_jit", "ensure_compile_time_eval", "eval_shape", "grad", "hessian", "jacfwd", "jacobian", "jacrev",
     "jit", "jvp", "linearize", "make_array_from_callback", "make_jaxpr", "named_call", "pure_callback", "remat",
-    "reshard", "typeof", "Ref", "freeze", "new_ref",
+    "reshard", "typeof", "Ref", "freeze", "new_ref", "make_array_from_process_local_data",
     "value_and_grad", "vjp", "vmap",
 )
 # JAX's top-level names that ember does not provide (JAX 0.10.2's ``dir(jax)``, less the above).
@@ -68,7 +68,7 @@ MISSING = (
     "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
     "ffi", "free_ref", "fwd_and_bwd", "image", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "lib", "linear_transpose", "live_arrays", "log_compiles",
-    "make_array_from_process_local_data", "make_array_from_single_device_arrays",
+    "make_array_from_single_device_arrays",
     "make_user_context", "memory", "monitoring", "no_execution", "no_tracing",
     "numpy_rank_promotion", "ops", "print_environment_info", "profiler",
     "remove_size_one_mesh_axis_from_type", "smap",
