@@ -28,12 +28,17 @@ from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 
 
-def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[ShapedArray]:
+def _call_out_avals(what: str, avals: tuple, jaxpr: ClosedJaxpr) -> list[ShapedArray]:
+    """A call's result types, once its arguments are checked against the callee's (weak types aside)."""
     expected = jaxpr.in_avals
     if len(avals) != len(expected) or any(a.strip_weak_type() != e.strip_weak_type()
                                            for a, e in zip(avals, expected)):
-        raise TypeError(f"jit call of {name}: arguments typed {list(avals)}, expected {expected}")
+        raise TypeError(f"{what}: arguments typed {list(avals)}, expected {expected}")
     return jaxpr.out_avals
+
+
+def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[ShapedArray]:
+    return _call_out_avals(f"jit call of {name}", avals, jaxpr)
 
 
 jit_p = Primitive("jit", multiple_results=True)
@@ -63,11 +68,7 @@ abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list
 
 def _checkpoint_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, prevent_cse: Any, differentiated: bool,
                      policy: Any) -> list[ShapedArray]:
-    expected = jaxpr.in_avals
-    if len(avals) != len(expected) or any(a.strip_weak_type() != e.strip_weak_type()
-                                           for a, e in zip(avals, expected)):
-        raise TypeError(f"checkpoint call: arguments typed {list(avals)}, expected {expected}")
-    return jaxpr.out_avals
+    return _call_out_avals("checkpoint call", avals, jaxpr)
 
 
 checkpoint_p = Primitive("remat2", multiple_results=True)
