@@ -269,26 +269,44 @@ def _partition_spec(spec: Spec) -> shd.PartitionSpec:
 
 
 # --- jit's entry -----------------------------------------------------------------------------------
-def _leaf_shardings(what: str, shardings: Any, args: tuple, leaves_per_arg: list[int]) -> list:
-    """One sharding (or None) per flat leaf: ``shardings`` is one sharding for every argument, or a
-    tuple with one tree prefix per positional argument, as in JAX."""
-    if shardings is None or isinstance(shardings, (shd.Sharding, shd.PartitionSpec)):
-        return [shardings] * sum(leaves_per_arg)
-    if not isinstance(shardings, (tuple, list)) or len(shardings) != len(args):
-        raise ValueError(f"jit {what} must be a Sharding, a PartitionSpec, None, or a tuple with one entry per "
-                         f"positional argument ({len(args)}), got {shardings!r:.200}")
-    out: list = []
-    for s, count in zip(shardings, leaves_per_arg):
-        if s is None or isinstance(s, (shd.Sharding, shd.PartitionSpec)):
-            out.extend([s] * count)
-        else:
-            leaves = tree_util.tree_leaves(s, is_leaf=lambda x: x is None or isinstance(x, (shd.Sharding,
-                                                                                          shd.PartitionSpec)))
-            if len(leaves) != count:
-                raise ValueError(f"jit {what}: the entry {s!r:.200} does not match the structure of its argument "
-                                 f"({count} arrays)")
-            out.extend(leaves)
+_PLACEMENTS = (shd.Sharding, shd.PartitionSpec)
+
+
+def _is_placement(x: Any) -> bool:
+    return x is None or isinstance(x, _PLACEMENTS)
+
+
+def _prefix_leaves(what: str, shardings: Any, tree: Any) -> list:
+    """One sharding (or None) per leaf of the structure ``tree``: ``shardings`` is one for all of
+    them, or a tree prefix of it (a sharding stands for every leaf below it), as in JAX."""
+    if _is_placement(shardings):
+        return [shardings] * tree.num_leaves
+    positions = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
+    out: list = [None] * tree.num_leaves
+    try:
+        tree_util.tree_map(lambda s, sub: [out.__setitem__(i, s) for i in tree_util.tree_leaves(sub)], shardings,
+                           positions, is_leaf=_is_placement)
+    except (ValueError, TypeError):
+        raise ValueError(f"jit {what} must be a tree prefix of its value, got {shardings!r:.200} for a value of "
+                         f"structure {tree}") from None
     return out
+
+
+def _input_shardings(jitted: Any, args: tuple, kwargs: dict) -> tuple[list, Any, tuple, list]:
+    """(flat dynamic arguments, their structure, the static ones, each leaf's sharding or None).
+    ``in_shardings`` is one sharding for every argument or a tuple with one tree prefix per
+    positional argument, as in JAX; keyword arguments take none."""
+    dyn_args, dyn_kwargs, statics = jitted._sig.split(args, kwargs)
+    shardings = jitted.in_shardings
+    if not _is_placement(shardings) and (not isinstance(shardings, (tuple, list)) or len(shardings) != len(dyn_args)):
+        raise ValueError(f"jit in_shardings must be a Sharding, a PartitionSpec, None, or a tuple with one entry per "
+                         f"positional argument ({len(dyn_args)}), got {shardings!r:.200}")
+    if not _is_placement(shardings):
+        shardings = tuple(shardings)
+    in_sh = [_named(s) for s in _prefix_leaves("in_shardings", shardings, tree_util.tree_structure(dyn_args))]
+    leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    in_sh += [None] * (len(leaves) - len(in_sh))
+    return leaves, in_tree, statics, in_sh
 
 
 def _named(s: Any) -> Any:
@@ -339,11 +357,7 @@ def _build(jitted: Any, leaves: list, in_tree: Any, statics: tuple, arg_names: l
 def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
     """``jitted(*args, **kwargs)`` as its ``in_shardings`` / ``out_shardings`` say (api.JitFunction)."""
     sig = jitted._sig
-    dyn_args, dyn_kwargs, statics = sig.split(args, kwargs)
-    per_arg = [len(tree_util.tree_leaves(a)) for a in dyn_args]
-    in_sh = [_named(s) for s in _leaf_shardings("in_shardings", jitted.in_shardings, dyn_args, per_arg)]
-    in_sh += [None] * len(tree_util.tree_leaves(dyn_kwargs))
-    leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    leaves, in_tree, statics, in_sh = _input_shardings(jitted, args, kwargs)
     in_sh = [s if s is not None or type(x) is not Array else x.sharding for s, x in zip(in_sh, leaves)]
     meshes = {s.mesh for s in in_sh if _splits(s)}
     if len(meshes) > 1:
@@ -361,36 +375,19 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
         if jitted.out_shardings is not None:
             # (the output structure is known once traced: one sharding for all, or a tree prefix)
             out_tree = jitted.trace_program(avals, in_tree, statics, sig.arg_names(args, kwargs))[1]
-            out_leaves_sh = [_named(s) for s in _out_leaf_shardings(jitted.out_shardings, out_tree)]
+            out_leaves_sh = [_named(s) for s in _prefix_leaves("out_shardings", jitted.out_shardings, out_tree)]
         compiled = _build(jitted, leaves, in_tree, statics, sig.arg_names(args, kwargs), in_sh, out_leaves_sh, mesh)
         jitted._sharded_programs[key] = compiled
     outs = compiled.run(*leaves)
     return tree_util.tree_unflatten(compiled.out_tree, list(outs))
 
 
-def _out_leaf_shardings(shardings: Any, out_tree: Any) -> list:
-    if shardings is None or isinstance(shardings, (shd.Sharding, shd.PartitionSpec)):
-        return [shardings] * out_tree.num_leaves
-    leaves = tree_util.tree_leaves(shardings, is_leaf=lambda x: x is None or isinstance(x, (shd.Sharding,
-                                                                                          shd.PartitionSpec)))
-    if len(leaves) == out_tree.num_leaves:
-        return leaves
-    full = tree_util.tree_unflatten(out_tree, list(range(out_tree.num_leaves)))
-    out: list = [None] * out_tree.num_leaves
-    try:
-        tree_util.tree_map(lambda s, sub: [out.__setitem__(i, s) for i in tree_util.tree_leaves(sub)], shardings,
-                           full, is_leaf=lambda x: x is None or isinstance(x, (shd.Sharding, shd.PartitionSpec)))
-    except (ValueError, TypeError):
-        raise ValueError(f"jit out_shardings must be a tree prefix of the output, got {shardings!r:.200} for "
-                         f"an output of structure {out_tree}") from None
-    return out
-
-
 def _place_outputs(out: Any, shardings: Any) -> Any:
     if shardings is None:
         return out
     leaves, tree = tree_util.tree_flatten(out)
-    placed = [x if s is None else shd.put(x, _named(s)) for x, s in zip(leaves, _out_leaf_shardings(shardings, tree))]
+    placed = [x if s is None else shd.put(x, _named(s))
+              for x, s in zip(leaves, _prefix_leaves("out_shardings", shardings, tree))]
     return tree_util.tree_unflatten(tree, placed)
 
 
@@ -398,11 +395,7 @@ def per_device_jaxpr(jitted: Any, *args: Any, **kwargs: Any) -> ClosedJaxpr:
     """The program each device runs for ``jitted(*args)`` (``jit`` with ``in_shardings``): where the
     ``psum``s of a data-parallel step are, as JAX users read them in the compiled HLO."""
     sig = jitted._sig
-    dyn_args, dyn_kwargs, statics = sig.split(args, kwargs)
-    per_arg = [len(tree_util.tree_leaves(a)) for a in dyn_args]
-    in_sh = [_named(s) for s in _leaf_shardings("in_shardings", jitted.in_shardings, dyn_args, per_arg)]
-    leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
-    in_sh += [None] * (len(leaves) - len(in_sh))
+    leaves, in_tree, statics, in_sh = _input_shardings(jitted, args, kwargs)
     mesh = next(s.mesh for s in in_sh if _splits(s))
     compiled = _build(jitted, leaves, in_tree, statics, sig.arg_names(args, kwargs), in_sh, None, mesh)
     m = _Mesh(mesh, dict(mesh.shape))
