@@ -515,7 +515,8 @@ def _jax():
 @pytest.mark.parametrize("dtype", [C64, C128])
 def test_complex_max_min_reductions_follow_xlas_order(dtype, x64):
     """NaN parts, ties and -inf + 0j's identity decide by XLA's evaluation order (``complex_reduce``):
-    native where XLA folds in order, the reference elsewhere; both as JAX."""
+    natively (longer dimensions spelled out as XLA's windows, one element as the element), as the
+    reference and as JAX."""
     nan, inf = np.nan, np.inf
     checked = [  # (values, jax's max, jax's min) (jax 0.10)
         ([complex(-inf, -1), complex(-inf, -2)], complex(-inf, 0), complex(-inf, -2)),
@@ -528,9 +529,11 @@ def test_complex_max_min_reductions_follow_xlas_order(dtype, x64):
         z = np.array(values, dtype)
         same(run("reference", jnp.max, z), np.array(want_max, dtype))
         same(run("reference", jnp.min, z), np.array(want_min, dtype))
-        if len(values) > 1:
-            same(native(jnp.max, z), np.array(want_max, dtype))
-            same(native(jnp.min, z), np.array(want_min, dtype))
+        same(native(jnp.max, z), np.array(want_max, dtype))
+        same(native(jnp.min, z), np.array(want_min, dtype))
+    empty = np.zeros((0, 3), dtype)
+    same(native(lambda v: lax.reduce_max(v, (0,)), empty), np.full(3, complex(-inf, 0), dtype))
+    same(native(lambda v: lax.reduce_min(v, (0, 1)), empty), np.array(complex(inf, 0), dtype))
     rng = np.random.default_rng(11)
     for shape, axes in [((7, 5), (0,)), ((7, 5), (1,)), ((3, 4, 5), (0, 2)), ((32, 3), (0, 1)), ((6, 1), (0,))]:
         z = _nan_grid(rng, shape, dtype)
@@ -544,26 +547,34 @@ def test_complex_max_min_reductions_follow_xlas_order(dtype, x64):
             z = _nan_grid(rng, shape, dtype)
             for name in ("max", "min"):
                 want = np.asarray(jax.jit(lambda v: getattr(jax.numpy, name)(v, axis=axes))(z))
-                same(run("cpu", lambda v: getattr(jnp, name)(v, axis=axes), z), want)
+                same(native(lambda v: getattr(jnp, name)(v, axis=axes), z), want)
                 same(run("reference", lambda v: getattr(jnp, name)(v, axis=axes), z), want)
+                same(getattr(jnp, name)(z, axis=axes), want)  # (eagerly)
 
 
 @pytest.mark.parametrize("dtype", [C64, C128])
 def test_complex_running_max_min_follow_xlas_order(dtype, x64):
-    """cummax / cummin: windows folded from the identity, tiled in rows of 16 past 16 (``complex_scan``)."""
+    """cummax / cummin: windows folded from the identity, tiled in rows of 16 past 16 (``complex_scan``),
+    natively (the rows spelled out by ``expansions``), as the reference and as JAX."""
     nan = np.nan
     z = np.array([1 + 1j, complex(nan, 0), 2 + 0j, complex(0, nan), 0.5 + 3j], dtype)
-    same(run("cpu", lax.cummax, z), np.array([1 + 1j, complex(nan, 0), 2, 2, 2], dtype))  # (jax 0.10)
-    same(run("cpu", lambda v: lax.cummax(v, reverse=True), z), np.array([2, 2, 2, 0.5 + 3j, 0.5 + 3j], dtype))
+    same(native(lax.cummax, z), np.array([1 + 1j, complex(nan, 0), 2, 2, 2], dtype))  # (jax 0.10)
+    same(native(lambda v: lax.cummax(v, reverse=True), z), np.array([2, 2, 2, 0.5 + 3j, 0.5 + 3j], dtype))
+    same(native(lax.cummin, np.array([complex(np.inf, 1), complex(np.inf, 2)], dtype)),
+         np.array([complex(np.inf, 0), complex(np.inf, 0)], dtype))  # (the identity wins the tie)
     jax = _jax()
     rng = np.random.default_rng(12)
     with jax.enable_x64(dtype == C128):
-        for n in (5, 16, 17, 40, 300):
-            v = _nan_grid(rng, (3, n), dtype)
+        for shape, axis in [((3, 5), 1), ((3, 16), 1), ((3, 17), 1), ((3, 40), 1), ((3, 300), 1), ((1,), 0),
+                            ((33, 2), 0), ((2, 100, 3), 1), ((1100,), 0), ((5000,), 0)]:
+            v = _nan_grid(rng, shape, dtype)
             for name in ("cummax", "cummin"):
                 for reverse in (False, True):
-                    want = np.asarray(jax.jit(lambda u: getattr(jax.lax, name)(u, axis=1, reverse=reverse))(v))
-                    same(run("cpu", lambda u: getattr(lax, name)(u, axis=1, reverse=reverse), v), want)
+                    want = np.asarray(jax.jit(lambda u: getattr(jax.lax, name)(u, axis=axis, reverse=reverse))(v))
+                    f = lambda u: getattr(lax, name)(u, axis=axis, reverse=reverse)  # noqa: E731
+                    same(native(f, v), want)
+                    same(run("reference", f, v), want)
+                    same(f(v), want)  # (eagerly)
 
 
 @pytest.mark.parametrize("dtype", [C64, C128])

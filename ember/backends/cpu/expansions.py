@@ -15,6 +15,11 @@ products are fused loops rather than the blocked product.
 A windowed reduction (``reduce_window`` sum, max, min) becomes a pad with the monoid's identity,
 the sliding windows and one reduction over the window dimensions: a single fused kernel.
 
+Complex max / min reductions and running max / min, whose results at NaNs and ties depend on the
+order XLA evaluates them in (the reference's ``complex_reduce`` and ``complex_scan``), become that
+order spelled out in slices, in-order reductions of at most ``TREE_WINDOW`` elements a dimension
+and running ones of at most ``SCAN_BASE``, which kernels compute natively.
+
 Expanding before the passes lets them simplify what it leaves (identity transposes, conversions)
 and lets fusion join the patches with their producers and the output layout with its consumers.
 Sub-programs (loop bodies, branches, calls) are expanded too.
@@ -32,13 +37,14 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.backends.reference.dot import accumulation_dtype
+from ember.backends.reference.reductions import SCAN_BASE, TREE_WINDOW
 from ember.compiler.inline import splice
 from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, trace_to_jaxpr
-from ember.lax import convolution as conv, shapes as sh
+from ember.lax import convolution as conv, reductions as red, shapes as sh
 from ember.lax.dot import dot_general_p
 
 
@@ -172,6 +178,116 @@ def _reduce_window(p: Primitive, reduce: Callable) -> Expansion:
     return Expansion(fn, applies)
 
 
+# --- complex orderings ----------------------------------------------------------------------------
+def _complex_identity(p: Primitive, dtype: np.dtype) -> np.ndarray:
+    """XLA's starting value of a complex max (-inf + 0j) or min (inf + 0j)."""
+    return np.asarray(-np.inf if p in (red.reduce_max_p, red.cummax_p) else np.inf, dtype)
+
+
+def in_order_complex_reduction(shape: tuple, axes: tuple) -> bool:
+    """Whether XLA folds a complex max / min over ``axes`` of ``shape`` in order from the identity
+    (what a kernel does): of at least two elements, every reduced dimension at most its tree window.
+    One element is the element; longer dimensions are tree-reduced (``_complex_extreme``)."""
+    sizes = [shape[d] for d in axes]
+    return math.prod(sizes) >= 2 and all(n <= TREE_WINDOW for n in sizes)
+
+
+def _complex_extreme(p: Primitive) -> Expansion:
+    """A complex max / min reduction in XLA's order: the reduced dimensions in windows of
+    ``TREE_WINDOW`` (the padding split evenly, the extra one high), each window folded in order
+    over its elements, then the windows' results reduced the same way. A window is a slice (the
+    padding is never read: a fold from the identity skips it), so each is an in-order reduction."""
+    def applies(x: ShapedArray, *, axes: tuple) -> bool:
+        return dtypes.is_complex(x.dtype) and not in_order_complex_reduction(x.shape, axes)
+
+    def fn(x: Any, *, axes: tuple) -> Any:
+        shape, dtype = x.aval.shape, x.aval.dtype
+        kept = [d for d in range(len(shape)) if d not in axes]
+        out_shape = tuple(shape[d] for d in kept)
+        count = math.prod(shape[d] for d in axes)
+        if count == 0:
+            return lax.broadcast_in_dim(_complex_identity(p, dtype), out_shape, ())
+        if count == 1:
+            return lax.reshape(x, out_shape)
+        y = lax.transpose(x, (*kept, *axes))
+        # per reduced dimension, its windows in classes: (start, stop, windows) of a whole slice
+        classes = []
+        for n in (shape[d] for d in axes):
+            w = min(n, TREE_WINDOW)
+            m = -(-n // w)
+            if m == 1:
+                classes.append([(0, n, 1)])
+                continue
+            low = (m * w - n) // 2
+            middle = [(w - low, (m - 1) * w - low, m - 2)] if m > 2 else []
+            classes.append([(0, w - low, 1), *middle, ((m - 1) * w - low, n, 1)])
+        k, r = len(axes), len(kept)
+
+        def window_results(choice: tuple) -> Any:
+            """The windows of one class per reduced dimension, each folded: [kept..., windows...]."""
+            starts = [0] * r + [c[0] for c in choice]
+            stops = list(out_shape) + [c[1] for c in choice]
+            piece = lax.slice(y, starts, stops)
+            split = sum(((c[2], (c[1] - c[0]) // c[2]) for c in choice), ())
+            piece = lax.reshape(piece, (*out_shape, *split))
+            windows, positions = tuple(r + 2 * i for i in range(k)), tuple(r + 2 * i + 1 for i in range(k))
+            piece = lax.transpose(piece, (*range(r), *windows, *positions))
+            return p.bind(piece, axes=tuple(range(r + k, r + 2 * k)))
+
+        def grid(prefix: tuple) -> Any:
+            if len(prefix) == k:
+                return window_results(prefix)
+            parts = [grid((*prefix, c)) for c in classes[len(prefix)]]
+            return parts[0] if len(parts) == 1 else lax.concatenate(parts, r + len(prefix))
+        return p.bind(grid(()), axes=tuple(range(r, r + k)))  # (expanded again while a dimension is long)
+    return Expansion(fn, applies)
+
+
+def _complex_running(p: Primitive) -> Expansion:
+    """A complex running max / min in XLA's order where it is not a kernel's forward scan. Output
+    ``i`` folds ``x[:i + 1]``, or reversed ``x[i:]``, in increasing index order from the identity:
+    a reversed one of at most ``SCAN_BASE`` is an in-order reduction of each output's window
+    (the identity in place of the elements before it, harmless at the front of a fold). A longer
+    one is padded with the identity to rows of ``SCAN_BASE``, each row scanned, and each output
+    combined (as ``lax.max`` / ``lax.min`` do: the row's value where it is lexicographically beyond,
+    else the earlier rows') with the running value of the rows before it: their last, or reversed
+    first, columns scanned the same way, shifted by one."""
+    reduce = red.reduce_max_p if p is red.cummax_p else red.reduce_min_p
+    combine = lax.max if p is red.cummax_p else lax.min
+
+    def applies(x: ShapedArray, *, axis: int, reverse: bool) -> bool:
+        return dtypes.is_complex(x.dtype) and (reverse or x.shape[axis] > SCAN_BASE)
+
+    def fn(x: Any, *, axis: int, reverse: bool) -> Any:
+        dtype, last = x.aval.dtype, x.aval.ndim - 1
+        order = (*(d for d in range(last + 1) if d != axis), axis)  # the scanned axis last
+        x = lax.transpose(x, order) if axis != last else x
+        *lead, n = x.aval.shape
+        k = len(lead)
+        identity = _complex_identity(p, dtype)
+        if n == 1:
+            out = combine(lax.broadcast_in_dim(identity, x.aval.shape, ()), x)
+        elif n <= SCAN_BASE:  # (reversed)
+            square = (*lead, n, n)
+            windows = lax.select(lax.ge(lax.broadcasted_iota(np.int32, square, k + 1),
+                                        lax.broadcasted_iota(np.int32, square, k)),
+                                 lax.broadcast_in_dim(x, square, (*range(k), k + 1)),
+                                 lax.broadcast_in_dim(identity, square, ()))
+            out = reduce.bind(windows, axes=(k + 1,))
+        else:
+            rows = -(-n // SCAN_BASE)
+            zeros = ((0, 0, 0),) * k
+            tiles = lax.reshape(lax.pad(x, identity, (*zeros, (0, rows * SCAN_BASE - n, 0))), (*lead, rows, SCAN_BASE))
+            within = p.bind(tiles, axis=k + 1, reverse=reverse)
+            edge = lax.index_in_dim(within, 0 if reverse else SCAN_BASE - 1, k + 1, keepdims=False)
+            totals = p.bind(edge, axis=k, reverse=reverse)  # (expanded again while it is long)
+            before = lax.pad(totals, identity, (*zeros, (-1, 1, 0) if reverse else (1, -1, 0)))
+            out = combine(within, lax.broadcast_in_dim(before, within.aval.shape, tuple(range(k + 1))))
+            out = lax.slice_in_dim(lax.reshape(out, (*lead, rows * SCAN_BASE)), 0, n, axis=k)
+        return lax.transpose(out, tuple(np.argsort(order))) if axis != last else out
+    return Expansion(fn, applies)
+
+
 # --- products in the layout their users read --------------------------------------------------------
 def transposed_products(closed: ClosedJaxpr) -> ClosedJaxpr:
     """``transpose(dot_general(a, b))`` that swaps the free dimensions of the two operands, where
@@ -220,4 +336,8 @@ expansions: dict[Primitive, Expansion] = {
     conv.reduce_window_sum_p: _reduce_window(conv.reduce_window_sum_p, lax.reduce_sum),
     conv.reduce_window_max_p: _reduce_window(conv.reduce_window_max_p, lax.reduce_max),
     conv.reduce_window_min_p: _reduce_window(conv.reduce_window_min_p, lax.reduce_min),
+    red.reduce_max_p: _complex_extreme(red.reduce_max_p),
+    red.reduce_min_p: _complex_extreme(red.reduce_min_p),
+    red.cummax_p: _complex_running(red.cummax_p),
+    red.cummin_p: _complex_running(red.cummin_p),
 }

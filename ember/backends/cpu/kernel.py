@@ -504,7 +504,7 @@ class KernelBuilder:
 def _scan_step(e: lowering.Emitter, p, dt: np.dtype, running: ir.Value, x: ir.Value) -> ir.Value:
     """One step of a running reduction, in order (no reassociation: the reference's bits)."""
     b = e.b
-    if lowering.is_complex(dt):  # in order, as the reference: no reassociation
+    if lowering.is_complex(dt) and p in (red.cumsum_p, red.cumprod_p):  # in order, as the reference
         c = Cx(b, lowering.register_type(lowering.part_dtype(dt)))
         op = c.add if p is red.cumsum_p else c.mul
         return lowering.pack(b, *op(lowering.unpack(b, running), lowering.unpack(b, x)))
@@ -512,7 +512,7 @@ def _scan_step(e: lowering.Emitter, p, dt: np.dtype, running: ir.Value, x: ir.Va
         return b.fadd(running, x) if lowering.is_float(dt) else b.add(running, x)
     if p is red.cumprod_p:
         return b.fmul(running, x) if lowering.is_float(dt) else b.mul(running, x)
-    return lowering.lower_rules[ew.max_p if p is red.cummax_p else ew.min_p](e, [dt], dt, running, x)
+    return lowering.lower_rules[ew.max_p if p is red.cummax_p else ew.min_p](e, [dt, dt], dt, running, x)
 
 
 def _scatter_step(e: lowering.Emitter, p, dt: np.dtype, current: ir.Value, update: ir.Value) -> ir.Value:
@@ -525,13 +525,13 @@ def _scatter_step(e: lowering.Emitter, p, dt: np.dtype, current: ir.Value, updat
 
 
 def _lowest(dt: np.dtype):
-    if lowering.is_float(dt):
+    if lowering.is_float(dt) or lowering.is_complex(dt):  # (complex: -inf + 0j, XLA's identity)
         return -np.inf
     return False if dt == dtypes.bool_ else np.iinfo(dt).min
 
 
 def _highest(dt: np.dtype):
-    if lowering.is_float(dt):
+    if lowering.is_float(dt) or lowering.is_complex(dt):
         return np.inf
     return True if dt == dtypes.bool_ else np.iinfo(dt).max
 

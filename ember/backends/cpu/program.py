@@ -33,6 +33,7 @@ import numpy as np
 from ember import dtypes
 from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lapack, lowering, threads
 from ember.backends.cpu.entry import data_pointer
+from ember.backends.cpu.expansions import in_order_complex_reduction
 from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, reductions as ref_reductions, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
@@ -93,32 +94,25 @@ def can_fuse(eqn: Eqn, in_loop: bool = False) -> bool:
 
 # What kernels compute on complex elements besides elementwise math (``lowering.complex_rules``):
 # sums and products (reductions, running, scattered), products of matrices, and every index rule
-# but the ordering ones (complex max / min reductions only where XLA folds them in order).
+# but the ordering ones (complex max / min reductions and running ones only in the shapes that XLA
+# folds in order: ``expansions`` rewrites the others into these).
 _COMPLEX_ACCUMULATIONS = {reductions.reduce_sum_p, reductions.reduce_prod_p, reductions.cumsum_p,
                           reductions.cumprod_p, ix.scatter_p, ix.scatter_add_p, ix.scatter_sub_p, ix.scatter_mul_p,
                           dot_general_p}
-_COMPLEX_REFUSED = {reductions.reduce_max_p, reductions.reduce_min_p, reductions.argmax_p, reductions.argmin_p,
-                    reductions.cummax_p, reductions.cummin_p, ix.scatter_min_p, ix.scatter_max_p}
+_COMPLEX_REFUSED = {reductions.argmax_p, reductions.argmin_p, ix.scatter_min_p, ix.scatter_max_p}
 
 
 def _fuses_complex(eqn: Eqn) -> bool:
     p = eqn.primitive
     if p in _COMPLEX_ACCUMULATIONS:
         return True
-    if p in (reductions.reduce_max_p, reductions.reduce_min_p):
-        return _in_order_complex_reduction(eqn)
+    if p in (reductions.reduce_max_p, reductions.reduce_min_p):  # (the others are expanded to these)
+        return in_order_complex_reduction(eqn.invars[0].aval.shape, eqn.params["axes"])
+    if p in (reductions.cummax_p, reductions.cummin_p):  # (the others are expanded to these)
+        return not eqn.params["reverse"] and eqn.invars[0].aval.shape[eqn.params["axis"]] <= ref_reductions.SCAN_BASE
     if p in index_rules:
         return p not in _COMPLEX_REFUSED
     return p in ew.ELEMENTWISE and lowering.lowers_complex(p)
-
-
-def _in_order_complex_reduction(eqn: Eqn) -> bool:
-    """Complex max / min reductions that XLA folds in order from the identity (the reference's
-    ``complex_reduce``): of at least two elements, every reduced dimension at most its tree window.
-    (One element is the element; longer dimensions are tree-reduced: both left to the reference.)"""
-    shape = eqn.invars[0].aval.shape
-    sizes = [shape[d] for d in eqn.params["axes"]]
-    return int(np.prod(sizes, dtype=np.int64)) >= 2 and all(n <= ref_reductions.TREE_WINDOW for n in sizes)
 
 
 def can_fuse_in_loop(eqn: Eqn) -> bool:
