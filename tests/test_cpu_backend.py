@@ -565,3 +565,38 @@ def test_native_matrix_product_on_odd_shapes_and_strides(dtype):
                     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), dtype)
                     gemm.matmul(lhs, rhs, out, parts)
                     np.testing.assert_allclose(out, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-4)
+
+
+# --- trigonometric kernels: Cody-Waite first, the exact reduction again where it cannot -----------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_trig_kernels_give_the_exact_reductions_bits_on_both_sides_of_medium(name, dtype, x64):
+    """A kernel reduces by Cody-Waite's method and computes a range again, with Payne-Hanek's
+    reduction, where an argument was beyond ``vecmath.MEDIUM``: the bits of the exact reduction
+    (``compile_kernel``'s loop uses it for every argument) for small, large and mixed arrays."""
+    from ember.backends.cpu import vecmath
+    from ember.backends.cpu.vecmath_kernels import compile_kernel
+    rng = np.random.default_rng(5)
+    small = rng.uniform(-vecmath.MEDIUM, vecmath.MEDIUM, 4000)
+    edges = np.array([vecmath.MEDIUM, -vecmath.MEDIUM, np.nextafter(vecmath.MEDIUM, 0), 0.0, -0.0, 1e-30,
+                      np.inf, -np.inf, np.nan])
+    large = rng.choice([-1, 1], 300) * 10.0 ** rng.uniform(5.8, 37, 300)
+    mixed = rng.permutation(np.concatenate([small, large]))
+    exact = compile_kernel(name, dtype)
+    f = ember.jit(getattr(jnp, name))
+    for x in (small, large, mixed, edges, np.concatenate([small, edges])):
+        x = x.astype(dtype)
+        want = exact(x)
+        got = np.asarray(f(x))
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, want)
+        # (a donated argument is not written over: the kernel may read it again)
+        donated = ember.jit(lambda v: getattr(jnp, name)(v) * 2, donate_argnums=0)
+        np.testing.assert_array_equal(np.asarray(donated(ember.device_put(x))), want * 2)
+
+
+def test_only_kernels_with_trigonometry_have_an_exact_version():
+    x = np.linspace(-3, 3, 1000, dtype=np.float32)
+    with_sin = ember.jit(lambda v: jnp.sin(v) * v + 1).lower(x).compile().as_text("llvm")
+    without = ember.jit(lambda v: jnp.exp(v) * v + 1).lower(x).compile().as_text("llvm")
+    assert "_exact_body" in with_sin and "_exact_body" not in without

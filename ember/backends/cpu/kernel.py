@@ -30,7 +30,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember import dtypes
-from ember.backends.cpu import lowering
+from ember.backends.cpu import lowering, vecmath
 from ember.backends.cpu.complex_math import Cx
 from ember.backends.cpu.index_rules import (
     REDUCTION_PRIMITIVES,
@@ -48,6 +48,8 @@ from ember.core.ir import Jaxpr, Literal, Var
 from ember.lax import elementwise as ew, indexing as ix, reductions as red, shapes as sh
 from ember.lax.dot import dot_general_p
 from ember.lax.indexing import GatherScatterMode
+
+I8 = ir.IntType(8)
 
 ROW_BYTES = 32 * 1024  # the largest row kept on the stack (rows stay in the L1 cache)
 
@@ -67,8 +69,10 @@ MAX_PRODUCTS = 4
 class KernelBuilder:
     """Emits the LLVM function of one kernel into ``module``."""
 
-    def __init__(self, module: ir.Module, name: str, jaxpr: Jaxpr) -> None:
-        self.module, self.name, self.jaxpr = module, name, jaxpr
+    def __init__(self, module: ir.Module, name: str, jaxpr: Jaxpr, versioned: bool = False) -> None:
+        """``versioned``: the kernel may compute an element twice (``build``): it never writes
+        over what it reads."""
+        self.module, self.name, self.jaxpr, self.versioned = module, name, jaxpr, versioned
         self.emitter = Emitter(module)
         self.defining = {id(v): e for e in jaxpr.eqns for v in e.outvars}
         self.row_vars = self._rows_to_materialize(jaxpr)
@@ -328,10 +332,47 @@ class KernelBuilder:
         return next((d for d in range(untiled) if shape[d] != 1), 0)
 
     def build(self) -> ir.Function:
+        """The kernel's function. A versioned elementwise kernel with trigonometric functions is
+        generated twice: its loops first with ``vecmath``'s Cody-Waite reduction (a quarter of
+        the cost), flagging arguments beyond its range; then, if any was flagged, with the exact
+        reduction again over the same range (in a function of its own, not inlined)."""
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCANS:
             return self._build_scan(self.jaxpr.eqns[-1])
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCATTERS:
             return self._build_scatter(self.jaxpr.eqns[-1])
+        if not self.versioned:
+            self._build_loops().ret_void()
+            self.allocas.branch(self.entry)
+            return self._wrapper()
+        flags = []
+
+        def record(b: ir.IRBuilder, flag: ir.Value) -> None:  # (an or over the loops: a reduction)
+            slot = self.alloca(I8)
+            self.allocas.store(ir.Constant(I8, 0), slot)
+            flags.append(slot)
+            b.store(b.or_(b.load(slot), b.zext(flag, I8)), slot)
+
+        with vecmath.medium_reduction(record):
+            b = self._build_loops()
+        if flags:
+            exact = KernelBuilder(self.module, f"{self.name}_exact", self.jaxpr)
+            exact._build_loops().ret_void()
+            exact.allocas.branch(exact.entry)
+            # (not inlined: it rarely runs; but vectorized, as before, for arrays of large arguments)
+            exact.fn.attributes.discard("alwaysinline")
+            exact.fn.attributes.add("noinline")
+            any_flag = b.load(flags[0])
+            for slot in flags[1:]:
+                any_flag = b.or_(any_flag, b.load(slot))
+            with b.if_then(b.icmp_unsigned("!=", any_flag, ir.Constant(I8, 0)), likely=False):
+                b.call(exact.fn, list(self.fn.args))
+        b.ret_void()
+        self.allocas.branch(self.entry)
+        return self._wrapper()
+
+    def _build_loops(self) -> ir.IRBuilder:
+        """The loops of an elementwise kernel (or one with reductions, gathers, products) into
+        ``self.fn``; returns the builder after them."""
         out = self.jaxpr.outvars[0]
         shape = out.aval.shape
         out_ptr = self.fn.args[len(self.jaxpr.invars)]
@@ -366,9 +407,7 @@ class KernelBuilder:
         lowering.store(b, result.value, b.gep(out_ptr, [offset.value]), out.aval.dtype)
         for loop in reversed(loops):
             loop.close()
-        regions[0].b.ret_void()
-        self.allocas.branch(self.entry)
-        return self._wrapper()
+        return regions[0].b
 
     def _build_scan(self, root) -> ir.Function:
         """A running reduction (the kernel's root): loops over the other output dimensions, the
@@ -539,6 +578,13 @@ def _highest(dt: np.dtype):
 # Running reductions that kernels compute natively, and their starting values.
 SCANS = {red.cumsum_p: lambda dt: 0, red.cumprod_p: lambda dt: 1, red.cummax_p: _lowest, red.cummin_p: _highest}
 SCATTERS = ix.SCATTERS
+
+
+def may_compute_twice(jaxpr: Jaxpr) -> bool:
+    """Whether a versioned kernel of ``jaxpr`` may run its loops again (``KernelBuilder.build``):
+    where it has trigonometric functions, complex functions included."""
+    return any(e.primitive in (ew.sin_p, ew.cos_p, ew.tan_p)
+               or any(v.aval.dtype in dtypes.COMPLEX for v in (*e.invars, *e.outvars)) for e in jaxpr.eqns)
 
 
 def is_view(fusion_eqn) -> bool:
