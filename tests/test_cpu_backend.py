@@ -17,6 +17,8 @@ from util import assert_allclose, tolerance
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember.backends.cpu import vecmath
+from ember.backends.cpu.vecmath_kernels import compile_kernel
 from ember.runtime.executable import CpuExecutable
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -574,8 +576,6 @@ def test_trig_kernels_give_the_exact_reductions_bits_on_both_sides_of_medium(nam
     """A kernel reduces by Cody-Waite's method and computes a range again, with Payne-Hanek's
     reduction, where an argument was beyond ``vecmath.MEDIUM``: the bits of the exact reduction
     (``compile_kernel``'s loop uses it for every argument) for small, large and mixed arrays."""
-    from ember.backends.cpu import vecmath
-    from ember.backends.cpu.vecmath_kernels import compile_kernel
     rng = np.random.default_rng(5)
     small = rng.uniform(-vecmath.MEDIUM, vecmath.MEDIUM, 4000)
     edges = np.array([vecmath.MEDIUM, -vecmath.MEDIUM, np.nextafter(vecmath.MEDIUM, 0), 0.0, -0.0, 1e-30,
