@@ -70,8 +70,7 @@ class KernelBuilder:
     """Emits the LLVM function of one kernel into ``module``."""
 
     def __init__(self, module: ir.Module, name: str, jaxpr: Jaxpr, versioned: bool = False) -> None:
-        """``versioned``: the kernel may compute an element twice (``build``): it never writes
-        over what it reads."""
+        """``versioned``: the kernel may compute a range twice (``build``)."""
         self.module, self.name, self.jaxpr, self.versioned = module, name, jaxpr, versioned
         self.emitter = Emitter(module)
         self.defining = {id(v): e for e in jaxpr.eqns for v in e.outvars}
@@ -335,7 +334,8 @@ class KernelBuilder:
         """The kernel's function. A versioned elementwise kernel with trigonometric functions is
         generated twice: its loops first with ``vecmath``'s Cody-Waite reduction (a quarter of
         the cost), flagging arguments beyond its range; then, if any was flagged, with the exact
-        reduction again over the same range (in a function of its own, not inlined)."""
+        reduction again over the same range (in a function of its own, not inlined). Where the
+        output is an input's buffer (a donation), only the exact version runs."""
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCANS:
             return self._build_scan(self.jaxpr.eqns[-1])
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCATTERS:
@@ -367,7 +367,21 @@ class KernelBuilder:
             with b.if_then(b.icmp_unsigned("!=", any_flag, ir.Constant(I8, 0)), likely=False):
                 b.call(exact.fn, list(self.fn.args))
         b.ret_void()
-        self.allocas.branch(self.entry)
+        if not flags:
+            self.allocas.branch(self.entry)
+            return self._wrapper()
+        # (an input written over would be read again: then the exact version alone)
+        a, i8p = self.allocas, I8.as_pointer()
+        out = a.bitcast(self.fn.args[len(self.jaxpr.invars)], i8p)
+        aliased = ir.Constant(ir.IntType(1), 0)
+        for arg, v in zip(self.fn.args, self.jaxpr.invars):
+            if v.aval.shape == self.jaxpr.outvars[0].aval.shape:
+                aliased = a.or_(aliased, a.icmp_unsigned("==", a.bitcast(arg, i8p), out))
+        alone = self.fn.append_basic_block("exact_alone")
+        self.allocas.cbranch(aliased, alone, self.entry)
+        only = ir.IRBuilder(alone)
+        only.call(exact.fn, list(self.fn.args))
+        only.ret_void()
         return self._wrapper()
 
     def _build_loops(self) -> ir.IRBuilder:
@@ -578,13 +592,6 @@ def _highest(dt: np.dtype):
 # Running reductions that kernels compute natively, and their starting values.
 SCANS = {red.cumsum_p: lambda dt: 0, red.cumprod_p: lambda dt: 1, red.cummax_p: _lowest, red.cummin_p: _highest}
 SCATTERS = ix.SCATTERS
-
-
-def may_compute_twice(jaxpr: Jaxpr) -> bool:
-    """Whether a versioned kernel of ``jaxpr`` may run its loops again (``KernelBuilder.build``):
-    where it has trigonometric functions, complex functions included."""
-    return any(e.primitive in (ew.sin_p, ew.cos_p, ew.tan_p)
-               or any(v.aval.dtype in dtypes.COMPLEX for v in (*e.invars, *e.outvars)) for e in jaxpr.eqns)
 
 
 def is_view(fusion_eqn) -> bool:

@@ -474,8 +474,7 @@ class Program:
             name, extent, fn = self._function(key, refs, name, build, len(flat.eqns), work <= QUICK_WORK)
             chunks, team = threads.kernel_chunks(extent, work)
             step = KernelStep(name, fn, ins, outs, extent, work, chunks, team)
-            # (a kernel that may compute its elements twice must not write over what it reads)
-            pointwise = set() if kernel.may_compute_twice(flat) else _read_pointwise(sub)
+            pointwise = _read_pointwise(sub)
             self.pointwise_reads[len(self.steps)] = {slot for slot, v in zip(ins, sub.invars)
                                                      if isinstance(slot, int) and id(v) in pointwise}
             self.report.kernels.append(name)
