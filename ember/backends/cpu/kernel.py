@@ -332,7 +332,7 @@ class KernelBuilder:
 
     def build(self) -> ir.Function:
         """The kernel's function. A versioned elementwise kernel with trigonometric functions is
-        generated twice: its loops first with ``vecmath``'s Cody-Waite reduction (a quarter of
+        generated twice: its loops first with ``vecmath``'s Cody-Waite reduction (a third of
         the cost), flagging arguments beyond its range; then, if any was flagged, with the exact
         reduction again over the same range (in a function of its own, not inlined). Where the
         output is an input's buffer (a donation), only the exact version runs."""
