@@ -184,7 +184,7 @@ def _complex_identity(p: Primitive, dtype: np.dtype) -> np.ndarray:
     return np.asarray(-np.inf if p in (red.reduce_max_p, red.cummax_p) else np.inf, dtype)
 
 
-def in_order_complex_reduction(shape: tuple, axes: tuple) -> bool:
+def _in_order_complex_reduction(shape: tuple, axes: tuple) -> bool:
     """Whether XLA folds a complex max / min over ``axes`` of ``shape`` in order from the identity
     (what a kernel does): of at least two elements, every reduced dimension at most its tree window.
     One element is the element; longer dimensions are tree-reduced (``_complex_extreme``)."""
@@ -198,7 +198,7 @@ def _complex_extreme(p: Primitive) -> Expansion:
     over its elements, then the windows' results reduced the same way. A window is a slice (the
     padding is never read: a fold from the identity skips it), so each is an in-order reduction."""
     def applies(x: ShapedArray, *, axes: tuple) -> bool:
-        return dtypes.is_complex(x.dtype) and not in_order_complex_reduction(x.shape, axes)
+        return dtypes.is_complex(x.dtype) and not _in_order_complex_reduction(x.shape, axes)
 
     def fn(x: Any, *, axes: tuple) -> Any:
         shape, dtype = x.aval.shape, x.aval.dtype

@@ -24,6 +24,7 @@ the outermost output dimension to compute, so threads can share the work.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import numpy as np
@@ -340,10 +341,6 @@ class KernelBuilder:
             return self._build_scan(self.jaxpr.eqns[-1])
         if self.jaxpr.eqns and self.jaxpr.eqns[-1].primitive in SCATTERS:
             return self._build_scatter(self.jaxpr.eqns[-1])
-        if not self.versioned:
-            self._build_loops().ret_void()
-            self.allocas.branch(self.entry)
-            return self._wrapper()
         flags = []
 
         def record(b: ir.IRBuilder, flag: ir.Value) -> None:  # (an or over the loops: a reduction)
@@ -352,24 +349,24 @@ class KernelBuilder:
             flags.append(slot)
             b.store(b.or_(b.load(slot), b.zext(flag, I8)), slot)
 
-        with vecmath.medium_reduction(record):
+        with vecmath.medium_reduction(record) if self.versioned else contextlib.nullcontext():
             b = self._build_loops()
-        if flags:
-            exact = KernelBuilder(self.module, f"{self.name}_exact", self.jaxpr)
-            exact._build_loops().ret_void()
-            exact.allocas.branch(exact.entry)
-            # (not inlined: it rarely runs; but vectorized, as before, for arrays of large arguments)
-            exact.fn.attributes.discard("alwaysinline")
-            exact.fn.attributes.add("noinline")
-            any_flag = b.load(flags[0])
-            for slot in flags[1:]:
-                any_flag = b.or_(any_flag, b.load(slot))
-            with b.if_then(b.icmp_unsigned("!=", any_flag, ir.Constant(I8, 0)), likely=False):
-                b.call(exact.fn, list(self.fn.args))
-        b.ret_void()
         if not flags:
+            b.ret_void()
             self.allocas.branch(self.entry)
             return self._wrapper()
+        exact = KernelBuilder(self.module, f"{self.name}_exact", self.jaxpr)
+        exact._build_loops().ret_void()
+        exact.allocas.branch(exact.entry)
+        # (not inlined: it rarely runs; but vectorized, as before, for arrays of large arguments)
+        exact.fn.attributes.discard("alwaysinline")
+        exact.fn.attributes.add("noinline")
+        any_flag = b.load(flags[0])
+        for slot in flags[1:]:
+            any_flag = b.or_(any_flag, b.load(slot))
+        with b.if_then(b.icmp_unsigned("!=", any_flag, ir.Constant(I8, 0)), likely=False):
+            b.call(exact.fn, list(self.fn.args))
+        b.ret_void()
         # (an input written over would be read again: then the exact version alone)
         a, i8p = self.allocas, I8.as_pointer()
         out = a.bitcast(self.fn.args[len(self.jaxpr.invars)], i8p)
@@ -378,7 +375,7 @@ class KernelBuilder:
             if v.aval.shape == self.jaxpr.outvars[0].aval.shape:
                 aliased = a.or_(aliased, a.icmp_unsigned("==", a.bitcast(arg, i8p), out))
         alone = self.fn.append_basic_block("exact_alone")
-        self.allocas.cbranch(aliased, alone, self.entry)
+        a.cbranch(aliased, alone, self.entry)
         only = ir.IRBuilder(alone)
         only.call(exact.fn, list(self.fn.args))
         only.ret_void()

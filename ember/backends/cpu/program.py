@@ -33,9 +33,9 @@ import numpy as np
 from ember import dtypes
 from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lapack, lowering, threads
 from ember.backends.cpu.entry import data_pointer
-from ember.backends.cpu.expansions import in_order_complex_reduction
+from ember.backends.cpu.expansions import expansions
 from ember.backends.cpu.index_rules import index_rules
-from ember.backends.reference import impl_rules, reductions as ref_reductions, to_numpy
+from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
 from ember.core.fingerprint import fingerprint
@@ -106,10 +106,8 @@ def _fuses_complex(eqn: Eqn) -> bool:
     p = eqn.primitive
     if p in _COMPLEX_ACCUMULATIONS:
         return True
-    if p in (reductions.reduce_max_p, reductions.reduce_min_p):  # (the others are expanded to these)
-        return in_order_complex_reduction(eqn.invars[0].aval.shape, eqn.params["axes"])
-    if p in (reductions.cummax_p, reductions.cummin_p):  # (the others are expanded to these)
-        return not eqn.params["reverse"] and eqn.invars[0].aval.shape[eqn.params["axis"]] <= ref_reductions.SCAN_BASE
+    if p in (reductions.reduce_max_p, reductions.reduce_min_p, reductions.cummax_p, reductions.cummin_p):
+        return not expansions[p].applies(*(a.aval for a in eqn.invars), **eqn.params)  # (what they leave)
     if p in index_rules:
         return p not in _COMPLEX_REFUSED
     return p in ew.ELEMENTWISE and lowering.lowers_complex(p)
