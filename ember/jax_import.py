@@ -36,6 +36,7 @@ ALIASES = {
     "jax.debug": "ember.debug",
     "jax.errors": "ember.errors",
     "jax.example_libraries": "ember.example_libraries",
+    "jax.test_util": "ember.test_util",
 }
 COMPAT = "ember.compat.jax"
 

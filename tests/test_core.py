@@ -20,7 +20,12 @@ def test_printer_golden_selu():
         "    c:f32[1000000] = exp a\n"
         "    d:f32[1000000] = mul 1.6699999570846558:f32[] c\n"
         "    e:f32[1000000] = sub d 1.6699999570846558:f32[]\n"
-        "    f:f32[1000000] = select_n b e a\n"
+        "    f:f32[1000000] = jit[\n"  # (JAX 0.10 stages jnp.where as a named sub-program)
+        "      name=_where\n"
+        "      jaxpr={ lambda ; b:bool[1000000] a:f32[1000000] e:f32[1000000]. let\n"
+        "          f:f32[1000000] = select_n b e a\n"
+        "        in (f,) }\n"
+        "    ] b a e\n"
         "    g:f32[1000000] = mul 1.0499999523162842:f32[] f\n"
         "  in (g,) }")
 

@@ -55,6 +55,8 @@ from jax import lax, random
 from jax.sharding import NamedSharding, PartitionSpec, Mesh
 assert jnp is ember.numpy and lax is ember.lax and random is ember.random and jax.jit is ember.jit
 assert jax.scipy.special is ember.scipy.special and jax.numpy.linalg is ember.numpy.linalg
+import jax.test_util
+assert jax.test_util is importlib.import_module("ember.test_util") and jax.test_util.check_grads
 assert jax.__version_info__ >= (0, 10) and jax.config.jax_enable_x64 is False
 assert jax.device_count() == 1 and jax.process_index() == 0
 mesh = Mesh(jax.devices(), ("data",))

@@ -178,6 +178,21 @@ def test_broadcasting_errors_name_the_operation(api, case):
 
 
 # --- 3. exception classes --------------------------------------------------------------------------------
+@pytest.mark.parametrize("index", [1.0, np.array([1.0]), (0, 1.5), np.float16(2), 1j], ids=repr)
+def test_non_integer_indices_are_type_errors(api, index):
+    x = api.jnp.ones((3, 3))
+    dtype = np.asarray(index[1] if isinstance(index, tuple) else index).dtype.name
+    _raises(TypeError, lambda: x[index], "Indexer must have integer or boolean type", dtype)
+    _raises(TypeError, lambda: x.at[index].set(2.0), "Indexer must have integer or boolean type")
+    _raises(TypeError, lambda: api.top.jit(lambda a, i: a[i])(x, 1.0), "got indexer with type float32")
+
+
+def test_string_and_object_indices(api):
+    x = api.jnp.ones(3)
+    _raises(TypeError, lambda: x["a"], "string indexing", "idx='a'")
+    _raises(IndexError, lambda: x[object()], "only integers, slices")
+
+
 def test_transpose_with_repeated_or_missing_axes(api):
     x = api.jnp.ones((2, 3))
     permutation = "transpose permutation isn't a permutation of operand dimensions, got permutation (0, 0)"
@@ -337,6 +352,22 @@ _PRINTED_PROGRAMS = {  # programs that ember and JAX stage alike: the printed te
     "scan": lambda m, jnp, x: m.lax.scan(lambda c, a: (c + a, a * 2.0), x[0], x),
     "unused value": lambda m, jnp, x: (jnp.sin(x), x + 1.0)[1],  # printed `_`, taking no name
     "unused output": lambda m, jnp, x: m.lax.sort((x, x + 1.0), num_keys=1)[1],
+    # jnp functions that JAX writes as jitted functions: named jit sub-programs
+    "where, scalar": lambda m, jnp, x: jnp.where(x > 0, x, 0.0),
+    "where, rows": lambda m, jnp, x: jnp.where(x > 0, x, x[0]),
+    "where, ints": lambda m, jnp, x: jnp.where(x > 0, 1, 0),
+    "grad of where": lambda m, jnp, x: m.grad(lambda a: jnp.where(a > 0, a, 0.0).sum())(x),
+    "clip": lambda m, jnp, x: jnp.clip(x, 0.0, 1.0),
+    "cumsum": lambda m, jnp, x: jnp.cumsum(x, axis=1),
+    "sort": lambda m, jnp, x: jnp.sort(x, axis=0),
+    "diff": lambda m, jnp, x: jnp.diff(x),
+    "flip": lambda m, jnp, x: jnp.flip(x, 1),
+    "isinf": lambda m, jnp, x: jnp.isinf(x),
+    "round": lambda m, jnp, x: jnp.round(x, 2),
+    # sub-programs reached twice, or longer than 10 equations: printed first, as `let name = ... in`
+    "jit called twice": lambda m, jnp, x: (lambda g: g(x) + g(x))(m.jit(lambda a: a * 2.0)),
+    "long scan body": lambda m, jnp, x: m.lax.scan(
+        lambda c, a: (jnp.sin(jnp.sin(jnp.sin(jnp.sin(jnp.sin(jnp.sin(c * a))))) * 2.0 + 1.0) - 3.0, c), x[0], x),
 }
 
 
@@ -409,3 +440,44 @@ def test_a_vjp_function_is_a_pytree_that_crosses_jit(api):
     assert len(api.top.tree_util.tree_leaves(pull)) >= 1  # its residuals
     np.testing.assert_allclose(pull(1.0)[0], np.cos(1.0), rtol=1e-6)
     np.testing.assert_allclose(api.top.jit(lambda f, c: f(c))(pull, 2.0)[0], 2 * np.cos(1.0), rtol=1e-6)
+
+
+def _top_level_calls(make_jaxpr, fn) -> list[str] | None:
+    """The names of the ``jit`` equations at the top of ``fn``'s program, for the first argument
+    list it accepts (None if it accepts none)."""
+    a = np.linspace(0.1, 0.9, 12, dtype=np.float32).reshape(3, 4)
+    for args in ((a,), (a, a), (a > 0.5, a, a)):
+        try:
+            closed = make_jaxpr(fn)(*args)
+        except Exception:
+            continue
+        return [str(e.params.get("name")) for e in closed.jaxpr.eqns]
+    return None
+
+
+def test_jnp_functions_are_staged_under_jaxs_names():
+    from ember.numpy.staging import STAGED
+    jax = _load("jax")
+    checked = 0
+    for public in sorted(STAGED):
+        if not hasattr(ejnp, public):
+            continue
+        want = _top_level_calls(jax.top.make_jaxpr, getattr(jax.jnp, public))
+        got = _top_level_calls(ember.make_jaxpr, getattr(ejnp, public))
+        assert want is not None and got == want, (public, got, want)
+        checked += 1
+    assert checked >= 75
+
+
+def test_staged_functions_run_eagerly_without_tracing():
+    x = ejnp.arange(7.0)  # (a shape no other test traces clip with)
+    program = ejnp.clip.staged_program
+    before = program.cache_info().traces
+    np.testing.assert_array_equal(np.asarray(ejnp.clip(x, 1, 4)), np.clip(np.arange(7.0), 1, 4))
+    assert program.cache_info().traces == before  # eagerly: no trace, no compile
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: ejnp.clip(a, 1, 4))(x)), np.clip(np.arange(7.0), 1, 4))
+    assert program.cache_info().traces == before + 1  # under jit: the body, traced once
+    assert program.cache_info().compiles == 0  # (and inlined into the caller's program, not compiled)
+    # a static argument that cannot be hashed runs inline, unstaged, with the same result
+    text = str(ember.make_jaxpr(lambda a: ejnp.flip(a, axis=[0, 1]))(x.reshape(7, 1)))
+    assert "jit" not in text and "rev" in text

@@ -305,9 +305,9 @@ def test_fold_uses_consts_of_any_array_type():
 
 # --- algebraic simplification -----------------------------------------------------------------------
 def simplified(f: Callable, *args: Any) -> ClosedJaxpr:
-    """``f``'s IR after simplify and DCE (which removes what simplify left dead)."""
+    """``f``'s IR after inlining, simplify and DCE (which removes what simplify left dead)."""
     closed = ember.make_jaxpr(f)(*args)
-    return run_pass(lambda c: compiler.eliminate_dead_code(compiler.simplify(c)), closed, *args)
+    return run_pass(lambda c: compiler.eliminate_dead_code(compiler.simplify(compiler.inline_calls(c))), closed, *args)
 
 
 I3 = np.array([0, -7, 2**31 - 1], np.int32)

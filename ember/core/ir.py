@@ -8,6 +8,7 @@ form matches JAX's, which users already know how to read::
 """
 from __future__ import annotations
 
+import collections
 from typing import Any, Iterator
 
 import numpy as np
@@ -84,7 +85,7 @@ class Jaxpr:
         return [v.aval for v in self.outvars]
 
     def __str__(self) -> str:
-        return pp_jaxpr(self, _Namer(), 0)
+        return pp_toplevel(self)
 
     __repr__ = __str__
 
@@ -156,6 +157,7 @@ class _Namer:
         self.names: dict[int, str] = {}
         self.count = 0  # (names given; a jit body's aliases of its caller's names take none)
         self.used: list[set[int]] = []  # per program being printed: the variables it reads
+        self.shared: dict[int, str] = {}  # sub-programs printed once, before the program, by name
 
     def binder(self, v: Var) -> str:
         """An equation's output: ``_`` (taking no name) when its program never reads it, as JAX prints."""
@@ -243,7 +245,7 @@ def _pp_param(v: Any, namer: _Namer, column: int, prefix: int = 0) -> str:
     if isinstance(v, ClosedJaxpr):
         v = v.jaxpr
     if isinstance(v, Jaxpr):
-        return pp_jaxpr(v, namer, column, prefix)
+        return namer.shared.get(id(v)) or pp_jaxpr(v, namer, column, prefix)
     if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
         inner = "".join(" " * (column + 2) + _pp_param(x, namer, column + 2) + "\n" for x in v)
         return "(\n" + inner + " " * column + ")"
@@ -287,6 +289,50 @@ def pp_eqn(eqn: Eqn, namer: _Namer, column: int) -> str:
     pad = " " * (column + 2)
     lines = "".join(f"\n{pad}{k}={t}" for k, t in texts.items())
     return f"{lead}{eqn.primitive.name}[{lines}\n{' ' * column}] {ins}".rstrip()
+
+
+def _shared_subprograms(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
+    """The sub-programs JAX prints first, as ``let name = { ... } in``: those reached more than
+    once (a jitted function called twice with the same types is one program) or longer than 10
+    equations, named by the ``name`` of the first equation that calls them (else ``jaxpr``), a
+    count appended to repeated names; in the order a breadth-first walk first reaches them."""
+    counts: dict[int, int] = {}
+    programs: dict[int, Jaxpr] = {}
+    names: dict[int, str] = {}
+    queue = collections.deque([top])
+    while queue:
+        jaxpr = queue.popleft()
+        key = id(jaxpr)
+        programs[key] = jaxpr
+        counts[key] = counts.get(key, 0) + 1 + (jaxpr is not top and len(jaxpr.eqns) > 10)
+        for eqn in jaxpr.eqns:
+            name = eqn.params.get("name")
+            for sub in subjaxprs(eqn.params):
+                queue.append(sub)
+                if isinstance(name, str):
+                    names.setdefault(id(sub), name.strip("<>"))
+    taken: dict[str, int] = {}
+    shared = []
+    for key, count in counts.items():
+        if count == 1:
+            continue
+        name = names.get(key, "jaxpr")
+        seen = taken.get(name, 0)
+        taken[name] = seen + 1
+        if seen:
+            name += str(seen)
+            taken[name] = taken.get(name, 0) + 1
+        shared.append((name, programs[key]))
+    return shared
+
+
+def pp_toplevel(jaxpr: Jaxpr) -> str:
+    """A program as ``make_jaxpr`` prints it: its shared sub-programs first, then itself."""
+    namer = _Namer()
+    shared = _shared_subprograms(jaxpr)
+    namer.shared = {id(sub): name for name, sub in shared}
+    texts = [f"let {name} = {pp_jaxpr(sub, namer, 0, len(name) + 7)} in\n" for name, sub in shared]
+    return "".join(texts) + pp_jaxpr(jaxpr, namer, 0)
 
 
 def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, column: int, prefix: int = 0) -> str:

@@ -193,6 +193,7 @@ from ember.numpy import (  # noqa: E402
     array_methods as _array_methods,  # noqa: F401  (operators on Array / Tracer)
     arraylike as _arraylike,  # (guards the namespace, below)
     fft,  # noqa: F401  (jnp.fft, as jax.numpy.fft)
+    staging as _staging,  # (stages the namespace's functions as JAX does, below)
 )
 from ember.numpy.array_functions import *  # noqa: E402,F401,F403
 from ember.numpy.array_utils import *  # noqa: E402,F401,F403
@@ -214,6 +215,8 @@ from ember.numpy.statistics import *  # noqa: E402,F401,F403
 from ember.numpy.vectorization import *  # noqa: E402,F401,F403
 from ember.numpy.windows import *  # noqa: E402,F401,F403
 
+# As in JAX, these functions are named jit sub-programs in traced programs (ember.numpy.staging).
+_staging.stage(globals(), _staging.STAGED)
 # As in JAX, the public functions refuse lists and tuples where they take arrays (``jnp.sum([1, 2])``
 # is a TypeError; ``jnp.asarray`` converts them). ember's modules call each other unguarded.
 _arraylike.guard(globals(), _arraylike.ARRAYLIKE_ARGS)

@@ -104,7 +104,7 @@ def _classify(item: Any) -> tuple[str, Any]:
         if item.dtype == dtypes.bool_:
             raise _non_concrete_mask_error(item)
         if item.dtype not in dtypes.INTEGER:
-            raise IndexError(f"{_INVALID_INDEX}; got a traced array of dtype {item.dtype}")
+            raise _indexer_type_error(item.dtype)
         return ("dynamic_int" if item.ndim == 0 else "array"), item
     if isinstance(item, (list, tuple)) and any(isinstance(v, Tracer) for v in _leaves(item)):
         return _classify(asarray(item))
@@ -116,9 +116,18 @@ def _classify(item: Any) -> tuple[str, Any]:
         value = value.astype(np.intp)  # NumPy reads an empty list as an empty integer index
     if value.dtype == np.bool_:
         return ("scalar_bool", bool(value)) if value.ndim == 0 else ("mask", value)
+    if value.dtype.kind in "US":
+        raise TypeError(f"ember does not support string indexing (as JAX does not); got idx={item!r}")
+    if value.dtype.kind == "O":
+        raise IndexError(f"{_INVALID_INDEX}; got {item!r}")
     if value.dtype.kind not in "iu":
-        raise IndexError(f"{_INVALID_INDEX}; got {item!r} of dtype {value.dtype}")
+        raise _indexer_type_error(value.dtype)
     return ("int", int(value)) if value.ndim == 0 else ("array", value)
+
+
+def _indexer_type_error(dtype: Any) -> TypeError:
+    """JAX's class and words for an index of a non-integer type (a float, a complex number)."""
+    return TypeError(f"Indexer must have integer or boolean type, got indexer with type {np.dtype(dtype).name}")
 
 
 def _leaves(seq: Any) -> list:

@@ -9,6 +9,7 @@ from ember import dtypes, lax
 from ember.lax.base import aval
 from ember.numpy.core import (
     broadcast_operands,
+    broadcast_to,
     ensure_array,
     full,
     promote_and_broadcast,
@@ -16,6 +17,7 @@ from ember.numpy.core import (
     promote_dtypes_inexact,
 )
 from ember.numpy.indexing import nonzero
+from ember.numpy.staging import staged
 from ember.transforms import stable
 
 
@@ -560,11 +562,19 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
         return nonzero(condition)
     if x is None or y is None:
         raise ValueError("jnp.where takes either 1 or 3 arguments")
+    return _where(condition, x, y)
+
+
+@staged("_where")
+def _where(condition: Any, x: Any, y: Any) -> Any:
     condition = ensure_array(condition)
     if condition.dtype != dtypes.bool_:
         condition = lax.ne(condition, 0)
     x, y = promote_dtypes(x, y)
     condition, x, y = broadcast_operands(condition, x, y)
+    # (as JAX's body: the values broadcast to the result's shape, a 0-d condition left as it is)
+    shape = max((aval(v).shape for v in (condition, x, y)), key=len)
+    x, y = (v if aval(v).shape == shape else broadcast_to(v, shape) for v in (x, y))
     return lax.select(condition, x, y)
 
 
@@ -579,9 +589,9 @@ def clip(arr: Any = None, /, min: Any = None, max: Any = None) -> Any:
                          "or array by taking the real or imaginary components via jax.numpy.real/imag "
                          "respectively.")
     if lo is not None:
-        a = maximum(a, lo)
+        a = maximum(lo, a)  # (JAX's operand order: the jaxpr prints as JAX's)
     if hi is not None:
-        a = minimum(a, hi)
+        a = minimum(hi, a)
     return a
 
 

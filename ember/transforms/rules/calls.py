@@ -60,7 +60,7 @@ def _jit_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, name: str) -> list
     program, consts = transpose_jaxpr(jaxpr, linear)
     cts = [match_type(instantiate(ct), a) for ct, a in zip(cts, jaxpr.out_avals)]
     nonlinear = select_by([not lin for lin in linear], args)
-    outs = jit_p.bind(*consts, *nonlinear, *cts, jaxpr=program, name=f"transpose({name})")
+    outs = jit_p.bind(*consts, *nonlinear, *cts, jaxpr=program, name=name)  # (JAX 0.10 keeps the name)
     return merge_by(linear, outs, [None] * (len(args) - len(outs)))
 
 

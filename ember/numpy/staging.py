@@ -1,0 +1,114 @@
+"""Which ``jnp`` functions are staged as named ``jit`` sub-programs, as JAX stages them.
+
+JAX writes many ``jnp`` functions as jitted functions, so a traced program shows each call as an
+equation ``jit[name=clip jaxpr={ ... }]`` (and prints a body reached twice, or longer than ten
+equations, once, as ``let clip = { ... } in``). Users read those jaxprs, and tutorials print them,
+so ember stages the same functions under the same names: ``STAGED`` maps each public name to
+JAX's name for its jitted body and to its static parameters (JAX's ``static_argnames``); every
+other parameter is an input of the sub-program, Python scalars included (weakly typed, as in
+JAX). Eagerly nothing changes: the function runs as it is, with no jit cache in between; only
+under a trace (``jit``, ``make_jaxpr``, ``grad``, ``vmap``) does a call become a ``jit``
+equation, whose body is traced once per signature and inlined by the compiler as any nested
+``jit`` is. A call whose static arguments cannot be hashed (a list as ``axis``, a traced value
+where JAX needs a static one) is not staged; it runs inline, and raises what it would raise.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+from ember.api import jit
+from ember.core.trace import is_tracing
+
+__all__ = ["STAGED", "stage", "staged"]
+
+_REDUCTION = ("axis", "dtype", "keepdims")
+_VARIANCE = _REDUCTION + ("ddof", "correction")  # (JAX: traced; ember's variance reads them as numbers)
+
+# public name -> (JAX's name for the jitted body, its static parameters), from JAX 0.10.
+STAGED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "acosh": ("arccosh", ()),
+    **{n: (n, ()) for n in """arccosh atleast_1d atleast_2d atleast_3d block clip copysign divmod ediff1d
+        floor_divide fmax fmin fmod frexp heaviside hypot i0 iscomplex isinf isreal kron matvec modf polyadd
+        polysub remainder rint signbit sinc sort_complex trunc""".split()},
+    "mod": ("remainder", ()), "nan_to_num": ("nan_to_num", ("copy",)),
+    "allclose": ("allclose", ("equal_nan",)), "isclose": ("isclose", ("equal_nan",)),
+    "angle": ("angle", ("deg",)), "append": ("append", ("axis",)), "around": ("around", ("decimals",)),
+    "round": ("round", ("decimals",)), "polyval": ("polyval", ("unroll",)),
+    "argsort": ("argsort", ("axis", "kind", "order", "stable", "descending", "dtype")),
+    "sort": ("sort", ("axis", "kind", "order", "stable", "descending")),
+    "lexsort": ("lexsort", ("axis",)), "corrcoef": ("corrcoef", ("rowvar", "dtype")),
+    "cov": ("cov", ("rowvar", "bias", "ddof", "dtype")), "count_nonzero": ("count_nonzero", ("axis", "keepdims")),
+    "cumsum": ("cumsum", ("axis", "dtype")), "cumprod": ("cumprod", ("axis", "dtype")),
+    "nancumsum": ("nancumsum", ("axis", "dtype")), "nancumprod": ("nancumprod", ("axis", "dtype")),
+    "diagonal": ("diagonal", ("offset", "axis1", "axis2")), "diff": ("diff", ("n", "axis")),
+    "gradient": ("gradient", ("axis", "edge_order")), "median": ("median", ("axis", "overwrite_input", "keepdims")),
+    "nanmedian": ("nanmedian", ("axis", "overwrite_input", "keepdims")),
+    "nanmax": ("nanmax", ("axis", "keepdims")), "nanmin": ("nanmin", ("axis", "keepdims")),
+    **{n: (n, _REDUCTION) for n in "nanmean nanprod nansum".split()},
+    "nanstd": ("nanstd", _VARIANCE), "nanvar": ("nanvar", _VARIANCE),
+    "std": ("_std", _VARIANCE), "var": ("_var", _VARIANCE), "ptp": ("_ptp", ("axis", "keepdims")),
+    "nanargmax": ("_nanargmax", ("axis", "keepdims")), "nanargmin": ("_nanargmin", ("axis", "keepdims")),
+    "flip": ("_flip", ("axis",)), "fliplr": ("_flip", ()), "flipud": ("_flip", ()),
+    "rot90": ("rot90", ("k", "axes")), "trace": ("trace", ("offset", "axis1", "axis2", "dtype")),
+    "trapezoid": ("trapezoid", ("axis",)), "tril": ("tril", ("k",)), "triu": ("triu", ("k",)),
+    "unwrap": ("unwrap", ("axis",)), "diag": ("_diag", ("k",)),
+    "linspace": ("_linspace", ("num", "endpoint", "retstep", "dtype", "axis", "device")),
+    "logspace": ("_logspace", ("num", "endpoint", "dtype", "axis")),
+    "geomspace": ("_geomspace", ("num", "endpoint", "dtype", "axis")),
+}
+
+
+def staged(name: str, static: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+    """Stage the decorated function as ``jit[name=<name>]`` under a trace (see the module)."""
+    return lambda fn: _staged(fn, name, frozenset(static))
+
+
+def stage(namespace: dict[str, Any], table: dict[str, tuple[str, tuple[str, ...]]]) -> None:
+    """Replace each function of ``namespace`` that ``table`` names by its staged form."""
+    for public, (name, static) in table.items():
+        if public in namespace:  # (names ember has no function for are not in its namespace)
+            namespace[public] = _staged(namespace[public], name, frozenset(static))
+
+
+def _staged(fn: Callable, name: str, static: frozenset[str]) -> Callable:
+    signature = inspect.signature(fn)
+    program = jit(_body(fn, signature, name), static_argnums=0)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not is_tracing():
+            return fn(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)  # (its own message)
+        arguments = bound.arguments
+        fixed = tuple((k, type(v), v) for k, v in arguments.items() if k in static)
+        inputs = tuple(k for k in arguments if k not in static)
+        try:
+            hash(fixed)
+        except TypeError:  # a static argument that cannot be hashed: run inline
+            return fn(*args, **kwargs)
+        return program((fixed, inputs), *[arguments[k] for k in inputs])
+
+    call.staged_program = program  # (its jit: its cache_info counts the traces of the body)
+    return call
+
+
+def _body(fn: Callable, signature: inspect.Signature, name: str) -> Callable:
+    """``fn`` taking its static arguments as one hashable value, the others positionally, named ``name``."""
+    order = list(signature.parameters)
+
+    def body(key: tuple, *values: Any) -> Any:
+        fixed, inputs = key
+        given = {k: v for k, _, v in fixed}
+        given.update(zip(inputs, values))
+        bound = inspect.BoundArguments(signature, {k: given[k] for k in order if k in given})  # type: ignore[arg-type]
+        return fn(*bound.args, **bound.kwargs)
+
+    body.__name__ = body.__qualname__ = name
+    # (its own code object too: jit's warning about many wrappers of one code counts code objects)
+    body.__code__ = body.__code__.replace(co_name=name)
+    return body
