@@ -492,3 +492,31 @@ def test_jax_random_and_dtypes_expose_the_names():
     for name in ("key", "key_data", "wrap_key_data", "key_impl", "PRNGKey"):
         assert callable(getattr(compat_jax.random, name))
     assert compat_jax.dtypes.prng_key is edtypes.prng_key and compat_jax.dtypes.issubdtype is edtypes.issubdtype
+
+
+# --- jnp functions that move, join and select keys --------------------------------------------------
+JOINING_CASES = {
+    "stack": lambda a, ks: a.jnp.stack([ks[0], ks[1]]),
+    "stack axis -1": lambda a, ks: a.jnp.stack([ks, ks[::-1]], axis=-1),
+    "concatenate": lambda a, ks: a.jnp.concatenate([ks, ks[:2]]),
+    "concatenate None": lambda a, ks: a.jnp.concatenate([ks.reshape(2, 2), ks], axis=None),
+    "where": lambda a, ks: a.jnp.where(a.jnp.array([True, False, True, False]), ks, ks[::-1]),
+    "where scalar": lambda a, ks: a.jnp.where(False, ks[0], ks[1]),
+    "broadcast_to": lambda a, ks: a.jnp.broadcast_to(ks[2], (3, 2)),
+    "expand_dims": lambda a, ks: a.jnp.expand_dims(ks, (0, -1)),
+    "under jit": lambda a, ks: a.top.jit(lambda k: a.jnp.stack([k, a.random.split(k)[1]]))(ks[0]),
+}
+
+
+@pytest.mark.parametrize("case", list(JOINING_CASES), ids=str)
+def test_jnp_joins_and_selects_keys_as_jax_does(jx, case):
+    ours = JOINING_CASES[case](_load("ember"), erandom.split(erandom.key(3), 4))
+    theirs = JOINING_CASES[case](jx, jx.random.split(jx.random.key(3), 4))
+    _same_keys(ours, theirs)
+
+
+def test_keys_and_other_arrays_do_not_join(api):
+    k = api.random.key(0)
+    for fn in (lambda: api.jnp.stack([k, api.jnp.zeros(())]), lambda: api.jnp.where(True, k, api.jnp.zeros(()))):
+        with pytest.raises(ValueError, match="dtype=key<fry> is not a valid dtype for JAX type promotion"):
+            fn()

@@ -193,6 +193,7 @@ from ember.numpy import (  # noqa: E402
     array_methods as _array_methods,  # noqa: F401  (operators on Array / Tracer)
     arraylike as _arraylike,  # (guards the namespace, below)
     fft,  # noqa: F401  (jnp.fft, as jax.numpy.fft)
+    keys as _keys,  # (lets the namespace's joining and selecting functions take key arrays, below)
     staging as _staging,  # (stages the namespace's functions as JAX does, below)
 )
 from ember.numpy.array_functions import *  # noqa: E402,F401,F403
@@ -215,6 +216,8 @@ from ember.numpy.statistics import *  # noqa: E402,F401,F403
 from ember.numpy.vectorization import *  # noqa: E402,F401,F403
 from ember.numpy.windows import *  # noqa: E402,F401,F403
 
+# As in JAX, stack, concatenate, where, broadcast_to and expand_dims take typed PRNG key arrays.
+_keys.take_keys(globals())
 # As in JAX, these functions are named jit sub-programs in traced programs (ember.numpy.staging).
 _staging.stage(globals(), _staging.STAGED)
 # As in JAX, the public functions refuse lists and tuples where they take arrays (``jnp.sum([1, 2])``

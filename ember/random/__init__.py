@@ -23,10 +23,11 @@ JAX's errors; indexing, iteration, ``reshape``/``ravel``/``squeeze``/``transpose
 - ``tree_leaves(k)`` is ``[key_data(k)]`` (JAX: ``[k]``), and ``tree_map`` hands its function
   the data; keeping the key a leaf would need ember's tracing (``ember.core``,
   ``ember.transforms``) to lower a second kind of array.
-- Most ``jax.numpy`` functions and ``lax`` operations do not take keys (``jnp.stack``,
-  ``jnp.concatenate``, ``jnp.where``, ``jnp.zeros_like``, ``jnp.broadcast_to``, ``lax.select``:
-  JAX takes them): they raise TypeError (mostly "Cannot interpret 'key<fry>' as a data type").
-  Use the key methods, or ``wrap_key_data(jnp.stack([key_data(a), key_data(b)]))``.
+- ``jnp.stack``, ``jnp.concatenate``, ``jnp.where``, ``jnp.broadcast_to`` and ``jnp.expand_dims``
+  take keys as in JAX (``ember.numpy.keys``); other ``jax.numpy`` functions and ``lax``
+  operations that JAX lets take keys (``jnp.zeros_like``, ``lax.select``, ...) raise TypeError
+  (mostly "Cannot interpret 'key<fry>' as a data type"): use the key methods, or
+  ``wrap_key_data(f(key_data(k)))``.
   (``jnp.shape``, ``jnp.ndim``, ``jnp.ravel`` and ``jax.typeof(k)``, ``ShapedArray(key<fry>[])``,
   do work.)
 - Messages from ember's transformations name the data's type: ``grad`` of a key argument says

@@ -20,8 +20,9 @@ axis names the data's trailing word axis rather than the key's last axis.
 
 The class derives from ``ember.Array`` so that ``isinstance(k, jax.Array)`` holds, as in JAX;
 it takes none of ``Array``'s storage, and overrides every method and operator, so that an
-ember function handed a key fails (``jnp.stack([k, k])`` is a TypeError: "Cannot interpret
-'key<fry>' as a data type") rather than computing on the words.
+ember function handed a key fails (``jnp.sum(k)`` is a TypeError: "Cannot interpret
+'key<fry>' as a data type") rather than computing on the words; the ``jnp`` functions that
+join and select keys in JAX do so here too (``ember.numpy.keys``).
 """
 from __future__ import annotations
 
