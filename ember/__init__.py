@@ -32,6 +32,8 @@ from ember.lax.refs import Ref, freeze, new_ref  # noqa: F401  (mutable array re
 from ember.parallel import make_array_from_callback, pmap, reshard, shard_map  # noqa: F401
 from ember.runtime.cache import clear_caches  # noqa: F401
 from ember.transforms.api import (  # noqa: F401
+    closure_convert,
+    custom_gradient,
     custom_jvp,
     custom_vjp,
     grad,
@@ -40,6 +42,7 @@ from ember.transforms.api import (  # noqa: F401
     jacobian,
     jacrev,
     jvp,
+    linear_transpose,
     linearize,
     value_and_grad,
     vjp,

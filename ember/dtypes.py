@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import builtins
 import functools
+import warnings
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from ember import errors
 from ember.config import config
 
 bool_ = np.dtype(np.bool_)
@@ -30,6 +32,14 @@ FLOAT8_NAMES = ("float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3
 FLOAT8 = tuple(np.dtype(getattr(ml_dtypes, n)) for n in FLOAT8_NAMES)
 (float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
  float8_e8m0fnu) = FLOAT8
+
+# JAX's sub-byte types (ml_dtypes'): ember knows them as dtypes (``jnp.int4``, ``issubdtype``,
+# ``iinfo`` / ``finfo``) but holds no arrays of them; making one is a TypeError that says so.
+NARROW_INT_NAMES = ("int1", "int2", "int4", "uint1", "uint2", "uint4")
+NARROW_FLOAT_NAMES = ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn")
+NARROW_NAMES = NARROW_INT_NAMES + NARROW_FLOAT_NAMES
+NARROW = tuple(np.dtype(getattr(ml_dtypes, n)) for n in NARROW_NAMES)
+NARROW_INT, NARROW_FLOAT = NARROW[:len(NARROW_INT_NAMES)], NARROW[len(NARROW_INT_NAMES):]
 
 # The dtype of tangents and cotangents of integer and boolean values (as jax.dtypes.float0).
 float0 = np.dtype([("float0", "V")])
@@ -118,7 +128,8 @@ def dtype(x: Any) -> np.dtype:
     if isinstance(x, type) and issubclass(x, np.generic):
         return np.dtype(x)
     if isinstance(x, str):
-        return np.dtype(getattr(ml_dtypes, x)) if x == "bfloat16" or x in FLOAT8_NAMES else np.dtype(x)
+        ml = x == "bfloat16" or x in FLOAT8_NAMES or x in NARROW_NAMES  # ('int4' is ml_dtypes', as in JAX)
+        return np.dtype(getattr(ml_dtypes, x)) if ml else np.dtype(x)
     if hasattr(x, "dtype"):
         return np.dtype(x.dtype)
     if isinstance(x, builtins.bool):
@@ -177,6 +188,16 @@ def issubdtype(a: Any, b: Any) -> builtins.bool:
     if (keyed := _key_issubdtype(a, b)) is not None:  # (key<fry>, prng_key, extended)
         return keyed
     a = dtype(a)
+    if a in NARROW:
+        sign = np.signedinteger if a.name.startswith("int") else np.unsignedinteger
+        kinds = (np.integer, np.number, np.generic, sign) if a in NARROW_INT else (np.floating, np.inexact, np.number,
+                                                                                      np.generic)
+        if b in kinds:
+            return True
+        try:
+            return dtype(b) == a
+        except TypeError:
+            return False
     if a == bfloat16 or a in FLOAT8:
         if b in (np.floating, np.inexact, np.number, np.generic):
             return True
@@ -193,6 +214,9 @@ _TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 @functools.lru_cache(maxsize=None)
 def _canonicalize(dt: np.dtype, x64: builtins.bool) -> np.dtype:
     if dt not in ALL:
+        if dt in NARROW:
+            raise TypeError(f"ember does not support arrays of dtype {dt}: it knows JAX's sub-byte types "
+                            f"({', '.join(NARROW_NAMES)}) as dtypes only; use int8 / uint8 / float32 instead")
         raise TypeError(f"ember does not support dtype {dt}")
     return dt if x64 else _TO_32.get(dt, dt)
 
@@ -200,6 +224,20 @@ def _canonicalize(dt: np.dtype, x64: builtins.bool) -> np.dtype:
 def canonicalize_dtype(dt: Any) -> np.dtype:
     """Map a requested dtype to the one ember uses (64-bit -> 32-bit unless x64 is on)."""
     return _canonicalize(dtype(dt), config.enable_x64)
+
+
+def requested_dtype(dt: Any) -> np.dtype:
+    """A dtype the user asked for by name (``dtype=`` of a public function), canonicalized; a
+    64-bit type while x64 is off warns that it is truncated, in JAX's words. Python's ``int``,
+    ``float`` and ``complex`` ask for the default type and do not warn."""
+    canonical = canonicalize_dtype(dt)
+    if dt not in (int, float, complex, bool, "int", "float", "complex") and canonical != dtype(dt) \
+            and not config.enable_x64:
+        warnings.warn(f"Explicitly requested dtype {dtype(dt).name} is not available, and will be truncated to "
+                      f"dtype {canonical.name}. To enable more dtypes, set the jax_enable_x64 configuration "
+                      "option or the EMBER_ENABLE_X64 shell environment variable.", UserWarning,
+                      stacklevel=errors.user_stacklevel())
+    return canonical
 
 
 def default_int_dtype() -> np.dtype:
@@ -361,7 +399,8 @@ class finfo(ml_dtypes.finfo):
 
 
 def iinfo(dt: Any) -> np.iinfo:
-    return np.iinfo(dtype(dt))
+    dt = dtype(dt)
+    return ml_dtypes.iinfo(dt) if dt in NARROW_INT else np.iinfo(dt)
 
 
 def convert_values(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:

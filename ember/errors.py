@@ -53,6 +53,19 @@ def user_frame() -> traceback.FrameSummary | None:
     return None
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this function,
+    point at the user's line (the innermost frame outside ember and the stdlib)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not (path.startswith(_SKIP_DIRS) and path not in _USER_FILES_IN_PACKAGE) \
+                and not frame.f_code.co_filename.startswith("<frozen"):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
+
+
 def user_location() -> str:
     """``file.py:12 (in f)`` for the user's current line, with the line's text."""
     f = user_frame()

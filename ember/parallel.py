@@ -151,7 +151,8 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
             return fun(*full, **kw)
 
         leaves, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
-        in_dims = batching._canonical_in_dims(leaves, batching._flatten_axes("in_axes", in_tree, (dyn_in_axes, 0)))
+        in_dims = batching._canonical_in_dims(
+            leaves, batching._flatten_axes("in_axes", in_tree, (dyn_in_axes, 0), leaves))
         size = batching._axis_size(fun, dyn_args, kwargs, leaves, in_dims, axis_size)
         devs = list(devices) if devices is not None else shd.devices()
         processes, global_size = None, size
@@ -193,7 +194,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
         per_device = [[Array(np.ascontiguousarray(v), a) for v, a in zip(row, block_avals)] for row in per_device]
         results = run_per_device(program, (axis_name,), (global_size,), per_device, processes)
         flat_results = [tree_util.tree_leaves(r) for r in results]
-        targets = batching._flatten_axes("out_axes", out_tree, out_axes)
+        targets = batching._flatten_axes("out_axes", out_tree, out_axes, flat_results[0])
         outs = []
         for i, target in enumerate(targets):
             parts = [np.asarray(r[i]) for r in flat_results]

@@ -38,7 +38,7 @@ from ember import api, lax, tree_util
 from ember.core import sharding as shd
 from ember.core.array import Array
 from ember.core.avals import aval_of_value
-from ember.core.calls import checkpoint_p, custom_jvp_call_p, custom_vjp_call_p, jit_p
+from ember.core.calls import checkpoint_p, custom_jvp_call_p, custom_vjp_call_p, custom_vmap_call_p, jit_p
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ember.lax import parallel as par
 from ember.lax.base import aval
@@ -209,7 +209,8 @@ _RULES: dict[Any, Callable] = {
     reshape_p: _reshape, squeeze_p: _squeeze, sharding_constraint_p: _constraint,
     **{p: _reduction for p in _COMBINE},
 }
-_CALLS = {jit_p: "jaxpr", custom_jvp_call_p: "call", custom_vjp_call_p: "call", checkpoint_p: "jaxpr"}
+_CALLS = {jit_p: "jaxpr", custom_jvp_call_p: "call", custom_vjp_call_p: "call", custom_vmap_call_p: "call",
+          checkpoint_p: "jaxpr"}
 
 
 def _plan(eqn: Any, specs: list, mesh: _Mesh) -> _Plan:

@@ -138,7 +138,9 @@ def test_concretization_fix_does_not_make_arrays_static():
     def g(x, n):
         return ejnp.zeros(n) + x
 
-    fix = _raises(ember.errors.TracerIntegerConversionError, lambda: ember.jit(g)(1.0, ejnp.asarray(3)), "Fix:")
+    # A traced shape is JAX's plain TypeError ("Shapes must be 1D sequences of concrete values ..."),
+    # carrying the tracer's explanation and fix.
+    fix = _raises(TypeError, lambda: ember.jit(g)(1.0, ejnp.asarray(3)), "Shapes must be 1D sequences", "Fix:")
     assert "static_argnames" not in fix.split("Fix:", 1)[1]
 
 
@@ -481,3 +483,33 @@ def test_staged_functions_run_eagerly_without_tracing():
     # a static argument that cannot be hashed runs inline, unstaged, with the same result
     text = str(ember.make_jaxpr(lambda a: ejnp.flip(a, axis=[0, 1]))(x.reshape(7, 1)))
     assert "jit" not in text and "rev" in text
+
+
+_DTYPE_REQUESTS = {
+    "zeros int64": (lambda a: a.jnp.zeros(2, a.jnp.int64), "int64"),
+    "array float64": (lambda a: a.jnp.array([1, 2], dtype=np.float64), "float64"),
+    "astype": (lambda a: a.jnp.ones(3).astype(a.jnp.float64), "float64"),
+    "sum": (lambda a: a.jnp.sum(a.jnp.ones(3), dtype=a.jnp.float64), "float64"),
+    "full": (lambda a: a.jnp.full(3, 1, dtype="float64"), "float64"),
+    "eye": (lambda a: a.jnp.eye(2, dtype=a.jnp.float64), "float64"),
+    "uint64": (lambda a: a.jnp.zeros(2, a.jnp.uint64), "uint64"),
+    "complex128": (lambda a: a.jnp.zeros(2, a.jnp.complex128), "complex128"),
+    "uniform": (lambda a: a.top.random.uniform(a.top.random.key(0), (3,), dtype=a.jnp.float64), "float64"),
+    "randint": (lambda a: a.top.random.randint(a.top.random.key(0), (2,), 0, 5, dtype=a.jnp.int64), "int64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_DTYPE_REQUESTS))
+def test_explicit_64_bit_requests_warn_while_x64_is_off(api, case):
+    fn, name = _DTYPE_REQUESTS[case]
+    with pytest.warns(UserWarning, match=f"Explicitly requested dtype {name} .*is not available"):
+        out = fn(api)
+    assert out.dtype.itemsize <= (8 if name == "complex128" else 4)
+
+
+def test_python_types_and_32_bit_requests_do_not_warn(api):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        api.jnp.arange(3, dtype=float)
+        api.jnp.asarray(1, dtype=int)
+        api.jnp.array([1, 2], dtype=api.jnp.float32)

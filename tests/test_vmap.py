@@ -684,3 +684,20 @@ def test_primitive_without_a_rule_is_a_clear_error():
     mystery = Primitive("mystery")  # registered in no table
     with pytest.raises(NotImplementedError, match="Batching rule for 'mystery' not implemented"):
         ember.vmap(lambda x: mystery.bind(x))(jnp.ones(3))
+
+
+class _Converting:
+    """A user pytree whose constructor converts its field (JAX's pytree tutorial's MyTree)."""
+
+    def __init__(self, a):
+        self.a = jnp.asarray(a)
+
+
+ember.tree_util.register_pytree_node(_Converting, lambda t: ((t.a,), None), lambda _, args: _Converting(*args))
+
+
+def test_vmap_over_a_pytree_whose_constructor_converts_its_fields():
+    tree = _Converting(jnp.arange(5.0))
+    out = ember.vmap(lambda t: _Converting(t.a * 2.0), in_axes=(0,), out_axes=0)(tree)
+    np.testing.assert_array_equal(np.asarray(out.a), np.arange(5.0) * 2)
+    assert ember.vmap(lambda t: t)(tree).a.shape == (5,)

@@ -8,6 +8,8 @@ those layers' rule tables; here are only the names and their shape rules.
 * ``jit``: a nested jitted function (param ``jaxpr``).
 * ``custom_jvp_call`` / ``custom_vjp_call``: a function with user-defined
   derivatives (param ``call``; the rules travel in the other params).
+* ``custom_vmap_call``: a ``custom_vmap`` function (param ``call``; its batching rule in ``rule``).
+  Forward it is its body; ``vmap`` runs the user's rule instead.
 * ``custom_vjp_lin``: the linear part of a ``custom_vjp`` function under
   differentiation; its transpose is the user's ``bwd``. It has no forward meaning.
 * ``remat2`` (``checkpoint_p``): a ``checkpoint`` / ``remat`` function (param ``jaxpr``,
@@ -61,6 +63,7 @@ def _custom_call_primitive(name: str) -> Primitive:
 
 custom_jvp_call_p = _custom_call_primitive("custom_jvp_call")
 custom_vjp_call_p = _custom_call_primitive("custom_vjp_call")
+custom_vmap_call_p = _custom_call_primitive("custom_vmap_call")
 
 custom_vjp_lin_p = Primitive("custom_vjp_lin", multiple_results=True)
 abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list(out_avals)

@@ -61,8 +61,9 @@ def shape_tuple(shape: Any, what: str = "shape") -> tuple[int, ...]:
         shape = (shape,)
     try:
         out = tuple(operator.index(d) for d in shape)
-    except JAXTypeError:  # a traced value: its own error says what to do
-        raise
+    except JAXTypeError as e:  # a traced value: JAX's TypeError, with what the tracer's own error says to do
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{tuple(shape)!r}.\n{e}") from None
     except TypeError:
         raise TypeError(f"{what} must be a sequence of integers, got {shape!r}") from None
     if any(d < 0 for d in out):

@@ -32,8 +32,14 @@ from ember.numpy.creation import (  # noqa: F401
 from ember.numpy.scalar_types import (  # noqa: F401
     bfloat16,
     bool_,
+    cdouble,
     complex64,
     complex128,
+    csingle,
+    double,
+    float4_e2m1fn,
+    float6_e2m3fn,
+    float6_e3m2fn,
     float8_e3m4,
     float8_e4m3,
     float8_e4m3b11fnuz,
@@ -45,10 +51,20 @@ from ember.numpy.scalar_types import (  # noqa: F401
     float16,
     float32,
     float64,
+    float_,
+    int1,
+    int2,
+    int4,
     int8,
     int16,
     int32,
     int64,
+    int_,
+    single,
+    uint,
+    uint1,
+    uint2,
+    uint4,
     uint8,
     uint16,
     uint32,
@@ -174,6 +190,7 @@ integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.un
 floating, inexact, number, generic = _np.floating, _np.inexact, _np.number, _np.generic
 complexfloating, character, flexible = _np.complexfloating, _np.character, _np.flexible  # (abstract: issubdtype)
 dtype = _np.dtype
+object_ = _np.object_  # (NumPy's, as in JAX: for ``issubdtype`` and dtype checks; ember holds no object arrays)
 ComplexWarning = _np.exceptions.ComplexWarning  # (what lax.convert_element_type warns with, complex to real)
 complex_ = complex128  # (NumPy's name; canonicalized to complex64 with x64 off)
 
@@ -205,6 +222,7 @@ from ember.numpy.float_functions import *  # noqa: E402,F401,F403
 from ember.numpy.grids import *  # noqa: E402,F401,F403
 from ember.numpy.index_functions import *  # noqa: E402,F401,F403
 from ember.numpy.integer_functions import *  # noqa: E402,F401,F403
+from ember.numpy.io import *  # noqa: E402,F401,F403
 from ember.numpy.linalg import *  # noqa: E402,F401,F403
 from ember.numpy.nan_quantiles import *  # noqa: E402,F401,F403
 from ember.numpy.polynomial import *  # noqa: E402,F401,F403
@@ -213,6 +231,7 @@ from ember.numpy.sets import *  # noqa: E402,F401,F403
 from ember.numpy.shape_ops import *  # noqa: E402,F401,F403
 from ember.numpy.sorting import *  # noqa: E402,F401,F403
 from ember.numpy.statistics import *  # noqa: E402,F401,F403
+from ember.numpy.ufunc_api import *  # noqa: E402,F401,F403
 from ember.numpy.vectorization import *  # noqa: E402,F401,F403
 from ember.numpy.windows import *  # noqa: E402,F401,F403
 

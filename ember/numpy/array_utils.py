@@ -50,7 +50,7 @@ def array_equiv(a1: Any, a2: Any) -> Any:
 def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
     """``x`` converted to ``dtype`` (None: the default float type). Complex to real keeps the real
     part, with JAX's DeprecationWarning."""
-    dtype = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dtype = dtypes.default_float_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     x = ensure_array(x)
     if dtypes.is_complex(aval(x).dtype) and not dtypes.is_complex(dtype):
         warnings.warn("Casting from complex to real dtypes will soon raise a ValueError. Please first use "

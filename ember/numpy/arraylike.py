@@ -79,6 +79,9 @@ ARRAYLIKE_ARGS: dict[str, str] = {
     "polyval": "p x", "repeat": "a repeats", "searchsorted": "a v", "select": "*condlist *choicelist default",
     "take": "a indices", "take_along_axis": "arr indices", "trapezoid": "y x", "unravel_index": "indices",
     "ravel_multi_index": "*multi_index", "arange": "?start stop step",
+    **{n: "a1 a2" for n in "polyadd polysub polymul".split()},
+    "polydiv": "u v", "polyder": "p", "polyint": "p k", "polyfit": "x y w", "roots": "p", "poly": "seq_of_zeros",
+    "sort_complex": "a", "unwrap": "p", "histogram2d": "x y", "histogramdd": "sample weights",
 }
 
 # ``jnp.linalg``: JAX names these ``jnp.linalg.<name>`` in its messages.

@@ -1,25 +1,29 @@
 """Calculus on sampled data: finite differences (``diff``, ``ediff1d``, ``gradient``), the
-trapezoidal rule (``trapezoid``) and piecewise-linear interpolation (``interp``).
+trapezoidal rule (``trapezoid``), piecewise-linear interpolation (``interp``) and phase
+unwrapping (``unwrap``).
 
 Samples lie along one axis; slicing that axis with static bounds keeps every result's
 shape known while tracing, so all of these work under ``jit``, ``vmap`` and ``grad``.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
+
+import numpy as np
 
 from ember import dtypes, lax
 from ember.lax.base import canonical_axes
 from ember.lax.reductions import static_axis
-from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes_inexact
+from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes, promote_dtypes_inexact
 from ember.numpy.index_functions import take
-from ember.numpy.reductions import sum as _sum
+from ember.numpy.reductions import cumsum, sum as _sum
 from ember.numpy.shape_ops import concatenate, moveaxis, ravel
 from ember.numpy.sorting import searchsorted
 from ember.numpy.static_args import static_int
 from ember.numpy.ufuncs import abs, add, clip, divide, multiply, remainder, subtract, where
 
-__all__ = ["diff", "ediff1d", "gradient", "interp", "trapezoid"]
+__all__ = ["diff", "ediff1d", "gradient", "interp", "trapezoid", "unwrap"]
 
 
 def _along(x: Any, axis: int, start: int | None, stop: int | None) -> Any:
@@ -203,3 +207,23 @@ def _periodic(x: Any, xp: Any, fp: Any, period: Any) -> tuple[Any, Any, Any]:
     xp = concatenate([subtract(_along(xp, 0, -1, None), period), xp, add(_along(xp, 0, None, 1), period)])
     fp = concatenate([_along(fp, 0, -1, None), fp, _along(fp, 0, None, 1)])
     return x, xp, fp
+
+
+def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi) -> Any:
+    """``p`` with jumps between neighbours along ``axis`` larger than ``discont`` (default
+    ``period / 2``) taken modulo ``period``: phase unwrapping. Integer phases stay integer (with
+    an integer ``period``), as in JAX; complex phases are refused."""
+    p, period = promote_dtypes(p, period)
+    if dtypes.is_complex(p.dtype):
+        raise ValueError("jnp.unwrap does not support complex inputs.")
+    axis = canonical_axes(operator.index(axis), p.ndim)[0]
+    if p.shape[axis] == 0:
+        return p
+    if discont is None:
+        discont = period / 2
+    interval = period // 2 if dtypes.is_integer(p.dtype) else period / 2
+    dd = diff(p, axis=axis)
+    ddmod = remainder(dd + interval, period) - interval
+    ddmod = where((ddmod == -interval) & (dd > 0), interval, ddmod)
+    correction = where(abs(dd) < discont, 0, ddmod - dd)
+    return concatenate((_along(p, axis, 0, 1), _along(p, axis, 1, None) + cumsum(correction, axis=axis)), axis=axis)

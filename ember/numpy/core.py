@@ -25,11 +25,13 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
 
 def _asarray(a: Any, dtype: Any = None) -> Any:
     if dtype is not None:
-        dtype = dtypes.canonicalize_dtype(dtype)
+        dtype = dtypes.requested_dtype(dtype)
     if is_array(a):
         return a if dtype is None else lax.convert_element_type(a, dtype)
     if isinstance(a, (list, tuple)) and any(isinstance(x, Tracer) for x in flatten_nested(a)):
-        return _stack_rows([asarray(x, dtype) for x in a])
+        if dtype is None:  # (as JAX: each element converted to the promoted type, then stacked)
+            dtype = result_type_weak(*flatten_nested(a))[0]
+        return _stack_rows(asarray(x, dtype) for x in a)
     if hasattr(a, "__jax_array__"):
         return asarray(a.__jax_array__(), dtype)
     return as_array(a, dtype)
@@ -43,13 +45,14 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
     return place(out, device)
 
 
-def _stack_rows(rows: list) -> Any:
-    """The rows (of one shape, dtypes promoted) stacked along a new leading axis: a list that
-    holds traced values (``jnp.stack``'s rule, written here below ``shape_ops``)."""
-    shapes = [aval(r).shape for r in rows]
+def _stack_rows(rows: Any) -> Any:
+    """Rows of one dtype, each given a leading axis as it comes (JAX's order), stacked: a list
+    that holds traced values (``jnp.stack``'s rule, written here below ``shape_ops``)."""
+    rows = [lax.expand_dims(r, (0,)) for r in rows]
+    shapes = [aval(r).shape[1:] for r in rows]
     if len(set(shapes)) > 1:
         raise ValueError(f"All input arrays must have the same shape. Got {', '.join(map(str, shapes))}.")
-    return lax.concatenate([lax.expand_dims(r, (0,)) for r in promote_dtypes(*rows)], 0)
+    return lax.concatenate(rows, 0)
 
 
 # --- promotion and broadcasting ---------------------------------------------------------------
@@ -133,7 +136,7 @@ def promote_and_broadcast(*args: Any) -> list[Any]:
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array)."""
     shape = shape_tuple(shape)
-    fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.canonicalize_dtype(dtype))
+    fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.requested_dtype(dtype))
     # The result is strongly typed even for a Python scalar fill, as in jnp.full.
     fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
     return place(broadcast_to(fill, shape), device)

@@ -85,7 +85,7 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
                          "bounds and a complex dtype")
     if dtype is None:
         dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
-    dtype = dtypes.canonicalize_dtype(dtype)
+    dtype = dtypes.requested_dtype(dtype)
     if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)) and dtypes.is_integer(dtype) \
             and start == 0 and step == 1:
         return lax.iota(dtype, max(int(stop), 0))
@@ -105,7 +105,7 @@ def _linspace(start: Any, stop: Any, num: int, endpoint: bool, retstep: bool, dt
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     start, stop = ensure_array(start), ensure_array(stop)
-    dt = dtypes.result_type(start, stop, float) if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dt = dtypes.result_type(start, stop, float) if dtype is None else dtypes.requested_dtype(dtype)
     compute = dt if dtypes.is_inexact(dt) else dtypes.default_float_dtype()
     start_c = lax.convert_element_type(start, compute)
     stop_c = lax.convert_element_type(stop, compute)
@@ -137,7 +137,7 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
              dtype: Any = None, axis: int = 0) -> Any:
     lin = linspace(start, stop, num, endpoint=endpoint, axis=axis)
     out = power(base, lin)
-    return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize_dtype(dtype))
+    return out if dtype is None else lax.convert_element_type(out, dtypes.requested_dtype(dtype))
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:
@@ -148,7 +148,7 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: 
 def _eye(N: int, M: int | None, k: int, dtype: Any) -> Any:
     M = N if M is None else M
     N, M, k = operator.index(N), operator.index(M), operator.index(k)
-    dt = dtypes.canonicalize_dtype(dtype or dtypes.default_float_dtype())
+    dt = dtypes.default_float_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
     cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
     return lax.convert_element_type(lax.eq(lax.add(rows, k), cols), dt)

@@ -29,7 +29,7 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
     """For each axis of a grid of shape ``dimensions``, the index along that axis; dense: one
     stacked array, sparse: a tuple of arrays broadcastable to the grid."""
     shape = tuple(static_int(d, "dimensions", "indices") for d in dimensions)
-    dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
+    dtype = dtypes.requested_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
     grids = []
     for axis, n in enumerate(shape):
         if sparse:
@@ -66,7 +66,7 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     values = multiply(expand_dims(direction, 0) if direction.ndim else direction, values)
     if axis != 0:
         values = moveaxis(values, 0, axis)
-    return values if dtype is None else lax.convert_element_type(values, dtypes.canonicalize_dtype(dtype))
+    return values if dtype is None else lax.convert_element_type(values, dtypes.requested_dtype(dtype))
 
 
 def _slice_points(s: slice) -> Any:

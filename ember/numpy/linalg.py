@@ -47,7 +47,7 @@ from ember.numpy.ufuncs import multiply, subtract, where
 from ember.transforms.custom import custom_jvp
 from ember.transforms.stable import euclidean_norm
 
-__all__ = ["cross", "diag", "diagonal", "dot", "einsum", "inner", "kron", "matmul", "outer", "tensordot",
+__all__ = ["cross", "diag", "diagonal", "dot", "einsum", "einsum_path", "inner", "kron", "matmul", "outer", "tensordot",
            "trace", "tril", "triu", "vdot", "vecdot"]
 
 
@@ -367,6 +367,33 @@ def _greedy_pair(operands: list[tuple[Any, tuple]], sizes: dict[str, int], outpu
 
     pairs = [(i, j) for i in range(len(operands)) for j in range(i + 1, len(operands))]
     return min(pairs, key=lambda p: cost(*p))
+
+
+def einsum_path(subscripts: Any, /, *operands: Any, optimize: bool | str | list[tuple[int, ...]] = "auto"
+                ) -> tuple[list[tuple[int, ...]], Any]:
+    """``(path, description)``: the order in which ``einsum`` would contract ``operands``, as a
+    list of operand-position tuples (opt_einsum's form, as JAX's), and NumPy's printable report.
+    Only the operands' shapes matter (traced operands too). NumPy's ``einsum_path`` chooses the
+    path: ``'auto'`` is its ``'optimal'`` search for up to four operands, else ``'greedy'``;
+    ``False`` contracts left to right, a pair at a time."""
+    def placeholder(x: Any) -> Any:  # (a zero-stride NumPy array of x's shape: no memory, no values)
+        return np.broadcast_to(np.zeros((), np.float32), np.shape(x) if not hasattr(x, "shape") else x.shape)
+    arrays = [placeholder(x) if isinstance(subscripts, str) or not isinstance(x, (list, tuple)) else x
+              for x in operands]
+    n = len(arrays) if isinstance(subscripts, str) else (len(arrays) + 1) // 2
+    if optimize is False:
+        strategy: Any = [(0,)] if n == 1 else [(0, 1)] * (n - 1)
+    elif optimize is True:
+        strategy = "optimal"
+    elif optimize == "auto":
+        strategy = "optimal" if n <= 4 else "greedy"
+    elif isinstance(optimize, (list, tuple)):
+        strategy = ["einsum_path", *(tuple(step) for step in optimize if step != "einsum_path")]
+    else:
+        strategy = optimize
+    path, description = np.einsum_path(subscripts, *arrays,
+                                       optimize=["einsum_path", *strategy] if optimize is False else strategy)
+    return [tuple(step) for step in path[1:]], description
 
 
 def _contraction_path(optimize: Any) -> list[tuple[int, int]]:

@@ -126,7 +126,7 @@ def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: 
         if _count(a.shape, axes) == 0:
             raise ValueError(f"zero-size array to reduction operation {monoid.name} which has no identity")
     if dtype is not None:
-        result_dtype = dtypes.canonicalize_dtype(dtype)
+        result_dtype = dtypes.requested_dtype(dtype)
     else:
         result_dtype = _promoted_integer(a.dtype) if promote_integers else a.dtype
     if result_dtype == dtypes.bool_:
@@ -206,7 +206,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     _no_out(out, "mean")
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)
-    result_dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.to_inexact_dtype(a.dtype)
+    result_dtype = dtypes.requested_dtype(dtype) if dtype is not None else dtypes.to_inexact_dtype(a.dtype)
     compute_dtype = _upcast_half(result_dtype)
     total = sum(a, axes, dtype=compute_dtype, keepdims=keepdims, where=where)
     count = _where_count(a, axes, keepdims, where, compute_dtype)
@@ -239,7 +239,7 @@ def _var_dtypes(a_dtype: np.dtype, dtype: Any, name: str) -> tuple[np.dtype, np.
     the parts' type) unless a complex ``dtype`` is asked for; a real ``dtype`` is refused for them,
     as in JAX."""
     if dtype is not None:
-        result_dtype = dtypes.canonicalize_dtype(dtype)
+        result_dtype = dtypes.requested_dtype(dtype)
         if dtypes.is_complex(a_dtype) and not dtypes.is_complex(result_dtype):
             raise ValueError(f"jax.numpy.{name.removeprefix('nan')} does not yet support real dtype parameters "
                              "when computing the variance of an array of complex values. The semantics of "
@@ -389,7 +389,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     a = ensure_array(a)
     if not dtypes.is_inexact(a.dtype):
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
-    dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else a.dtype
+    dtype = dtypes.requested_dtype(dtype) if dtype is not None else a.dtype
     count = sum(logical_not(isnan(a)), axis, dtype=dtypes.real_dtype(dtype), keepdims=keepdims, where=where)
     return true_divide(nansum(a, axis, dtype=dtype, keepdims=keepdims, where=where), count)
 
@@ -431,7 +431,7 @@ def _cumulative(scan: Callable, name: str, a: Any, axis: Any, dtype: Any, out: A
         result_dtype = _promoted_integer(a.dtype) if a.dtype == dtypes.bool_ or promote_integers else a.dtype
         compute_dtype = result_dtype
     else:
-        result_dtype = dtypes.canonicalize_dtype(dtype)
+        result_dtype = dtypes.requested_dtype(dtype)
         if result_dtype == dtypes.bool_:  # accumulate truth values as integers, then test them
             a = _as_bool(a)
         compute_dtype = _promoted_integer(result_dtype)

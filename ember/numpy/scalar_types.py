@@ -53,3 +53,10 @@ bfloat16, float16, float32, float64 = (_scalar_type(n, d) for n, d in zip(
 complex64, complex128 = (_scalar_type(n, d) for n, d in zip(("complex64", "complex128"), dtypes.COMPLEX))
 (float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
  float8_e8m0fnu) = (_scalar_type(n, d) for n, d in zip(dtypes.FLOAT8_NAMES, dtypes.FLOAT8))
+(int1, int2, int4, uint1, uint2, uint4, float4_e2m1fn, float6_e2m3fn, float6_e3m2fn) = (
+    _scalar_type(n, d) for n, d in zip(dtypes.NARROW_NAMES, dtypes.NARROW))  # (dtypes only: no arrays)
+
+# NumPy's C-flavoured names, as JAX has them: the same classes (``jnp.double is jnp.float64``), so
+# with x64 off ``jnp.float_(1)`` is float32, as every 64-bit type canonicalizes.
+single, double, csingle, cdouble = float32, float64, complex64, complex128
+float_, int_, uint = float64, int64, uint64

@@ -179,7 +179,7 @@ def _array_list(arrays: Any) -> list[Any]:
 
 def _promoted(arrays: list[Any], dtype: Any) -> list[Any]:
     if dtype is not None:
-        return [lax.convert_element_type(ensure_array(a), dtypes.canonicalize_dtype(dtype)) for a in arrays]
+        return [lax.convert_element_type(ensure_array(a), dtypes.requested_dtype(dtype)) for a in arrays]
     return [ensure_array(a) for a in promote_dtypes(*arrays)]
 
 
@@ -654,7 +654,7 @@ def size(a: Any, axis: int | Sequence[int] | None = None) -> int:
 def view(a: Any, dtype: Any) -> Any:
     """The same bytes read as ``dtype``. When the item size changes, so does the last dimension."""
     a = ensure_array(a)
-    new = dtypes.canonicalize_dtype(dtype)
+    new = dtypes.requested_dtype(dtype)
     if new == a.dtype:
         return a
     if a.dtype == dtypes.bool_:

@@ -19,7 +19,7 @@ from ember.numpy.creation import full
 from ember.numpy.reductions import cumsum as _cumsum, sum as _sum
 from ember.numpy.ufuncs import isnan
 
-__all__ = ["sort", "argsort", "lexsort", "partition", "argpartition", "searchsorted", "unique"]
+__all__ = ["sort", "argsort", "lexsort", "partition", "argpartition", "searchsorted", "sort_complex", "unique"]
 
 
 def _axis_or_flat(a: Any, axis: int | None) -> tuple[Any, int]:
@@ -54,13 +54,23 @@ def argsort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = Non
     ``descending``)."""
     _check_sort_args(kind, order, "argsort")
     a, axis = _axis_or_flat(a, axis)
-    index_dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
+    index_dtype = dtypes.requested_dtype(dtype) if dtype is not None else dtypes.default_int_dtype()
     indices = lax.broadcasted_iota(index_dtype, a.shape, axis)
     if descending:
         # Sorting the reversed array and reversing the result keeps ties in index order.
         _, perm = lax.sort_key_val(lax.rev(a, (axis,)), lax.rev(indices, (axis,)), axis, is_stable=stable)
         return lax.rev(perm, (axis,))
     return lax.sort_key_val(a, indices, axis, is_stable=stable)[1]
+
+
+def sort_complex(a: Any) -> Any:
+    """``a`` sorted along its last axis (complex values by real part, then imaginary part) and
+    converted to the complex type of its dtype, as JAX's (integers: complex64 / complex128)."""
+    a = ensure_array(a)
+    if a.ndim == 0:
+        raise ValueError("axis -1 is out of bounds for array of dimension 0")
+    a = lax.sort(a, dimension=-1)
+    return lax.convert_element_type(a, dtypes.complex_dtype(a.dtype))
 
 
 def lexsort(keys: Sequence[Any], axis: int = -1) -> Any:

@@ -7,6 +7,8 @@ edges, as in JAX.
 """
 from __future__ import annotations
 
+import builtins
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -14,14 +16,15 @@ import numpy as np
 from ember import dtypes, lax
 from ember.numpy.core import asarray, ensure_array, promote_dtypes_inexact
 from ember.numpy.creation import full, linspace, ones_like, zeros
+from ember.numpy.index_functions import ravel_multi_index
 from ember.numpy.linalg import diag, dot
 from ember.numpy.reductions import average, max as _max, min as _min, sum as _sum
-from ember.numpy.shape_ops import atleast_2d, concatenate, ravel, squeeze
+from ember.numpy.shape_ops import atleast_2d, concatenate, ravel, reshape, squeeze, stack
 from ember.numpy.sorting import searchsorted
 from ember.numpy.static_args import static_bool, static_int, static_value
 from ember.numpy.ufuncs import abs, add, clip, conj, divide, greater_equal, imag, multiply, real, sqrt, subtract, where
 
-__all__ = ["bincount", "corrcoef", "cov", "digitize", "histogram", "histogram_bin_edges"]
+__all__ = ["bincount", "corrcoef", "cov", "digitize", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd"]
 
 
 # --- counting ----------------------------------------------------------------------------------
@@ -136,6 +139,65 @@ def histogram(a: Any, bins: Any = 10, range: Sequence[Any] | None = None, weight
         widths = subtract(lax.slice_in_dim(edges, 1, None), lax.slice_in_dim(edges, 0, -1))
         counts = divide(divide(counts, widths), _sum(counts))
     return counts, edges
+
+
+def histogramdd(sample: Any, bins: Any = 10, range: Sequence[Any] | None = None, weights: Any = None,
+                density: bool | None = None) -> tuple[Any, list[Any]]:
+    """``(counts, edges per dimension)`` of the ``N`` points of ``D`` dimensions in ``sample``
+    (N, D): ``histogram``'s bins in each dimension (``bins`` an int or edges, or one per
+    dimension; ``range`` a pair or None per dimension), counted on a D-dimensional grid. Counts
+    are integers without ``weights``, as JAX's (its ``bincount``)."""
+    if weights is None:
+        sample, = promote_dtypes_inexact(sample)
+    else:
+        sample, weights = ensure_array(sample), ensure_array(weights)
+        if weights.shape != sample.shape[:1]:
+            raise ValueError("should have one weight for each sample.")
+        sample, weights = promote_dtypes_inexact(sample, weights)
+    if sample.ndim != 2:
+        raise ValueError(f"histogramdd needs a 2-D sample (N points, D dimensions), got shape {sample.shape}")
+    n, d = sample.shape
+    if range is not None and (len(range) != d or any(r is not None and np.shape(r)[0] != 2 for r in range)):
+        raise ValueError(f"For sample.shape={(n, d)}, range must be a sequence of {d} pairs or Nones; got {range=}")
+    try:
+        bins_per_dimension = list(bins)
+    except TypeError:  # (one bin count for every dimension)
+        bins_per_dimension = d * [bins]
+    else:
+        if len(bins_per_dimension) != d:
+            raise ValueError("should be a bin for each dimension.")
+    indices, edges = [], []
+    for i in builtins.range(d):
+        column = sample[:, i]
+        e = histogram_bin_edges(column, bins_per_dimension[i], None if range is None else range[i], weights)
+        index = searchsorted(e, column, side="right")
+        indices.append(where(lax.eq(column, e[-1]), index - 1, index))  # (the last bin includes its right edge)
+        edges.append(e)
+    nbins = tuple(e.shape[0] + 1 for e in edges)  # (one under, one over: cut off below)
+    flat = ravel_multi_index(tuple(indices), nbins, mode="clip")
+    hist = reshape(bincount(flat, weights, length=math.prod(nbins)), nbins)
+    hist = hist[(slice(1, -1),) * d]
+    if static_bool(density, "density", "histogramdd"):
+        hist = hist.astype(sample.dtype)
+        hist = hist / hist.sum()
+        for i, e in enumerate(edges):  # (divide by each dimension's bin widths, broadcast along it)
+            hist = hist / reshape(subtract(e[1:], e[:-1]), tuple(-1 if j == i else 1 for j in builtins.range(d)))
+    return hist, edges
+
+
+def histogram2d(x: Any, y: Any, bins: Any = 10, range: Sequence[Any] | None = None, weights: Any = None,
+                density: bool | None = None) -> tuple[Any, Any, Any]:
+    """``(counts, x edges, y edges)``: ``histogramdd`` of the points ``(x[i], y[i])``; ``bins`` is
+    an int, one array of edges for both, or a pair (ints or edges) for x and y."""
+    x, y = ensure_array(x), ensure_array(y)
+    try:
+        count = len(bins)
+    except TypeError:
+        count = 1
+    if count not in (1, 2):
+        bins = [asarray(bins), asarray(bins)]
+    hist, edges = histogramdd(stack(promote_dtypes_inexact(x, y), axis=1), bins, range, weights, density)
+    return hist, edges[0], edges[1]
 
 
 # --- covariance --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ _SQRT2 = math.sqrt(2.0)
 
 # --- arguments -------------------------------------------------------------------------------
 def _float_dtype(name: str, dtype: Any) -> np.dtype:
-    dt = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dt = dtypes.default_float_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if not dtypes.is_floating(dt):
         raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {dt}")
     return dt
@@ -43,7 +43,7 @@ def _check_shape(name: str, shape: tuple[int, ...], *param_shapes: tuple[int, ..
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     """Uniform random unsigned integers (uint32 by default; uint64 with x64 on)."""
     key = check_key("bits", key)
-    dt = dtypes.default_uint_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dt = dtypes.default_uint_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if not dtypes.is_unsigned(dt):
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dt}")
     return threefry.random_bits(key, dt.itemsize * 8, shape_tuple(shape))
@@ -107,7 +107,7 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     each part is drawn from its own half of ``split(key)`` and scaled by 1/sqrt(2), so that
     ``E|z|^2 = 1`` (as JAX draws them)."""
     key = check_key("normal", key)
-    dt = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dt = dtypes.default_float_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if dtypes.is_complex(dt):
         part_dtype = dtypes.real_dtype(dt)
         real_key, imag_key = split_in_two(key)
@@ -223,7 +223,7 @@ def _bernoulli(key: Any, p: Any, shape: Sequence[int] | None, mode: str) -> Any:
 def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     """-1 or 1 with equal probability (int32 by default)."""
     key = check_key("rademacher", key)
-    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     return lax.convert_element_type(jnp.where(bernoulli(key, 0.5, shape_tuple(shape)), 1, -1), dtype)
 
 
@@ -245,7 +245,7 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
     """Uniform integers in ``[minval, maxval)`` (int32 by default); ``minval`` is returned where
     ``maxval <= minval``. 8- and 16-bit results are drawn at 32 bits, as in JAX."""
     key = check_key("randint", key)
-    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if not dtypes.is_integer(dtype):
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
     shape = shape_tuple(shape)

@@ -115,7 +115,7 @@ def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] = 
 def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
     """Number of Bernoulli(p) trials up to the first success: 1 + floor(log u / log(1 - p))."""
     key = check_key("geometric", key)
-    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if not dtypes.is_integer(dtype):
         raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
     (p,) = promote_dtypes_inexact(p)
@@ -345,7 +345,7 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
     """Poisson(lam) counts (int32 by default): Knuth's method where lam < 10, transformed
     rejection elsewhere; both run over the whole array with the same key, as in JAX."""
     key = check_key("poisson", key)
-    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    dtype = dtypes.default_int_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if not dtypes.is_integer(dtype):
         raise ValueError(f"dtype argument to `poisson` must be an int dtype, got {dtype}")
     lam = jnp.asarray(lam)

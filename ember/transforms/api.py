@@ -1,5 +1,6 @@
 """The differentiation API, with JAX's signatures: ``jvp``, ``linearize``, ``vjp``, ``grad``,
-``value_and_grad``, ``jacfwd``, ``jacrev``, ``hessian`` (and the custom-rule decorators).
+``value_and_grad``, ``jacfwd``, ``jacrev``, ``hessian``, ``linear_transpose`` (and the custom-rule
+decorators, with ``custom_gradient`` and ``closure_convert``, and ``custom_vmap``).
 
 Everything here works on pytrees and flattens to the flat functions of the
 transformation modules: ``jvp_flat`` (forward mode), ``linearize_flat`` (jvp plus
@@ -14,21 +15,30 @@ import numpy as np
 
 from ember import dtypes, errors, lax, tree_util
 from ember.core.array import Array, ensure_array
-from ember.core.avals import ShapedArray
+from ember.core.avals import ShapedArray, aval_of_value
+from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.core.trace import Tracer, current_trace
 from ember.lax import parallel as par
 from ember.lax.base import aval
 from ember.transforms import rules  # noqa: F401  (registers the rules)
 from ember.transforms.batching import BatchTrace, BatchTracer, vmap
 from ember.transforms.custom import custom_jvp, custom_vjp
-from ember.transforms.jvp import jvp_flat
+from ember.transforms.custom_batching import custom_vmap, sequential_vmap
+from ember.transforms.jvp import JVPTracer, jvp_flat
 from ember.transforms.partial_eval import linearize_flat
-from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by
-from ember.transforms.tangents import Zero, float0, float0_zeros, is_differentiable, match_type, zeros
+from ember.transforms.programs import (
+    eval_closed_by_binding,
+    eval_jaxpr_by_binding,
+    merge_by,
+    select_by,
+    trace_program,
+)
+from ember.transforms.tangents import Zero, float0, float0_zeros, instantiate, is_differentiable, match_type, zeros
 from ember.transforms.transpose import UndefinedPrimal, backward_pass
 
 __all__ = ["jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "hessian",
-           "custom_jvp", "custom_vjp"]
+           "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "linear_transpose", "custom_vmap",
+           "sequential_vmap"]
 
 
 # --- flattening user functions ---------------------------------------------------------------
@@ -530,3 +540,155 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
     return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
                   holomorphic=holomorphic)
 
+
+
+# --- transposition of linear functions --------------------------------------------------------------
+def _abstract(x: Any) -> ShapedArray:
+    """The type of a primal given to ``linear_transpose``: an array, a scalar or a ShapeDtypeStruct."""
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), bool(getattr(x, "weak_type", False)))
+    return aval_of_value(_array_leaf(x, "argument of ember.linear_transpose"))
+
+
+class _Transposed:
+    """A ``linear_transpose`` function's static part (the consts are the ``Partial``'s leaves)."""
+
+    def __init__(self, jaxpr: Any, in_tree: Any, out_tree: Any, in_avals: list, out_avals: list) -> None:
+        self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
+        self.in_avals, self.out_avals = in_avals, out_avals
+        self.__name__ = "transposed"
+
+    def __call__(self, consts: list, out_cotangent: Any) -> Any:
+        ct_leaves, ct_tree = tree_util.tree_flatten(out_cotangent)
+        if ct_tree != self.out_tree:
+            raise TypeError(f"cotangent tree does not match function output, expected {self.out_tree} but got "
+                            f"{ct_tree}")
+        cts = [ensure_array(ct) for ct in ct_leaves]
+        if any(aval(ct).shape != a.shape or aval(ct).dtype != a.dtype for ct, a in zip(cts, self.out_avals)):
+            raise TypeError(f"cotangent type does not match function output, expected {self.out_avals} but got "
+                            f"{[aval(ct) for ct in cts]}")
+        cts_in = backward_pass(self.jaxpr, consts, [UndefinedPrimal(a) for a in self.in_avals],
+                               [match_type(ct, a) for ct, a in zip(cts, self.out_avals)])
+        return tree_util.tree_unflatten(self.in_tree, [match_type(instantiate(ct), a)
+                                                       for ct, a in zip(cts_in, self.in_avals)])
+
+
+@errors.api_boundary
+def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence[Any] = ()) -> Callable:
+    """The transpose of the linear function ``fun`` at the types of ``primals`` (arrays or
+    ShapeDtypeStructs): ``f_t(cotangent)`` returns a tuple of one cotangent per primal. Unlike
+    ``vjp``, nothing is linearized: ``fun`` must be linear, and is traced once, here."""
+    if reduce_axes:
+        raise NotImplementedError("reduce_axes argument to transpose is deprecated")
+    leaves, in_tree = tree_util.tree_flatten(primals)
+    in_avals = [_abstract(x) for x in leaves]
+    flat = _FlatFunction(fun, in_tree, False, "ember.linear_transpose")
+    names = [f"primals[{i}]" for i in range(len(in_avals))]
+    closed = trace_to_jaxpr(flat, in_avals, DebugInfo("linear_transpose", getattr(fun, "__name__", "fun"), names,
+                                                      static_hint=False))
+    in_dtypes, out_dtypes = [a.dtype for a in in_avals], [a.dtype for a in closed.out_avals]
+    every = in_dtypes + out_dtypes
+    if not (all(dtypes.is_inexact(d) for d in every) or all(np.issubdtype(d, np.integer) for d in every)):
+        raise TypeError("linear_transpose only supports [float or complex] -> [float or complex], and integer -> "
+                        f"integer functions, but got {in_dtypes} -> {out_dtypes}.")
+    transposed = _Transposed(closed.jaxpr, in_tree, flat.out_tree, in_avals, list(closed.out_avals))
+    return tree_util.Partial(transposed, list(closed.consts))
+
+
+# --- closure conversion and custom_gradient ---------------------------------------------------------
+def _maybe_perturbed(x: Any) -> bool:
+    """Whether ``x`` may carry a nonzero tangent (JAX's heuristic): a value being differentiated, or
+    a traced inexact value that differentiation could reach later. Concrete values cannot."""
+    if not isinstance(x, Tracer):
+        return False
+    if isinstance(x, JVPTracer):
+        return True  # (its tangent is never a symbolic zero)
+    if isinstance(x, BatchTracer):
+        return _maybe_perturbed(x.value)
+    return is_differentiable(x.aval.dtype)
+
+
+class _ClosureConverted:
+    """``closure_convert``'s function: the traced program, with the hoisted consts as trailing arguments."""
+
+    def __init__(self, jaxpr: Any, consts: list, perturbed: list[bool], in_tree: Any, out_tree: Any) -> None:
+        self.jaxpr, self.perturbed, self.in_tree, self.out_tree = jaxpr, perturbed, in_tree, out_tree
+        self.closure_consts = [c for c, p in zip(consts, perturbed) if not p]
+        self.num_hoisted = perturbed.count(True)
+
+    def __call__(self, *args_hconsts: Any) -> Any:
+        num_args = len(args_hconsts) - self.num_hoisted
+        args, hoisted = args_hconsts[:num_args], args_hconsts[num_args:]
+        leaves, tree = tree_util.tree_flatten(tuple(args))
+        if tree != self.in_tree:
+            raise TypeError("The inputs to the closure produced by closure_convert must have the same Pytree "
+                            "structure as the example arguments passed when closure_convert was called. "
+                            f"Expected {self.in_tree}, but got {tree}")
+        consts = merge_by(self.perturbed, list(hoisted), self.closure_consts)
+        outs = eval_jaxpr_by_binding(self.jaxpr, consts, *[ensure_array(x) for x in leaves])
+        return tree_util.tree_unflatten(self.out_tree, outs)
+
+
+def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
+    """``(converted, hoisted)``: ``fun`` specialized to the types of ``example_args``, with the values
+    it closes over that may be differentiated (tracers of inexact type) hoisted out as trailing
+    arguments, ``converted(*args, *hoisted)``, so that a ``custom_vjp`` can take them as inputs."""
+    leaves, in_tree = _flat_inputs(example_args, "ember.closure_convert")
+    flat = _FlatFunction(fun, in_tree, False, "ember.closure_convert")
+    names = [f"example_args[{i}]" for i in range(len(leaves))]
+    closed = trace_to_jaxpr(flat, [aval(x) for x in leaves],
+                            DebugInfo("closure_convert", getattr(fun, "__name__", "fun"), names, static_hint=False))
+    perturbed = [_maybe_perturbed(c) for c in closed.consts]
+    converted = _ClosureConverted(closed.jaxpr, list(closed.consts), perturbed, in_tree, flat.out_tree)
+    return converted, [c for c, p in zip(closed.consts, perturbed) if p]
+
+
+@tree_util.register_pytree_node_class
+class _GradientResiduals:
+    """The residuals of a ``custom_gradient`` function: its traced gradient rule's consts (the leaves)."""
+
+    def __init__(self, program: Any, consts: list, in_tree: Any, out_tree: Any) -> None:
+        self.program, self.consts, self.in_tree, self.out_tree = program, consts, in_tree, out_tree
+
+    def tree_flatten(self) -> tuple[list, tuple]:
+        return list(self.consts), (self.program, self.in_tree, self.out_tree)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple, consts: list) -> "_GradientResiduals":
+        program, in_tree, out_tree = aux
+        return cls(program, list(consts), in_tree, out_tree)
+
+
+def custom_gradient(fun: Callable) -> Callable:
+    """A function with its gradient rule inline: ``fun(*args)`` returns ``(out, vjp_rule)`` with
+    ``vjp_rule(cotangent)`` a tuple of one cotangent per argument (JAX's ``custom_gradient``).
+    The rule is traced once per call, so it may close over intermediate values of ``fun``, but
+    not branch in Python on them."""
+    @custom_vjp
+    def wrapped_fun(*args: Any, **kwargs: Any) -> Any:
+        ans, _ = fun(*args, **kwargs)
+        return ans
+
+    def fwd(*args: Any, **kwargs: Any) -> tuple:
+        ans, rule = fun(*args, **kwargs)
+        ans_leaves, out_tree = tree_util.tree_flatten((ans,))
+        in_trees: list = []
+
+        def flat_rule(*cts: Any) -> list:
+            leaves, tree = tree_util.tree_flatten(rule(*tree_util.tree_unflatten(out_tree, list(cts))))
+            in_trees.append(tree)
+            return [ensure_array(x) for x in leaves]
+
+        program, consts = trace_program(flat_rule, [aval(ensure_array(x)) for x in ans_leaves],
+                                        f"custom_gradient rule of `{getattr(fun, '__name__', 'fun')}`")
+        return ans, _GradientResiduals(program, consts, in_trees[0], out_tree)
+
+    def bwd(res: _GradientResiduals, cts: Any) -> tuple:
+        cts_leaves, tree = tree_util.tree_flatten((cts,))
+        if tree != res.out_tree:
+            raise TypeError(f"{res.out_tree}\n!=\n{tree}")
+        cts_out = tree_util.tree_unflatten(res.in_tree, eval_closed_by_binding(res.program, *res.consts, *cts_leaves))
+        return (cts_out,) if tree_util.treedef_is_leaf(res.in_tree) else cts_out
+
+    wrapped_fun.defvjp(fwd, bwd)
+    return wrapped_fun

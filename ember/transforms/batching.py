@@ -253,11 +253,13 @@ def _check_axes_spec(name: str, axes: Any) -> None:
                         f"but got {axes}.")
 
 
-def _flatten_axes(name: str, treedef: tree_util.PyTreeDef, axes: Any) -> list[BatchDim]:
-    """One axis (or None) per leaf of ``treedef``; ``axes`` is a tree prefix of it."""
+def _flatten_axes(name: str, treedef: tree_util.PyTreeDef, axes: Any, leaves: Sequence[Any]) -> list[BatchDim]:
+    """One axis (or None) per leaf of ``treedef``; ``axes`` is a tree prefix of it. The tree is
+    rebuilt from its own ``leaves`` to match the two: a user's class whose constructor converts
+    its fields (``jnp.asarray``) is only ever handed arrays, as in JAX."""
     marked = optree.tree_map(lambda a: _NOT_MAPPED if a is None else int(a), axes, none_is_leaf=True,
                              namespace=tree_util.NAMESPACE)
-    dummy = tree_util.tree_unflatten(treedef, [object()] * treedef.num_leaves)
+    dummy = tree_util.tree_unflatten(treedef, list(leaves))
     try:
         flat = optree.broadcast_prefix(marked, dummy, namespace=tree_util.NAMESPACE)
     except ValueError as e:
@@ -366,7 +368,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                              f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)}")
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        in_dims = _canonical_in_dims(leaves, _flatten_axes("in_axes", in_tree, (in_axes, 0)))
+        in_dims = _canonical_in_dims(leaves, _flatten_axes("in_axes", in_tree, (in_axes, 0), leaves))
         size = _axis_size(fun, args, kwargs, leaves, in_dims, axis_size)
         leaves = [x if d is None else ensure_array(x) for x, d in zip(leaves, in_dims)]
         out_tree_box = []
@@ -379,7 +381,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
 
         outs, out_dims = batch_flat(flat_fun, size, leaves, in_dims, axis_name, _axis_kind)
         out_tree = out_tree_box[0]
-        targets = _flatten_axes("out_axes", out_tree, out_axes)
+        targets = _flatten_axes("out_axes", out_tree, out_axes, outs)
         outs = [_to_out_axis(x, d, t, size) for x, d, t in zip(outs, out_dims, targets)]
         return tree_util.tree_unflatten(out_tree, outs)
 

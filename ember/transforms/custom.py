@@ -101,6 +101,14 @@ def _flatten_like(kind: str, tree: Any, reference_tree: Any, what: str) -> list:
     return leaves
 
 
+def forward_attr(self: Any, name: str) -> Any:
+    """JAX's: an attribute a custom-rule wrapper lacks is the wrapped function's (so that, in
+    ``custom_vjp(custom_vmap(f))``, the outer one has the inner one's ``def_vmap``)."""
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(name)  # (special names, looked up before __init__ sets __wrapped__)
+    return getattr(self.__wrapped__, name)
+
+
 # --- custom_jvp ----------------------------------------------------------------------------------
 class SymbolicZero:
     """A tangent known to be zero, as a ``custom_jvp`` rule defined with ``symbolic_zeros=True``
@@ -165,6 +173,8 @@ class custom_jvp:
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
+
+    __getattr__ = forward_attr
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _function_name(self.__wrapped__)
@@ -290,6 +300,8 @@ class custom_vjp:
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
+
+    __getattr__ = forward_attr
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _function_name(self.__wrapped__)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ember.compiler.fusion import fusion_p
-from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p, jit_p
+from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p, custom_vmap_call_p, jit_p
 from ember.core.evaluation import (  # noqa: F401  (the interpreter's public names)
     apply_primitive,
     eval_closed,
@@ -39,6 +39,7 @@ impl_rules[jit_p] = _call
 impl_rules[fusion_p] = _call  # a fused kernel runs as its sub-program
 impl_rules[custom_jvp_call_p] = _custom_call
 impl_rules[custom_vjp_call_p] = _custom_call
+impl_rules[custom_vmap_call_p] = _custom_call
 impl_rules[custom_vjp_lin_p] = _forward_through_custom_vjp
 
 from ember.backends.reference import (  # noqa: E402,F401  (each module registers its family's rules)
