@@ -303,3 +303,80 @@ def test_pytree_arguments_take_the_fast_path_keyed_by_their_structure(monkeypatc
     assert general
     with ember.config.override(debug_nans=True):  # config changes empty the table
         np.testing.assert_array_equal(f(params, grads)["w"], want["w"])
+
+
+def _mlp_step(params, x, y):
+    def loss(params):
+        h = x
+        for w, b in params[:-1]:
+            h = jnp.tanh(h @ w + b)
+        w, b = params[-1]
+        return jnp.mean((h @ w + b - y) ** 2)
+    value, grads = ember.value_and_grad(loss)(params)
+    return value, ember.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+
+
+@cpu_only
+@pytest.mark.parametrize("rows", [64, 1024])  # 1024 rows: the first layer's products split over threads
+def test_programs_with_products_run_in_one_native_call(rows, monkeypatch):
+    """A training step's products are gemm calls in the dispatcher's plan, between its kernels:
+    the step is one native call, with the reference interpreter's values."""
+    from ember.backends.cpu import gemm
+    gemm.gemm_function(np.dtype(np.float32))  # (compiled: else the plan waits for it, tested below)
+    rng = np.random.default_rng(0)
+    sizes = [48, 256, 32, 4]
+    params = [(jnp.asarray(rng.standard_normal((m, n)).astype(np.float32) * 0.2), jnp.zeros(n))
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    x = jnp.asarray(rng.standard_normal((rows, sizes[0])).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal((rows, sizes[-1])).astype(np.float32))
+    f = ember.jit(_mlp_step)
+    f(params, x, y), f(params, x, y)
+    executable = next(iter(f._cache.entries.values())).executable
+    program = getattr(executable, "native", executable).program
+    assert program.report.contractions >= 5 and program.plan is not None
+    assert _fast_entries(f) == 1
+    general = []
+    original = type(f).call_whole
+    monkeypatch.setattr(type(f), "call_whole", lambda self, *a: general.append(1) or original(self, *a))
+    outs, hits = _hits(f, params, x, y)
+    assert hits == 3 and not general
+    with ember.config.override(backend="reference"):
+        want = ember.jit(_mlp_step)(params, x, y)
+    for out in outs:
+        for a, b in zip(ember.tree_util.tree_leaves(out), ember.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+
+
+_GEMM_PENDING = """
+import threading
+import numpy as np, ember, ember.numpy as jnp
+from ember.backends.cpu import entry, gemm
+entry.dispatcher()
+release, build = threading.Event(), gemm._build
+def slow_build(*args):
+    release.wait()
+    build(*args)
+gemm._build = slow_build  # the product is still compiling while f runs
+f = ember.jit(lambda a, b: jnp.tanh(a @ b) @ b)
+a, b = jnp.ones((64, 64)) * 0.01, jnp.eye(64)  # (products this large are not fused into kernels)
+want = np.tanh(np.full((64, 64), 0.01, np.float32))
+before = [np.asarray(f(a, b)) for _ in range(4)]
+pending = len(f._fast)
+release.set()
+for thread in gemm._background.values():
+    thread.join()
+after = [np.asarray(f(a, b)) for _ in range(3)]
+same = all(np.allclose(o, want, rtol=1e-6) for o in before + after)
+print(pending, len(f._fast), same)
+"""
+
+
+@cpu_only
+def test_a_plan_with_products_waits_for_gemm_and_calls_never_do(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1", "EMBER_GEMM": "own"}
+    run = subprocess.run([sys.executable, "-c", _GEMM_PENDING], env=env, text=True, capture_output=True, check=True)
+    assert run.stdout.split() == ["0", "1", "True"]

@@ -63,7 +63,7 @@ class CpuExecutable:
         self.out_avals = closed.out_avals
         self.program, self.report = cpu.compile_program(closed, name, donated)
         self._entry = cpu.entry
-        if self.program.plan is not None:
+        if self.program.plan is not None or self.program.plan_pending:
             cpu.entry.prepare_dispatcher()
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = self.program.unusable_donations
@@ -77,8 +77,8 @@ class CpuExecutable:
                 outs = native(args)
                 if outs is not DECLINED:
                     return outs
-        elif self.program.plan is not None:  # the dispatcher from the second call on: a first
-            if self._called:                 # call does not pay for setting it up
+        elif self.program.plan is not None or self.program.plan_pending:  # the dispatcher from the
+            if self._called:                   # second call on: a first call does not pay for setting it up
                 self._native = self._native_runner()
             self._called = True
         reused = [p for p in self.program.reused_inputs if _may_reuse(args, p)] if self.program.reuses else ()
@@ -99,9 +99,9 @@ class CpuExecutable:
         native dispatcher (``ember.backends.cpu.entry``) in one call, or ``DECLINED`` if it turns
         the arguments down. None if the dispatcher cannot run the program (or is not built yet)."""
         program, call = self.program, self._entry.ready_dispatcher()
-        if program.plan is None or call is None:
+        plan = program.dispatch_plan()
+        if plan is None or call is None:
             return None
-        plan = program.plan
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
         position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
         picks = [(position[a], aval) for a, aval in zip(program.out_atoms, self.out_avals)]
@@ -122,7 +122,8 @@ class CpuExecutable:
     @property
     def dispatcher_pending(self) -> bool:
         """Whether the dispatcher could run this program but is still being built."""
-        return self.program.plan is not None and self._entry.dispatcher_pending()
+        program = self.program
+        return program.plan_pending or (program.plan is not None and self._entry.dispatcher_pending())
 
     def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
         """For the jit hit path: ``run(args)``, the unflattened result (by ``out_tree``) of the

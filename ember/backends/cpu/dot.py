@@ -16,6 +16,7 @@ is 1.6-2.7x faster than ``gemm`` on large square products, and no faster on thin
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 
@@ -148,7 +149,8 @@ class DotGeneral:
         self.lhs_view = (lhs_batch + lhs_free + lhs_contract, (batch, rows, contracted))
         self.rhs_view = (rhs_batch + rhs_contract + rhs_free, (batch, contracted, cols))
         self.dtype = eqn.outvars[0].aval.dtype
-        flops = (8 if self.dtype in dtypes.COMPLEX else 2) * batch * rows * cols * contracted
+        self.multiply_adds = batch * rows * cols * contracted
+        flops = (8 if self.dtype in dtypes.COMPLEX else 2) * self.multiply_adds
         self.chunks = threads.chunk_count(rows, flops, PARALLEL_MIN_FLOPS)
         layout = gemm_layout(eqn)
         self.part = np.dtype(np.float64 if self.dtype == dtypes.complex128 else np.float32)
@@ -160,6 +162,23 @@ class DotGeneral:
         self.blas = min(rows, cols, contracted) >= BLAS_MIN_DIMENSION and use_blas()
         if not self.blas:
             gemm.ready(real)
+
+    @property
+    def one_gemm_call(self) -> bool:
+        """Whether this product is one call of ``gemm`` on the operands' buffers as they lie
+        (real, read in place, not on BLAS, not an empty sum, split only over an OpenMP team):
+        then native code may make that call (``gemm_call``)."""
+        return self.params is not None and not self.blas and not self.complex and self.contracted > 0 \
+            and (self.chunks == 1 or threads.openmp_available())
+
+    def gemm_call(self) -> tuple[int, int, int, int] | None:
+        """``(function, extent, threads, pieces per thread)`` of the ``gemm`` call that computes
+        this product with buffers (A, B, C, ``params``), for a ``one_gemm_call`` product; None
+        while ``gemm`` still compiles (in the background, early in a process)."""
+        if not gemm.ready(self.dtype):
+            return None
+        address = ctypes.cast(gemm.gemm_function(self.dtype)[1], ctypes.c_void_p).value
+        return address, self.extent, self.chunks, 1  # (one piece a thread: each packs its part of B)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         if self.contracted == 0:  # an empty sum

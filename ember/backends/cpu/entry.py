@@ -50,7 +50,8 @@ NPY_C_CONTIGUOUS = 0x0001
 NPY_WRITEABLE = 0x0400
 ALIGNMENT = 64
 
-# The plan: a header, then per step [function, extent, chunks, buffer count, (kind, value) per buffer].
+# The plan: a header, then per step [function, extent, chunks, pieces per thread, buffer count,
+# (kind, value) per buffer]; a step of several chunks runs on an OpenMP team (``threads``).
 ARGUMENTS, INPUTS, WORK_BYTES, RELEASE_GIL, TEAM_RUNNER, STEPS, MOST_BUFFERS, HEADER = range(8)
 # Buffer kinds: the data of argument ``value`` (inputs, then outputs), the work area at offset
 # ``value``, or the address ``value``.
@@ -146,8 +147,9 @@ class Plan:
     def address(address: int) -> tuple[int, int]:
         return ADDRESS, address
 
-    def step(self, function: int, extent: int, chunks: int, buffers: list[tuple[int, int]]) -> None:
-        self.steps += [function, extent, chunks, len(buffers)] + [v for b in buffers for v in b]
+    def step(self, function: int, extent: int, chunks: int, buffers: list[tuple[int, int]],
+             pieces_per_thread: int = PIECES_PER_THREAD) -> None:
+        self.steps += [function, extent, chunks, pieces_per_thread, len(buffers)] + [v for b in buffers for v in b]
         self.count += 1
         self.most_buffers = max(self.most_buffers, len(buffers))
         self.split = self.split or chunks > 1
@@ -263,9 +265,9 @@ def _build(module: ir.Module) -> None:
     with _Loop(b, constant(0), plan_at(STEPS)):
         at_step = b.load(position)
         step = b.inttoptr(plan_at(at_step), _STEP_TYPE.as_pointer())
-        extent, chunks, count = (plan_at(b.add(at_step, constant(k))) for k in (1, 2, 3))
+        extent, chunks, pieces, count = (plan_at(b.add(at_step, constant(k))) for k in (1, 2, 3, 4))
         with _Loop(b, constant(0), count) as j:
-            entry = b.add(at_step, b.add(constant(4), b.mul(j, constant(2))))
+            entry = b.add(at_step, b.add(constant(5), b.mul(j, constant(2))))
             kind, value = plan_at(entry), plan_at(b.add(entry, constant(1)))
             argument = b.icmp_signed("==", kind, constant(ARGUMENT))
             with b.if_else(argument) as (is_argument, otherwise):
@@ -282,10 +284,10 @@ def _build(module: ir.Module) -> None:
             b.store(pointer, at(buffers, j))
         with b.if_else(b.icmp_signed(">", chunks, constant(1))) as (split, whole):
             with split:
-                b.call(team_runner, [step, buffers, constant(0), extent, chunks, constant(PIECES_PER_THREAD)])
+                b.call(team_runner, [step, buffers, constant(0), extent, chunks, pieces])
             with whole:
                 b.call(step, [buffers, constant(0), extent])
-        b.store(b.add(at_step, b.add(constant(4), b.mul(count, constant(2)))), position)
+        b.store(b.add(at_step, b.add(constant(5), b.mul(count, constant(2)))), position)
     with b.if_then(release):
         b.call(declare("PyEval_RestoreThread", ir.FunctionType(ir.VoidType(), [_I8P])), [b.load(thread_state)])
     with b.if_then(has_work_area):

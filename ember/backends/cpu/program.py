@@ -375,7 +375,11 @@ class Program:
             report.times["LLVM opt+codegen"] = time.perf_counter() - start
         elif native:
             report.code = "reused"  # all of it compiled before: no compile
-        self.plan = self._dispatch_plan() if native and not donated and entry.available() else None
+        # The dispatcher runs programs of kernels, loops and products; a product's plan may wait for
+        # ``gemm`` to compile (``plan_pending``: ``dispatch_plan`` makes it then).
+        self.plan_pending = False
+        self.plan = self._dispatch_plan() if (native or any(isinstance(s, DotStep) for s in self.steps)) \
+            and not donated and entry.available() else None
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
                                                   for step in self.steps):
             threads.start()
@@ -587,15 +591,29 @@ class Program:
         last = last_use.get(slot, -1)
         return last < step or (last == step and slot in self.pointwise_reads.get(step, ()))
 
+    def dispatch_plan(self) -> np.ndarray | None:
+        """The plan for the native dispatcher; one that waited for ``gemm`` is made once it is ready."""
+        if self.plan_pending:
+            self.plan = self._dispatch_plan()
+        return self.plan
+
     def _dispatch_plan(self) -> np.ndarray | None:
         """The program's plan for the native dispatcher (``entry``), if it can run all of it:
-        native kernels and loops, and views; outputs that are fresh arrays. Else None."""
+        native kernels and loops, products that are one ``gemm`` call each, and views; outputs
+        that are fresh arrays. Else None (and ``plan_pending`` while ``gemm`` compiles)."""
+        self.plan_pending = False
         fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
-        if any(type(s) not in (KernelStep, LoopStep, ViewStep) or getattr(s, "host", None) for s in self.steps) or \
-                not all(isinstance(a, int) and a in fresh for a in self.out_atoms):
+        if any(type(s) not in (KernelStep, LoopStep, ViewStep, DotStep) or getattr(s, "host", None)
+               for s in self.steps) or not all(isinstance(a, int) and a in fresh for a in self.out_atoms):
             return None
         if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
             return None  # split by the Python pool
+        products = {id(s): s.dot.gemm_call() for s in self.steps if isinstance(s, DotStep)}
+        if not all(s.dot.one_gemm_call for s in self.steps if isinstance(s, DotStep)):
+            return None
+        if None in products.values():  # gemm is compiling: plan again later
+            self.plan_pending = True
+            return None
         where = {slot: entry.Plan.argument(k) for k, slot in enumerate(self.in_slots)}
         where.update((slot, entry.Plan.argument(len(self.in_slots) + j)) for slot, j in fresh.items())
         where.update((slot, entry.Plan.work(offset)) for slot, offset, _ in self.arena_views)
@@ -613,6 +631,12 @@ class Program:
                 where[step.outs[0]] = buffer(step.ins[0])
                 continue
             buffers = [buffer(a) for a in step.ins + step.outs]
+            if isinstance(step, DotStep):  # gemm(A, B, C, its parameters)
+                address, extent, chunks, pieces = products[id(step)]
+                buffers.append(entry.Plan.address(step.dot.params.ctypes.data))
+                steps.append((address, extent, chunks, buffers, pieces))
+                work += step.dot.multiply_adds
+                continue
             address = ctypes.cast(step.fn, ctypes.c_void_p).value
             if isinstance(step, LoopStep):  # its scratch space: in the work area too
                 buffers.append(entry.Plan.work(work_bytes))
