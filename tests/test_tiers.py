@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -111,6 +112,28 @@ def test_a_long_loop_waits_for_native_code_rather_than_run_on_the_reference():
     jf = ember.jit(lambda c, xs: lax.scan(body, c, xs))
     jf(jnp.ones(8), jnp.ones((4000, 8)))
     assert jf.cache_info().quick_tier_calls == 0
+
+
+def test_calls_that_spent_the_compile_estimate_on_the_reference_wait_for_native_code(monkeypatch):
+    """Back-to-back calls on the reference tier would starve the compile thread of the
+    interpreter: once they have taken as long as the compile was estimated to, a call waits."""
+    release, real = threading.Event(), tiers.CpuExecutable
+
+    def slow(*args, **kwargs):
+        release.wait()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tiers, "CpuExecutable", slow)
+    jf = ember.jit(layers(12, 0.296875))
+    args = inputs(2)
+    first = jf(*args)
+    executable = next(iter(jf._cache.entries.values())).executable
+    assert executable.tier == "reference" and executable.quick_seconds > 0
+    executable.compile_seconds = executable.quick_seconds  # as if the calls had taken the estimate
+    threading.Timer(0.2, release.set).start()
+    second = jf(*args)  # waits for the native code, then runs it
+    assert executable.tier == "native" and jf.cache_info().quick_tier_calls == 1
+    np.testing.assert_allclose(np.asarray(second), np.asarray(first), rtol=1e-5, atol=1e-6)
 
 
 def test_a_failed_native_compile_leaves_the_reference_tier_serving(monkeypatch, caplog):

@@ -59,7 +59,7 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
         if static >= MIN_EQNS:
             compile_ms = COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * static
             if _reference_ms(closed.jaxpr) < compile_ms:
-                return TieredExecutable(closed, name)
+                return TieredExecutable(closed, name, compile_ms / 1e3)
     return compile_now(closed, name, donated)
 
 
@@ -99,15 +99,25 @@ def _reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
 
 class TieredExecutable:
     """Runs on the reference interpreter until the native executable, compiled in the
-    background, is ready; then runs that. ``tier``: which one a call runs now."""
+    background, is ready; then runs that. ``tier``: which one a call runs now.
 
-    def __init__(self, closed: ClosedJaxpr, name: str) -> None:
+    A program called again and again meanwhile would starve its own compile: the compile thread
+    needs the interpreter too, and gets it back only at the switch interval (5 ms) after each
+    LLVM call. So once the calls have spent on the reference tier as long as the compile was
+    estimated to take (``compile_seconds``), the next call waits for the native code (the
+    ski-rental rule: at most about twice the time of knowing the future). Measured on the ADVI
+    step of ``benchmarks/ecosystem_programs``: its 85 ms compile had not finished after 2 s of
+    back-to-back reference calls (1.28 ms each); with the rule, calls are native after ~0.2 s."""
+
+    def __init__(self, closed: ClosedJaxpr, name: str, compile_seconds: float = 0.1) -> None:
         self.name = name
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
         self.code = "tiered"
         self.unusable_donations: tuple = ()  # never tiered with donations
         self.quick_calls = 0  # calls run on the reference tier
+        self.quick_seconds = 0.0  # and their time
+        self.compile_seconds = compile_seconds  # the cost model's estimate of the native compile
         self.native: CpuExecutable | None = None
         self.native_seconds = 0.0
         self.error: BaseException | None = None  # why the native compile failed, if it did
@@ -126,12 +136,17 @@ class TieredExecutable:
         if native is not None:
             return native(*args)
         reference = self._reference
+        if reference is not None and self.quick_seconds >= self.compile_seconds and self.wait() \
+                and self.native is not None:
+            reference = None  # (waited: the native code is ready)
         if reference is None:  # (the native executable was set just now)
             return self.native(*args)
         self.quick_calls += 1
+        start = time.perf_counter()
         try:
             return reference(*args)
         finally:
+            self.quick_seconds += time.perf_counter() - start
             # The compile starts when the first call has returned: both are mostly Python, and
             # sharing the interpreter would make the first call wait for the compile after all.
             if self._closed is not None:
