@@ -100,13 +100,14 @@ def test_pytree_outputs_and_repeated_outputs():
         assert out["b"][1].tolist() == [1, 2, 3, 4]
 
 
-def test_outputs_that_are_inputs_take_the_general_path():
-    f = ember.jit(lambda x: (x, x + 1))
+def test_outputs_that_are_inputs_or_constants_take_the_fast_path_too():
+    f = ember.jit(lambda x: (x, x + 1, jnp.int32(7), x))
     x = jnp.arange(3.0)
     for _ in range(3):
-        a, b = f(x)
-        assert a.tolist() == [0, 1, 2] and b.tolist() == [1, 2, 3]
-    assert _fast_entries(f) == 0
+        a, b, c, d = f(x)
+        assert a.tolist() == [0, 1, 2] and b.tolist() == [1, 2, 3] and c.tolist() == 7 and d.tolist() == [0, 1, 2]
+        assert a is not x and c.dtype == jnp.int32 and not c.weak_type  # (a new Array, as JAX returns)
+    assert _fast_entries(f) == 1
 
 
 def test_weak_types_and_dtypes_of_outputs_are_kept():

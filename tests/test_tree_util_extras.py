@@ -160,3 +160,33 @@ def test_register_static_and_with_keys():
 
     assert [tu.keystr(p) for p, _ in tu.tree_leaves_with_path(Box(1, 2))] == [".lo", ".hi"]
     assert tu.tree_map(lambda x: x * 10, Box(1, 2)).hi == 20
+
+
+def test_keyed_registration_with_a_flatten_func_flattens_with_it_and_names_paths_with_the_keyed_one():
+    """As JAX: ``flatten_func`` for flattening (equinox's is the fast one), the keyed function
+    for key paths only; both give one structure."""
+    calls = []
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    def keyed(p):
+        calls.append("keyed")
+        return ((tu.GetAttrKey("a"), p.a), (tu.GetAttrKey("b"), p.b)), "aux"
+
+    def plain(p):
+        calls.append("plain")
+        return (p.a, p.b), "aux"
+
+    tu.register_pytree_with_keys(Pair, keyed, lambda aux, children: Pair(*children), plain)
+    tree = {"p": Pair(1, [2, 3]), "q": 4}
+    leaves, treedef = tu.tree_flatten(tree)
+    assert leaves == [1, 2, 3, 4] and calls == ["plain"]
+    assert tu.tree_map(lambda x: x + 1, tree)["p"].b == [3, 4] and "keyed" not in calls
+    calls.clear()
+    with_paths, path_treedef = tu.tree_flatten_with_path(tree)
+    assert [tu.keystr(p) for p, _ in with_paths] == ["['p'].a", "['p'].b[0]", "['p'].b[1]", "['q']"]
+    assert "keyed" in calls and path_treedef == treedef
+    assert tu.tree_unflatten(path_treedef, [5, 6, 7, 8])["p"].b == [6, 7]
+    assert int(ember.jit(lambda t: t["p"].a + t["q"])(tree)) == 5

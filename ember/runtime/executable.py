@@ -103,21 +103,46 @@ class CpuExecutable:
         if plan is None or call is None:
             return None
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
-        position = {slot: j for j, (slot, _) in enumerate(program.allocations)}
-        picks = [(position[a], aval) for a, aval in zip(program.out_atoms, self.out_avals)]
+        sources = program.output_sources()
         new = Array.__new__
+        if all(kind == "fresh" for kind, _ in sources):
+            picks = [(j, aval) for (_, j), aval in zip(sources, self.out_avals)]
 
-        def run(args: tuple, program: Any = program) -> Any:  # (the plan points into program's code)
+            def run(args: tuple, program: Any = program) -> Any:  # (the plan points into program's code)
+                outs = [empty(shape, dtype) for shape, dtype in fresh]
+                if call(plan, *args, *outs) is not None:
+                    return DECLINED
+                results = []
+                for j, aval in picks:
+                    result = new(Array)
+                    result._value, result.aval = outs[j], aval
+                    results.append(result)
+                return results
+            return run
+        # Outputs that are arguments passed through, or constants (one Array each, made here: Arrays
+        # are immutable), besides the fresh ones.
+        constants = {i: Array(to_numpy(value, aval), aval) for i, ((kind, value), aval)
+                     in enumerate(zip(sources, self.out_avals)) if kind == "constant"}
+        mixed = [(kind, value, aval, constants.get(i)) for i, ((kind, value), aval)
+                 in enumerate(zip(sources, self.out_avals))]
+
+        def run_mixed(args: tuple, program: Any = program) -> Any:
             outs = [empty(shape, dtype) for shape, dtype in fresh]
             if call(plan, *args, *outs) is not None:
                 return DECLINED
             results = []
-            for j, aval in picks:
-                result = new(Array)
-                result._value, result.aval = outs[j], aval
+            for kind, value, aval, constant in mixed:
+                if kind == "fresh":
+                    result = new(Array)
+                    result._value, result.aval = outs[value], aval
+                elif kind == "input":  # (a new Array over the same buffer, as JAX returns)
+                    result = new(Array)
+                    result._value, result.aval = args[value]._value, aval
+                else:
+                    result = constant
                 results.append(result)
             return results
-        return run
+        return run_mixed
 
     @property
     def dispatcher_pending(self) -> bool:
@@ -133,7 +158,8 @@ class CpuExecutable:
         if runner is None or config.debug_nans:
             return None
         program = self.program
-        if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF:
+        if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF \
+                and program.output_sources()[0][0] == "fresh":
             call, plan, new = self._entry.ready_dispatcher(), program.plan, Array.__new__
             (_, aval), = program.allocations
             shape, dtype, out_aval = aval.shape, aval.dtype, self.out_avals[0]

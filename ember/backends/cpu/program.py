@@ -339,6 +339,7 @@ class Program:
         for v, c in zip(jaxpr.constvars, closed.consts):
             self.template.append(contiguous(to_numpy(c, v.aval), v.aval))
             self.slots[id(v)] = len(self.template) - 1
+        self.constant_slots = [True] * len(self.template)  # (the slots so far: the program's constants)
         self.in_slots = [self._slot(v) for v in jaxpr.invars]
         self.in_avals = [v.aval for v in jaxpr.invars]
         self.steps: list[Any] = []
@@ -591,6 +592,26 @@ class Program:
         last = last_use.get(slot, -1)
         return last < step or (last == step and slot in self.pointwise_reads.get(step, ()))
 
+    def output_sources(self) -> list[tuple[str, Any]] | None:
+        """Where each output of a dispatched run comes from: ``("fresh", j)`` the ``j``-th fresh
+        output buffer, ``("input", k)`` the ``k``-th argument itself, ``("constant", value)`` a
+        literal or a constant of the program; None if an output is anything else (a view)."""
+        fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
+        inputs = {slot: k for k, slot in enumerate(self.in_slots)}
+        sources: list[tuple[str, Any]] = []
+        for a in self.out_atoms:
+            if not isinstance(a, int):
+                sources.append(("constant", a))
+            elif a in fresh:
+                sources.append(("fresh", fresh[a]))
+            elif a in inputs:
+                sources.append(("input", inputs[a]))
+            elif a < len(self.constant_slots) and self.constant_slots[a]:
+                sources.append(("constant", self.template[a]))
+            else:
+                return None
+        return sources
+
     def dispatch_plan(self) -> np.ndarray | None:
         """The plan for the native dispatcher; one that waited for ``gemm`` is made once it is ready."""
         if self.plan_pending:
@@ -600,11 +621,12 @@ class Program:
     def _dispatch_plan(self) -> np.ndarray | None:
         """The program's plan for the native dispatcher (``entry``), if it can run all of it:
         native kernels and loops, products that are one ``gemm`` call each, and views; outputs
-        that are fresh arrays. Else None (and ``plan_pending`` while ``gemm`` compiles)."""
+        that are fresh arrays, inputs or constants (``output_sources``). Else None (and
+        ``plan_pending`` while ``gemm`` compiles)."""
         self.plan_pending = False
         fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
         if any(type(s) not in (KernelStep, LoopStep, ViewStep, DotStep) or getattr(s, "host", None)
-               for s in self.steps) or not all(isinstance(a, int) and a in fresh for a in self.out_atoms):
+               for s in self.steps) or self.output_sources() is None:
             return None
         if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
             return None  # split by the Python pool
