@@ -381,3 +381,34 @@ def test_a_plan_with_products_waits_for_gemm_and_calls_never_do(tmp_path):
     env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1", "EMBER_GEMM": "own"}
     run = subprocess.run([sys.executable, "-c", _GEMM_PENDING], env=env, text=True, capture_output=True, check=True)
     assert run.stdout.split() == ["0", "1", "True"]
+
+
+@cpu_only
+def test_programs_with_host_steps_run_in_one_native_call_and_raise_what_the_host_raised():
+    """A sort (no native code) and a callback are steps that the dispatcher calls back; an
+    exception raised there is raised by the call, and the next call runs cleanly."""
+    from ember.backends.cpu import program as programs
+
+    def check(v):
+        if (v < 0).any():
+            raise ValueError("negative value in the callback")
+        return v
+
+    def f(x):
+        y = jnp.sort(jnp.exp(x) - 1.0) * 2.0
+        z = ember.pure_callback(check, ember.ShapeDtypeStruct(y.shape, y.dtype), y)
+        return z + 1.0, jnp.argsort(x)
+
+    g = ember.jit(f)
+    x = jnp.asarray([0.5, 0.25, 1.0])
+    g(x), g(x)
+    executable = next(iter(g._cache.entries.values())).executable
+    program = getattr(executable, "native", executable).program
+    assert program.plan is not None and any(isinstance(s, programs.FallbackStep) for s in program.steps)
+    assert _fast_entries(g) == 1
+    for _ in range(3):
+        z, order = g(x)
+        np.testing.assert_allclose(np.asarray(z), np.sort(np.expm1([0.5, 0.25, 1.0])) * 2 + 1, rtol=1e-6)
+        assert order.tolist() == [1, 0, 2]
+        with pytest.raises(ValueError, match="negative value in the callback"):
+            g(jnp.asarray([-0.5, 0.25, 1.0]))

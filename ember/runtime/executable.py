@@ -95,6 +95,10 @@ class CpuExecutable:
         return _wrap(self.name, outs, self.out_avals)
 
     def _native_runner(self) -> Callable[[tuple], Any] | None:
+        runner = self._dispatched_runner()
+        return runner if runner is None else _raising_host_errors(runner, self.program)
+
+    def _dispatched_runner(self) -> Callable[[tuple], Any] | None:
         """``run(args)``: the output Arrays of the program on the Arrays ``args``, run by the
         native dispatcher (``ember.backends.cpu.entry``) in one call, or ``DECLINED`` if it turns
         the arguments down. None if the dispatcher cannot run the program (or is not built yet)."""
@@ -171,7 +175,7 @@ class CpuExecutable:
                 result = new(Array)
                 result._value, result.aval = out, out_aval
                 return result
-            return run_one
+            return _raising_host_errors(run_one, program)
 
         def run(args: tuple) -> Any:
             outs = runner(args)
@@ -181,6 +185,18 @@ class CpuExecutable:
     def llvm_ir(self) -> str:
         """The optimized LLVM IR of the program's native code ("" if nothing compiled natively)."""
         return "\n".join(str(module.optimized_ir) for module in getattr(self.program, "modules", ()))
+
+
+def _raising_host_errors(runner: Callable[[tuple], Any], program: Any) -> Callable[[tuple], Any]:
+    """``runner``, raising after each run what the program's host steps kept (if it has any)."""
+    if not program.host_errors:
+        return runner
+
+    def run(args: tuple) -> Any:
+        outs = runner(args)
+        program.raise_host_errors()
+        return outs
+    return run
 
 
 def _buffer_references(x: Array) -> int:

@@ -124,7 +124,7 @@ class HostCalls:
 
     def __init__(self, eqn: Eqn, host_eqns: tuple) -> None:
         self.errors: list[BaseException] = []
-        self.functions = [HOST_SIGNATURE(_host_function(e, self.errors)) for e in host_eqns]
+        self.functions = [HOST_SIGNATURE(host_function(e, self.errors)) for e in host_eqns]
         gemm.function_table(product_dtypes(eqn))
         names = [name for group in library_routines(eqn) for name in group]
         self.table = (ctypes.c_void_p * (len(gemm.FUNCTION_TABLE) + len(names) + len(self.functions)))(
@@ -139,7 +139,7 @@ class HostCalls:
             raise error
 
 
-def _host_function(eqn: Eqn, errors: list) -> Callable[[Any], None]:
+def host_function(eqn: Eqn, errors: list) -> Callable[[Any], None]:
     """``run(pointers)``: the reference rule of ``eqn`` on the buffers at ``pointers`` (its
     operands, then its outputs); an exception is kept in ``errors``, and then nothing runs."""
     rule, params, multiple = impl_rules[eqn.primitive], eqn.params, eqn.primitive.multiple_results

@@ -204,20 +204,36 @@ class ViewStep:
         env[self.outs[0]] = env[self.ins[0]].reshape(self.shape)
 
 
+# A step's C signature: step(buffers, begin, end).
+STEP_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64)
+
+
 @dataclass
 class FallbackStep:
+    """An equation without native code: its reference rule, its results copied into the step's
+    planned buffers. In a dispatched run the dispatcher calls it back (``callback``, a C function
+    of the step signature on its operands' and outputs' buffers); what the rule raised there is
+    kept and raised by ``check`` once the dispatcher has returned."""
     eqn: Eqn
     ins: list
     outs: list[int]
-    planned = False
+    planned = True
+
+    def __post_init__(self) -> None:
+        self.errors: list[BaseException] = []
+        run = control_flow.host_function(self.eqn, self.errors)
+        self.callback = STEP_SIGNATURE(lambda buffers, begin, end: run(buffers))
 
     def run(self, env: list) -> None:
-        args = [env[a] if isinstance(a, int) else a for a in self.ins]
+        # (copies: the rule may keep its operands, a callback's user function among them, and
+        # their buffers are reused once read)
+        args = [env[a].copy() if isinstance(a, int) else a for a in self.ins]
         results = impl_rules[self.eqn.primitive](*args, **self.eqn.params)
         if not self.eqn.primitive.multiple_results:
             results = (results,)
         for slot, value, var in zip(self.outs, results, self.eqn.outvars):
-            env[slot] = contiguous(value, var.aval)
+            np.copyto(env[slot], contiguous(value, var.aval))
+
 
 
 def contiguous(value: Any, aval: ShapedArray) -> np.ndarray:
@@ -378,6 +394,9 @@ class Program:
             report.code = "reused"  # all of it compiled before: no compile
         # The dispatcher runs programs of kernels, loops and products; a product's plan may wait for
         # ``gemm`` to compile (``plan_pending``: ``dispatch_plan`` makes it then).
+        # What the host steps of a dispatched run raised (``raise_host_errors``).
+        self.host_errors = [s.errors for s in self.steps if isinstance(s, FallbackStep)] + \
+            [s.host.errors for s in self.steps if isinstance(s, LoopStep) and s.host is not None]
         self.plan_pending = False
         self.plan = self._dispatch_plan() if (native or any(isinstance(s, DotStep) for s in self.steps)) \
             and not donated and entry.available() else None
@@ -592,6 +611,15 @@ class Program:
         last = last_use.get(slot, -1)
         return last < step or (last == step and slot in self.pointwise_reads.get(step, ()))
 
+    def raise_host_errors(self) -> None:
+        """After a dispatched run: raise the first exception that a host step (a reference rule
+        called back, a loop's host call) kept, if any (and forget the others)."""
+        if any(self.host_errors):
+            errors = [e for kept in self.host_errors for e in kept]
+            for kept in self.host_errors:
+                kept.clear()
+            raise errors[0]
+
     def output_sources(self) -> list[tuple[str, Any]] | None:
         """Where each output of a dispatched run comes from: ``("fresh", j)`` the ``j``-th fresh
         output buffer, ``("input", k)`` the ``k``-th argument itself, ``("constant", value)`` a
@@ -625,8 +653,7 @@ class Program:
         ``plan_pending`` while ``gemm`` compiles)."""
         self.plan_pending = False
         fresh = {slot: j for j, (slot, _) in enumerate(self.allocations)}
-        if any(type(s) not in (KernelStep, LoopStep, ViewStep, DotStep) or getattr(s, "host", None)
-               for s in self.steps) or self.output_sources() is None:
+        if self.output_sources() is None:
             return None
         if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
             return None  # split by the Python pool
@@ -653,6 +680,9 @@ class Program:
                 where[step.outs[0]] = buffer(step.ins[0])
                 continue
             buffers = [buffer(a) for a in step.ins + step.outs]
+            if isinstance(step, FallbackStep):  # called back: the reference rule
+                steps.append((ctypes.cast(step.callback, ctypes.c_void_p).value, 1, 1, buffers))
+                continue
             if isinstance(step, DotStep):  # gemm(A, B, C, its parameters)
                 address, extent, chunks, pieces = products[id(step)]
                 buffers.append(entry.Plan.address(step.dot.params.ctypes.data))
