@@ -538,8 +538,11 @@ def _product_tol(dtype, k):
 
 
 # M, K, N: not multiples of the tile (6 rows x 16 or 32 columns), of a block of A (144 rows) or of
-# a block's depth (K = 400 and 1000 are cut into equal blocks), and ones
-PRODUCT_SIZES = [(150, 400, 70), (13, 1000, 47), (300, 9, 33), (1, 64, 40), (40, 64, 1), (70, 1, 33), (7, 5, 3)]
+# a block's depth (K = 400 and 1000 are cut into equal blocks), and ones; narrow products (N at
+# most a vector's lanes: gemm's skinny path, in half-width vectors up to half of them), with rows
+# that do and do not fill its tiles of 12 and 8 rows
+PRODUCT_SIZES = [(150, 400, 70), (13, 1000, 47), (300, 9, 33), (1, 64, 40), (40, 64, 1), (70, 1, 33), (7, 5, 3),
+                 (9, 3000, 8), (72, 300, 16), (37, 100, 12), (25, 9, 5)]
 TRANSPOSES = {
     "A @ B": lambda a, b: a @ b,
     "A.T @ B": lambda a, b: a.T @ b,

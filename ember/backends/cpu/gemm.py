@@ -69,6 +69,17 @@ else:
 # B in float32); panels of B outside (BLIS's order) beat micro-panels of A outside by 5-25% on
 # 1024^3 and conv. KC 384 (float32) leaves K = 288 one block: conv 0.62x of KC 256's time.
 MC = 144
+# Products with at most one vector's width of columns (N <= lanes) whose B rows are contiguous, the
+# few output channels of a small convolution and its weight gradient (``x.T @ g``, K the batch's
+# pixels), skip the blocked algorithm (``skinny``): a tile of ``SKINNY_ROWS`` rows keeps one vector
+# of C per row in registers for the whole depth, reading B rows with a masked load and A in place.
+# The blocked path pads such a B to a panel of NV vectors (N = 8 of 32 float32 columns: 3/4 of its
+# multiply-adds wasted) and packs it once per depth block.
+# Rows of a tile (accumulators plus B's vector within the vector registers); where A's rows are
+# not adjacent (column stride 1), each row needs a pointer of its own: fewer, within the 16
+# general registers (12 spilled pointers reloaded from the stack on every k).
+SKINNY_ROWS = 12 if VECTOR_BYTES == 64 else 6
+SKINNY_STRIDED_ROWS = 8 if VECTOR_BYTES == 64 else 6
 
 
 def _c(n: int) -> ir.Constant:
@@ -166,6 +177,79 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         for o in offsets[1:]:
             total = g.b.add(total, o)
         return g.b.gep(base, [total])
+
+    def skinny_batch(bi, width):
+        """C[rows, :N] of batch ``bi`` for N <= ``width`` (a vector's lanes, or half of them), in
+        tiles of rows that each accumulate their whole depth in registers (see ``SKINNY_ROWS``)."""
+        wvec = ir.VectorType(element, width)
+        wfma = module.globals.get(f"llvm.fma.v{width}{_suffix(element)}") or ir.Function(
+            module, ir.FunctionType(wvec, [wvec, wvec, wvec]), f"llvm.fma.v{width}{_suffix(element)}")
+        mask_type = ir.VectorType(ir.IntType(1), width)
+        load_name, store_name = (f"llvm.masked.{op}.v{width}{_suffix(element)}.p0" for op in ("load", "store"))
+        masked_load = module.globals.get(load_name) or ir.Function(
+            module, ir.FunctionType(wvec, [ptr, ir.IntType(32), mask_type, wvec]), load_name)
+        masked_store = module.globals.get(store_name) or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [wvec, ptr, ir.IntType(32), mask_type]), store_name)
+
+        def splat(value, vector_type=wvec):
+            return g.b.shuffle_vector(g.b.insert_element(ir.Constant(vector_type, ir.Undefined), value, _c(0)),
+                                      ir.Constant(vector_type, ir.Undefined),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+
+        a_b = at(a_ptr, g.b.mul(bi, a_sb))
+        b_b = at(b_ptr, g.b.mul(bi, b_sb))
+        c_b = at(c_ptr, g.b.mul(bi, c_sb))
+        lane_index = ir.Constant(ir.VectorType(I64, width), list(range(width)))
+        columns = g.b.icmp_signed("<", lane_index, splat(n, ir.VectorType(I64, width)))
+        zeros = ir.Constant(wvec, [0.0] * width)
+        scale = splat(alpha)
+        align = ir.Constant(ir.IntType(32), itemsize)
+
+        def tile(i0, count, adjacent):
+            """Rows i0 .. i0 + count: ``adjacent`` (A's column stride is 1 and all rows exist) reads
+            them at constant offsets from one pointer, else each from its own (the missing rows of
+            the last tile read the last row again and are not stored)."""
+            if adjacent:
+                a_rows = [at(a_b, g.b.add(i0, _c(r))) for r in range(count)]
+            else:
+                last = g.b.sub(row_end, _c(1))
+                a_rows = [at(a_b, g.b.mul(g.min(g.b.add(i0, _c(r)), last), a_sm)) for r in range(count)]
+            before = g.b.block
+            header, body, done = (fn.append_basic_block(name) for name in ("sk", "sk_body", "sk_done"))
+            g.b.branch(header)
+            g.b.position_at_end(header)
+            kk = g.b.phi(I64)
+            kk.add_incoming(_c(0), before)
+            accs = [g.b.phi(wvec) for _ in range(count)]
+            for acc in accs:
+                acc.add_incoming(zeros, before)
+            g.b.cbranch(g.b.icmp_signed("<", kk, k_total), body, done)
+            g.b.position_at_end(body)
+            b_vec = g.b.call(masked_load, [at(b_b, g.b.mul(kk, b_sk)), align, columns, zeros])
+            a_offset = g.b.mul(kk, a_sk)
+            for r, acc in enumerate(accs):
+                acc.add_incoming(g.b.call(wfma, [splat(g.b.load(at(a_rows[r], a_offset))), b_vec, acc]), body)
+            kk.add_incoming(g.b.add(kk, _c(1)), body)
+            g.b.branch(header)
+            g.b.position_at_end(done)
+            for r, acc in enumerate(accs):
+                def store(r=r, acc=acc):
+                    slot = at(c_b, g.b.mul(g.b.add(i0, _c(r)), c_sm))
+                    old = g.b.call(masked_load, [slot, align, columns, zeros])
+                    value = g.b.select(overwrite, acc, g.b.call(wfma, [acc, scale, old]))
+                    g.b.call(masked_store, [value, slot, align, columns])
+                if adjacent:
+                    store()
+                else:
+                    g.if_then(g.b.icmp_signed("<", g.b.add(i0, _c(r)), row_end), store)
+
+        # whole tiles of adjacent rows, then the rest (all of it where A's rows are not adjacent)
+        adjacent = g.b.icmp_signed("==", a_sm, _c(1))
+        whole = g.b.select(adjacent, g.b.mul(g.b.sdiv(g.b.sub(row_end, row_begin), _c(SKINNY_ROWS)),
+                                             _c(SKINNY_ROWS)), _c(0))
+        rest = g.b.add(row_begin, whole)
+        g.loop(row_begin, rest, SKINNY_ROWS, lambda i0: tile(i0, SKINNY_ROWS, True))
+        g.loop(rest, row_end, SKINNY_STRIDED_ROWS, lambda i0: tile(i0, SKINNY_STRIDED_ROWS, False))
 
     def per_batch(bi):
         a_b = at(a_ptr, g.b.mul(bi, a_sb))
@@ -388,7 +472,14 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         g.if_then(whole, store_whole)
         g.if_then(g.b.not_(whole), store_part)
 
-    g.loop(_c(0), batch, 1, per_batch)
+    # Half-width vectors for at most half a vector's columns where vectors are 64 bytes: AMD's
+    # cores (znver4) run a 64-byte FMA as two 32-byte ones, so 8 float32 columns take half the time
+    # in 32-byte vectors; on cores with two 64-byte FMA units the count of FMAs is the same.
+    skinny = g.b.and_(g.b.icmp_signed("<=", n, _c(lanes)), g.b.icmp_signed("==", b_sn, _c(1)))
+    half = g.b.icmp_signed("<=", n, _c(lanes // 2)) if VECTOR_BYTES == 64 else ir.Constant(ir.IntType(1), 0)
+    g.if_then(g.b.and_(skinny, half), lambda: g.loop(_c(0), batch, 1, lambda bi: skinny_batch(bi, lanes // 2)))
+    g.if_then(g.b.and_(skinny, g.b.not_(half)), lambda: g.loop(_c(0), batch, 1, lambda bi: skinny_batch(bi, lanes)))
+    g.if_then(g.b.not_(skinny), lambda: g.loop(_c(0), batch, 1, per_batch))
     g.b.ret_void()
 
 
