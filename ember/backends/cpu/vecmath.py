@@ -33,6 +33,8 @@ from typing import Callable, Iterator
 import numpy as np
 from llvmlite import ir
 
+from ember.backends.reference.elementwise import XLA_TANH_CLAMP, XLA_TANH_LINEAR, XLA_TANH_P, XLA_TANH_Q
+
 F32, F64 = ir.FloatType(), ir.DoubleType()
 
 
@@ -460,7 +462,17 @@ def _odd_series(m: _Math, x, coefficients):
     return m.fma(m.mul(x, z), m.poly(z, coefficients), x)
 
 
+def _tanh_xla_float32(m: _Math, x):
+    """float32 tanh as XLA computes it (the reference's rule, ``XLA_TANH_*``): Horner in FMAs."""
+    clamped = m.clamp(x, -XLA_TANH_CLAMP, XLA_TANH_CLAMP)
+    z = m.mul(clamped, clamped)
+    ratio = m.div(m.mul(clamped, m.poly(z, XLA_TANH_P)), m.poly(z, XLA_TANH_Q))
+    return m.select(m.lt(m.abs(x), m.c(XLA_TANH_LINEAR)), x, ratio)
+
+
 def _tanh(m: _Math, x):
+    if m.fmt is FLOAT32:
+        return _tanh_xla_float32(m, x)
     a = m.abs(x)
     small = _odd_series(m, a, m.fmt.TANH)
     # Above the polynomial's range exp(2|x|) >= 3: exp + 1 loses nothing that expm1 + 2 keeps.
