@@ -513,3 +513,241 @@ def test_python_types_and_32_bit_requests_do_not_warn(api):
         api.jnp.arange(3, dtype=float)
         api.jnp.asarray(1, dtype=int)
         api.jnp.array([1, 2], dtype=api.jnp.float32)
+
+
+# --- 5. lax binary operations broadcast size-1 dimensions (JAX 0.10) ------------------------------------
+# JAX's rule: the binary lax operations (arithmetic, min/max, pow, atan2, nextafter, complex, the
+# comparisons, the bitwise and shift operations) take operands of one rank whose dimensions agree
+# or are 1 (rank-0 operands broadcast to anything); operands of different ranks are a TypeError
+# ("arrays must have the same number of dimensions"), other sizes "incompatible shapes". lax.select
+# and lax.clamp keep their own rules.
+_FLOAT_BINARY = ("add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "eq", "ne", "lt",
+                 "le", "gt", "ge", "complex")
+_INT_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_logical",
+               "shift_right_arithmetic", "div", "rem", "max", "min")
+
+
+@pytest.mark.parametrize("shapes", [((3, 1), (1, 4)), ((1,), (3,)), ((2, 1, 5), (2, 3, 1)), ((0, 1), (1, 4))],
+                         ids=str)
+def test_lax_binary_operations_broadcast_size_one_dimensions(api, shapes):
+    lax = api.lax
+    a_shape, b_shape = shapes
+    want_shape = np.broadcast_shapes(a_shape, b_shape)
+    a = np.linspace(0.5, 2.0, int(np.prod(a_shape)), dtype=np.float32).reshape(a_shape)
+    b = np.linspace(1.5, 0.25, int(np.prod(b_shape)), dtype=np.float32).reshape(b_shape)
+    for name in _FLOAT_BINARY:
+        out = getattr(lax, name)(a, b)
+        assert out.shape == want_shape, (name, out.shape)
+        expected = getattr(lax, name)(np.broadcast_to(a, want_shape), np.broadcast_to(b, want_shape))
+        # (to a rounding: XLA may divide by a broadcast operand through its reciprocal)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(expected), rtol=1e-6, err_msg=name)
+    ia, ib = (np.arange(1, x.size + 1, dtype=np.int32).reshape(x.shape) % 5 for x in (a, b))
+    for name in _INT_BINARY:
+        out = getattr(lax, name)(ia, ib + 1)
+        assert out.shape == want_shape and out.dtype == np.int32, name
+    assert api.top.jit(lax.add)(a, b).shape == want_shape
+    assert api.top.vmap(lax.mul, (None, 0))(a, np.stack([b, b])).shape == (2, *want_shape)
+    grads = api.top.grad(lambda x, y: lax.mul(x, y).sum(), (0, 1))(a, b)
+    assert [g.shape for g in grads] == [a_shape, b_shape]
+    np.testing.assert_allclose(np.asarray(grads[0]), np.broadcast_to(b, want_shape).sum(
+        axis=tuple(d for d, n in enumerate(a_shape) if n == 1 and want_shape[d] != 1), keepdims=True), rtol=1e-6)
+
+
+def test_lax_binary_broadcasting_errors(api):
+    lax, jnp = api.lax, api.jnp
+    _raises(TypeError, lambda: lax.add(jnp.ones((3, 2)), jnp.ones((1, 4))),
+            "add got incompatible shapes for broadcasting: (3, 2), (1, 4).")
+    _raises(TypeError, lambda: lax.mul(jnp.ones(3), jnp.ones((1, 3))),
+            "mul: arrays must have the same number of dimensions, got {1, 2}")
+    _raises(TypeError, lambda: lax.select(jnp.ones((3, 1)) > 0, jnp.ones((3, 1)), jnp.ones((1, 4))),
+            "select cases must have the same shapes")
+    _raises(TypeError, lambda: lax.clamp(jnp.zeros((3, 1)), jnp.ones((3, 4)), 1.0), "clamp requires min.shape")
+
+
+# --- 6. comparisons of weakly typed values are weak bools (JAX 0.10) ----------------------------------
+# JAX's rule: an elementwise operation's result is weakly typed when all its operands are, the
+# comparisons and is_finite included. The promotion lattice has no weak bool: a weak bool joins
+# another bool as a strong one, and a Python int or a weak int as a weak int32.
+_WEAK_CASES = {
+    "array(1.) > 0": (lambda a: a.jnp.array(1.0) > 0, True),
+    "asarray(1.) < 2.": (lambda a: a.jnp.asarray(1.0) < 2.0, True),
+    "array(1) == 1": (lambda a: a.jnp.array(1) == 1, True),
+    "weak > weak": (lambda a: a.jnp.array(1.0) > a.jnp.array(0.5), True),
+    "jit(x > 0)(1.)": (lambda a: a.top.jit(lambda x: x > 0)(1.0), True),
+    "jit(x > y)(1, 2.)": (lambda a: a.top.jit(lambda x, y: x > y)(1, 2.0), True),
+    "ones(2) > 0": (lambda a: a.jnp.ones(2) > 0, False),
+    "float32(1) == weak": (lambda a: a.lax.eq(a.jnp.float32(1), a.jnp.array(1.0)), False),
+    "isnan": (lambda a: a.jnp.isnan(a.jnp.array(1.0)), True),
+    "isfinite": (lambda a: a.jnp.isfinite(a.jnp.array(1.0)), True),
+    "lax.is_finite": (lambda a: a.lax.is_finite(a.jnp.array(1.0)), True),
+    "isinf": (lambda a: a.jnp.isinf(a.jnp.array(1.0)), False),
+    "signbit": (lambda a: a.jnp.signbit(a.jnp.array(1.0)), False),
+    "~(weak bool)": (lambda a: ~(a.jnp.array(1.0) > 0), True),
+    "logical_not": (lambda a: a.jnp.logical_not(a.jnp.array(1.0)), True),
+    "logical_and(weak bools)": (lambda a: a.jnp.logical_and(a.jnp.array(1.0) > 0, a.jnp.array(1.0) < 2), False),
+    "logical_and(weak floats)": (lambda a: a.jnp.logical_and(a.jnp.array(1.0), a.jnp.array(2.0)), True),
+    "weak bool & weak bool": (lambda a: (a.jnp.array(1.0) > 0) & (a.jnp.array(1.0) < 2), False),
+    "weak bool + 1": (lambda a: (a.jnp.array(1.0) > 0) + 1, True),
+    "weak bool + int8": (lambda a: (a.jnp.array(1.0) > 0) + a.jnp.int8(1), False),
+    "weak bool * 2.": (lambda a: (a.jnp.array(1.0) > 0) * 2.0, True),
+    "where(weak bool, 1, 2)": (lambda a: a.jnp.where(a.jnp.array(1.0) > 0, 1, 2), True),
+    "isin": (lambda a: a.jnp.isin(a.jnp.array(1.0), a.jnp.array(1.0)), False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_WEAK_CASES))
+def test_comparisons_of_weak_values_are_weak_bools(api, case):
+    fn, weak = _WEAK_CASES[case]
+    out = fn(api)
+    assert out.weak_type is weak, (case, out.dtype, out.weak_type)
+    if case.startswith("weak bool +"):
+        assert out.dtype == (np.int8 if "int8" in case else np.int32)
+
+
+# --- 7. input JAX accepts or refuses ------------------------------------------------------------------
+def test_select_takes_an_array_of_conditions(api):
+    jnp = api.jnp
+    x = jnp.arange(6.0)
+    want = [0.0, 1.0, 9.0, 9.0, 9.0, -5.0]
+
+    def choose(x):
+        return jnp.select(jnp.stack([x < 2, x > 4]), jnp.stack([x, -x]), 9.0)
+
+    assert choose(x).tolist() == want and api.top.jit(choose)(x).tolist() == want
+    assert jnp.select([x < 2, x > 4], [x, -x], 9.0).tolist() == want
+    _raises(ValueError, lambda: jnp.select(jnp.zeros((0, 6), bool), jnp.zeros((0, 6)), 9.0),
+            "condlist must be non-empty")
+    _raises(ValueError, lambda: jnp.select([x < 2], [x, -x]), "condlist must have length equal to choicelist (1 vs 2)")
+
+
+def test_ix_takes_any_numeric_type_and_refuses_booleans(api):
+    jnp = api.jnp
+    (floats,) = jnp.ix_(jnp.array([1.0, 2.0]))
+    assert floats.dtype == np.float32 and floats.tolist() == [1.0, 2.0]
+    rows, cols = jnp.ix_(jnp.array([1, 2], np.uint8), jnp.array([0]))
+    assert rows.shape == (2, 1) and rows.dtype == np.uint8 and cols.shape == (1, 1)
+    _raises(NotImplementedError, lambda: jnp.ix_(jnp.array([True, False])),
+            "Boolean arguments to jax.numpy.ix_ are not implemented")
+    _raises(ValueError, lambda: jnp.ix_(jnp.ones((2, 2), np.int32)),
+            "Arguments to jax.numpy.ix_ must be 1-dimensional, got shape (2, 2)")
+
+
+def test_roll_converts_a_non_integer_shift(api):
+    jnp = api.jnp
+    x = jnp.arange(6.0)
+    one = [5.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+    for shift in (1.5, jnp.array(1.7), True):
+        assert jnp.roll(x, shift).tolist() == one, shift
+    assert jnp.roll(x, -0.5).tolist() == x.tolist()
+    assert api.top.jit(lambda x, s: jnp.roll(x, s))(x, 1.5).tolist() == one
+    assert jnp.roll(x.reshape(2, 3), (1.5, 2.5), axis=(0, 1)).tolist() == [[4.0, 5.0, 3.0], [1.0, 2.0, 0.0]]
+
+
+def test_delete_errors_and_traced_unique_indices(api):
+    jnp, jit = api.jnp, api.top.jit
+    x = jnp.arange(6.0)
+    _raises(ValueError, lambda: jnp.delete(x, 1.5),
+            "np.delete(arr, obj): got obj.dtype=float64; must be integer or bool.")
+    _raises(ValueError, lambda: jnp.delete(x, jnp.array([1.0])), "got obj.dtype=float32; must be integer or bool")
+    _raises(ValueError, lambda: jnp.delete(x, 10), "axis 10 is out of bounds for array of dimension 6")
+    _raises(ValueError, lambda: jnp.delete(x, -7), "axis -7 is out of bounds for array of dimension 6")
+    _raises(IndexError, lambda: jnp.delete(x, jnp.array([10])), "index 10 is out of bounds for axis 0 with size 6")
+    for obj in (jnp.array([1]), 1):
+        _raises(api.top.errors.ConcretizationTypeError, lambda: jit(lambda x, i: jnp.delete(x, i))(x, obj),
+                "'obj' array argument of jnp.delete()")
+    unique = jit(lambda x, i: jnp.delete(x, i, assume_unique_indices=True))
+    assert unique(x, jnp.array([1])).tolist() == [0.0, 2.0, 3.0, 4.0, 5.0]
+    assert unique(x, jnp.array([4, 1, -1])).tolist() == [0.0, 2.0, 3.0]
+    assert unique(x, 1).tolist() == [0.0, 2.0, 3.0, 4.0, 5.0]
+    assert unique(x, jnp.array([10, 0])).tolist() == [1.0, 2.0, 3.0, 4.0]  # (clipped into range first)
+    assert jnp.delete(x.reshape(2, 3), jnp.array([1]), axis=1, assume_unique_indices=True).tolist() == \
+        [[0.0, 2.0], [3.0, 5.0]]
+    assert jnp.delete(x, jnp.array([1, 1, 2])).tolist() == [0.0, 3.0, 4.0, 5.0]
+    assert jnp.delete(x, x > 3).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_dynamic_slice_starts_share_one_integer_type(api):
+    lax, jnp = api.lax, api.jnp
+    x = jnp.arange(6.0).reshape(2, 3)
+    mixed = "index arguments to dynamic_slice must be integers of the same type, got: int8, int32"
+    _raises(TypeError, lambda: lax.dynamic_slice(x, (jnp.int8(1), 0), (1, 2)), mixed)
+    _raises(TypeError, lambda: lax.dynamic_slice(x, (np.int8(1), 0), (1, 2)), mixed)
+    _raises(TypeError, lambda: api.top.jit(lambda i: lax.dynamic_slice(x, (i, 0), (1, 2)))(jnp.int8(1)), mixed)
+    _raises(TypeError, lambda: lax.dynamic_slice(x, (jnp.uint32(1), 0), (1, 2)), "got: uint32, int32")
+    _raises(TypeError, lambda: lax.dynamic_slice(x, (1.0, 0), (1, 2)), "got: float32, int32")
+    _raises(TypeError, lambda: lax.dynamic_update_slice(x, jnp.zeros((1, 2)), (jnp.uint8(1), 0)),
+            "index arguments to dynamic_update_slice must be integers of the same type, got uint8, int32")
+    for starts in ((jnp.int8(1), jnp.int8(0)), (jnp.int32(1), 0), (1, 0), (jnp.asarray(1), 0)):
+        assert lax.dynamic_slice(x, starts, (1, 2)).tolist() == [[3.0, 4.0]]
+    assert lax.dynamic_slice_in_dim(x, jnp.int8(1), 1, 1).tolist() == [[1.0], [4.0]]
+    assert lax.dynamic_update_index_in_dim(x, jnp.zeros(2), jnp.uint8(1), 1).tolist() == [[0.0, 0.0, 2.0],
+                                                                                         [3.0, 0.0, 5.0]]
+    batched = api.top.vmap(lambda y: lax.dynamic_slice(y, (jnp.uint8(1), jnp.uint8(0)), (1, 2)))(jnp.stack([x, x]))
+    assert batched.shape == (2, 1, 2)
+
+
+def test_full_casts_integers_that_do_not_fit(api):
+    jnp = api.jnp
+    for value, dtype, want in ((2**31, None, -(2**31)), (2**32 + 3, None, 3), (-(2**31) - 1, None, 2**31 - 1),
+                               (2**63, None, 0), (300, np.int8, 44), (-1, np.uint8, 255), (300.7, np.int8, 127),
+                               (2**31, np.float32, 2.0**31)):
+        out = jnp.full(2, value, dtype)
+        assert out.tolist() == [want, want], (value, dtype)
+        assert out.weak_type is (dtype is None), (value, dtype)  # (weak for a Python scalar, as JAX's)
+    assert jnp.full_like(jnp.zeros(2, np.int8), 2**31 + 5).tolist() == [5, 5]
+    assert api.top.jit(lambda: jnp.full(2, 2**31))().tolist() == [-(2**31)] * 2
+    _raises(OverflowError, lambda: jnp.full(2, 2**64), "Python int too large to convert to C long")
+
+
+# --- 8. exception classes, continued ----------------------------------------------------------------------
+def test_copysign_and_heaviside_of_shapes_that_do_not_broadcast(api):
+    jnp = api.jnp
+    _raises(ValueError, lambda: jnp.copysign(jnp.ones(4), jnp.ones(3)),
+            "Incompatible shapes for broadcasting: shapes=[(3,), (4,), (4,)]")
+    _raises(ValueError, lambda: api.top.jit(jnp.heaviside)(jnp.ones(4), jnp.ones(3)),
+            "Incompatible shapes for broadcasting: shapes=[(4,), (4,), (3,)]")
+    assert jnp.copysign(jnp.ones((3, 1)), -jnp.ones(4)).shape == (3, 4)
+    steps = jnp.heaviside(jnp.array([np.nan, -1.0, 0.0, 2.0, -0.0]), jnp.array([0.5, 0.5, 0.5, 0.5, np.nan]))
+    np.testing.assert_array_equal(np.asarray(steps), [np.nan, 0.0, 0.5, 1.0, np.nan])  # (NaN stays NaN)
+
+
+def test_gathers_on_an_empty_axis(api):
+    jnp = api.jnp
+    slice_size = "Slice size at index 0 in gather op is out of range, must be within [0, 0 + 1), got 1."
+    _raises(TypeError, lambda: jnp.zeros(0)[jnp.array([0])], slice_size)
+    _raises(TypeError, lambda: jnp.zeros(0).at[jnp.array([0])].get(mode="clip"), slice_size)
+    _raises(TypeError, lambda: api.top.jit(lambda x, i: x[i])(jnp.zeros(0), jnp.array([0])), slice_size)
+    _raises(TypeError, lambda: jnp.zeros((3, 0))[:, jnp.array([0, 1])], "Slice size at index 1 in gather op")
+    _raises(IndexError, lambda: jnp.zeros(0)[0], "index is out of bounds for axis 0 with size 0")
+    _raises(IndexError, lambda: jnp.take(jnp.zeros(0), jnp.array([0])), "Cannot do a non-empty jnp.take()")
+    assert jnp.zeros(0)[jnp.array([], np.int32)].shape == (0,)
+    assert jnp.zeros(0).at[jnp.array([0])].set(1.0).shape == (0,)
+    assert jnp.take_along_axis(jnp.zeros(0), jnp.array([0]), 0).tolist() == [0.0]
+
+
+def test_take_indices_of_the_wrong_type(api):
+    jnp = api.jnp
+    x = jnp.arange(3.0)
+    for indices in (jnp.array([1.0]), 1.0):
+        _raises(ValueError, lambda: jnp.take(x, indices), "indices must have an integer type")
+    _raises(ValueError, lambda: api.top.jit(jnp.take)(x, jnp.array([1.0])), "indices must have an integer type")
+    assert jnp.take(x, jnp.array([True])).tolist() == [1.0]  # (booleans read as 0 and 1)
+    _raises(TypeError, lambda: jnp.take_along_axis(x, jnp.array([1.0]), 0),
+            "take_along_axis indices must be of integer type, got float32")
+
+
+def test_moveaxis_with_repeated_axes(api):
+    jnp = api.jnp
+    x = jnp.ones((2, 3, 4))
+    for source in ((0, 0), (0, -3)):
+        _raises(TypeError, lambda: jnp.moveaxis(x, source, (1, 2)),
+                "transpose permutation isn't a permutation of operand dimensions, got permutation (1, 0, 0, 2)")
+    assert jnp.moveaxis(x, (0, 1), (2, 2)).shape == (4, 2, 3)  # (a repeated destination is accepted)
+    _raises(ValueError, lambda: jnp.moveaxis(x, (0, 1), (2,)), "Inconsistent number of elements: 2 vs 1")
+
+
+def test_asarray_of_none(api):
+    jnp = api.jnp
+    for make in (lambda: jnp.asarray(None), lambda: jnp.array(None), lambda: jnp.asarray([None]),
+                 lambda: jnp.asarray(None, np.float32)):
+        _raises(ValueError, make, "None is not a valid value for jnp.array")

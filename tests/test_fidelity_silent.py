@@ -1,6 +1,7 @@
 """Silent wrong answers, pinned down against JAX's rules: where an index lands (negative and
-out-of-range indices, in every indexing path), integer division and remainder by zero, hypot of
-NaN and infinity, and the key order of dict pytrees.
+out-of-range indices, in every indexing path, unsigned indices beyond int32 included), integer
+division and remainder by zero, hypot of NaN and infinity, the key order of dict pytrees, the
+gradient of an out-of-range gather, and the type and value of integer and boolean powers.
 
 Each section writes JAX's rule down as a NumPy (or plain Python) reference function, then checks
 ember against it with hypothesis: eagerly (the reference interpreter), under ``jit`` (native
@@ -60,8 +61,8 @@ def _assert_same(got: Any, want: Any, what: str) -> None:
 #     allow_negative_indices=False), then clamp the start so the window fits.
 #   * lax.gather / lax.scatter never normalize. lax.gather's mode=None is 'promise_in_bounds',
 #     which clamps as 'clip' does; lax.scatter's mode=None is 'fill_or_drop'.
-# Out of scope: indices that do not fit int32 (uint32 >= 2**31, 64-bit ones beyond int32), which
-# JAX truncates to int32 in some of these paths and not in others.
+# Indices that do not fit int32 (uint32 >= 2**31), which JAX casts to int32 in some of these paths
+# and not in others, have their own rules in section 5.
 N, M = 5, 3
 X = np.arange(N * M, dtype=np.float32).reshape(N, M)
 INDEX_DTYPES = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
@@ -647,3 +648,335 @@ def test_dict_keys_that_do_not_sort_raise_as_in_jax(tree: Any) -> None:
             getattr(tree_util, name)(tree)
         assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value), name
         assert type(ours.value.__cause__) is type(theirs.value.__cause__), name
+
+
+# --- 5. unsigned indices and indices beyond int32 -----------------------------------------------------
+# JAX's rules for a scalar index v of integer type d (x64 off), by path. "Cast to int32" is a C cast
+# (two's complement): a uint32 v of 2**31 or more becomes negative there.
+#   * gathers and scatters (x[i[None]], .at[i].get(mode='fill'), .at[i].set/add in every mode): v
+#     plus n if d is signed and v < 0 (never for unsigned d), then cast to int32; then the mode:
+#     reads clamp (or fill with 'fill'), writes drop (or clamp with 'clip'). No second
+#     normalization: a uint32 2**32 - 1 reads row 0, and its write is dropped.
+#   * x[i], .at[i].get() and .at[i].get(mode='clip') with a scalar i are a dynamic slice: in an
+#     operand of one dimension v keeps its type (unsigned: clamped to n - 1); in more dimensions
+#     v is first cast to int32, then normalized (v + n if negative), then clamped.
+#   * jnp.take keeps d: 'fill' (the default) normalizes negative signed v only, and fills where
+#     the result is outside [0, n); 'clip' clamps (a uint32 2**31 is row n - 1); 'wrap' is v mod n.
+#   * jnp.take_along_axis casts v to int32 first, then normalizes, then fills or clips.
+#   * lax.dynamic_slice / dynamic_update_slice keep d: normalize signed negatives, clamp.
+BIG_INDEX_DTYPES = ("uint8", "uint16", "uint32", "int8", "int16", "int32")
+X1 = np.arange(10, dtype=np.float32)
+X2 = np.arange(15, dtype=np.float32).reshape(5, 3)
+
+
+def as_int32(v: int) -> int:
+    return _in_dtype(v, "int32")
+
+
+def _signed(dtype: str) -> bool:
+    return np.iinfo(dtype).min < 0
+
+
+def _row(x: np.ndarray, r: int | None, fill: float = np.nan) -> np.ndarray:
+    """``x[r]``, or a row of ``fill`` for None (out of bounds)."""
+    return x[r] if r is not None else np.full(x.shape[1:], fill, x.dtype)
+
+
+def _fitting(r: int, n: int) -> int | None:
+    return r if 0 <= r < n else None
+
+
+def big_index_rules(x: np.ndarray, v: int, dtype: str) -> dict[str, np.ndarray]:
+    n = x.shape[0]
+    gather = as_int32(wrap_once(v, n) if _signed(dtype) else v)
+    sliced = as_int32(v) if x.ndim > 1 else v  # (the dynamic slice's start type)
+    sliced = clamp(wrap_once(sliced, n) if (x.ndim > 1 or _signed(dtype)) else sliced, n)
+    took = wrap_once(v, n) if _signed(dtype) else v
+    along = wrap_once(as_int32(v), n)
+    start = clamp(wrap_once(v, n) if _signed(dtype) else v, n)
+    return {
+        "x[i]": x[sliced],
+        "x[i[None]]": x[clamp(gather, n)][None],
+        "get()": x[sliced],
+        "get(clip)": x[sliced],
+        "get(fill)": _row(x, _fitting(gather, n), -5.0),
+        "get(fill_value) (no mode: ignored)": x[sliced],
+        "at[i[None]].get(fill)": _row(x, _fitting(gather, n))[None],
+        "set()": _rows_set(x, _fitting(gather, n), 1, -1.0),
+        "set(clip)": _rows_set(x, clamp(gather, n), 1, -1.0),
+        "at[i[None]].add()": _rows_set(x, _fitting(gather, n), 1, 100.0, add=True),
+        "take": _row(x, _fitting(took, n)),
+        "take(clip)": x[clamp(v, n)],
+        "take(wrap)": x[v % n],
+        "take_along_axis": _row(x, _fitting(along, n))[None],
+        "take_along_axis(clip)": x[clamp(along, n)][None],
+        "dynamic_slice_in_dim": x[start][None],
+        "dynamic_update_index_in_dim": _rows_set(x, start, 1, -1.0),
+    }
+
+
+def big_index_ops(jnp: Any, lax: Any) -> Callable:
+    def ops(x: Any, i: Any) -> dict:
+        row = (1,) * x.ndim
+        return {
+            "x[i]": x[i],
+            "x[i[None]]": x[i[None]],
+            "get()": x.at[i].get(),
+            "get(clip)": x.at[i].get(mode="clip"),
+            "get(fill)": x.at[i].get(mode="fill", fill_value=-5.0),
+            "get(fill_value) (no mode: ignored)": x.at[i].get(fill_value=-5.0),
+            "at[i[None]].get(fill)": x.at[i[None]].get(mode="fill"),
+            "set()": x.at[i].set(-1.0),
+            "set(clip)": x.at[i].set(-1.0, mode="clip"),
+            "at[i[None]].add()": x.at[i[None]].add(100.0),
+            "take": jnp.take(x, i, axis=0),
+            "take(clip)": jnp.take(x, i, axis=0, mode="clip"),
+            "take(wrap)": jnp.take(x, i, axis=0, mode="wrap"),
+            "take_along_axis": jnp.take_along_axis(x, jnp.broadcast_to(i, row), 0),
+            "take_along_axis(clip)": jnp.take_along_axis(x, jnp.broadcast_to(i, row), 0, mode="clip"),
+            "dynamic_slice_in_dim": lax.dynamic_slice_in_dim(x, i, 1),
+            "dynamic_update_index_in_dim": lax.dynamic_update_index_in_dim(x, x[0] * 0 - 1, i, 0),
+        }
+
+    return ops
+
+
+EMBER_BIG_INDEX_OPS = big_index_ops(ejnp, elax)
+EMBER_BIG_INDEX_OPS_JIT = ember.jit(EMBER_BIG_INDEX_OPS)
+
+
+@st.composite
+def big_indices(draw: Callable, dtypes: tuple[str, ...] = BIG_INDEX_DTYPES) -> tuple[str, int]:
+    """An index dtype and a value of it: near 0, near int32's limits, or anywhere in range."""
+    dtype = draw(st.sampled_from(dtypes))
+    info = np.iinfo(dtype)
+    edges = [v for v in (2**31 - 1, 2**31, 2**31 + 3, 2**32 - 1, 2**32 - 7) if v <= info.max]
+    value = st.integers(int(info.min), int(info.max)) | st.sampled_from([int(info.min), int(info.max), *edges]) \
+        | st.integers(max(int(info.min), -12), min(int(info.max), 12))
+    return dtype, draw(value)
+
+
+@FAST
+@given(big_indices())
+def test_unsigned_and_wide_indices_land_where_jax_rules_put_them(case: tuple[str, int]) -> None:
+    dtype, v = case
+    for x in (X1, X2):
+        want = big_index_rules(x, v, dtype)
+        for backend in BACKENDS:
+            got = _run(EMBER_BIG_INDEX_OPS, EMBER_BIG_INDEX_OPS_JIT, backend, ejnp.asarray(x),
+                       ejnp.asarray(np.array(v, dtype)))
+            for name in want:
+                _assert_same(got[name], want[name], f"{name} ({backend}, {x.ndim}-d, {dtype} {v})")
+        # A NumPy scalar is a static index: the same rules.
+        got = EMBER_BIG_INDEX_OPS(ejnp.asarray(x), np.array(v, dtype)[()])
+        for name in want:
+            _assert_same(got[name], want[name], f"{name} (NumPy scalar, {x.ndim}-d, {dtype} {v})")
+
+
+@FAST
+@given(st.lists(big_indices(("uint32",)).map(lambda c: c[1]), min_size=3, max_size=3))
+def test_unsigned_indices_under_vmap_follow_the_same_rules(values: list[int]) -> None:
+    indices = ejnp.asarray(np.array(values, np.uint32))
+    for x in (X1, X2):
+        batched = ember.jit(ember.vmap(EMBER_BIG_INDEX_OPS, (None, 0)))(ejnp.asarray(x), indices)
+        for k, v in enumerate(values):
+            want = big_index_rules(x, v, "uint32")
+            for name in want:
+                _assert_same(batched[name][k], want[name], f"vmap {name} ({x.ndim}-d, uint32 {v})")
+
+
+def test_python_ints_beyond_int32_are_jaxs_overflow_in_a_dynamic_slice() -> None:
+    x = ejnp.asarray(X2)
+    with pytest.raises(OverflowError, match="Python int 2147483648 too large to convert to int32"):
+        x[2**31]
+    # ... and cast (wrapping) in a gather or scatter, as JAX does: 2**40 is row 0.
+    _assert_same(x.at[2**40].set(-1.0), _rows_set(X2, 0, 1, -1.0), "x.at[2**40].set")
+    _assert_same(x[np.array([2**32 - 1])], X2[:1], "x[np.array([2**32 - 1])]")
+
+
+@settings(max_examples=6, deadline=None)
+@given(big_indices(("uint32", "int8")))
+def test_unsigned_and_wide_indices_land_where_jax_puts_them_jax(case: tuple[str, int]) -> None:
+    pytest.importorskip("jax")
+    import jax.numpy as jjnp
+
+    dtype, v = case
+    for x in (X1, X2):
+        theirs = _jax_big_index_ops()(jjnp.asarray(x), np.array(v, dtype))
+        ours = EMBER_BIG_INDEX_OPS_JIT(ejnp.asarray(x), ejnp.asarray(np.array(v, dtype)))
+        want = big_index_rules(x, v, dtype)
+        for name in want:
+            _assert_same(theirs[name], want[name], f"JAX {name} ({x.ndim}-d, {dtype} {v})")
+            _assert_same(ours[name], theirs[name], f"ember vs JAX {name} ({x.ndim}-d, {dtype} {v})")
+
+
+@functools.cache
+def _jax_big_index_ops() -> Callable:
+    import jax
+    import jax.numpy as jjnp
+    from jax import lax as jlax
+
+    return jax.jit(big_index_ops(jjnp, jlax))
+
+
+# --- 6. the gradient of a read that does not fit ------------------------------------------------------
+# JAX's rules: x[idx] with an index array is a gather that promises its indices fit: the forward
+# read clamps, and its transpose (the gradient) is a scatter-add in the same mode, which drops the
+# cotangent of every (normalized) index outside [0, n). .at[idx].get() and
+# .at[idx].get(mode='promise_in_bounds') are the same read; 'fill' reads drop too (their forward
+# value is the fill); 'clip' reads (.at[].get(mode='clip'), jnp.take(mode='clip'), whose indices
+# are not normalized) add the cotangent where the clamped read happened. lax.gather's mode None is
+# 'promise_in_bounds' and never normalizes.
+def gather_gradient_rule(idx: np.ndarray, weights: np.ndarray, n: int, *, normalize: bool, clip: bool) -> np.ndarray:
+    grad = np.zeros(n)
+    for i, w in zip(idx.tolist(), weights.tolist()):
+        r = wrap_once(i, n) if normalize else i
+        if clip:
+            grad[clamp(r, n)] += w
+        elif 0 <= r < n:
+            grad[r] += w
+    return grad
+
+
+def _gradient_cases(jnp: Any, lax: Any) -> dict[str, tuple[Callable, bool, bool]]:
+    """name -> (read of x at idx, indices normalized, clipped gradient)."""
+    rows = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+    return {
+        "x[idx]": (lambda x, i: x[i], True, False),
+        "x[idx, 1]": (lambda x, i: x[i, 1][:, None], True, False),
+        "at[idx].get()": (lambda x, i: x.at[i].get(), True, False),
+        "at[idx].get(promise_in_bounds)": (lambda x, i: x.at[i].get(mode="promise_in_bounds"), True, False),
+        "at[idx].get(fill)": (lambda x, i: x.at[i].get(mode="fill", fill_value=0.0), True, False),
+        "at[idx].get(clip)": (lambda x, i: x.at[i].get(mode="clip"), True, True),
+        "take(clip)": (lambda x, i: jnp.take(x, i, axis=0, mode="clip"), False, True),
+        "take": (lambda x, i: jnp.nan_to_num(jnp.take(x, i, axis=0)), True, False),
+        "lax.gather": (lambda x, i: lax.gather(x, i[:, None], rows, (1, x.shape[1])), False, False),
+    }
+
+
+def _gradients(jnp: Any, lax: Any, jit: Callable, grad: Callable) -> Callable:
+    cases = _gradient_cases(jnp, lax)
+
+    def grads(x: Any, idx: Any, w: Any) -> dict:
+        return {name: grad(lambda x: (read(x, idx) * w[:, None]).sum())(x) for name, (read, _, _) in cases.items()}
+
+    return jit(grads)
+
+
+EMBER_GRADIENTS = _gradients(ejnp, elax, ember.jit, ember.grad)
+GRAD_X = np.arange(15, dtype=np.float32).reshape(5, 3)
+
+
+@FAST
+@given(st.lists(st.integers(-3 * N, 3 * N) | st.sampled_from([-N - 1, -N, -1, 0, N - 1, N]), min_size=1, max_size=8),
+       st.sampled_from(("int8", "int32", "uint8")))
+def test_gradients_of_reads_that_do_not_fit_follow_jax_rules(values: list[int], dtype: str) -> None:
+    if dtype == "uint8":
+        values = [v % 256 for v in values]
+    idx = np.array(values, dtype)
+    weights = np.arange(1, len(values) + 1, dtype=np.float32)
+    cases = _gradient_cases(ejnp, elax)
+    for run in ("eager", "jit"):
+        grads = (EMBER_GRADIENTS.__wrapped__ if run == "eager" else EMBER_GRADIENTS)(
+            ejnp.asarray(GRAD_X), ejnp.asarray(idx), ejnp.asarray(weights))
+        for name, (_, normalize, clip) in cases.items():
+            want = gather_gradient_rule(idx.astype(np.int64), weights, N, normalize=normalize, clip=clip)
+            columns = [1] if name == "x[idx, 1]" else [0, 1, 2]
+            expected = np.zeros_like(GRAD_X)
+            expected[:, columns] = want[:, None]
+            _assert_same(grads[name], expected, f"grad of {name} ({run}) at {dtype} {values}")
+
+
+def test_gradients_of_reads_that_do_not_fit_match_jax() -> None:
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jjnp
+    from jax import lax as jlax
+
+    idx = np.array([-100, -7, -6, -5, -1, 0, 4, 5, 6, 100], np.int32)
+    weights = np.arange(1, 11, dtype=np.float32)
+    theirs = _gradients(jjnp, jlax, jax.jit, jax.grad)(jjnp.asarray(GRAD_X), idx, weights)
+    ours = EMBER_GRADIENTS(ejnp.asarray(GRAD_X), ejnp.asarray(idx), ejnp.asarray(weights))
+    for name in theirs:
+        _assert_same(ours[name], theirs[name], f"ember vs JAX: grad of {name}")
+
+
+# --- 7. integer and boolean powers --------------------------------------------------------------------
+# JAX's rules for x1 ** x2 (jnp.power):
+#   * x2 a Python int or bool, a NumPy integer or a concrete 0-d integer array (not a NumPy bool:
+#     operator.index refuses those): lax.integer_pow(x1, x2), in x1's type alone (bool -> int32,
+#     the weak type kept); a negative x2 with an integer x1 is a TypeError.
+#   * otherwise both promote (bool -> int32). Integers: square-and-multiply over the low six bits
+#     of x2, wrapping: 0 where x1 == 0 and x2 != 0, else x1 ** (x2 & 63) modulo 2**bits (so
+#     int8(7) ** int8(-3) is 7 ** 61 wrapped: 103). The result is strongly typed.
+#   * an inexact x1 with an integer x2 keeps x1's type; other cases promote.
+POWER_DTYPES = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32")
+
+
+def _power_dtype(a: str, b: str) -> str:
+    joined = np.dtype(dtypes_promote(a, b)).name
+    return "int32" if joined == "bool" else joined
+
+
+def dtypes_promote(a: str, b: str) -> np.dtype:
+    return ember.dtypes.promote_types(np.dtype(a), np.dtype(b))
+
+
+def integer_power_rule(x: int, y: int, dtype: str) -> int:
+    if x == 0 and y != 0:
+        return 0
+    return _in_dtype(pow(x, y & 63, 2 ** np.iinfo(dtype).bits), dtype)
+
+
+def _power_operands(dtype: str) -> st.SearchStrategy:
+    if dtype == "bool":
+        return st.lists(st.booleans(), min_size=6, max_size=6).map(lambda v: np.array(v, bool))
+    info = np.iinfo(dtype)
+    element = st.sampled_from([0, 1, 2, 3, 7, int(info.max)] + ([-1, -2, -3, -7, int(info.min)] if info.min else [])) \
+        | st.integers(int(info.min), int(info.max))
+    return st.lists(element, min_size=6, max_size=6).map(lambda v: np.array(v, dtype))
+
+
+POWER_JIT = ember.jit(ejnp.power)
+
+
+@pytest.mark.parametrize("dtype", POWER_DTYPES)
+@FAST
+@given(data=st.data())
+def test_integer_and_boolean_powers_follow_jax_rules(dtype: str, data: Any) -> None:
+    other = data.draw(st.sampled_from(POWER_DTYPES))
+    a, b = data.draw(_power_operands(dtype)), data.draw(_power_operands(other))
+    out = _power_dtype(dtype, other)
+    want = np.array([integer_power_rule(int(p), int(q), out) for p, q in zip(a, b)], out)
+    for backend in BACKENDS:
+        got = _run(ejnp.power, POWER_JIT, backend, ejnp.asarray(a), ejnp.asarray(b))
+        assert np.asarray(got).dtype == out and not got.weak_type, f"{dtype} ** {other} ({backend}): {got.dtype}"
+        _assert_same(got, want, f"{a.tolist()} ** {b.tolist()} ({backend}, {dtype} ** {other})")
+
+
+def test_static_integer_exponents_are_integer_pow_of_the_base_alone() -> None:
+    bools = ejnp.asarray(np.array([True, False]))
+    assert (bools ** True).dtype == np.int32 and (bools ** True).tolist() == [1, 0]
+    assert (bools ** np.bool_(True)).dtype == np.int32  # (a NumPy bool is an array operand: promoted)
+    assert (ejnp.asarray(np.array([2, 3], np.int8)) ** np.array(2, np.int32)).dtype == np.int8
+    assert (ejnp.asarray(np.array([2, 3], np.int8)) ** ejnp.asarray(np.array(2, np.int16))).dtype == np.int8
+    weak = ejnp.asarray(7) ** ejnp.asarray(3)
+    assert weak.weak_type and int(weak) == 343
+    for base, exponent in ((ejnp.asarray(7), ejnp.asarray(-3)), (ejnp.asarray(np.array([7], np.int8)), -3)):
+        with pytest.raises(TypeError, match="Integers cannot be raised to negative powers, got integer_pow"):
+            base ** exponent
+    # A traced exponent (or an array) takes the square-and-multiply rule.
+    assert ember.jit(lambda a, b: a ** b)(ejnp.asarray(np.array([7, -7], np.int8)), -3).tolist() == [103, -103]
+    assert (ejnp.asarray(7) ** ejnp.asarray(np.array([-3]))).tolist() == [1336734823]
+
+
+@pytest.mark.parametrize("dtype", ("bool", "int8", "uint8", "int32"))
+def test_integer_and_boolean_powers_match_jax(dtype: str) -> None:
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jjnp
+
+    for other in POWER_DTYPES:
+        a = np.array([True, False, True, False]) if dtype == "bool" else np.array([7, -7, 0, 3]).astype(dtype)
+        b = np.array([False, True, True, False]) if other == "bool" else np.array([-3, 2, -1, 0]).astype(other)
+        theirs, ours = jax.jit(jjnp.power)(a, b), POWER_JIT(ejnp.asarray(a), ejnp.asarray(b))
+        assert np.asarray(ours).dtype == np.asarray(theirs).dtype, f"{dtype} ** {other}"
+        _assert_same(ours, theirs, f"ember vs JAX {dtype} ** {other}")

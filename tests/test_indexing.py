@@ -329,7 +329,7 @@ def test_index_errors():
         X[1.5:]
     with pytest.raises(IndexError, match="size 0"):
         jnp.zeros((0, 3))[0]
-    with pytest.raises(IndexError, match="size 0"):
+    with pytest.raises(TypeError, match=r"Slice size at index 0 in gather op is out of range"):  # (JAX's)
         jnp.zeros((0, 3))[np.array([0])]
 
 
@@ -390,9 +390,9 @@ def test_scatter_flavors_drop_and_clip():
 def test_gather_scatter_shape_rule_errors():
     operand = jnp.zeros((3, 4))
     dnums = GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
-    with pytest.raises(TypeError, match="gather: indices must have an integer dtype"):
+    with pytest.raises(ValueError, match="indices must have an integer type"):  # (JAX's class and words)
         lax.gather(operand, jnp.zeros((2, 1)), dnums, (1, 4))
-    with pytest.raises(TypeError, match="gather: slice_sizes"):
+    with pytest.raises(TypeError, match=r"Slice size at index 1 in gather op is out of range, must be within \[0, 4"):
         lax.gather(operand, np.zeros((2, 1), np.int32), dnums, (1, 5))
     with pytest.raises(TypeError, match="slice size 1"):
         lax.gather(operand, np.zeros((2, 1), np.int32), dnums, (2, 4))
@@ -456,7 +456,7 @@ def test_take_default_fill_mode():
     assert jnp.take(X, np.zeros((0,), int), axis=1).shape == (4, 0, 6)
     with pytest.raises(NotImplementedError, match="raise"):
         jnp.take(X, 0, mode="raise")
-    with pytest.raises(TypeError, match="integer"):
+    with pytest.raises(ValueError, match="indices must have an integer type"):  # (JAX's class)
         jnp.take(X, np.array([0.5]))
 
 
@@ -526,8 +526,10 @@ def test_static_index_builders():
 
 
 def test_ix_():
-    rows, cols = np.array([0, 3]), np.array([True, False, True, False, False])
+    rows, cols = np.array([0, 3]), np.array([0, 2])
     check_eager_and_jit(lambda x: x[:, 1][jnp.ix_(rows, cols)], X, expected=X_NP[:, 1][np.ix_(rows, cols)])
+    with pytest.raises(NotImplementedError, match="Boolean arguments to jax.numpy.ix_"):  # (as JAX)
+        jnp.ix_(np.array([True, False]))
     assert [a.shape for a in jnp.ix_(np.array([1, 2]), np.array([], int), np.array([0]))] == \
         [(2, 1, 1), (1, 0, 1), (1, 1, 1)]
     with pytest.raises(ValueError, match="1-dimensional"):

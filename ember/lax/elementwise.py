@@ -3,12 +3,12 @@
 All share one shape rule: operands have equal shapes, except that rank-0
 operands broadcast (so ``mul x 2.0:f32[]`` needs no broadcast equation).
 Operand dtypes must be equal (``jnp`` promotes first); the result is weakly
-typed only when every operand is.
+typed only when every operand is (a comparison of weak operands too, as in JAX).
 """
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -52,7 +52,9 @@ def _elementwise_rule(*avals: ShapedArray, name: str, kinds: str, out_dtype: Any
                         "Convert them first (lax.convert_element_type), or use jnp, which promotes.")
     dt = dts.pop()
     check_dtype(name, dt, kinds)
-    weak = all(a.weak_type for a in avals) and out_dtype is None
+    # Weak exactly when every operand is, comparisons included (as in JAX 0.10: ``jnp.array(1.) > 0`` is a
+    # weak bool; the promotion lattice has no weak bool node, so it joins others as a plain bool).
+    weak = all(a.weak_type for a in avals)
     return ShapedArray(shape, out_dtype or dt, weak)
 
 
@@ -129,8 +131,9 @@ ELEMENTWISE.add(round_p)
 def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
     if not isinstance(y, int):
         raise TypeError(f"integer_pow needs a Python int exponent, got {y!r}")
-    if y < 0 and not dtypes.is_inexact(x.dtype):
-        raise TypeError("integer_pow with a negative exponent needs a floating or complex operand")
+    if y < 0 and not dtypes.is_inexact(x.dtype):  # (JAX's words; ~ marks a weak type)
+        raise TypeError(f"Integers cannot be raised to negative powers, got integer_pow("
+                        f"{'~' if x.weak_type else ''}{x.dtype.name}[{','.join(map(str, x.shape))}], {y})")
     return _elementwise_rule(x, name="integer_pow", kinds=NUM)
 
 
@@ -264,12 +267,42 @@ def _scalar_of_dtype(x: Any, dt: np.dtype) -> Any:
     return convert_element_type(x, dt, weak_type=True)
 
 
-def _bind(p: Primitive):
+def _broadcast_size_one(name: str, args: tuple) -> tuple:
+    """JAX's lax binary operations broadcast size-1 dimensions between operands of one rank (and
+    rank-0 operands to any shape): ``lax.add(ones((3, 1)), ones((1, 4)))`` is ``(3, 4)``. ember's
+    primitives take equal shapes, so the size-1 dimensions are broadcast here, explicitly (the
+    program holds a ``broadcast_in_dim`` where JAX's holds none). Other shapes raise JAX's errors."""
+    shapes = [aval(a).shape for a in args if not is_python_scalar(a)]
+    nonscalar = [s for s in shapes if s != ()]
+    if len(set(nonscalar)) <= 1:
+        return args
+    ranks = {len(s) for s in nonscalar}
+    if len(ranks) > 1:
+        raise TypeError(f"{name}: arrays must have the same number of dimensions, got {ranks}")
+    out_shape = []
+    for sizes in zip(*nonscalar):
+        kept = {n for n in sizes if n != 1}
+        if len(kept) > 1:
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: {', '.join(map(str, nonscalar))}.")
+        out_shape.append(kept.pop() if kept else 1)
+    shape = tuple(out_shape)
+    return tuple(a if is_python_scalar(a) or aval(a).shape in ((), shape)
+                 else _broadcast_in_dim(a, shape, tuple(range(len(shape)))) for a in args)
+
+
+# ``lax.shapes`` (which builds on this module) fills this slot with its ``broadcast_in_dim`` when it
+# loads; ``ember.lax`` loads both before any operation runs.
+_broadcast_in_dim: Callable[..., Any] = None  # type: ignore[assignment]
+
+
+def _bind(p: Primitive, broadcasting: bool = False):
     def op(*args: Any) -> Any:
-        return p.bind(*_scalars_like(args))
+        args = _scalars_like(args)
+        return p.bind(*(_broadcast_size_one(p.name, args) if broadcasting else args))
 
     op.__name__ = p.name
-    op.__doc__ = f"Elementwise ``{p.name}`` (operands of one dtype and shape; scalars broadcast)."
+    op.__doc__ = (f"Elementwise ``{p.name}`` (operands of one dtype; scalars broadcast"
+                  f"{', and size-1 dimensions between operands of one rank, as in JAX' if broadcasting else ''}).")
     return op
 
 
@@ -282,10 +315,11 @@ real, imag = map(_bind, (real_p, imag_p))
             acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, erf_p,
             erfc_p, erf_inv_p, lgamma_p, digamma_p))
 (add, sub, mul, div, rem, _pow_same_dtype, max, min, _atan2, nextafter, bitwise_and, bitwise_or, bitwise_xor,
- shift_left, shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge) = map(
-    _bind, (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, nextafter_p, and_p, or_p,
-            xor_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, eq_p, ne_p, lt_p, le_p,
-            gt_p, ge_p))
+ shift_left, shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge) = (
+    _bind(p, broadcasting=True)
+    for p in (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, nextafter_p, and_p, or_p,
+              xor_p, shift_left_p, shift_right_arithmetic_p, shift_right_logical_p, eq_p, ne_p, lt_p, le_p,
+              gt_p, ge_p))
 bitwise_not.__name__ = "bitwise_not"
 not_ = bitwise_not
 and_ = bitwise_and
@@ -308,7 +342,7 @@ def pow(x: Any, y: Any) -> Any:
 def atan2(x: Any, y: Any) -> Any:
     """``atan(x / y)`` elementwise, in the quadrant of ``(y, x)``. Complex operands (as XLA's
     expansion, which JAX uses) give ``-i * log((y + i x) / sqrt(y**2 + x**2))``."""
-    x, y = _scalars_like((x, y))
+    x, y = _broadcast_size_one("atan2", _scalars_like((x, y)))
     if is_python_scalar(x) or not dtypes.is_complex(aval(x).dtype):
         return _atan2(x, y)
     _elementwise_rule(aval(x), aval(y), name="atan2", kinds=INEXACT)  # one complex dtype and shape
@@ -326,7 +360,7 @@ def conj(x: Any) -> Any:
 
 def complex(x: Any, y: Any) -> Any:  # noqa: A001  (lax's name)
     """``x + 1j * y`` from floating parts of one dtype."""
-    return complex_p.bind(*_scalars_like((x, y)))
+    return complex_p.bind(*_broadcast_size_one("complex", _scalars_like((x, y))))
 
 
 def round(x: Any, rounding_method: int = RoundingMethod.AWAY_FROM_ZERO) -> Any:

@@ -99,7 +99,7 @@ def _check_dims(op: str, what: str, dims: tuple, bound: int, sorted_: bool = Tru
 
 def _check_indices(op: str, indices: ShapedArray) -> None:
     if indices.dtype not in dtypes.INTEGER:
-        raise TypeError(f"{op}: indices must have an integer dtype, got {indices.dtype}")
+        raise ValueError("indices must have an integer type")  # (JAX's class and words)
     if indices.ndim < 1:
         raise TypeError(f"{op}: indices must have rank >= 1 (the last dimension holds the index vectors), "
                         f"got shape {indices.shape}")
@@ -142,7 +142,7 @@ def _index_operand(indices: Any) -> Any:
         return indices
     value = np.asarray(indices)
     if value.dtype.kind not in "iu":
-        raise TypeError(f"indices must be integers, got dtype {value.dtype}")
+        raise ValueError("indices must have an integer type")
     return Array(value.astype(dtypes.canonicalize_dtype(value.dtype)))
 
 
@@ -156,9 +156,9 @@ def _gather_rule(operand: ShapedArray, indices: ShapedArray, *, dimension_number
         raise TypeError(f"gather: slice_sizes {slice_sizes} must have one entry per operand dimension "
                         f"(operand shape {operand.shape})")
     for d, (size, n) in enumerate(zip(slice_sizes, operand.shape)):
-        if not 0 <= size <= n:
-            raise TypeError(f"gather: slice_sizes {slice_sizes} must fit in the operand shape {operand.shape} "
-                            f"(dimension {d})")
+        if not 0 <= size <= n and 0 not in indices.shape:  # (JAX's words, and its exemption of empty indices)
+            raise TypeError(f"Slice size at index {d} in gather op is out of range, must be within [0, {n} + 1), "
+                            f"got {size}.")
     _check_dims("gather", "collapsed_slice_dims", dn.collapsed_slice_dims, operand.ndim)
     _check_index_map("gather", operand, indices, dn.start_index_map, "start_index_map",
                      dn.operand_batching_dims, dn.start_indices_batching_dims,

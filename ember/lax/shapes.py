@@ -8,6 +8,7 @@ import numpy as np
 
 from ember import dtypes
 from ember.core.avals import ShapedArray
+from ember.lax import elementwise
 from ember.lax.base import aval, canonical_axes, primitive, shape_tuple
 from ember.lax.elementwise import add, convert_element_type, lt, select
 
@@ -47,6 +48,9 @@ def broadcast_in_dim(x: Any, shape: Sequence[int], broadcast_dimensions: Sequenc
     if a.shape == shape and tuple(broadcast_dimensions) == tuple(range(len(shape))):
         return x
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=tuple(int(d) for d in broadcast_dimensions))
+
+
+elementwise._broadcast_in_dim = broadcast_in_dim  # (the slot elementwise's size-1 broadcasting uses)
 
 
 def broadcast(x: Any, sizes: Sequence[int]) -> Any:
@@ -274,8 +278,13 @@ def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
 def _check_start_indices(name: str, x: ShapedArray, starts: Sequence[ShapedArray]) -> None:
     if len(starts) != x.ndim:
         raise TypeError(f"{name}: needs {x.ndim} start indices for shape {x.shape}, got {len(starts)}")
+    if any(s.dtype != starts[0].dtype or s.dtype not in dtypes.INTEGER for s in starts):
+        # (JAX's words; a Python int start has the default integer type, so it cannot join an int8 one)
+        listed = ", ".join(s.dtype.name for s in starts)
+        raise TypeError(f"index arguments to {name} must be integers of the same type, "
+                        f"got{':' if name == 'dynamic_slice' else ''} {listed}")
     for s in starts:
-        if s.shape != () or s.dtype not in dtypes.INTEGER:
+        if s.shape != ():
             raise TypeError(f"{name}: start indices must be integer scalars, got {s.str_short()}")
 
 
@@ -290,17 +299,17 @@ dynamic_slice_p = primitive("dynamic_slice", _dynamic_slice_rule)
 
 
 def _index_operand(i: Any) -> Any:
-    a = aval(i)
-    if a.dtype not in dtypes.INTEGER:
-        raise TypeError(f"indices must be integers, got {a.dtype}")
-    return convert_element_type(i, dtypes.int32) if type(i) is int else i
+    """A start index as an operand: a Python number takes its default type (as in JAX)."""
+    if type(i) in (int, float):
+        return convert_element_type(i, dtypes.default_int_dtype() if type(i) is int else dtypes.default_float_dtype())
+    return i
 
 
 def _wrap_negative(starts: Sequence[Any], shape: tuple[int, ...]) -> list[Any]:
     """``start + size`` for negative starts (Python style), as JAX's ``allow_negative_indices``."""
     out = []
     for start, size in zip(starts, shape):
-        if isinstance(start, (int, np.integer)):
+        if isinstance(start, (int, float, np.integer)):
             out.append(start + size if start < 0 else start)
         else:
             out.append(select(lt(start, 0), add(start, size), start))
@@ -311,9 +320,10 @@ def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[in
                   allow_negative_indices: bool = True) -> Any:
     """``x[start:start+size]`` with traced starts, clamped so the slice stays in bounds.
     Negative starts count from the end (as in JAX) unless ``allow_negative_indices=False``."""
-    starts = list(map(_index_operand, start_indices))
+    starts = list(start_indices)
     if allow_negative_indices:
         starts = _wrap_negative(starts, aval(x).shape)
+    starts = list(map(_index_operand, starts))
     return dynamic_slice_p.bind(x, *starts, slice_sizes=shape_tuple(slice_sizes))
 
 
@@ -333,16 +343,22 @@ def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any], *,
                          allow_negative_indices: bool = True) -> Any:
     """``x`` with ``update`` written at ``start_indices`` (clamped to stay in bounds).
     Negative starts count from the end (as in JAX) unless ``allow_negative_indices=False``."""
-    starts = list(map(_index_operand, start_indices))
+    starts = list(start_indices)
     if allow_negative_indices:
         starts = _wrap_negative(starts, aval(x).shape)
+    starts = list(map(_index_operand, starts))
     return dynamic_update_slice_p.bind(x, update, *starts)
+
+
+def _zero_start_like(start: Any) -> Any:
+    """A start of 0 of ``start``'s type, for the dimensions a ``*_in_dim`` slice keeps whole."""
+    return 0 if type(start) is int else convert_element_type(0, aval(start).dtype)
 
 
 def dynamic_slice_in_dim(x: Any, start_index: Any, slice_size: int, axis: int = 0) -> Any:
     a = aval(x)
     axis = canonical_axes(axis, a.ndim)[0]
-    starts = [0] * a.ndim
+    starts = [_zero_start_like(start_index)] * a.ndim
     starts[axis] = start_index
     sizes = list(a.shape)
     sizes[axis] = slice_size
@@ -357,7 +373,7 @@ def dynamic_index_in_dim(x: Any, index: Any, axis: int = 0, keepdims: bool = Tru
 def dynamic_update_slice_in_dim(x: Any, update: Any, start_index: Any, axis: int) -> Any:
     a = aval(x)
     axis = canonical_axes(axis, a.ndim)[0]
-    starts = [0] * a.ndim
+    starts = [_zero_start_like(start_index)] * a.ndim
     starts[axis] = start_index
     return dynamic_update_slice(x, update, starts)
 

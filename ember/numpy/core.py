@@ -24,6 +24,8 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
 
 
 def _asarray(a: Any, dtype: Any = None) -> Any:
+    if a is None or (isinstance(a, (list, tuple)) and any(x is None for x in flatten_nested(a))):
+        raise ValueError("None is not a valid value for jnp.array")  # (JAX's class and words)
     if dtype is not None:
         dtype = dtypes.requested_dtype(dtype)
     if is_array(a):
@@ -134,11 +136,21 @@ def promote_and_broadcast(*args: Any) -> list[Any]:
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array)."""
+    """An array of ``shape`` filled with ``fill_value`` (broadcast if it is an array).
+
+    As in JAX, a scalar fill is cast the way C casts (through NumPy's own type for it), so an
+    integer that does not fit wraps (``full(2, 2**31)`` is int32 -2**31) and a float saturates;
+    the result is weakly typed when no ``dtype`` is given and the fill is weak.
+    """
     shape = shape_tuple(shape)
-    fill = ensure_array(fill_value) if dtype is None else asarray(fill_value, dtypes.requested_dtype(dtype))
-    # The result is strongly typed even for a Python scalar fill, as in jnp.full.
-    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=False)
+    weak = dtype is None and dtypes.is_weakly_typed(fill_value)
+    target = None if dtype is None else dtypes.requested_dtype(dtype)
+    if type(fill_value) in (bool, int, float, complex) or isinstance(fill_value, np.generic):
+        target = target or dtypes.value_dtype_and_weak(fill_value)[0]
+        fill = as_array(dtypes.convert_values(np.asarray(fill_value), target))
+    else:
+        fill = ensure_array(fill_value) if target is None else asarray(fill_value, target)
+    fill = lax.convert_element_type(fill, aval(fill).dtype, weak_type=weak)
     return place(broadcast_to(fill, shape), device)
 
 

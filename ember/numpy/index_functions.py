@@ -1,6 +1,8 @@
 """The jnp index functions: take, take_along_axis, nonzero, where-style selection, index grids.
 
-They share the gather machinery of ``ember.numpy.indexing`` (reads clamp, as in JAX).
+They share the index arithmetic of ``ember.numpy.indexing``; take and take_along_axis build their
+own gathers, as JAX's do, so that each treats an index's type as JAX's does (take keeps it,
+take_along_axis casts to int32 first).
 """
 from __future__ import annotations
 
@@ -11,19 +13,19 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.core.avals import ShapedArray
+from ember.core.trace import Tracer
 from ember.lax.base import aval, canonical_axes
 from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, promote_dtypes
 
 # The gather / scatter machinery shared with x[idx] and x.at[idx]; nonzero lives there too (see indexing).
 from ember.numpy.indexing import (
-    _check_nonempty_axis,
     _concrete,
     _filled,
+    _gather_index_dtype,
     _index_dtype,
     _normalize,
     _ravel,
-    _take,
     nonzero,
 )
 from ember.numpy.ufuncs import add, clip, divmod as _divmod, multiply, remainder
@@ -43,57 +45,76 @@ def _integer_array(x: Any, what: str) -> Any:
     return x
 
 
-def _take_mode(mode: str | None) -> tuple[GatherScatterMode, bool]:
-    """jnp.take's mode: (gather mode, whether negative indices wrap)."""
-    if mode is None or mode == "fill":
-        return GatherScatterMode.FILL_OR_DROP, True
-    if mode == "clip":
-        return GatherScatterMode.CLIP, False
-    if mode == "wrap":
-        return GatherScatterMode.PROMISE_IN_BOUNDS, False
-    if mode == "raise":
-        raise NotImplementedError("The 'raise' mode to jnp.take is not supported (it would need a runtime "
-                                  "check); use mode='fill', 'clip' or 'wrap'.")
-    raise ValueError(f"Invalid mode {mode!r} for jnp.take; expected 'fill', 'clip', 'wrap' or None")
-
-
 def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
          unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
     """Elements of ``a`` at ``indices`` along ``axis`` (``a`` flattened if None).
 
     By default (``mode='fill'``) out-of-bounds indices give ``fill_value`` (NaN for floats);
-    ``'clip'`` clamps and ``'wrap'`` wraps around.
+    ``'clip'`` clamps and ``'wrap'`` wraps around. As in JAX, the indices keep their own integer
+    type (a uint32 index is never negative), and only 'fill' counts negative ones from the end.
     """
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
-    a = ensure_array(a)
-    indices = _integer_array(indices, "jnp.take indices")
+    a, indices = ensure_array(a), ensure_array(indices)
+    if indices.dtype == dtypes.bool_ and mode in (None, "fill", "wrap"):  # (JAX's arithmetic makes them int32)
+        indices = lax.convert_element_type(indices, _index_dtype())
+    if indices.dtype not in dtypes.INTEGER:
+        raise ValueError("indices must have an integer type")  # (lax.gather's error in JAX)
     if axis is None:
         a, axis = _ravel(a), 0
     axis = canonical_axes(axis, a.ndim)[0]
     n = a.shape[axis]
+    if mode is None or mode == "fill":
+        gather_mode = GatherScatterMode.FILL_OR_DROP
+        if dtypes.is_signed(indices.dtype) and not isinstance(indices, Tracer):  # (unsigned ones never wrap)
+            values = np.asarray(indices).astype(_wide_index_dtype(indices.dtype))
+            indices = asarray(np.where(values < 0, values + n, values).astype(values.dtype))
+        elif dtypes.is_signed(indices.dtype):
+            indices = lax.convert_element_type(indices, _wide_index_dtype(indices.dtype))
+            indices = lax.select(lax.lt(indices, 0), lax.add(indices, n), indices)
+    elif mode == "raise":
+        raise NotImplementedError("The 'raise' mode to jnp.take is not supported (it would need a runtime "
+                                  "check); use mode='fill', 'clip' or 'wrap'.")
+    elif mode == "wrap":
+        gather_mode = GatherScatterMode.PROMISE_IN_BOUNDS
+        indices = remainder(indices, lax.convert_element_type(max(n, 1), indices.dtype))
+    elif mode == "clip":
+        gather_mode = GatherScatterMode.CLIP
+    else:
+        raise ValueError(f"Invalid mode {mode!r} for np.take")
     out_shape = a.shape[:axis] + indices.shape + a.shape[axis + 1:]
-    gather_mode, wrap_negative = _take_mode(mode)
     if n == 0 and indices.size:
         raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
     if 0 in out_shape:
         return _filled(aval(a)._replace(shape=out_shape), 0)
-    if mode == "wrap":
-        indices = remainder(indices, n)
-    index = tuple(slice(None) for _ in range(axis)) + (indices,)
-    return _take(a, index, mode=gather_mode, fill_value=fill_value, wrap_negative=wrap_negative,
-                 indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+    slice_sizes = a.shape[:axis] + (1,) + a.shape[axis + 1:]
+    dnums = GatherDimensionNumbers(
+        offset_dims=tuple(range(axis)) + tuple(range(axis + indices.ndim, a.ndim + indices.ndim - 1)),
+        collapsed_slice_dims=(axis,), start_index_map=(axis,))
+    return lax.gather(a, lax.expand_dims(indices, (indices.ndim,)), dnums, slice_sizes, mode=gather_mode,
+                      fill_value=fill_value, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+
+def _wide_index_dtype(dtype: np.dtype) -> np.dtype:
+    """A type that holds ``dtype``'s values plus an axis length exactly (signed ones widen to int32,
+    where JAX adds the length in the index's own type and can overflow)."""
+    return dtype if dtypes.is_unsigned(dtype) or dtype.itemsize >= 4 else np.dtype(dtypes.int32)
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None = None,
-                    fill_value: Any = None) -> Any:
+                    fill_value: Any = None, *, wrap_negative_indices: bool | None = None) -> Any:
     """``arr`` indexed along ``axis`` by ``indices`` of the same rank (other dimensions broadcast),
-    e.g. with the result of ``argsort``. Out-of-bounds indices give ``fill_value`` unless ``mode='clip'``."""
-    arr = ensure_array(arr)
-    indices = _integer_array(indices, "take_along_axis indices")
+    e.g. with the result of ``argsort``. Out-of-bounds indices give ``fill_value`` unless ``mode='clip'``.
+
+    As JAX does, indices that wrap (by default, unless ``mode='promise_in_bounds'``) are first cast
+    to the int32 index type, so a uint32 index of 2**31 or more counts from the end.
+    """
+    arr, indices = ensure_array(arr), ensure_array(indices)
+    if indices.dtype not in dtypes.INTEGER:
+        raise TypeError(f"take_along_axis indices must be of integer type, got {indices.dtype}")
     if axis is None:
         if indices.ndim != 1:
-            raise ValueError(f"when axis=None, indices must have a single dimension, got shape {indices.shape}")
+            raise ValueError(f"take_along_axis indices must be 1D if axis=None, got shape {indices.shape}")
         arr, axis = _ravel(arr), 0
     if arr.ndim != indices.ndim:
         raise ValueError(f"indices and arr must have the same number of dimensions; {indices.ndim} vs. {arr.ndim}")
@@ -105,12 +126,15 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None =
         raise ValueError(f"take_along_axis: indices of shape {indices.shape} do not broadcast with arr of shape "
                          f"{arr.shape} outside axis {axis}") from None
     out_shape = batch_shape[:axis] + (indices.shape[axis],) + batch_shape[axis:]
-    if 0 in out_shape:
+    if 0 in out_shape or arr.shape[axis] == 0:  # (an empty axis gives zeros, as in JAX)
         return _filled(aval(arr)._replace(shape=out_shape), 0)
-    _check_nonempty_axis(arr.shape[axis], axis)
     arr = broadcast_to(arr, batch_shape[:axis] + (arr.shape[axis],) + batch_shape[axis:])
-    indices = _normalize(broadcast_to(indices, out_shape), arr.shape[axis],
-                         gather_mode != GatherScatterMode.PROMISE_IN_BOUNDS)
+    if wrap_negative_indices is None:
+        wrap_negative_indices = gather_mode != GatherScatterMode.PROMISE_IN_BOUNDS
+    indices = broadcast_to(indices, out_shape)
+    if wrap_negative_indices:
+        index_dtype = _gather_index_dtype(arr.shape[axis:axis + 1])
+        indices = _normalize(lax.convert_element_type(indices, index_dtype), arr.shape[axis], True, index_dtype)
     batch_dims = tuple(d for d in range(arr.ndim) if d != axis)
     dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
                                    operand_batching_dims=batch_dims, start_indices_batching_dims=batch_dims)
@@ -184,18 +208,19 @@ def triu_indices_from(arr: Any, k: int = 0) -> tuple[Any, Any]:
 
 
 def ix_(*args: Any) -> tuple[Any, ...]:
-    """Open mesh from 1-D index sequences: ``x[ix_(rows, cols)]`` selects a sub-grid."""
+    """Open mesh from 1-D index arrays: ``x[ix_(rows, cols)]`` selects a sub-grid. As in JAX, any
+    numeric type passes through (``x[...]`` refuses floats later) and booleans are not implemented."""
     out = []
     for i, a in enumerate(args):
-        a = asarray(a, _index_dtype()) if isinstance(a, (list, tuple)) and not a else ensure_array(a)
+        a = ensure_array(a)
         if a.ndim != 1:
-            raise ValueError(f"Arguments to jnp.ix_ must be 1-dimensional, got shape {a.shape}")
+            raise ValueError(f"Arguments to jax.numpy.ix_ must be 1-dimensional, got shape {a.shape}")
         if a.dtype == dtypes.bool_:
-            a = nonzero(a)[0]
-        elif a.dtype not in dtypes.INTEGER:
-            raise TypeError(f"Arguments to jnp.ix_ must be integer or boolean, got dtype {a.dtype}")
+            raise NotImplementedError("Boolean arguments to jax.numpy.ix_ are not implemented")
         shape = [1] * len(args)
         shape[i] = a.shape[0]
+        if a.size == 0:  # (an empty index has the integer index type, as NumPy's)
+            a = lax.convert_element_type(a, _index_dtype())
         out.append(lax.reshape(a, shape))
     return tuple(out)
 
@@ -252,7 +277,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
     """Elementwise: the choice of the first true condition, else ``default``."""
     if len(condlist) != len(choicelist):
         raise ValueError(f"condlist must have length equal to choicelist ({len(condlist)} vs {len(choicelist)})")
-    if not condlist:
+    if len(condlist) == 0:  # (an array of conditions is a sequence too: not ``not condlist``)
         raise ValueError("condlist must be non-empty")
     conditions = [ensure_array(c) for c in condlist]
     conditions = [c if c.dtype == dtypes.bool_ else lax.ne(c, lax.convert_element_type(0, c.dtype))

@@ -99,7 +99,7 @@ def _classify(item: Any) -> tuple[str, Any]:
     if isinstance(item, (bool, np.bool_)):
         return "scalar_bool", bool(item)
     if isinstance(item, (int, np.integer)):
-        return "int", int(item)
+        return "int", item  # (a NumPy scalar keeps its type: an unsigned index is never normalized)
     if isinstance(item, Tracer):
         if item.dtype == dtypes.bool_:
             raise _non_concrete_mask_error(item)
@@ -122,7 +122,7 @@ def _classify(item: Any) -> tuple[str, Any]:
         raise IndexError(f"{_INVALID_INDEX}; got {item!r}")
     if value.dtype.kind not in "iu":
         raise _indexer_type_error(value.dtype)
-    return ("int", int(value)) if value.ndim == 0 else ("array", value)
+    return ("int", value[()]) if value.ndim == 0 else ("array", value)
 
 
 def _indexer_type_error(dtype: Any) -> TypeError:
@@ -215,17 +215,93 @@ def _check_mask_shape(mask: np.ndarray, shape: tuple, first: int) -> None:
 
 
 # --- index arithmetic ----------------------------------------------------------------------------
+# JAX's rules, which ember follows to the bit (uint32 indices of 2**31 and more included):
+#   * gathers and scatters (array indices, .at[...] updates, fill reads): a negative signed index
+#     counts from the end, once; an unsigned one never does. The index then becomes the gather's
+#     index type (int32 for any axis int32 can count), wrapping as a C cast does, so an unsigned
+#     index of 2**31 or more lands below 0: out of bounds (clamped to 0, dropped or filled).
+#   * x[i] with scalar indices only is a dynamic slice: in an operand of more than one dimension
+#     every start is first converted to that index type (wrapping), then normalized and clamped;
+#     in a one-dimensional operand the start keeps its type, so an unsigned start just clamps.
 def _index_dtype() -> np.dtype:
+    """The default integer type (what nonzero and the index functions return)."""
     return dtypes.default_int_dtype()
 
 
-def _normalize(index: Any, n: int, wrap_negative: bool) -> Any:
-    """Negative indices count from the end (``i + n``); a NumPy index stays a NumPy constant."""
+def _gather_index_dtype(shape: tuple[int, ...]) -> np.dtype:
+    """The type of gather and scatter indices into ``shape``: int32 unless an axis is longer."""
+    if any(n > np.iinfo(np.int32).max for n in shape):
+        return dtypes.canonicalize_dtype(np.int64)
+    return np.dtype(np.int32)
+
+
+def _wrapped(value: int, dtype: np.dtype) -> int:
+    """``value`` cast to ``dtype`` as C casts integers (two's complement, modulo 2**bits)."""
+    info = np.iinfo(dtype)
+    span = int(info.max) - int(info.min) + 1
+    return (value - int(info.min)) % span + int(info.min)
+
+
+def _static_index(index: Any) -> tuple[int, np.dtype]:
+    """A static scalar start as the array JAX's dynamic slice makes of it, as (value, dtype): a
+    NumPy scalar keeps its type (canonicalized, its value wrapped as the conversion does); a
+    Python int takes the default integer type, and one that does not fit it is JAX's OverflowError."""
+    if isinstance(index, (np.integer, np.ndarray)):
+        dtype = dtypes.canonicalize_dtype(np.asarray(index).dtype)
+        return _wrapped(int(index), dtype), dtype
+    value, dtype = operator.index(index), _index_dtype()
+    if not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        raise OverflowError(f"Python int {value} too large to convert to {dtype.name}")
+    return value, dtype
+
+
+def _normalize(index: Any, n: int, wrap_negative: bool, index_dtype: np.dtype) -> Any:
+    """A gather or scatter index in ``index_dtype``: a negative signed index plus ``n`` (exactly,
+    in a type wide enough), an unsigned one unchanged, then cast (wrapping). A static index stays
+    static (a Python int, or a NumPy array)."""
     if isinstance(index, Tracer):
-        index = lax.convert_element_type(index, _index_dtype())
-        return lax.select(lax.lt(index, 0), lax.add(index, n), index) if wrap_negative else index
-    index = np.asarray(index).astype(_index_dtype())
-    return np.where(index < 0, index + n, index).astype(_index_dtype()) if wrap_negative else index
+        if wrap_negative and dtypes.is_signed(index.dtype):
+            wide = dtypes.int64 if dtypes.int64 in (index.dtype, index_dtype) else dtypes.int32
+            index = lax.convert_element_type(index, dtypes.canonicalize_dtype(wide))
+            index = lax.select(lax.lt(index, 0), lax.add(index, n), index)
+        return lax.convert_element_type(index, index_dtype)
+    if np.ndim(index) == 0 and not isinstance(index, np.ndarray):
+        value = operator.index(index)  # (exact: a NumPy scalar is normalized in its own type, then cast)
+        if wrap_negative and value < 0:
+            value += n
+        return _wrapped(value, index_dtype)
+    values = np.asarray(index)
+    if wrap_negative and values.dtype.kind == "i":
+        values = values.astype(np.int64)
+        values = np.where(values < 0, values + n, values)
+    return values.astype(index_dtype)  # (NumPy's cast wraps, as a C cast)
+
+
+def _dynamic_start(index: Any, n: int, wrap_negative: bool, start_dtype: np.dtype | None) -> Any:
+    """The start of ``x[i]``'s dynamic slice (clamped later by dynamic_slice): converted to
+    ``start_dtype`` first when given (operands of more than one dimension), then a negative signed
+    start plus ``n``. A static index gives the final, clamped Python int."""
+    if not isinstance(index, Tracer):
+        value, dtype = _static_index(index)
+        if start_dtype is not None:
+            value, dtype = _wrapped(value, start_dtype), start_dtype
+        if wrap_negative and dtypes.is_signed(dtype) and value < 0:
+            value += n
+        return min(max(value, 0), n - 1)
+    if start_dtype is not None:
+        index = lax.convert_element_type(index, start_dtype)
+    if wrap_negative and dtypes.is_signed(index.dtype):
+        if index.dtype.itemsize < 4:  # (exact: JAX would add n in int8 / int16 and overflow)
+            index = lax.convert_element_type(index, dtypes.int32)
+        index = lax.select(lax.lt(index, 0), lax.add(index, n), index)
+    return index
+
+
+def _uniform_starts(starts: list, dtype: np.dtype) -> list:
+    """Slice starts of one integer type, as lax.dynamic_slice wants them (static ones become constants)."""
+    if not any(isinstance(s, Tracer) for s in starts):
+        return starts
+    return [lax.convert_element_type(s, dtype) for s in starts]
 
 
 def _check_nonempty_axis(n: int, d: int) -> None:
@@ -248,6 +324,8 @@ def _basic_take(x: Any, entries: tuple, wrap_negative: bool) -> Any:
     starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
     reversed_dims, squeezed_dims, newaxis_dims = [], [], []
     dynamic_starts: dict[int, Any] = {}
+    # (JAX's dynamic slice converts the starts of a multi-dimensional operand to one index type first)
+    start_dtype = _gather_index_dtype(shape) if len(shape) > 1 else None
     out_pos = 0
     for e in entries:
         if isinstance(e, _NewAxis):
@@ -258,20 +336,21 @@ def _basic_take(x: Any, entries: tuple, wrap_negative: bool) -> Any:
                 reversed_dims.append(e.dim)
         elif isinstance(e, _Int):
             _check_nonempty_axis(shape[e.dim], e.dim)
-            i = min(max(int(_normalize(e.index, shape[e.dim], wrap_negative)), 0), shape[e.dim] - 1)
+            i = _dynamic_start(e.index, shape[e.dim], wrap_negative, start_dtype)
             starts[e.dim], limits[e.dim] = i, i + 1
             squeezed_dims.append(e.dim)
         else:  # _DynamicInt: dynamic_slice clamps the start into bounds
             _check_nonempty_axis(shape[e.dim], e.dim)
-            dynamic_starts[e.dim] = _normalize(e.index, shape[e.dim], wrap_negative)
+            dynamic_starts[e.dim] = _dynamic_start(e.index, shape[e.dim], wrap_negative, start_dtype)
             squeezed_dims.append(e.dim)
         out_pos += not isinstance(e, (_Int, _DynamicInt))
     y = lax.slice(x, starts, limits, strides)
     if dynamic_starts:
         sizes = [1 if d in dynamic_starts else n for d, n in enumerate(aval(y).shape)]
+        dynamic = _uniform_starts([dynamic_starts.get(d, 0) for d in range(len(shape))],
+                                  start_dtype or aval(next(iter(dynamic_starts.values()))).dtype)
         # (the starts are normalized already: lax must not add n to negative ones a second time)
-        y = lax.dynamic_slice(y, [dynamic_starts.get(d, 0) for d in range(len(shape))], sizes,
-                              allow_negative_indices=False)
+        y = lax.dynamic_slice(y, dynamic, sizes, allow_negative_indices=False)
     y = lax.rev(y, reversed_dims)
     y = lax.squeeze(y, squeezed_dims)
     return lax.expand_dims(y, newaxis_dims) if newaxis_dims else y
@@ -330,6 +409,8 @@ def _gather_plan(shape: tuple[int, ...], entries: tuple, wrap_negative: bool, sc
     become columns of the index array, whose batch dimensions are ordered as they appear in
     the result, so the gather needs no transpose after it.
     """
+    index_dtype = _gather_index_dtype(shape)
+    has_arrays = any(isinstance(e, _ArrayIndex) for e in entries)
     advanced_shape = _advanced_shape([e for e in entries if isinstance(e, _ADVANCED)])
     gather_shape: list[int] = []
     offset_dims: list[int] = []
@@ -357,41 +438,44 @@ def _gather_plan(shape: tuple[int, ...], entries: tuple, wrap_negative: bool, sc
         if isinstance(e, _Slice) and e.step == 1:
             slice_sizes[e.dim] = e.size
             if e.size != shape[e.dim]:
-                columns.append((e.dim, np.asarray(e.start, _index_dtype()), ()))
+                columns.append((e.dim, np.asarray(e.start, index_dtype), ()))
         elif isinstance(e, _Slice):
             slice_sizes[e.dim] = 1
             collapsed.append(e.dim)
-            positions = np.arange(e.size, dtype=_index_dtype()) * e.step + e.start
+            positions = np.arange(e.size, dtype=index_dtype) * e.step + e.start
             columns.append((e.dim, positions, batch_dims_of[e.dim]))
         elif isinstance(e, _ADVANCED):
-            # (an empty result needs no gather; a scatter by an array index into an empty axis drops
-            # its updates, as JAX's does, while a static int index there is an error in JAX too)
-            if 0 not in gather_shape and (not scatter or isinstance(e, _Int)):
+            # (an empty result needs no gather. Scalar indices alone into an empty axis are an
+            # IndexError, as in JAX; with array indices the gather's shape rule refuses the window, and
+            # a scatter by an array index drops its updates, while a static int one is an error too)
+            if 0 not in gather_shape and (isinstance(e, _Int) if scatter else not has_arrays):
                 _check_nonempty_axis(shape[e.dim], e.dim)
             slice_sizes[e.dim] = 1
             collapsed.append(e.dim)
             block = batch_dims_of["advanced"]
-            values = _normalize(e.index, shape[e.dim], wrap_negative)
+            values = _normalize(e.index, shape[e.dim], wrap_negative, index_dtype)
             columns.append((e.dim, values, block[len(block) - np.ndim(values):]))
-    indices = _stack_columns([(v, dims) for _, v, dims in columns], batch_shape)
+    indices = _stack_columns([(v, dims) for _, v, dims in columns], batch_shape, index_dtype)
     dnums = GatherDimensionNumbers(offset_dims=tuple(offset_dims), collapsed_slice_dims=tuple(collapsed),
                                    start_index_map=tuple(d for d, _, _ in columns))
     return _GatherPlan(indices, dnums, tuple(slice_sizes), tuple(gather_shape), tuple(newaxis_dims))
 
 
-def _stack_columns(columns: list[tuple[Any, tuple]], batch_shape: tuple) -> Any:
+def _stack_columns(columns: list[tuple[Any, tuple]], batch_shape: tuple, index_dtype: np.dtype) -> Any:
     """The index array: each column broadcast to ``batch_shape``, stacked along a new last axis."""
     if all(not isinstance(v, Tracer) for v, _ in columns):
-        stacked = np.zeros(batch_shape + (len(columns),), _index_dtype())
+        stacked = np.zeros(batch_shape + (len(columns),), index_dtype)
         for k, (values, dims) in enumerate(columns):
             stacked[..., k] = _numpy_broadcast_in_dim(values, batch_shape, dims)
         return asarray(stacked)
     out_shape = batch_shape + (1,)
-    parts = [lax.broadcast_in_dim(ensure_array(v), out_shape, dims) for v, dims in columns]
+    parts = [lax.broadcast_in_dim(lax.convert_element_type(ensure_array(v), index_dtype), out_shape, dims)
+             for v, dims in columns]
     return lax.concatenate(parts, len(batch_shape))
 
 
-def _numpy_broadcast_in_dim(values: np.ndarray, shape: tuple, dims: tuple) -> np.ndarray:
+def _numpy_broadcast_in_dim(values: Any, shape: tuple, dims: tuple) -> np.ndarray:
+    values = np.asarray(values)
     expanded = [1] * len(shape)
     for i, d in enumerate(dims):
         expanded[d] = values.shape[i]
@@ -408,17 +492,31 @@ def _filled(like: ShapedArray, value: int) -> Any:
     return lax.broadcast(lax.convert_element_type(value, like.dtype, like.weak_type), like.shape)
 
 
+def _fill_value_for_get(fill_value: Any) -> Any:
+    """JAX's checks of ``.at[...].get(fill_value=...)``: a concrete scalar (used by mode='fill' only)."""
+    if fill_value is None:
+        return None
+    if isinstance(fill_value, Tracer):
+        raise fill_value._trace.concretization_error(fill_value, "use as the fill_value argument to indexed get()",
+                                                     errors.ConcretizationTypeError)
+    if np.ndim(fill_value) != 0:
+        raise ValueError("fill_value argument to indexed get() must be a scalar")
+    return np.asarray(fill_value).item()
+
+
 def _take(x: Any, index: Any, *, mode: Any = None, fill_value: Any = None, wrap_negative: bool = True,
           indices_are_sorted: bool = False, unique_indices: bool = False) -> Any:
+    """``x[index]``; reads clamp unless ``mode='fill'``, which alone uses ``fill_value`` (as in JAX,
+    where a fill value without that mode is ignored). With no mode the gather promises its indices
+    are in bounds: it clamps, and its transpose (the gradient) drops what did not fit, as JAX's."""
     x = ensure_array(x)
     parsed = _parse_index(aval(x).shape, index)
-    if mode is None:
-        mode = GatherScatterMode.CLIP if fill_value is None else GatherScatterMode.FILL_OR_DROP
-    mode = GatherScatterMode.from_any(mode)
+    mode = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
     if not parsed.has_arrays and mode != GatherScatterMode.FILL_OR_DROP:
         return _basic_take(x, parsed.entries, wrap_negative)
     y = _expand_for_scalar_bools(x, parsed)
     plan = _gather_plan(aval(y).shape, parsed.entries, wrap_negative)
+    fill_value = _fill_value_for_get(fill_value)
     if 0 in plan.gather_shape:
         return _filled(aval(x)._replace(shape=plan.result_shape), 0)
     out = lax.gather(y, plan.indices, plan.dimension_numbers, plan.slice_sizes, mode=mode, fill_value=fill_value,
@@ -461,23 +559,24 @@ def _update_slice_starts(shape: tuple, entries: tuple, mode: GatherScatterMode,
     ``dynamic_update_slice`` with the same result as a scatter, else None."""
     starts: list = [0] * len(shape)
     window = list(shape)
+    index_dtype = _gather_index_dtype(shape)
     for e in entries:
         if isinstance(e, _Slice):
             if e.step != 1 and e.size > 1:
                 return None
             starts[e.dim], window[e.dim] = e.start, e.size
         elif isinstance(e, _Int):
-            i = int(_normalize(e.index, shape[e.dim], wrap_negative))
+            i = _normalize(e.index, shape[e.dim], wrap_negative, index_dtype)
             if not 0 <= i < shape[e.dim]:
                 return None  # a scatter drops it; dynamic_update_slice would clamp it
             starts[e.dim], window[e.dim] = i, 1
         elif isinstance(e, _DynamicInt):
             if mode == GatherScatterMode.FILL_OR_DROP:
                 return None
-            starts[e.dim], window[e.dim] = _normalize(e.index, shape[e.dim], wrap_negative), 1
+            starts[e.dim], window[e.dim] = _normalize(e.index, shape[e.dim], wrap_negative, index_dtype), 1
         elif not isinstance(e, _NewAxis):
             return None
-    return starts, window
+    return _uniform_starts(starts, index_dtype), window
 
 
 def _scatter_update(x: Any, index: Any, values: Any, op: str, *, mode: Any = None, wrap_negative: bool = True,
@@ -520,7 +619,7 @@ def _basic_result_shape(entries: tuple, window: list[int]) -> tuple[int, ...]:
 
 
 def _read_block(x: Any, starts: list, window: list[int]) -> Any:
-    if any(isinstance(s, Tracer) for s in starts):
+    if any(not isinstance(s, int) for s in starts):
         return lax.dynamic_slice(x, starts, window, allow_negative_indices=False)
     return lax.slice(x, starts, [s + w for s, w in zip(starts, window)])
 

@@ -44,7 +44,7 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
     else:
         table = lax.sort(ravel(test_elements))
         position = lax.min(searchsorted(table, element), lax.convert_element_type(table.size - 1, np.int32))
-        found = lax.eq(table[position], element)
+        found = lax.convert_element_type(lax.eq(table[position], element), dtypes.bool_)  # (strong, as JAX's)
     return logical_not(found) if invert else found
 
 

@@ -20,6 +20,7 @@ from ember.core.trace import Tracer
 from ember.lax.base import aval, canonical_axes, is_python_scalar, shape_tuple
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, is_array, promote_dtypes
 from ember.numpy.index_functions import take
+from ember.numpy.indexing import getitem
 
 __all__ = [
     "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "column_stack",
@@ -111,10 +112,13 @@ def matrix_transpose(x: Any, /) -> Any:
 def moveaxis(a: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
     """Move axes ``source`` to positions ``destination``; the others keep their order."""
     a = ensure_array(a)
-    source, destination = canonical_axes(source, a.ndim), canonical_axes(destination, a.ndim)
+    # Each axis in bounds, one by one (as JAX): a repeated source is lax.transpose's TypeError, and a
+    # repeated destination is accepted, as JAX's insertions make it.
+    source, destination = ((_axis(i, a.ndim) for i in ((v,) if np.ndim(v) == 0 else v))
+                           for v in (source, destination))
+    source, destination = tuple(source), tuple(destination)
     if len(source) != len(destination):
-        raise ValueError(f"moveaxis: source {source} and destination {destination} must have the same number "
-                         "of elements")
+        raise ValueError(f"Inconsistent number of elements: {len(source)} vs {len(destination)}")
     permutation = [i for i in range(a.ndim) if i not in source]
     for dest, src in sorted(zip(destination, source)):
         permutation.insert(dest, src)
@@ -473,9 +477,13 @@ def roll(a: Any, shift: Any, axis: int | Sequence[int] | None = None) -> Any:
     if axis is None:
         return lax.reshape(roll(ravel(a), shift, 0), a.shape)
     traced = isinstance(shift, Tracer)
-    shift_shape = shift.shape if traced else np.shape(shift)
+    # A shift that is not an integer is converted to int32 as JAX converts it (truncated toward
+    # zero: a shift of 1.5 is 1), traced or not.
     if traced and not dtypes.is_integer(shift.dtype):
-        raise TypeError(f"jnp.roll: shift must be an integer, got {shift.dtype}")
+        shift = lax.convert_element_type(shift, dtypes.int32)
+    elif not traced and np.asarray(shift).dtype.kind not in "iu":
+        shift = dtypes.convert_values(np.asarray(asarray(shift)), dtypes.int32)
+    shift_shape = shift.shape if traced else np.shape(shift)
     axes = np.asarray(axis)
     if len(np.broadcast_shapes(shift_shape, axes.shape)) > 1:
         raise ValueError(f"jnp.roll: shift and axis must be scalars or 1-D sequences, got {shift!r} and {axis!r}")
@@ -584,19 +592,59 @@ def _flat_or_axis(arr: Any, axis: int | None) -> tuple[Any, int]:
 
 
 def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False) -> Any:
-    """``arr`` without the entries ``obj`` (an index, a slice, indices or a boolean mask; static)."""
+    """``arr`` without the entries ``obj`` along ``axis``, with JAX's cases and errors: an integer
+    (a ValueError out of bounds), a slice, a concrete array of indices (NumPy's IndexError out of
+    bounds) or a boolean mask; a traced array only with ``assume_unique_indices=True``, when the
+    kept entries are gathered (each index counts once; negative ones count from the end, and
+    out-of-bounds ones are clipped into range first, as JAX's)."""
     arr, axis = _flat_or_axis(arr, axis)
     n = arr.shape[axis]
+    try:  # (a 0-d integer, as operator.index reads it; a one-element array is an array of indices)
+        index = operator.index(obj) if np.ndim(obj) == 0 else None
+    except TypeError:
+        index = None
+    if index is not None:
+        if not -n <= index < n:
+            raise ValueError(f"axis {index} is out of bounds for array of dimension {n}")
+        index %= n
+        return take_static(arr, [i for i in range(n) if i != index], axis)
     if isinstance(obj, builtins.slice):
-        removed = np.arange(n)[obj]
-    elif np.asarray(obj).dtype == np.bool_:
-        mask = np.asarray(obj)
-        if mask.shape != (n,):
-            raise ValueError(f"jnp.delete: boolean mask of shape {mask.shape} does not match axis {axis} of size {n}")
-        removed = np.flatnonzero(mask)
+        return take_static(arr, np.setdiff1d(np.arange(n), np.arange(n)[obj]), axis)
+    if assume_unique_indices and ensure_array(obj).dtype in dtypes.INTEGER:
+        return _delete_unique(arr, ensure_array(obj), axis)
+    if isinstance(obj, Tracer):
+        raise obj._trace.concretization_error(
+            obj, "use as the 'obj' array argument of jnp.delete() (pass assume_unique_indices=True to delete "
+                 "traced indices)", errors.ConcretizationTypeError)
+    positions = np.asarray(obj)
+    keep = np.ones(n, dtype=bool)
+    if positions.dtype.kind in "iu":
+        keep[positions] = False  # (NumPy's IndexError for an index out of bounds)
+    elif positions.dtype == np.bool_:
+        if positions.shape != (n,):
+            raise ValueError("np.delete(arr, obj): for boolean indices, obj must be one-dimensional with length "
+                             "matching specified axis.")
+        keep = ~positions
     else:
-        removed = _normalized_positions(obj, n, n - 1, "jnp.delete: index")
-    return take_static(arr, np.setdiff1d(np.arange(n), removed), axis)
+        raise ValueError(f"np.delete(arr, obj): got obj.dtype={positions.dtype}; must be integer or bool.")
+    return take_static(arr, np.flatnonzero(keep), axis)
+
+
+def _delete_unique(arr: Any, obj: Any, axis: int) -> Any:
+    """``delete`` of distinct (possibly traced) indices: the kept positions, gathered. The i-th kept
+    position is i plus the number of deleted indices at or below it (counted after shifting the
+    sorted indices down by their rank)."""
+    n = arr.shape[axis]
+    removed = lax.reshape(obj, (obj.size,))
+    dtype = aval(removed).dtype
+    removed = lax.select(lax.lt(removed, 0), lax.add(removed, n), removed)
+    removed = lax.clamp(lax.convert_element_type(0, dtype), removed, lax.convert_element_type(n, dtype))
+    removed = lax.sub(lax.sort(removed), lax.iota(dtype, obj.size))
+    kept = lax.iota(dtype, builtins.max(n - obj.size, 0))
+    count = (obj.size, aval(kept).shape[0])
+    below = lax.ge(lax.broadcast_in_dim(kept, count, (1,)), lax.broadcast_in_dim(removed, count, (0,)))
+    kept = lax.add(kept, lax.reduce_sum(lax.convert_element_type(below, dtype), (0,)))
+    return getitem(arr, (builtins.slice(None),) * axis + (kept,))
 
 
 def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:

@@ -6,6 +6,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes, lax
+from ember.core.array import Array
+from ember.core.trace import Tracer
 from ember.lax.base import aval
 from ember.numpy.core import (
     broadcast_operands,
@@ -191,11 +193,20 @@ greater = _binary(_ordered(lax.gt), "greater")
 greater_equal = _binary(_ordered(lax.ge), "greater_equal")
 
 
+def _to_bool(x: Any) -> Any:
+    """``x != 0`` (weak as ``x`` is: the zero is a weak literal, as JAX's), or a bool ``x``."""
+    return x if aval(x).dtype == dtypes.bool_ else lax.ne(x, 0)
+
+
+def _typed(x: Any, value: Any) -> Any:
+    """``value`` as a strongly typed scalar of ``x``'s dtype (a comparison with it is not weak)."""
+    return lax.convert_element_type(value, aval(x).dtype)
+
+
 def _logical(op: Callable, name: str) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
-        x1, x2 = (lax.ne(ensure_array(x), 0) if ensure_array(x).dtype != dtypes.bool_ else ensure_array(x)
-                  for x in (x1, x2))
-        return op(*broadcast_operands(x1, x2))
+        # (promoted first, as JAX: the lattice has no weak bool, so two bools give a strong one)
+        return op(*broadcast_operands(*map(_to_bool, promote_dtypes(x1, x2))))
 
     f.__name__ = name
     return f
@@ -207,8 +218,7 @@ logical_xor = _logical(lax.bitwise_xor, "logical_xor")
 
 
 def logical_not(x: Any, /) -> Any:
-    x = ensure_array(x)
-    return lax.bitwise_not(x if x.dtype == dtypes.bool_ else lax.ne(x, 0))
+    return lax.bitwise_not(_to_bool(ensure_array(x)))
 
 
 def _shift_operands(x1: Any, x2: Any) -> list[Any]:
@@ -307,33 +317,56 @@ def divmod(x1: Any, x2: Any, /) -> tuple[Any, Any]:
 
 
 def power(x1: Any, x2: Any, /) -> Any:
-    """``x1 ** x2``. A static integer exponent becomes ``integer_pow`` (exact, and fast)."""
-    if isinstance(x2, (int, np.integer)) and not isinstance(x2, bool):
-        x1 = ensure_array(x1)
-        if not dtypes.is_inexact(x1.dtype) and x2 < 0:
-            raise ValueError("Integers to negative integer powers are not allowed.")
-        if x1.dtype == dtypes.bool_:
-            return full_bool(x1, True) if x2 == 0 else x1
-        return lax.integer_pow(x1, int(x2))
-    x1, x2 = promote_and_broadcast(x1, x2)
-    if dtypes.is_inexact(x1.dtype):
-        return lax.pow(x1, x2)
-    return _integer_power(x1, x2)
+    """``x1 ** x2`` with JAX's cases, which set both the value and the result type:
+
+    * a concrete integer exponent (a Python int or bool, a NumPy integer, or a concrete 0-d
+      integer array) is ``integer_pow`` of ``x1`` alone: the exponent's type plays no part, booleans
+      count as int32, and a negative one for an integer base is JAX's TypeError;
+    * integer (and boolean) operands promote, booleans to int32, then square-and-multiply over the
+      exponent's low six bits, as JAX computes it: exact wherever the result fits, and JAX's
+      wrapped values for negative exponents (``int8(7) ** int8(-3)`` is 103, not 0);
+    * a floating or complex base with an integer exponent keeps the base's type (``lax.pow``);
+    * anything else promotes and calls ``lax.pow``.
+    """
+    exponent = _concrete_integer(x2)
+    if exponent is not None:
+        return lax.integer_pow(_numeric(ensure_array(x1)), exponent)
+    x1, x2 = ensure_array(x1), ensure_array(x2)
+    p1, p2 = broadcast_operands(*map(_numeric, promote_dtypes(x1, x2)))
+    if not dtypes.is_inexact(aval(p1).dtype):
+        return _integer_power(p1, p2)
+    if dtypes.is_inexact(x1.dtype) and dtypes.is_integer(x2.dtype):
+        return lax.pow(*broadcast_operands(x1, x2))  # (no promotion: differentiable in x1 at 0, as JAX)
+    return lax.pow(p1, p2)
+
+
+def _concrete_integer(x: Any) -> int | None:
+    """The value of an exponent JAX treats as a static integer (``operator.index`` works on it and
+    it is not being traced), else None."""
+    if type(x) in (bool, int) or isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (np.ndarray, Array)) and not isinstance(x, Tracer) and x.ndim == 0 and dtypes.is_integer(x.dtype):
+        return int(x)
+    return None  # (NumPy booleans and boolean arrays are not integers to operator.index)
+
+
+def _numeric(x: Any) -> Any:
+    """Booleans as the default integer type (``jnp``'s numeric promotion); others unchanged."""
+    return lax.convert_element_type(x, dtypes.default_int_dtype()) if aval(x).dtype == dtypes.bool_ else x
 
 
 def _integer_power(x: Any, y: Any) -> Any:
-    """Integer ``x ** y`` for traced ``y``: square-and-multiply over the exponent's bits."""
-    if x.dtype == dtypes.bool_:
-        return logical_or(x, lax.eq(y, False))
-    bits = y.dtype.itemsize * 8
-    acc = full_like_value(x, 1)
-    base = x
-    e = y
-    for _ in range(bits):
-        acc = lax.select(lax.eq(lax.bitwise_and(e, 1), 1), lax.mul(acc, base), acc)
-        base = lax.mul(base, base)
-        e = lax.shift_right_logical(e, 1)
-    return lax.select(lax.lt(y, 0), lax.mul(acc, 0), acc)
+    """Integer ``x ** y`` for a traced ``y``, as JAX computes it: square-and-multiply over the low
+    six bits of ``y`` (more would overflow for any base above 1), starting from 0 where ``x`` is 0
+    and ``y`` is not. The result is strongly typed."""
+    dtype = aval(x).dtype
+    zero, one = lax.convert_element_type(0, dtype), lax.convert_element_type(1, dtype)
+    acc = lax.select(lax.bitwise_and(lax.eq(x, zero), lax.ne(y, zero)), zero, one)
+    for _ in range(6):
+        acc = lax.select(lax.ne(lax.bitwise_and(y, one), zero), lax.mul(acc, x), acc)
+        x = lax.mul(x, x)
+        y = lax.shift_right_logical(y, one)
+    return acc
 
 
 pow = power
@@ -422,29 +455,25 @@ def isinf(x: Any, /) -> Any:
         return _either_part(isinf, x)
     if not dtypes.is_floating(x.dtype):
         return full_bool(x, False)
-    return lax.eq(lax.abs(x), float("inf"))
+    return lax.eq(lax.abs(x), _typed(x, np.inf))
 
 
 def isposinf(x: Any, /) -> Any:
     x = ensure_array(x)
     _refuse_complex(x, "isposinf/isneginf are not well defined for complex types", ValueError)
-    return lax.eq(x, float("inf")) if dtypes.is_floating(x.dtype) else full_bool(x, False)
+    return lax.eq(x, _typed(x, np.inf)) if dtypes.is_floating(x.dtype) else full_bool(x, False)
 
 
 def isneginf(x: Any, /) -> Any:
     x = ensure_array(x)
     _refuse_complex(x, "isposinf/isneginf are not well defined for complex types", ValueError)
-    return lax.eq(x, float("-inf")) if dtypes.is_floating(x.dtype) else full_bool(x, False)
+    return lax.eq(x, _typed(x, -np.inf)) if dtypes.is_floating(x.dtype) else full_bool(x, False)
 
 
 def isnan(x: Any, /) -> Any:
     """NaNs; a complex value is NaN when either part is."""
     x = ensure_array(x)
-    if dtypes.is_complex(x.dtype):
-        return lax.ne(x, x)  # a NaN in either part makes the value unequal to itself
-    if not dtypes.is_floating(x.dtype):
-        return full_bool(x, False)
-    return lax.ne(x, x)
+    return lax.ne(x, x)  # (a NaN in either part makes a complex value unequal to itself; weak as x, as JAX)
 
 
 def signbit(x: Any, /) -> Any:
@@ -453,16 +482,18 @@ def signbit(x: Any, /) -> Any:
     if dtypes.is_unsigned(x.dtype) or x.dtype == dtypes.bool_:
         return full_bool(x, False)
     if dtypes.is_integer(x.dtype):
-        return lax.lt(x, 0)
+        return lax.lt(x, _typed(x, 0))
     bits = x.dtype.itemsize * 8
     as_int = lax.bitcast_convert_type(x, np.dtype(f"int{bits}"))
     return lax.lt(as_int, 0)
 
 
 def copysign(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    """``|x1|`` with the sign of ``x2``: a ``where`` over the operands, as JAX's (so shapes that do not
+    broadcast are its ValueError, naming the three shapes)."""
+    x1, x2 = promote_dtypes_inexact(x1, x2)
     _refuse_complex(x1, "copysign does not support complex-valued inputs")
-    return lax.select(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
+    return _where(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
 
 
 def deg2rad(x: Any, /) -> Any:
@@ -500,8 +531,10 @@ def sinc(x: Any, /) -> Any:
 
 
 def heaviside(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
-    return lax.select(lax.lt(x1, 0), lax.mul(x2, 0), lax.select(lax.gt(x1, 0), lax.add(lax.mul(x2, 0), 1), x2))
+    """0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0`` and NaN where ``x1`` is NaN
+    (as NumPy and JAX), built of nested ``where`` as JAX's, so that its errors are JAX's too."""
+    x1, x2 = promote_dtypes_inexact(x1, x2)
+    return _where(lax.lt(x1, 0), 0, _where(lax.gt(x1, 0), 1, _where(lax.ne(x1, x1), x1, x2)))
 
 
 def conjugate(x: Any, /) -> Any:

@@ -149,8 +149,9 @@ def _batch_dynamic_slice(axis_size: int, values: tuple, dims: tuple, *, slice_si
     (x, *starts), (xd, *start_dims) = values, dims
     if all(d is None for d in start_dims):
         # (the primitive's starts are final, only clamped: lax must not wrap negative ones again)
-        return lax.dynamic_slice(x, starts[:xd] + [0] + starts[xd:], slice_sizes[:xd] + (axis_size,) + slice_sizes[xd:],
-                                 allow_negative_indices=False), xd
+        zero = lax.convert_element_type(0, aval(starts[0]).dtype) if starts else 0  # (starts share one type)
+        return lax.dynamic_slice(x, starts[:xd] + [zero] + starts[xd:],
+                                 slice_sizes[:xd] + (axis_size,) + slice_sizes[xd:], allow_negative_indices=False), xd
     # Per-example starts: a gather of one window per example (CLIP clamps starts as dynamic_slice does).
     window_dims = tuple(range(len(starts)))
     numbers = GatherDimensionNumbers(offset_dims=window_dims, collapsed_slice_dims=(), start_index_map=window_dims)
@@ -162,8 +163,9 @@ def _batch_dynamic_slice(axis_size: int, values: tuple, dims: tuple, *, slice_si
 def _batch_dynamic_update_slice(axis_size: int, values: tuple, dims: tuple) -> tuple[Any, int]:
     (x, update, *starts), (xd, ud, *start_dims) = values, dims
     if all(d is None for d in start_dims):
+        zero = lax.convert_element_type(0, aval(starts[0]).dtype) if starts else 0  # (starts share one type)
         return lax.dynamic_update_slice(move_batch_axis(x, xd, axis_size), move_batch_axis(update, ud, axis_size),
-                                        [0, *starts], allow_negative_indices=False), 0
+                                        [zero, *starts], allow_negative_indices=False), 0
     # Per-example starts: a scatter of one window per example (CLIP clamps as dynamic_update_slice does).
     window_dims = tuple(range(len(starts)))
     numbers = ScatterDimensionNumbers(update_window_dims=window_dims, inserted_window_dims=(),

@@ -18,9 +18,10 @@ from ember.transforms.transpose import is_undefined, transpose_rules
 
 # --- gather <-> scatter-add ----------------------------------------------------------------------
 def _scatter_mode(mode: GatherScatterMode) -> GatherScatterMode:
-    """The scatter that undoes a gather of this mode: the reference gather clips windows it is
-    promised fit, so its transpose clips too."""
-    return GatherScatterMode.FILL_OR_DROP if mode == GatherScatterMode.FILL_OR_DROP else GatherScatterMode.CLIP
+    """The scatter that transposes a gather of this mode has the same mode, as in JAX: 'clip' adds
+    the cotangent of a clamped window where it was read, 'fill' and 'promise_in_bounds' (x[idx]'s
+    mode) drop the cotangents of windows that did not fit (the forward gather clamped those)."""
+    return mode
 
 
 def _gather_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple:
