@@ -312,7 +312,7 @@ class JitFunction:
                     f"was both closed over and passed as the argument {name}")
         values = list(leaves)
         for i in info.arg_positions:
-            values[i] = _refs.get(leaves[i])
+            values[i] = _refs.held_value(leaves[i])
         values += _refs.read_values(info.lifted)
         closed = entry.closed
         in_avals = closed.in_avals
@@ -327,8 +327,8 @@ class JitFunction:
             values = _scalars_as_arrays(values, executable)
             outs = self._call_donating(executable, values, entry.donated) if entry.donated else executable(*values)
         n = len(outs) - len(info.writes)
-        for (is_arg, k), value in zip(info.writes, outs[n:]):
-            _refs.write_value(leaves[k] if is_arg else info.lifted[k], value)
+        for (is_arg, k), value in zip(info.writes, outs[n:]):  # (weakly typed as the program left it)
+            _refs.write_value(leaves[k] if is_arg else info.lifted[k], value, keep_type=aval_of_value(value).weak_type)
         return tree_util.tree_unflatten(entry.out_tree, list(outs[:n]))
 
     def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any, tree: bool = False) -> None:
@@ -373,9 +373,10 @@ class JitFunction:
             if type(leaves[i]) is Array:
                 leaves[i]._mark_deleted(reason)
 
-    def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict) -> Entry:
+    def _lookup(self, leaves: list, in_tree: Any, statics: tuple, args: tuple, kwargs: dict,
+                avals: tuple | None = None) -> Entry:
         try:
-            avals = tuple(map(aval_of_value, leaves))
+            avals = tuple(map(aval_of_value, leaves)) if avals is None else avals
         except TypeError:
             names = self._sig.arg_names(args, kwargs)
             for name, x in zip(names, leaves):
@@ -467,7 +468,7 @@ class JitFunction:
                     dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
                     call_args, call_kwargs = _merge_static(dyn_args, dyn_kwargs, statics)
                     out = self.fun(*call_args, **call_kwargs)
-                    out_leaves, out_tree = tree_util.tree_flatten(out)
+                    out_leaves, out_tree = tree_util.flatten_for_trace(out)
                     for leaf in out_leaves:
                         if _refs.is_ref(leaf):
                             raise _returned_ref_error(self.fun, leaf, scope)
@@ -480,11 +481,11 @@ class JitFunction:
                     for i, r in zip(ref_positions, params):
                         if id(r) in scope.written:
                             writes.append((True, i))
-                            finals.append(_refs.get(r))
+                            finals.append(_refs.held_value(r))
                     for k, r in enumerate(lifted):
                         if id(r) in scope.written:
                             writes.append((False, k))
-                            finals.append(_refs.get(r))
+                            finals.append(_refs.held_value(r))
                     ref_box.append(_RefInfo(tuple(ref_positions), tuple(lifted), tuple(writes)))
                     return out_leaves + finals
             finally:
@@ -500,11 +501,27 @@ class JitFunction:
         """Trace for these arguments (arrays, or ShapeDtypeStructs) without compiling or running,
         as ``jax.jit(f).trace``: the result has ``.jaxpr``, ``.out_info`` and ``.lower()``."""
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
-        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        leaves, in_tree = tree_util.flatten_for_trace(_with_extended_structs((dyn_args, dyn_kwargs)))
         avals = [_abstractify(x, self.fun) for x in leaves]
         closed, out_tree = self.trace_program(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
                                               _python_values(leaves))
         return Traced(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
+
+    @errors.api_boundary
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The output's shapes and dtypes (ShapeDtypeStructs) for these arguments (arrays, or
+        ShapeDtypeStructs; static ones as the function takes them), by tracing alone, as
+        ``jax.jit(f).eval_shape``. The trace is this function's: a later call with these types
+        reuses it."""
+        dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.flatten_for_key(_with_extended_structs((dyn_args, dyn_kwargs)))
+        avals = tuple(_abstractify(x, self.fun) for x in leaves)
+        entry = self._lookup(leaves, in_tree, statics, args, kwargs, avals)
+        out_avals = entry.closed.out_avals
+        if type(entry) is _RefEntry:  # (the refs' hidden outputs are not the function's)
+            out_avals = out_avals[:len(out_avals) - len(entry.refs.writes)]
+        return tree_util.tree_unflatten(entry.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                                                         for a in out_avals])
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Trace for these arguments without running: ``f.lower(x).compile()(x)`` (ahead of time)."""
@@ -723,7 +740,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),
     @functools.wraps(fun)
     def make(*args: Any, **kwargs: Any) -> Any:
         dyn_args, dyn_kwargs, statics = probe._sig.split(args, kwargs)
-        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        leaves, in_tree = tree_util.flatten_for_trace(_with_extended_structs((dyn_args, dyn_kwargs)))
         avals = [_abstractify(x, fun) for x in leaves]
         closed, out_tree, _ = probe._trace_program(avals, in_tree, statics, probe._sig.arg_names(args, kwargs),
                                                    _python_values(leaves))
@@ -769,6 +786,20 @@ def typeof(x: Any) -> AbstractValue:
             raise TypeError(f"Argument '{x}' of type {kind} is not a valid JAX type")
         a = aval_of_value(x)
     return AbstractValue(*a)
+
+
+# ShapeDtypeStructs of extended dtypes (typed PRNG keys), by the dtype's class: what the value they
+# stand for is while tracing, an array node over abstract data (filled by ``ember.random.prng``).
+extended_dtype_structs: dict[type, Callable[[ShapeDtypeStruct], Any]] = {}
+
+
+def _with_extended_structs(tree: Any) -> Any:
+    """``tree`` with its ShapeDtypeStructs of extended dtype replaced by what they stand for."""
+    if not extended_dtype_structs:
+        return tree
+    return tree_util.tree_map(lambda x: extended_dtype_structs[type(x.dtype)](x)
+                              if isinstance(x, ShapeDtypeStruct) and type(x.dtype) in extended_dtype_structs else x,
+                              tree)
 
 
 def _abstractify(x: Any, fun: Callable) -> ShapedArray:

@@ -45,7 +45,7 @@ def _is_array_leaf(x: Any) -> bool:
 
 def flatten_callback(callback: Callable, args: tuple, kwargs: dict) -> tuple[FlatCallback, list]:
     """The callback as a function of the array leaves of its arguments, and those leaves."""
-    leaves, tree = tree_util.tree_flatten((args, kwargs))
+    leaves, tree = tree_util.flatten_for_trace((args, kwargs))  # (a key array travels as its data)
     is_array = [_is_array_leaf(x) for x in leaves]
     static_leaves = [x for x, dynamic in zip(leaves, is_array) if not dynamic]
     return FlatCallback(callback, tree, is_array, static_leaves), [x for x, dynamic in zip(leaves, is_array) if dynamic]

@@ -13,8 +13,10 @@ _DEFAULTS: dict[str, Any] = {
     "log_compiles": False,
     # Explain why a jitted call missed the cache.
     "explain_cache_misses": False,
-    # Raise FloatingPointError when a jitted computation produces NaN.
+    # Raise FloatingPointError when an operation (eager, or a jitted program's outputs) produces NaN.
     "debug_nans": False,
+    # The same for infinities (JAX's jax_debug_infs).
+    "debug_infs": False,
     # Run jitted functions op by op (for debugging with print / pdb).
     "disable_jit": False,
     # Type-check every traced program (the test suite turns this on).
@@ -51,7 +53,7 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 # Flags whose value changes the compiled result, hence part of the cache key.
-CODEGEN_FLAGS = ("enable_x64", "debug_nans", "backend", "disabled_passes")
+CODEGEN_FLAGS = ("enable_x64", "debug_nans", "debug_infs", "backend", "disabled_passes")
 
 
 class _Config:

@@ -233,7 +233,7 @@ def breakpoint(*, backend: str | None = None, filter_frames: bool = True, num_fr
         static, traced = {}, {}
         for name, value in info.frame.f_locals.items():
             try:
-                leaves, tree = tree_util.tree_flatten(value)
+                leaves, tree = tree_util.flatten_for_trace(value)
             except Exception:  # (an object that is not a pytree: shown as it is)
                 static[name] = value
                 continue

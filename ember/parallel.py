@@ -150,7 +150,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
                 full[i] = x
             return fun(*full, **kw)
 
-        leaves, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
+        leaves, in_tree = tree_util.flatten_for_trace((dyn_args, kwargs))
         in_dims = batching._canonical_in_dims(
             leaves, batching._flatten_axes("in_axes", in_tree, (dyn_in_axes, 0), leaves))
         size = batching._axis_size(fun, dyn_args, kwargs, leaves, in_dims, axis_size)
@@ -181,7 +181,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
 
             def flat_fun(*flat: Any) -> list:
                 call_args, call_kwargs = tree_util.tree_unflatten(in_tree, list(flat))
-                out_leaves, out_tree = tree_util.tree_flatten(with_statics(*call_args, **call_kwargs))
+                out_leaves, out_tree = tree_util.flatten_for_trace(with_statics(*call_args, **call_kwargs))
                 out_tree_box.append(out_tree)
                 return out_leaves
 
@@ -193,7 +193,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
                       for k in range(size)]
         per_device = [[Array(np.ascontiguousarray(v), a) for v, a in zip(row, block_avals)] for row in per_device]
         results = run_per_device(program, (axis_name,), (global_size,), per_device, processes)
-        flat_results = [tree_util.tree_leaves(r) for r in results]
+        flat_results = [tree_util.leaves_for_trace(r) for r in results]
         targets = batching._flatten_axes("out_axes", out_tree, out_axes, flat_results[0])
         outs = []
         for i, target in enumerate(targets):
@@ -231,7 +231,8 @@ def _flatten_specs(what: str, specs: Any, treedef: Any, count: int) -> list:
     dummy = tree_util.tree_unflatten(treedef, list(range(count)))
     out: list = [None] * count
     try:
-        tree_util.tree_map(lambda s, sub: [out.__setitem__(i, s) for i in tree_util.tree_leaves(sub)], specs, dummy,
+        tree_util.tree_map(lambda s, sub: [out.__setitem__(i, s) for i in tree_util.leaves_for_trace(sub)], specs,
+                           dummy,
                            is_leaf=_is_spec)
     except (ValueError, TypeError):
         raise ValueError(f"shard_map {what} specification must be a tree prefix of the corresponding value, got "
@@ -320,7 +321,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
 
     @functools.wraps(f)
     def mapped(*args: Any) -> Any:
-        leaves, in_tree = tree_util.tree_flatten(args)
+        leaves, in_tree = tree_util.flatten_for_trace(args)
         specs = _flatten_specs("in_specs", in_specs if isinstance(in_specs, tuple) and not isinstance(
             in_specs, shd.PartitionSpec) else (in_specs,) * len(args) if _is_spec(in_specs) else in_specs,
             in_tree, len(leaves))
@@ -332,7 +333,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
         def flat_body(*blocks: Any) -> list:
             if check_vma:  # (what each input varies over: differentiation sums invariant values' gradients)
                 par.seed_varying(blocks, [frozenset(n for names in sp for n in names) for sp in splits])
-            out_leaves, out_tree = tree_util.tree_flatten(f(*tree_util.tree_unflatten(in_tree, list(blocks))))
+            out_leaves, out_tree = tree_util.flatten_for_trace(f(*tree_util.tree_unflatten(in_tree, list(blocks))))
             out_box.append(out_tree)
             return out_leaves
 
@@ -375,7 +376,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
         values = [np.asarray(x) for x in leaves]
         per_device = [[Array(np.ascontiguousarray(v[m[d]]), a) for v, m, a in zip(values, maps, block_avals)]
                       for d in devs]
-        results = [tree_util.tree_leaves(r) for r in
+        results = [tree_util.leaves_for_trace(r) for r in
                    run_per_device(program, tuple(mesh.axis_names), tuple(mesh.axis_sizes), per_device, processes)]
         o_avals = [aval(o) for o in results[0]]
         o_specs = _flatten_specs("out_specs", out_specs, out_tree, out_tree.num_leaves)

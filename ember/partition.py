@@ -285,7 +285,7 @@ def _prefix_leaves(what: str, shardings: Any, tree: Any) -> list:
     positions = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
     out: list = [None] * tree.num_leaves
     try:
-        tree_util.tree_map(lambda s, sub: [out.__setitem__(i, s) for i in tree_util.tree_leaves(sub)], shardings,
+        tree_util.tree_map(lambda s, sub: [out.__setitem__(i, s) for i in tree_util.leaves_for_trace(sub)], shardings,
                            positions, is_leaf=_is_placement)
     except (ValueError, TypeError):
         raise ValueError(f"jit {what} must be a tree prefix of its value, got {shardings!r:.200} for a value of "
@@ -304,8 +304,8 @@ def _input_shardings(jitted: Any, args: tuple, kwargs: dict) -> tuple[list, Any,
                          f"positional argument ({len(dyn_args)}), got {shardings!r:.200}")
     if not _is_placement(shardings):
         shardings = tuple(shardings)
-    in_sh = [_named(s) for s in _prefix_leaves("in_shardings", shardings, tree_util.tree_structure(dyn_args))]
-    leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    in_sh = [_named(s) for s in _prefix_leaves("in_shardings", shardings, tree_util.structure_for_trace(dyn_args))]
+    leaves, in_tree = tree_util.flatten_for_trace((dyn_args, dyn_kwargs))
     in_sh += [None] * (len(leaves) - len(in_sh))
     return leaves, in_tree, statics, in_sh
 
@@ -386,7 +386,7 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
 def _place_outputs(out: Any, shardings: Any) -> Any:
     if shardings is None:
         return out
-    leaves, tree = tree_util.tree_flatten(out)
+    leaves, tree = tree_util.flatten_for_trace(out)
     placed = [x if s is None else shd.put(x, _named(s))
               for x, s in zip(leaves, _prefix_leaves("out_shardings", shardings, tree))]
     return tree_util.tree_unflatten(tree, placed)

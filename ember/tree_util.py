@@ -114,18 +114,21 @@ def _sorted_keys(keys: list, kind: type) -> list:
 
 
 class _KeyOrder:
-    """optree's ``is_leaf`` hook: the user's ``is_leaf``, and a check of each dict's keys on the
-    way (raising for keys that do not sort; ``unsorted`` set when some dict's order is not sorted)."""
+    """optree's ``is_leaf`` hook: the user's ``is_leaf``, array nodes (``register_array_node``) as
+    leaves unless ``arrays_as_nodes`` (the transformations' view), and a check of each dict's keys on
+    the way (raising for keys that do not sort; ``unsorted`` set when some dict's order is not sorted)."""
 
-    __slots__ = ("is_leaf", "unsorted")
+    __slots__ = ("is_leaf", "unsorted", "arrays_as_leaves")
 
-    def __init__(self, is_leaf: Callable[[Any], bool] | None) -> None:
-        self.is_leaf, self.unsorted = is_leaf, False
+    def __init__(self, is_leaf: Callable[[Any], bool] | None, arrays_as_nodes: bool = False) -> None:
+        self.is_leaf, self.unsorted, self.arrays_as_leaves = is_leaf, False, not arrays_as_nodes
 
     def __call__(self, node: Any) -> bool:
         if self.is_leaf is not None and self.is_leaf(node):
             return True
         kind = type(node)
+        if kind in _ARRAY_NODES and self.arrays_as_leaves:
+            return True
         if kind in _SORTED_MAPPINGS and len(node) > 1:
             keys = list(node)
             if keys != _sorted_keys(keys, kind):
@@ -156,10 +159,53 @@ def sorted_treedef(treedef: PyTreeDef) -> PyTreeDef:
     return treedef.transform(f_node=_sorted_node)
 
 
-def _flatten(tree: Any, is_leaf: Callable[[Any], bool] | None) -> tuple[list, PyTreeDef]:
-    hook = _KeyOrder(is_leaf)
+def _flatten(tree: Any, is_leaf: Callable[[Any], bool] | None, arrays_as_nodes: bool = False
+             ) -> tuple[list, PyTreeDef]:
+    hook = _KeyOrder(is_leaf, arrays_as_nodes)
     leaves, treedef = optree.tree_flatten(tree, hook, none_is_leaf=False, namespace=NAMESPACE)
     return leaves, sorted_treedef(treedef) if hook.unsorted else treedef
+
+
+# --- array nodes: leaves to the user, nodes to the transformations ------------------------------------
+# A typed PRNG key array is a leaf, as in JAX (``tree_leaves(key)`` is ``[key]``), but ember traces
+# its uint32 data: the transformations (jit, vmap, grad, control flow, custom rules) flatten with
+# the ``*_for_trace`` functions below, which see such a type as a node over the arrays it holds
+# (one child each, so the two views have the same number of leaves, in the same order), and
+# rebuild it around what comes out.
+_ARRAY_NODES: set[type] = set()
+
+
+def register_array_node(cls: type, flatten: Callable, unflatten: Callable) -> None:
+    """``cls`` as a leaf of the user's trees and, for the transformations, a node whose one child
+    is an array (``flatten(x) -> ((array,), aux)``, ``unflatten(aux, (array,)) -> x``)."""
+    register_pytree_node(cls, flatten, unflatten)
+    _ARRAY_NODES.add(cls)
+
+
+def is_array_node(x: Any) -> bool:
+    """Whether ``x`` is a leaf to the user that the transformations see as a node (a key array)."""
+    return type(x) in _ARRAY_NODES
+
+
+def flatten_for_trace(tree: Any) -> tuple[list, PyTreeDef]:
+    """``tree_flatten`` as the transformations flatten what they trace: array nodes (typed key
+    arrays) are nodes over their arrays, so every leaf is an array or a Python scalar."""
+    return _flatten(tree, None, True)
+
+
+def leaves_for_trace(tree: Any) -> list:
+    return _flatten(tree, None, True)[0]
+
+
+def structure_for_trace(tree: Any) -> PyTreeDef:
+    return _flatten(tree, None, True)[1]
+
+
+def map_for_trace(f: Callable, tree: Any, *rest: Any) -> Any:
+    """``tree_map`` over the leaves ``flatten_for_trace`` gives (a key array's data)."""
+    leaves, treedef = _flatten(tree, None, True)
+    others = [treedef.flatten_up_to(r) for r in rest]
+    return treedef.unflatten(map(f, leaves, *others))
 
 
 def flatten_for_key(tree: Any) -> tuple[list, PyTreeDef]:
@@ -205,7 +251,8 @@ def tree_leaves_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = Non
 
 def flatten_one_level(tree: Any) -> tuple[list, Hashable]:
     """``(children, aux_data)`` of the root node; a leaf raises ValueError."""
-    children, aux_data, _, _ = optree.tree_flatten_one_level(tree, none_is_leaf=False, namespace=NAMESPACE)
+    children, aux_data, _, _ = optree.tree_flatten_one_level(tree, _KeyOrder(None), none_is_leaf=False,
+                                                             namespace=NAMESPACE)
     return children, aux_data
 
 
@@ -277,7 +324,7 @@ def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Callable[[Any], bo
     """``prefix_tree`` with each of its leaves repeated over the subtree of ``full_tree`` there
     (in ``full_tree``'s structure, dicts with sorted keys)."""
     treedef = tree_structure(full_tree, is_leaf)
-    return treedef.unflatten(optree.broadcast_prefix(prefix_tree, full_tree, is_leaf, none_is_leaf=False,
+    return treedef.unflatten(optree.broadcast_prefix(prefix_tree, full_tree, _KeyOrder(is_leaf), none_is_leaf=False,
                                                      namespace=NAMESPACE))
 
 
@@ -294,7 +341,9 @@ def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
     return optree.treespec_tuple(list(treedefs), none_is_leaf=False, namespace=NAMESPACE)
 
 
-all_leaves = optree.all_leaves
+def all_leaves(iterable: Iterable, is_leaf: Callable[[Any], bool] | None = None) -> bool:
+    """Whether every item of ``iterable`` is a leaf (a key array is one)."""
+    return optree.all_leaves(iterable, _KeyOrder(is_leaf), none_is_leaf=False, namespace=NAMESPACE)
 
 
 # --- registering node types --------------------------------------------------------------------

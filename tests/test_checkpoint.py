@@ -357,3 +357,61 @@ print_saved_residuals(jax.checkpoint(lambda x: jax.numpy.sin(checkpoint_name(x *
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["f32[] named 'y'"]
+
+
+# --- effects in the recomputed part ------------------------------------------------------------------
+EFFECT_CASES = {
+    "grad": lambda m, f, p: m.top.grad(lambda x: m.top.checkpoint(f, policy=p)(x))(1.0),
+    "vjp": lambda m, f, p: m.top.vjp(m.top.checkpoint(f, policy=p), 1.0)[1](1.0),
+    "vjp forward only": lambda m, f, p: m.top.vjp(m.top.checkpoint(f, policy=p), 1.0),
+    "jit of grad": lambda m, f, p: m.top.jit(m.top.grad(lambda x: m.top.checkpoint(f, policy=p)(x)))(1.0),
+    "linearize": lambda m, f, p: m.top.linearize(m.top.checkpoint(f, policy=p), 1.0)[1](1.0),
+    "jvp": lambda m, f, p: m.top.jvp(m.top.checkpoint(f, policy=p), (1.0,), (1.0,)),
+    "nested": lambda m, f, p: m.top.grad(lambda x: m.top.checkpoint(lambda y: m.top.checkpoint(f)(y) * 2)(x))(1.0),
+}
+
+
+@pytest.mark.parametrize("policy", [None, "everything_saveable", "dots_saveable"])
+@pytest.mark.parametrize("operand", [False, True], ids=["no operand", "an operand"])
+@pytest.mark.parametrize("case", list(EFFECT_CASES), ids=str)
+def test_debug_callbacks_run_again_with_the_recomputation_as_in_jax(case, operand, policy):
+    # JAX stages a debug callback into the recomputed part too (unless the policy saves its operand).
+    counts = []
+    for m in (EMBER, _load("jax")):
+        calls = []
+
+        def g(x, m=m, calls=calls):
+            if operand:
+                m.top.debug.callback(lambda v: calls.append(1), m.jnp.cos(x))
+            else:
+                m.top.debug.callback(lambda: calls.append(1))
+            return m.jnp.sin(m.jnp.sin(x))
+
+        EFFECT_CASES[case](m, g, None if policy is None else getattr(m.P, policy))
+        counts.append(len(calls))
+    assert counts[0] == counts[1]
+
+
+def test_the_recomputed_part_holds_the_debug_callback():
+    def g(x):
+        ember.debug.callback(lambda v: None, ejnp.cos(x))
+        return ejnp.sin(ejnp.sin(x))
+
+    text = str(ember.make_jaxpr(ember.grad(lambda x: ember.checkpoint(g)(x)))(1.0))
+    body = text[text.index("remat2["):]
+    assert text.count("debug_callback") == 2 and "debug_callback" in body
+
+
+@pytest.mark.parametrize("ordered,effect", [(False, "IOEffect"), (True, "OrderedIOEffect")])
+def test_io_callbacks_cannot_be_recomputed(ordered, effect):
+    for m in (EMBER, _load("jax")):
+        io_callback = ember.io_callback if m is EMBER else __import__("jax.experimental", fromlist=["x"]).io_callback
+
+        def g(x, m=m, io_callback=io_callback):
+            io_callback(lambda: None, None, ordered=ordered)
+            return m.jnp.sin(x)
+
+        with pytest.raises(NotImplementedError, match=r"Effects not supported in partial-eval of "
+                                                      r"`checkpoint`/`remat`: \[.*" + effect):
+            m.top.grad(m.top.checkpoint(g))(1.0)
+        m.top.jvp(m.top.checkpoint(g), (1.0,), (1.0,))  # (forward mode recomputes nothing)

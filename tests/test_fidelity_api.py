@@ -751,3 +751,170 @@ def test_asarray_of_none(api):
     for make in (lambda: jnp.asarray(None), lambda: jnp.array(None), lambda: jnp.asarray([None]),
                  lambda: jnp.asarray(None, np.float32)):
         _raises(ValueError, make, "None is not a valid value for jnp.array")
+
+
+@pytest.mark.parametrize("case", ["vmap", "eager operator", "eager scan", "eager cond", "eager indexing",
+                                  "eager method", "fori_loop", "while_loop", "lax.map"])
+def test_errors_from_user_code_show_the_users_frames_only_at_every_entry_point(case, monkeypatch):
+    import os
+    import traceback
+    package = os.path.dirname(os.path.abspath(ember.__file__)) + os.sep
+
+    def add(x, y):
+        return x * 2 + y  # the user's line
+
+    run = {
+        "vmap": lambda: ember.vmap(add)(ejnp.ones((2, 3)), ejnp.ones((2, 4))),
+        "eager operator": lambda: add(ejnp.ones(3), ejnp.ones(4)),
+        "eager scan": lambda: elax.scan(lambda c, x: (add(c, x), None), ejnp.ones(2), ejnp.ones((3, 3))),
+        "eager cond": lambda: elax.cond(True, lambda x: add(x, ejnp.ones(4)), lambda x: x, ejnp.ones(3)),
+        "eager indexing": lambda: ejnp.ones(3)[1.5],
+        "eager method": lambda: ejnp.ones(3).reshape(4),
+        "fori_loop": lambda: elax.fori_loop(0, 2, lambda i, c: add(c, ejnp.ones(4)), ejnp.ones(3)),
+        "while_loop": lambda: elax.while_loop(lambda c: c.sum() < 9, lambda c: add(c, ejnp.ones(4)), ejnp.ones(3)),
+        "lax.map": lambda: elax.map(lambda x: add(x, ejnp.ones(4)), ejnp.ones((2, 3))),
+    }[case]
+    with pytest.raises((TypeError, ValueError)) as info:
+        run()
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert not any(os.path.abspath(f.filename).startswith(package) for f in frames), [f.filename for f in frames]
+    assert frames[-1].filename == __file__  # the user's line is the last frame
+    notes = getattr(info.value, "__notes__", ["EMBER_TRACEBACK_FILTERING=off"])  # (Python 3.10: no notes)
+    assert "EMBER_TRACEBACK_FILTERING=off" in "".join(notes)
+    monkeypatch.setenv("EMBER_TRACEBACK_FILTERING", "off")
+    with pytest.raises((TypeError, ValueError)) as info:
+        run()
+    assert any(os.path.abspath(f.filename).startswith(package) for f in traceback.extract_tb(info.value.__traceback__))
+
+
+# --- debug_nans / debug_infs ------------------------------------------------------------------------------
+@pytest.mark.parametrize("flag,call,message", [
+    ("jax_debug_nans", lambda a: a.jnp.divide(0., 0.), "invalid value (nan) encountered in div"),
+    ("jax_debug_nans", lambda a: a.jnp.log(-1.), "invalid value (nan) encountered in log"),
+    ("jax_debug_nans", lambda a: a.jnp.sqrt(a.jnp.array([1., -1.])), "invalid value (nan) encountered in sqrt"),
+    ("jax_debug_nans", lambda a: a.lax.div(0., 0.), "invalid value (nan) encountered in div"),
+    ("jax_debug_nans", lambda a: a.jnp.log(a.jnp.array(-1., a.jnp.bfloat16)), "invalid value (nan) encountered in log"),
+    ("jax_debug_nans", lambda a: a.top.vmap(a.jnp.log)(a.jnp.array([-1., 1.])), "encountered in log"),
+    ("jax_debug_nans", lambda a: a.lax.scan(lambda c, x: (c * x, a.jnp.log(x)), 1., a.jnp.array([1., -1.])),
+     "invalid value (nan) encountered in scan"),
+    ("jax_debug_nans", lambda a: a.lax.cond(True, a.jnp.log, a.jnp.exp, -1.),
+     "invalid value (nan) encountered in cond"),
+    ("jax_debug_infs", lambda a: a.jnp.divide(a.jnp.array(1.), a.jnp.array(0.)),
+     "invalid value (inf) encountered in div"),
+    ("jax_debug_infs", lambda a: a.jnp.exp(a.jnp.float32(100.)), "invalid value (inf) encountered in exp"),
+])
+def test_debug_nans_and_infs_check_eager_operations(api, flag, call, message):
+    api.top.config.update(flag, True)
+    try:
+        _raises(FloatingPointError, lambda: call(api), message)
+        np.testing.assert_array_equal(np.asarray(api.jnp.array(1) // 0), -2)  # (integers have no NaN)
+    finally:
+        api.top.config.update(flag, False)
+    assert np.isnan(np.asarray(api.jnp.divide(0., 0.)))  # off again: IEEE results
+
+
+def test_debug_infs_checks_jitted_outputs():
+    with ember.config.override(debug_infs=True):
+        _raises(FloatingPointError, lambda: ember.jit(lambda x: 1 / x)(ejnp.array(0.)), "inf")
+        assert float(ember.jit(lambda x: 1 / x)(ejnp.array(2.))) == 0.5
+
+
+# --- names JAX 0.10 has: lax.full / full_like, effects_barrier, jit(f).eval_shape, Array's attributes ------
+FULL_CASES = {
+    "full": lambda a: a.lax.full((2, 3), 1.),
+    "full int": lambda a: a.lax.full(2, 1),
+    "full dtype": lambda a: a.lax.full((2,), 1.5, a.jnp.int32),
+    "full dtype keyword": lambda a: a.lax.full((2,), 1.5, dtype="float16"),
+    "full array fill": lambda a: a.lax.full((2,), a.jnp.float32(3)),
+    "full numpy fill": lambda a: a.lax.full((2,), np.float64(3)),
+    "full bool": lambda a: a.lax.full((), True),
+    "full sharding": lambda a: a.lax.full((2,), 1., sharding=None),
+    "full jit": lambda a: a.top.jit(lambda x: a.lax.full((2,), x))(3.),
+    "full_like": lambda a: a.lax.full_like(a.jnp.ones(3), 2),
+    "full_like weak": lambda a: a.lax.full_like(a.jnp.array(1.), 2),
+    "full_like python": lambda a: a.lax.full_like(1., 2),
+    "full_like dtype": lambda a: a.lax.full_like(a.jnp.ones(3), 2, a.jnp.int32),
+    "full_like shape": lambda a: a.lax.full_like(a.jnp.ones(3), 2, shape=(2, 2)),
+    "full_like numpy": lambda a: a.lax.full_like(np.ones(3, np.float64), 2),
+    "full_like grad": lambda a: a.top.grad(lambda x: a.lax.full_like(x, 2.).sum() * x)(1.),
+}
+
+
+@pytest.mark.parametrize("case", list(FULL_CASES), ids=str)
+def test_lax_full_and_full_like(api, case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = FULL_CASES[case](api)
+    assert repr(out) == {"full": "Array([[1., 1., 1.],\n       [1., 1., 1.]], dtype=float32, weak_type=True)",
+                         "full int": "Array([1, 1], dtype=int32, weak_type=True)",
+                         "full dtype": "Array([1, 1], dtype=int32)",
+                         "full dtype keyword": "Array([1.5, 1.5], dtype=float16)",
+                         "full array fill": "Array([3., 3.], dtype=float32)",
+                         "full numpy fill": "Array([3., 3.], dtype=float32)",
+                         "full bool": "Array(True, dtype=bool)",
+                         "full sharding": "Array([1., 1.], dtype=float32, weak_type=True)",
+                         "full jit": "Array([3., 3.], dtype=float32, weak_type=True)",
+                         "full_like": "Array([2., 2., 2.], dtype=float32)",
+                         "full_like weak": "Array(2., dtype=float32, weak_type=True)",
+                         "full_like python": "Array(2., dtype=float32, weak_type=True)",
+                         "full_like dtype": "Array([2, 2, 2], dtype=int32)",
+                         "full_like shape": "Array([[2., 2.],\n       [2., 2.]], dtype=float32)",
+                         "full_like numpy": "Array([2., 2., 2.], dtype=float32)",
+                         "full_like grad": "Array(2., dtype=float32, weak_type=True)"}[case]
+
+
+def test_lax_full_errors(api):
+    import inspect
+    _raises(TypeError, lambda: api.lax.full((2,), api.jnp.ones(2)), "full must be called with scalar fill_value, "
+            "got fill_value.shape (2,).")
+    _raises(TypeError, lambda: api.lax.full_like(api.jnp.ones(3), api.jnp.ones(3)), "full must be called with scalar "
+            "fill_value, got fill_value.shape (3,).")
+    _raises(TypeError, lambda: api.lax.full((-1,), 1.), "broadcast_in_dim shape must have every element be "
+            "nonnegative, got (-1,).")
+    _raises(TypeError, lambda: api.lax.full((2.,), 1.), "Shapes must be 1D sequences of concrete values of integer "
+            "type, got (2.0,).")
+    assert list(inspect.signature(api.lax.full).parameters) == ["shape", "fill_value", "dtype", "sharding"]
+    assert list(inspect.signature(api.lax.full_like).parameters) == ["x", "fill_value", "dtype", "shape", "sharding"]
+    key = api.top.random.key(0)
+    np.testing.assert_array_equal(np.asarray(api.top.random.key_data(api.lax.full_like(key, 2))), [2, 2])
+
+
+def test_effects_barrier_and_jit_eval_shape(api):
+    from ember.compat import jax as compat
+    assert (compat if api.name == "ember" else api.top).effects_barrier() is None
+    f = api.top.jit(lambda x, n: {"a": x * n, "b": api.jnp.ones(n)}, static_argnums=1)
+    assert repr(f.eval_shape(1., 3)) == ("{'a': ShapeDtypeStruct(shape=(), dtype=float32, weak_type=True), "
+                                         "'b': ShapeDtypeStruct(shape=(3,), dtype=float32)}")
+    assert repr(f.eval_shape(api.top.ShapeDtypeStruct((2,), api.jnp.float32), 2)) == (
+        "{'a': ShapeDtypeStruct(shape=(2,), dtype=float32), 'b': ShapeDtypeStruct(shape=(2,), dtype=float32)}")
+    calls = []
+    g = api.top.jit(lambda x: calls.append(1) or x)
+    g.eval_shape(1.)
+    g(1.)
+    assert len(calls) == 1  # (the trace is the function's: the call reuses it)
+
+
+def test_jax_arrays_attributes(api):
+    import copy
+    jnp = api.jnp
+    a, b = jnp.arange(6.).reshape(2, 3), jnp.arange(3.)
+    assert (3. in b, 1 in b, jnp.array(1.) in b) == (False, True, True)
+    _raises(ValueError, lambda: 1 in a, "Array.__contains__: search array must be one-dimensional, got "
+            "arr.shape=(2, 3).")
+    assert repr(round(jnp.float32(2.6))) == "Array(3, dtype=int32)"
+    assert (hex(jnp.array(255)), oct(jnp.array(8))) == ("0xff", "0o10")
+    np.testing.assert_array_equal(np.asarray(a.argpartition(1)), [[0, 1, 2], [0, 1, 2]])
+    assert repr(jnp.array([1, 256], jnp.int32).byteswap()) == "Array([16777216,    65536], dtype=int32)"
+    np.testing.assert_array_equal(np.asarray(jnp.array([0, 1]).choose([jnp.array([1, 2]), jnp.array([3, 4])])), [1, 4])
+    np.testing.assert_array_equal(np.asarray(a.compress(jnp.array([True, False]), axis=0)), [[0., 1., 2.]])
+    for c in (a.copy(), copy.copy(a), copy.deepcopy(a), a.clone(), a.addressable_data(0)):
+        assert type(c) is type(a) and repr(c) == repr(a)
+    assert a.copy() is not a
+    assert (a.on_device_size_in_bytes(), a.platform(), a.tobytes()[:8], a.is_ready()) == (
+        24, "cpu", b"\x00\x00\x00\x00\x00\x00\x80?", True)
+    assert (a.committed, a.is_fully_addressable, a.is_fully_replicated, len(a.global_shards)) == (False, True, True, 1)
+    assert api.top.device_put(jnp.ones(2), api.top.devices()[0]).committed and not api.top.device_put(
+        jnp.ones(2)).committed
+    assert a.__numpy_dtype__ == np.float32 and isinstance(a.unsafe_buffer_pointer(), int)
+    assert a.__array_module__((np.ndarray,)) is jnp
+    _raises(NotImplementedError, lambda: a.flat, "JAX Arrays do not implement the arr.flat property")

@@ -395,7 +395,7 @@ def test_traced_shapes_refuse_clearly():
     (lambda: random.PRNGKey(1.5), TypeError, "PRNGKey needs an integer seed; got float32[]"),
     (lambda: random.PRNGKey(np.array([1, 2])), TypeError, "PRNGKey accepts a scalar seed"),
     (lambda: random.PRNGKey(2**64), OverflowError, "int"),
-    (lambda: random.key(0, impl="rbg"), ValueError, "only the 'threefry2x32' PRNG"),
+    (lambda: random.key(0, impl="philox4x32"), ValueError, "the 'philox4x32' PRNG implementation is not available"),
     (lambda: random.fold_in(KEY, np.ones(2, np.int32)), TypeError, "fold_in accepts a scalar"),
     (lambda: random.fold_in(KEY, -1), OverflowError, "uint32"),
     (lambda: random.split(KEY, -1), ValueError, "negative dimension"),
@@ -462,3 +462,11 @@ def test_a_jax_program_runs_unchanged_on_ember(jax_random):
         expected = jax.jit(lambda: _program_written_for_jax(jax))()  # one XLA compile, not one per op
     for actual, wanted, ulps in zip(_program_written_for_jax(ember), expected, (4, 0)):
         assert_same(actual, wanted, ulps)
+
+
+def test_key_dtype_names_the_dtype_of_each_implementation():
+    assert str(random.key_dtype()) == "key<fry>" and random.key_dtype("threefry2x32") == random.key(0).dtype
+    assert str(random.key_dtype("rbg")) == "key<rbg>" and str(random.key_dtype("unsafe_rbg")) == "key<urbg>"
+    assert random.key_dtype(random.key(0, impl="rbg").dtype) == random.key_dtype("rbg")
+    with pytest.raises(ValueError, match="unrecognized PRNG implementation"):
+        random.key_dtype("nope")

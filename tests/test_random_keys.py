@@ -91,12 +91,13 @@ def test_impl_names(api):
     assert cls is ValueError and message.startswith('unrecognized PRNG implementation "foo". Did you mean one of:')
 
 
-def test_other_jax_implementations_are_refused_clearly():
-    for impl in ("rbg", "unsafe_rbg", "philox4x32"):
-        with pytest.raises(ValueError, match=f"only the 'threefry2x32' PRNG, got '{impl}'"):
+def test_philox_implementations_are_refused_clearly():
+    for impl in ("philox4x32", "philox2x32", "threefry4x32"):
+        with pytest.raises(ValueError, match=f"the '{impl}' PRNG implementation is not available in ember.random, "
+                                             "which implements 'threefry2x32', 'rbg', 'unsafe_rbg'"):
             erandom.key(0, impl=impl)
-    with pytest.raises(ValueError, match="only the 'threefry2x32' PRNG"):
-        erandom.wrap_key_data(np.zeros(4, np.uint32), impl="rbg")
+    with pytest.raises(TypeError, match=r"uint32 key data of shape \(\.\.\., 4\) for the rbg implementation"):
+        erandom.wrap_key_data(np.zeros(2, np.uint32), impl="rbg")
 
 
 def test_bad_seeds(api):
@@ -367,7 +368,7 @@ def test_exact_samplers_equal_jax_for_typed_keys(jx, name):
 def test_public_samplers_are_all_covered():
     public = {n for n in dir(erandom) if not n.startswith("_") and callable(getattr(erandom, n))}
     not_samplers = {"PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "clone",
-                    "key_impl"}
+                    "key_impl", "key_dtype"}
     covered = {n.split()[0] for n in SAMPLERS}
     assert public - not_samplers - covered == set()
 
@@ -477,11 +478,115 @@ def test_device_put_and_tree_map_keep_keys():
         assert isinstance(out, PRNGKeyArray) and repr(out) == repr(ks)
 
 
-def test_tree_leaves_of_a_key_are_its_data():
-    # A documented difference: JAX's key array is a leaf; ember's is a node over its data.
-    ks = erandom.split(erandom.key(0), 3)
-    (leaf,) = ember.tree_util.tree_leaves(ks)
-    assert type(leaf) is ember.Array and leaf.shape == (3, 2)
+def test_key_arrays_are_pytree_leaves(api):
+    k = api.random.key(0)
+    ks = api.random.split(k, 3)
+    assert api.tree_util.tree_map(lambda x: x.shape, {"k": k, "w": api.jnp.ones(2)}) == {"k": (), "w": (2,)}
+    assert [str(d) for d in api.tree_util.tree_map(lambda x: x.dtype, [k])] == ["key<fry>"]
+    (leaf,) = api.tree_util.tree_leaves(ks)
+    assert leaf is ks and leaf.shape == (3,)
+    assert api.tree_util.treedef_is_leaf(api.tree_util.tree_structure(k))
+    leaves, tree = api.tree_util.tree_flatten((k, 1.0))
+    assert leaves[0] is k and tree.num_leaves == 2
+    assert api.tree_util.all_leaves([k, ks])
+    ((path, _),), _ = api.tree_util.tree_flatten_with_path({"k": k})
+    assert api.tree_util.keystr(path) == "['k']"
+    shapes = api.tree_util.tree_map(lambda x: x[0] if x.ndim else x, {"k": ks})
+    assert shapes["k"].shape == ()
+    # A function mapped over a tree holding keys sees keys, also while jit traces it.
+    seen = []
+    api.top.jit(lambda d: api.tree_util.tree_map(lambda x: seen.append(str(x.dtype)) or x, d))({"k": k})
+    assert seen == ["key<fry>"]
+
+
+def test_keys_through_transformations_as_leaves(api):
+    k = api.random.key(0)
+    ks = api.random.split(k, 3)
+    out = api.top.vmap(lambda k: api.random.split(k), out_axes=-1)(ks)
+    assert out.shape == (2, 3) and str(out.dtype) == "key<fry>"
+    assert api.top.vmap(lambda k: api.random.normal(k), in_axes=-1)(ks).shape == (3,)
+    grads = api.top.grad(lambda p: p["w"].sum(), allow_int=True)({"k": k, "w": api.jnp.ones(2)})
+    assert np.asarray(grads["k"]).dtype == api.dtypes.float0 and np.asarray(grads["k"]).shape == ()
+    cls, message = _error(lambda: api.top.grad(lambda p: p["w"].sum())({"k": k, "w": api.jnp.ones(2)}))
+    assert cls is TypeError and "but got key<fry>. If you want to use Boolean- or integer-valued inputs" in message
+    primals, tangents = api.top.jvp(lambda k, x: (k, x * 2), (k, 1.0), (np.zeros((), api.dtypes.float0), 1.0))
+    assert str(primals[0].dtype) == "key<fry>" and np.asarray(tangents[0]).dtype == api.dtypes.float0
+    (ct_k, ct_x) = api.top.vjp(lambda k, x: x * 2, k, 1.0)[1](1.0)
+    assert np.asarray(ct_k).shape == () and float(ct_x) == 2.0
+    carry, ys = api.lax.scan(lambda c, _: (api.random.split(c)[0], api.random.normal(c)), k, None, length=3)
+    assert str(carry.dtype) == "key<fry>" and ys.shape == (3,)
+    assert str(api.lax.stop_gradient({"k": k})["k"].dtype) == "key<fry>"
+    assert str(api.top.device_put(k, api.top.devices()[0]).dtype) == "key<fry>"
+
+
+def test_shape_dtype_structs_of_keys(api):
+    k = api.random.key(0)
+    spec = api.top.ShapeDtypeStruct((), k.dtype)
+    assert repr(api.top.ShapeDtypeStruct((2,), k.dtype)) == "ShapeDtypeStruct(shape=(2,), dtype=key<fry>)"
+    for out in (api.top.eval_shape(api.random.split, spec), api.top.eval_shape(api.random.split, k),
+                api.top.jit(api.random.split).trace(spec).out_info, api.top.jit(api.random.split).eval_shape(spec)):
+        assert repr(out) == "ShapeDtypeStruct(shape=(2,), dtype=key<fry>)"
+    assert repr(api.top.eval_shape(lambda d: d, {"k": spec})) == "{'k': ShapeDtypeStruct(shape=(), dtype=key<fry>)}"
+
+
+# --- the rbg and unsafe_rbg implementations ---------------------------------------------------------
+RBG_CASES = {
+    "PRNGKey": lambda a, k, impl: a.random.PRNGKey(42, impl=impl),
+    "key_data": lambda a, k, impl: a.random.key_data(k),
+    "split": lambda a, k, impl: a.random.key_data(a.random.split(k, 3)),
+    "split shape": lambda a, k, impl: a.random.key_data(a.random.split(k, (2, 2))),
+    "fold_in": lambda a, k, impl: a.random.key_data(a.random.fold_in(k, 7)),
+    "bits": lambda a, k, impl: a.random.bits(k, (5,)),
+    "bits uint8": lambda a, k, impl: a.random.bits(k, (5,), a.jnp.uint8),
+    "bits uint16": lambda a, k, impl: a.random.bits(k, (2, 3), a.jnp.uint16),
+    "uniform": lambda a, k, impl: a.random.uniform(k, (4,)),
+    "normal": lambda a, k, impl: a.random.normal(k, (4,)),
+    "randint": lambda a, k, impl: a.random.randint(k, (4,), 0, 100),
+    "permutation": lambda a, k, impl: a.random.permutation(k, 6),
+    "jit split": lambda a, k, impl: a.random.key_data(a.top.jit(lambda k: a.random.split(k))(k)),
+    "vmap uniform": lambda a, k, impl: a.top.vmap(lambda k: a.random.uniform(k))(a.random.split(k, 3)),
+    "vmap bits": lambda a, k, impl: a.top.vmap(lambda k: a.random.bits(k, (2,)))(a.random.split(k, 3)),
+    "wrap_key_data": lambda a, k, impl: a.random.key_data(
+        a.random.wrap_key_data(a.jnp.array([1, 2, 3, 4], a.jnp.uint32), impl=impl)),
+}
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+@pytest.mark.parametrize("case", list(RBG_CASES), ids=str)
+def test_rbg_keys_draw_as_jax_does(jx, impl, case):
+    ours = RBG_CASES[case](_load("ember"), erandom.key(42, impl=impl), impl)
+    theirs = RBG_CASES[case](jx, jx.random.key(42, impl=impl), impl)
+    assert np.asarray(ours).dtype == np.asarray(theirs).dtype
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+@pytest.mark.parametrize("impl,tag", [("rbg", "rbg"), ("unsafe_rbg", "urbg")])
+def test_rbg_key_types_and_names(api, impl, tag):
+    k = api.random.key(42, impl=impl)
+    assert str(k.dtype) == f"key<{tag}>" and k.dtype.itemsize == 16 and k.shape == () and k.nbytes == 16
+    assert repr(k) == f"Array((), dtype=key<{tag}>) overlaying:\n[ 0 42  0 42]"
+    assert api.random.key_impl(k) == impl and api.random.key_impl(api.random.PRNGKey(0)) == "threefry2x32"
+    assert api.random.key_dtype(impl) == k.dtype and str(api.random.key_dtype()) == "key<fry>"
+    assert str(api.random.key(0, impl=k.dtype).dtype) == f"key<{tag}>"
+    assert repr(api.top.eval_shape(api.random.split, k)) == f"ShapeDtypeStruct(shape=(2,), dtype=key<{tag}>)"
+    assert api.random.gamma(k, 2.0, (3,)).shape == (3,)
+    cls, _ = _error(lambda: api.random.normal(api.jnp.zeros(4, api.jnp.uint32)))  # a raw key is Threefry's
+    assert cls is TypeError
+
+
+def test_the_bit_generator_is_xlas_philox_on_the_cpu(jx):
+    from ember.random import rbg
+
+    rng = np.random.default_rng(0)
+    keys = [rng.integers(0, 2**32, 4, dtype=np.uint64).astype(np.uint32) for _ in range(6)]
+    keys += [np.array([0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 7], np.uint32),  # (counter carries into the key words)
+             np.array([5, 6, 0xFFFFFFFF, 0xFFFFFFFF], np.uint32)]
+    for key in keys:
+        for n in (1, 4, 9):
+            for width, dtype in ((8, np.uint8), (16, np.uint16), (32, np.uint32)):
+                _, want = jx.lax.rng_bit_generator(jx.jnp.asarray(key), (n,), dtype=dtype)
+                np.testing.assert_array_equal(np.asarray(rbg.bit_generator(ejnp.asarray(key), width, (n,))),
+                                              np.asarray(want))
 
 
 # --- running as jax -------------------------------------------------------------------------------------

@@ -13,7 +13,14 @@ import numpy as np
 
 from ember import dtypes
 from ember.core.avals import AvalProperties, ShapedArray, aval_of_value
-from ember.core.sharding import CPU, Device, Sharding, sharding_of, shards_of  # noqa: F401  (CPU: re-exported)
+from ember.core.sharding import (  # noqa: F401  (CPU: re-exported)
+    CPU,
+    Device,
+    Sharding,
+    is_placed,
+    sharding_of,
+    shards_of,
+)
 from ember.core.trace import Tracer
 
 
@@ -63,6 +70,69 @@ class Array(AvalProperties, metaclass=_ArrayType):
     @property
     def addressable_shards(self) -> list:
         return shards_of(self, Array)
+
+    @property
+    def global_shards(self) -> list:
+        """Every device's block (one process holds them all, unless run over MPI)."""
+        return shards_of(self, Array)
+
+    @property
+    def committed(self) -> bool:
+        """Whether the array was placed on a device or sharding explicitly (``device_put(x, d)``)."""
+        return is_placed(self)
+
+    is_fully_addressable = property(lambda self: True, doc="Every block lives in this process.")
+    is_fully_replicated = property(lambda self: len(self.sharding.device_set) == 1 or
+                                   self.sharding.is_fully_replicated)
+
+    def addressable_data(self, index: int) -> "Array":
+        """The block of the ``index``-th addressable shard, as an Array."""
+        shards = self.addressable_shards
+        if not -len(shards) <= index < len(shards):
+            raise IndexError(f"addressable_data: index {index} is out of range for {len(shards)} shards")
+        return shards[index].data
+
+    def on_device_size_in_bytes(self) -> int:
+        return self.nbytes
+
+    def platform(self) -> str:
+        return "cpu"
+
+    def is_ready(self) -> bool:
+        return True  # (ember computes synchronously)
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the (read-only) host buffer."""
+        return self._value.ctypes.data
+
+    def copy(self) -> "Array":
+        """A new Array with a copy of the buffer."""
+        return Array(self._value.copy(), self.aval)
+
+    clone = copy
+
+    def __copy__(self) -> "Array":
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> "Array":
+        return self.copy()
+
+    def tobytes(self, order: str = "C") -> bytes:
+        return self._value.tobytes(order)
+
+    @property
+    def __numpy_dtype__(self) -> np.dtype:
+        return self.dtype
+
+    @property
+    def flat(self) -> Any:
+        raise NotImplementedError("JAX Arrays do not implement the arr.flat property: consider arr.flatten() instead.")
+
+    def __hex__(self) -> str:
+        return hex(self.__index__())
+
+    def __oct__(self) -> str:
+        return oct(self.__index__())
 
     # --- conversion to Python / NumPy -------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -206,7 +276,8 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape: tuple, dtype: Any, weak_type: bool = False, *, sharding: Sharding | None = None) -> None:
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtypes.canonicalize_dtype(dtype)
+        # (an extended dtype, a typed key's ``key<fry>``, is kept as it is: it is no NumPy dtype)
+        self.dtype = dtype if isinstance(dtype, dtypes.KeyTy) else dtypes.canonicalize_dtype(dtype)
         self.weak_type = weak_type
         if sharding is not None and not isinstance(sharding, Sharding):
             raise TypeError(f"ShapeDtypeStruct: sharding must be a jax.sharding.Sharding, got {sharding!r}")

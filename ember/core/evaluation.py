@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember import dtypes
+from ember.config import config
 from ember.core.array import Array
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
@@ -41,8 +42,25 @@ def apply_primitive(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
         vals = impl_rules[p](*(to_numpy(x, a) for x, a in zip(args, avals)), **params)
     if p.multiple_results:
-        return [Array(as_type(v, o), o) for v, o in zip(vals, out)]
-    return Array(as_type(vals, out), out)
+        results = [Array(as_type(v, o), o) for v, o in zip(vals, out)]
+    else:
+        results = Array(as_type(vals, out), out)
+    if config.debug_nans or config.debug_infs:
+        check_invalid_values(p.name, [r._value for r in results] if p.multiple_results else [results._value])
+    return results
+
+
+def check_invalid_values(where: str, values: Sequence[np.ndarray]) -> None:
+    """``debug_nans`` / ``debug_infs``: a FloatingPointError naming the operation (as JAX's eager
+    check does) when an inexact result holds a NaN (or an infinity)."""
+    for v in values:
+        if not dtypes.is_inexact(v.dtype):
+            continue
+        wide = v.astype(np.complex128 if dtypes.is_complex(v.dtype) else np.float64)
+        if config.debug_nans and np.isnan(wide).any():
+            raise FloatingPointError(f"invalid value (nan) encountered in {where}")
+        if config.debug_infs and np.isinf(wide).any():
+            raise FloatingPointError(f"invalid value (inf) encountered in {where}")
 
 
 EvalTrace.apply = staticmethod(apply_primitive)

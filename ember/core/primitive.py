@@ -7,8 +7,10 @@ batching rules in ``transforms``. Adding a primitive means one entry per table.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
+from ember import errors
 from ember.core.trace import current_trace
 
 
@@ -22,11 +24,17 @@ class Primitive:
         self.multiple_results = multiple_results
 
     def bind(self, *args: Any, **params: Any) -> Any:
-        return current_trace().process_primitive(self, args, params)
+        try:
+            return current_trace().process_primitive(self, args, params)
+        except Exception as e:  # an entry point (eager operations): ember's frames below are filtered out
+            errors.filter_at_boundary(e, sys._getframe())
+            raise
 
     def __repr__(self) -> str:
         return self.name
 
+
+errors.register_boundary(Primitive.bind.__code__)
 
 # Shape/dtype rule: (*avals, **params) -> aval, or a list of avals if multiple_results.
 abstract_eval_rules: dict[Primitive, Callable] = {}

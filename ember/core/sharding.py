@@ -473,6 +473,13 @@ def sharding_of(x: Any) -> Sharding:
     return SingleDeviceSharding(default_device())
 
 
+def is_placed(x: Any) -> bool:
+    """Whether array ``x`` was placed explicitly (``device_put`` to a device or sharding): JAX's
+    "committed" arrays."""
+    entry = _placements.get(id(x))
+    return entry is not None and entry[0]() is x
+
+
 def put(x: Any, where: Any) -> Any:
     """Place array ``x`` on a device or as a sharding (``device_put``); None keeps its placement."""
     if where is None:

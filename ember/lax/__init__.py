@@ -8,6 +8,7 @@ from ember.lax import linalg  # noqa: E402,F401  (lax.linalg, as jax.lax.linalg)
 from ember.lax.associative_scan import associative_scan  # noqa: E402,F401
 from ember.lax.control_flow import *  # noqa: E402,F401,F403
 from ember.lax.convolution import *  # noqa: E402,F401,F403
+from ember.lax.creation import full, full_like  # noqa: E402,F401
 from ember.lax.dot import *  # noqa: E402,F401,F403
 from ember.lax.elementwise import (  # noqa: F401  # noqa: F401
     ELEMENTWISE,

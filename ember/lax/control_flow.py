@@ -15,19 +15,20 @@ that is only weaker than its counterpart is made strong.
 from __future__ import annotations
 
 import builtins
+import functools
 import inspect
 import os
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ember import dtypes, tree_util
+from ember import dtypes, errors, tree_util
 from ember.config import config
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
-from ember.core.trace import Tracer, is_tracing
+from ember.core.trace import Tracer, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
 from ember.lax import refs as _refs
 from ember.lax.base import aval, operator_index, primitive
@@ -106,7 +107,7 @@ def _leaf_aval(x: Any, where: str) -> ShapedArray:
 
 
 def _flatten(tree: Any, where: str) -> tuple[list, tree_util.PyTreeDef, list[ShapedArray]]:
-    leaves, treedef = tree_util.tree_flatten(tree)
+    leaves, treedef = tree_util.flatten_for_trace(tree)  # (a key array: its data)
     return leaves, treedef, [_leaf_aval(x, where) for x in leaves]
 
 
@@ -173,7 +174,7 @@ def _kind(x: Any) -> str:
 
 
 def _args_tree(*args: Any) -> tree_util.PyTreeDef:
-    return tree_util.tree_structure(args)
+    return tree_util.structure_for_trace(args)
 
 
 # --- shape rules shared by the primitives -----------------------------------------------------
@@ -218,6 +219,7 @@ def _scalar_aval(api: str, what: str, x: Any, fix: str) -> ShapedArray:
     return a
 
 
+@errors.api_boundary  # (the user's frames only, in tracebacks)
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _NO_OPERAND) -> Any:
     """``true_fun(*operands) if pred else false_fun(*operands)``, deciding at run time.
 
@@ -237,6 +239,7 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, ope
     return _switch(index, callers, (1, 0), operands)
 
 
+@errors.api_boundary  # (the user's frames only, in tracebacks)
 def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _NO_OPERAND) -> Any:
     """``branches[index](*operands)``, choosing at run time; ``index`` is clamped into range."""
     branches = tuple(branches)
@@ -259,13 +262,70 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: An
 
 def _switch(index: Any, callers: list[_Caller], order: tuple[int, ...], operands: tuple) -> Any:
     """Trace the branches (listed as messages name them) and bind ``cond``; index value ``k``
-    selects the branch ``callers[order[k]]``."""
+    selects the branch ``callers[order[k]]``. Branches that write refs they close over are traced
+    again with those refs' values as extra operands and outputs (as loop bodies carry them), and
+    the refs are written with the outputs."""
     if config.disable_jit and not is_tracing():
         return callers[order[int(index)]].fun(*operands)
     api = callers[0].api
+    probe = _refs.LoopProbe(api, _name(callers[0].fun))
+    result = _switch_traced(index, callers, [probe.wrap(c.fun) for c in callers], order, operands, probe)
+    if not isinstance(result, _WrittenRefs):
+        return result
+    written = result.refs
+    # As in JAX, a ref keeps its weak type where branch 0 (``cond``'s false_fun) leaves it unwritten.
+    first_writes = result.by_branch[order[0]]
+    values = _refs.read_values(written)
+    leaves = tree_util.leaves_for_trace((index, operands, values))
+    trace = current_trace()
+    if _refs.transformation_kind(trace) == "vmapped" and any(isinstance(x, Tracer) and x._trace is trace
+                                                             for x in leaves):
+        raise NotImplementedError("State effect not supported in vmap-of-cond.")
+
+    def carrying(fun: Callable) -> Callable:
+        @functools.wraps(fun)
+        def branch(*args: Any) -> tuple:
+            *ops, ref_values = args
+            with _refs.bound(written, ref_values, api, _name(fun)):
+                out = fun(*ops)
+                ref_values = _refs.read_values(written)
+            return out, ref_values
+        return branch
+
+    out, values = _switch_traced(index, callers, [carrying(c.fun) for c in callers], order, (*operands, values))
+    for r, v in zip(written, values):
+        _refs.write_value(r, v, keep_type=id(r) not in first_writes)
+    return out
+
+
+class _WrittenRefs(NamedTuple):
+    """What ``_switch_traced`` returns instead of binding when branches write refs they close over:
+    the refs, and the ids of those each branch writes (in ``callers``' order)."""
+
+    refs: list
+    by_branch: list
+
+
+def _switch_traced(index: Any, callers: list[_Caller], funs: list[Callable], order: tuple[int, ...],
+                   operands: tuple, probe: Any = None) -> Any:
+    """``_switch``'s work: trace ``funs`` (the branches, as ``callers`` name them in messages) and
+    bind ``cond``. With a ``probe`` (``refs.LoopProbe``) around the functions: the refs that any
+    branch writes, as ``_WrittenRefs``, if there are such."""
+    api = callers[0].api
     leaves, _, in_avals = _flatten(operands, f"{api}: an operand")
     args_tree = _args_tree(*operands)
-    traced = [_trace(c.fun, args_tree, in_avals, c) for c in callers]
+    traced, written, by_branch = [], [], []
+    for caller, fun in zip(callers, funs):
+        try:
+            traced.append(_trace(fun, args_tree, in_avals, caller))
+            by_branch.append(set())
+        except _refs.LoopRefs as e:
+            if e.probe is not probe:
+                raise
+            written += [r for r in e.refs if not any(r is w for w in written)]
+            by_branch.append({id(r) for r in e.refs})
+    if written:
+        return _WrittenRefs(written, by_branch)
     first, (first_branch, [out_tree]) = callers[0], traced[0]
     for caller, (branch, [tree]) in zip(callers[1:], traced[1:]):
         error = _type_mismatch(
@@ -278,8 +338,8 @@ def _switch(index: Any, callers: list[_Caller], order: tuple[int, ...], operands
     out_types = [ShapedArray(avals[0].shape, avals[0].dtype, all(a.weak_type for a in avals))
                  for avals in zip(*(branch.out_avals for branch, _ in traced))]
     traced = [(branch, trees) if branch.out_avals == out_types else
-              _trace(caller.fun, args_tree, in_avals, caller, out_types=out_types)
-              for caller, (branch, trees) in zip(callers, traced)]
+              _trace(fun, args_tree, in_avals, caller, out_types=out_types)
+              for caller, fun, (branch, trees) in zip(callers, funs, traced)]
     branches, consts = consts_as_inputs([traced[k][0] for k in order])
     outs = cond_p.bind(index, *consts, *leaves, branches=tuple(branches))
     return tree_util.tree_unflatten(out_tree, outs)
@@ -351,6 +411,7 @@ while_p = primitive("while", _while_rule, multiple_results=True)
 higher_order.add(while_p)
 
 
+@errors.api_boundary  # (the user's frames only, in tracebacks)
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """``while cond_fun(val): val = body_fun(val)``, with the loop running in the program.
 
@@ -423,6 +484,7 @@ def _while_loop_plain(cond_fun: Callable, body_fun: Callable, init_val: Any, cal
     return tree_util.tree_unflatten(carry_tree, outs)
 
 
+@errors.api_boundary  # (the user's frames only, in tracebacks)
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)``.
 
@@ -498,6 +560,7 @@ scan_p = primitive("scan", _scan_rule, multiple_results=True)
 higher_order.add(scan_p)
 
 
+@errors.api_boundary  # (the user's frames only, in tracebacks)
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1) -> tuple[Any, Any]:
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns ``(carry, stacked ys)``.
@@ -609,10 +672,11 @@ def _scan_in_python(f: Callable, carry: Any, xs_leaves: list, xs_tree: tree_util
     for i in range(length - 1, -1, -1) if reverse else range(length):
         x = tree_util.tree_unflatten(xs_tree, [index_in_dim(leaf, i, keepdims=False) for leaf in xs_leaves])
         carry, ys[i] = f(carry, x)
-    stacked = tree_util.tree_map(lambda *y: concatenate([expand_dims(v, (0,)) for v in y], 0), *ys)
+    stacked = tree_util.map_for_trace(lambda *y: concatenate([expand_dims(v, (0,)) for v in y], 0), *ys)
     return carry, stacked
 
 
+@errors.api_boundary  # (the user's frames only, in tracebacks)
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:
     """``np.stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``, as one ``scan``.
 
@@ -636,7 +700,7 @@ def vmap(f: Callable) -> Callable:
 
 
 def _batched_map(f: Callable, xs: Any, batch_size: int) -> Any:
-    leaves, tree = tree_util.tree_flatten(xs)
+    leaves, tree = tree_util.flatten_for_trace(xs)
     if batch_size < 1:
         raise ValueError(f"lax.map: batch_size must be positive, got {batch_size}")
     if not leaves:
@@ -649,10 +713,10 @@ def _batched_map(f: Callable, xs: Any, batch_size: int) -> Any:
         blocks = [reshape(slice_in_dim(x, 0, full * batch_size), (full, batch_size) + aval(x).shape[1:])
                   for x in leaves]
         ys = map(batched_f, tree_util.tree_unflatten(tree, blocks))
-        outs.append(tree_util.tree_map(lambda y: reshape(y, (full * batch_size,) + aval(y).shape[2:]), ys))
+        outs.append(tree_util.map_for_trace(lambda y: reshape(y, (full * batch_size,) + aval(y).shape[2:]), ys))
     if rest:
         tail = [slice_in_dim(x, full * batch_size, n) for x in leaves]
         outs.append(batched_f(tree_util.tree_unflatten(tree, tail)))
     if len(outs) == 1:
         return outs[0]
-    return tree_util.tree_map(lambda a, b: concatenate([a, b], 0), outs[0], outs[1])
+    return tree_util.map_for_trace(lambda a, b: concatenate([a, b], 0), outs[0], outs[1])

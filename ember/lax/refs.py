@@ -9,10 +9,12 @@ Scopes say where a ref lives. ``jit`` opens one per trace (``Scope`` with a stag
 it did not create, read or written inside, is *lifted* into it (its value becomes a hidden input of
 the program, ``StagingTrace.new_arg``) and, when written, its final value a hidden output; the
 caller passes the current value in and writes the output back after each call (``ember.api``).
-Loop bodies (scan, while_loop, fori_loop) open a scope that first discovers which outer refs a body
-writes, then carries them (``ember.lax.control_flow``). A write from any other context that ember
-cannot see through (a cond branch, custom_jvp, checkpoint) is refused with an error, and so is
-storing a value of an inner transformation (vmap, grad) into a ref that lives outside it, as in JAX.
+Loop bodies (scan, while_loop, fori_loop) and cond / switch branches open a scope that first
+discovers which outer refs they write, then carry them as extra operands and outputs
+(``ember.lax.control_flow``). ``vmap`` gives a mapped Ref argument's function a ref of one example
+and writes the batch back. A write from any other context that ember cannot see through
+(custom_jvp, checkpoint) is refused with an error, and so is storing a value of an inner
+transformation (vmap, grad) into a ref that lives outside it, as in JAX.
 """
 from __future__ import annotations
 
@@ -115,7 +117,8 @@ def open_scope(scope: Scope) -> Iterator[Scope]:
 
 class Ref:
     """A mutable array reference (``jax.Ref``): made by ``new_ref``, read with ``ref[idx]``,
-    written with ``ref[idx] = v`` / ``ref[idx] += v``; ``freeze`` ends it with its final value."""
+    written with ``ref[idx] = v`` / ``ref[idx] += v``; ``freeze`` gives its final value (and ends it,
+    inside a traced function). Reads have the ref's type: a ref made from a Python scalar reads weakly typed."""
 
     __slots__ = ("_val", "aval", "_home", "_home_trace", "_dead", "_arg_name", "__weakref__")
 
@@ -191,6 +194,11 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
 def _check_alive(ref: Any, what: str) -> None:
     if type(ref) is not Ref:
         raise TypeError(f"jax.ref.{what}: expected a Ref, got a value of type {type(ref).__name__}")
+    if ref._dead is _FROZEN:  # (JAX's message for a frozen ref under jit names the operation's primitive)
+        a = ref.aval.inner_aval
+        raise ValueError(f"`{'swap' if what == 'set' else what}` must be called on `Ref` types: "
+                         f"{a.dtype.name}[{','.join(map(str, a.shape))}]. The Ref is no longer valid: it was frozen "
+                         "(jax.freeze) inside this traced function.")
     if ref._dead is not None:
         raise ValueError(f"Cannot {what} a Ref{{{ref.aval.inner_aval.str_short()}}} that is no longer valid: "
                          f"{ref._dead}.")
@@ -214,7 +222,7 @@ def _enter(ref: Ref, what: str) -> None:
             s.lift(ref)
 
 
-def _transformation_kind(trace: Any) -> str:
+def transformation_kind(trace: Any) -> str:
     name = type(trace).__name__
     if "Batch" in name:
         return "vmapped"
@@ -233,13 +241,14 @@ def _check_write(ref: Ref, value: Any, what: str) -> None:
         if parent is None:  # a trace ember cannot see through (a cond branch, custom_jvp, checkpoint, ...)
             raise NotImplementedError(
                 f"A Ref{{{ref.aval.inner_aval.str_short()}}} is written inside {trace.description}, which closes "
-                "over it. ember discharges refs in jit, lax.scan, lax.fori_loop and lax.while_loop bodies, and in "
+                "over it. ember discharges refs in jit, lax.scan, lax.fori_loop and lax.while_loop bodies, lax.cond "
+                "and lax.switch branches, and in "
                 "grad and vmap of functions that make their own refs, but not here. Fix: write the ref outside "
                 "that function (return the new value from it), or pass the ref's value in and out explicitly.")
         seen_through.append(trace)
         trace = parent
     if isinstance(value, Tracer) and any(value._trace is t for t in seen_through):
-        kind = _transformation_kind(value._trace)
+        kind = transformation_kind(value._trace)
         if kind == "vmapped":
             raise Exception(f"performing a {what} operation with vmapped value on an unbatched array reference of "
                             f"type {ref.aval}. Move the array reference to be an argument to the vmapped function?")
@@ -262,10 +271,12 @@ def _as_ref_type(ref: Ref, value: Any, what: str, expected_shape: tuple) -> Any:
     return value
 
 
-def _store(ref: Ref, new: Any) -> None:
-    """Replace the value (of the ref's dtype and shape): a written value is strongly typed, as in JAX."""
-    if aval(new).weak_type:
-        new = convert_element_type(new, ref.dtype, False)
+def _store(ref: Ref, new: Any, weak_type: bool = False) -> None:
+    """Replace the value (of the ref's dtype and shape). As in JAX 0.10, a written value is held
+    strongly typed (reads give the ref's own type: ``get``), except what a ``cond`` writes, which
+    keeps the ref's type (``weak_type``)."""
+    if aval(new).weak_type != weak_type:
+        new = convert_element_type(new, ref.dtype, weak_type)
     scopes = _state.scopes
     if scopes:
         scopes[-1].written.add(id(ref))
@@ -279,7 +290,20 @@ def get(ref: Ref, idx: Any = None) -> Any:
     if isinstance(value, Tracer) and not value._trace.alive:
         raise ValueError(f"A Ref{{{ref.aval.inner_aval.str_short()}}} holds a value of a trace that has finished: it "
                          "was written inside a function ember could not discharge the write from.")
-    return value if _is_full(idx) else value[idx]
+    return _as_read(ref, value if _is_full(idx) else value[idx])
+
+
+def held_value(ref: Ref) -> Any:
+    """The value ``ref`` holds, as it was stored (``get`` gives it the ref's weak type)."""
+    _enter(ref, "get")
+    return ref._val
+
+
+def _as_read(ref: Ref, value: Any) -> Any:
+    """A value read from ``ref``: of the ref's type (a weakly typed ref's reads are weak, as in JAX)."""
+    if ref.weak_type and not aval(value).weak_type:
+        value = convert_element_type(value, ref.dtype, True)
+    return value
 
 
 def swap(ref: Ref, idx: Any, value: Any, _function_name: str = "swap") -> Any:
@@ -289,11 +313,11 @@ def swap(ref: Ref, idx: Any, value: Any, _function_name: str = "swap") -> Any:
     _check_write(ref, value, "set/swap")
     if _is_full(idx):
         _store(ref, _as_ref_type(ref, value, "swap", ref.shape))
-        return old
+        return _as_read(ref, old)
     previous = old[idx]
     value = _as_ref_type(ref, value, "swap", aval(previous).shape)
     _store(ref, old.at[idx].set(value))
-    return previous
+    return _as_read(ref, previous)
 
 
 def set(ref: Ref, idx: Any, value: Any) -> None:  # noqa: A001  (jax.ref.set)
@@ -313,8 +337,12 @@ def addupdate(ref: Ref, idx: Any, x: Any) -> None:
     _store(ref, old.at[idx].add(x))
 
 
+_FROZEN = "it was frozen (jax.freeze)"
+
+
 def freeze(ref: Ref) -> Any:
-    """Invalidate ``ref`` and return its final value. Only in the scope that created it."""
+    """``ref``'s final value. Only in the scope that created it. Inside a traced function (``jit``)
+    the ref ends here; outside, it stays usable (JAX 0.10 evaluates ``freeze`` eagerly as a read)."""
     _enter(ref, "freeze")
     scopes = _state.scopes
     top = scopes[-1] if scopes else None
@@ -324,8 +352,14 @@ def freeze(ref: Ref) -> Any:
                          f"that created it, but it is frozen in {where}, which "
                          f"{'takes it as an argument' if ref._arg_name is not None else 'closes over it'}.")
     value = ref._val
-    ref._dead, ref._val = "it was frozen (jax.freeze)", None
+    if top is not None:
+        ref._dead, ref._val = _FROZEN, None
     return value
+
+
+def invalidate(ref: Ref, why: str) -> None:
+    """End ``ref`` (a ref a transformation made for its function, once the function has returned)."""
+    ref._dead, ref._val = why, None
 
 
 # --- helpers for jit and loops --------------------------------------------------------------------
@@ -340,15 +374,17 @@ def is_ref(x: Any) -> bool:
     return type(x) is Ref
 
 
-def write_value(ref: Ref, value: Any) -> None:
-    """Set the whole value (a program's output for the ref) in the current context."""
+def write_value(ref: Ref, value: Any, keep_type: bool = False) -> None:
+    """Set the whole value (a program's output for the ref) in the current context; ``keep_type``:
+    held with the ref's own weak type (what JAX's ``cond`` writes)."""
     _enter(ref, "set")
     _check_write(ref, value, "set/swap")
-    _store(ref, value)
+    _store(ref, value, keep_type and ref.weak_type)
 
 
 def read_values(refs: Sequence[Ref]) -> list:
-    return [get(r) for r in refs]
+    """The values ``refs`` hold, as stored (what programs and loop carries take for them)."""
+    return [held_value(r) for r in refs]
 
 
 class LoopRefs(Exception):

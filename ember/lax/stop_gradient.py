@@ -29,4 +29,4 @@ def stop_gradient(x: Any) -> Any:
     def stop(leaf: Any) -> Any:
         return stop_gradient_p.bind(leaf) if dtypes.is_inexact(aval(leaf).dtype) else leaf
 
-    return tree_util.tree_map(stop, x)
+    return tree_util.map_for_trace(stop, x)  # (a key array: its data, which has no derivative)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember import dtypes
+from ember import dtypes, errors
 from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval
@@ -208,21 +208,59 @@ _METHODS = {
 }
 
 
+# Methods JAX's Array has besides NumPy's usual ones (``dir(jax.Array)``).
+def _contains(self: Any, other: Any) -> Any:
+    if self.ndim != 1:
+        raise ValueError(f"Array.__contains__: search array must be one-dimensional, got arr.shape={self.shape}.")
+    return reductions.any(ufuncs.equal(self, other))
+
+
+def _round(self: Any, ndigits: int | None = None) -> Any:
+    """``round(x)`` is an integer array (as Python's round of a number is an int); ``round(x, n)`` a float one."""
+    if ndigits is None:
+        return ufuncs.round(self).astype(dtypes.default_int_dtype())
+    return ufuncs.round(self, ndigits)
+
+
+def _byteswap(self: Any) -> Any:
+    """The elements with their bytes in reverse order (NumPy's ``byteswap``, as a new array)."""
+    column = shape_ops.reshape(self, self.shape + (1,))  # (each element's bytes along a last axis)
+    swapped = shape_ops.flip(shape_ops.view(column, np.uint8), -1)
+    return shape_ops.reshape(shape_ops.view(swapped, self.dtype), self.shape)
+
+
+def _array_module(self: Any, types: Any) -> Any:
+    import sys  # (the package this module belongs to: NEP 37's ``__array_module__``)
+    return sys.modules["ember.numpy"] if all(issubclass(t, (Array, np.ndarray)) for t in types) else NotImplemented
+
+
+def _compress(self: Any, condition: Any, axis: int | None = None, **kwargs: Any) -> Any:
+    return index_functions.compress(condition, self, axis, **kwargs)
+
+
+_EXTRA_METHODS = {"__contains__": _contains, "__round__": _round, "byteswap": _byteswap,
+                  "argpartition": sorting.argpartition, "choose": index_functions.choose,
+                  "compress": _compress, "__array_module__": _array_module}
+
+
 def attach(cls: type) -> None:
+    entry = errors.api_boundary  # (operators and methods are entry points: tracebacks show the user's frames)
     for dunder, fn in {**_BINARY, **_COMPARE}.items():
-        setattr(cls, dunder, _binary(fn, dunder=dunder))
+        setattr(cls, dunder, entry(_binary(fn, dunder=dunder)))
     for dunder, fn in _BINARY.items():
-        setattr(cls, "__r" + dunder[2:], _binary(fn, reflected=True, dunder=dunder))
+        setattr(cls, "__r" + dunder[2:], entry(_binary(fn, reflected=True, dunder=dunder)))
     for dunder, fn in _UNARY.items():
-        setattr(cls, dunder, _method(fn.__name__, fn))
+        setattr(cls, dunder, entry(_method(fn.__name__, fn)))
     for name, fn in _METHODS.items():
-        setattr(cls, name, _method(name, fn))
-    cls.flatten = _method("ravel", shape_ops.ravel)
-    cls.reshape = _reshape
-    cls.transpose = _transpose
-    cls.astype = _astype
-    cls.__getitem__ = getitem
-    cls.__setitem__ = _setitem
+        setattr(cls, name, entry(_method(name, fn)))
+    for name, fn in _EXTRA_METHODS.items():
+        setattr(cls, name, entry(_method(name, fn)))
+    cls.flatten = entry(_method("ravel", shape_ops.ravel))
+    cls.reshape = entry(_reshape)
+    cls.transpose = entry(_transpose)
+    cls.astype = entry(_astype)
+    cls.__getitem__ = entry(getitem)
+    cls.__setitem__ = entry(_setitem)
     cls.at = property(IndexUpdateHelper)
     cls.T = property(lambda self: shape_ops.transpose(self))
     cls.mT = property(lambda self: shape_ops.swapaxes(self, -1, -2))

@@ -38,34 +38,34 @@ def _all_keys(what: str, arrays: Sequence[Any]) -> list[Any]:
 
 def _stack(fn: Callable, arrays: Sequence[Any], axis: int = 0, *args: Any, **kwargs: Any) -> Any:
     keys = _all_keys("stack", arrays)
-    return type(keys[0])(fn([k._key_data for k in keys], _axis(axis, keys[0].ndim + 1)))
+    return keys[0]._new(fn([k._key_data for k in keys], _axis(axis, keys[0].ndim + 1)))
 
 
 def _concatenate(fn: Callable, arrays: Sequence[Any], axis: int | None = 0, *args: Any, **kwargs: Any) -> Any:
     keys = _all_keys("concatenate", arrays)
     datas = [k._key_data for k in keys]
     if axis is None:
-        datas, axis = [d.reshape(-1, 2) for d in datas], 0
+        datas, axis = [d.reshape(-1, d.shape[-1]) for d in datas], 0
     else:
         axis = _axis(axis, keys[0].ndim)
-    return type(keys[0])(fn(datas, axis))
+    return keys[0]._new(fn(datas, axis))
 
 
 def _where(fn: Callable, condition: Any, x: Any = None, y: Any = None, /, **kwargs: Any) -> Any:
     keys = _all_keys("where", [x, y])
     condition = condition[..., None] if getattr(condition, "ndim", 0) else condition
-    return type(keys[0])(fn(condition, keys[0]._key_data, keys[1]._key_data))
+    return keys[0]._new(fn(condition, keys[0]._key_data, keys[1]._key_data))
 
 
 def _broadcast_to(fn: Callable, array: Any, shape: Any) -> Any:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return type(array)(fn(array._key_data, shape + (2,)))
+    return array._new(fn(array._key_data, shape + array._key_data.shape[-1:]))
 
 
 def _expand_dims(fn: Callable, a: Any, axis: int | Sequence[int]) -> Any:
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = a.ndim + len(axes)
-    return type(a)(fn(a._key_data, tuple(_axis(ax, ndim) for ax in axes)))
+    return a._new(fn(a._key_data, tuple(_axis(ax, ndim) for ax in axes)))
 
 
 # name -> (the rule on keys, which of the call's arguments may be keys)

@@ -11,30 +11,29 @@ Two kinds of keys, as in JAX, hashed with Threefry-2x32 in JAX's default
   keys of shape ``num``; ``key_data`` gives the uint32 words (shape ``k.shape + (2,)``) and
   ``wrap_key_data`` wraps them. Samplers give the same values for ``key(s)`` as for ``PRNGKey(s)``.
 
-Design of typed keys (the decision, and where it differs from JAX). ``PRNGKeyArray`` holds its
-raw uint32 data and is a *pytree node* whose one child is that data, so that ``jit`` (whose
-cache sees the node type, so typed and raw keys trace apart), ``vmap``, ``scan``,
-``fori_loop``, ``cond``, ``grad``, ``vjp`` and ``eval_shape`` carry keys with no change to
-ember's tracing. It derives from ``ember.Array``, so ``isinstance(k, jax.Array)`` holds as in
-JAX, and overrides every method and operator: arithmetic, ordering and NumPy conversion raise
-JAX's errors; indexing, iteration, ``reshape``/``ravel``/``squeeze``/``transpose``/``.T``,
-``.at[i].set(keys)``, and ``==``/``!=`` between keys work as in JAX. Left different from JAX:
+Design of typed keys. ``PRNGKeyArray`` holds its raw uint32 data and its implementation
+(``ember.random.impls``). It is a pytree *leaf*, as in JAX, and to ember's transformations an
+*array node* over its data (``ember.tree_util.register_array_node``): ``jit`` (whose cache sees the
+node type, so typed and raw keys trace apart), ``vmap``, ``scan``, ``fori_loop``, ``cond``,
+``grad`` (float0 cotangents of the key's shape), ``vjp`` and ``eval_shape`` (ShapeDtypeStructs of
+key dtype, in and out) carry keys with no change to ember's tracing. It derives from
+``ember.Array``, so ``isinstance(k, jax.Array)`` holds as in JAX, and overrides every method and
+operator: arithmetic, ordering and NumPy conversion raise JAX's errors; indexing, iteration,
+``reshape``/``ravel``/``squeeze``/``transpose``/``.T``, ``.at[i].set(keys)``, and ``==``/``!=``
+between keys work as in JAX. Left different from JAX:
 
-- ``tree_leaves(k)`` is ``[key_data(k)]`` (JAX: ``[k]``), and ``tree_map`` hands its function
-  the data; keeping the key a leaf would need ember's tracing (``ember.core``,
-  ``ember.transforms``) to lower a second kind of array.
 - ``jnp.stack``, ``jnp.concatenate``, ``jnp.where``, ``jnp.broadcast_to`` and ``jnp.expand_dims``
   take keys as in JAX (``ember.numpy.keys``); other ``jax.numpy`` functions and ``lax``
   operations that JAX lets take keys (``jnp.zeros_like``, ``lax.select``, ...) raise TypeError
   (mostly "Cannot interpret 'key<fry>' as a data type"): use the key methods, or
-  ``wrap_key_data(f(key_data(k)))``.
-  (``jnp.shape``, ``jnp.ndim``, ``jnp.ravel`` and ``jax.typeof(k)``, ``ShapedArray(key<fry>[])``,
-  do work.)
-- Messages from ember's transformations name the data's type: ``grad`` of a key argument says
-  "... but got uint32" (JAX: ``key<fry>``).
-- ``vmap``'s ``in_axes``/``out_axes`` count the data's axes, so a negative axis names the
-  trailing word axis (use non-negative axes for keys).
-- Only Threefry-2x32: ``impl="rbg"`` and JAX's other implementations raise ValueError.
+  ``wrap_key_data(f(key_data(k)))``. (``lax.full_like``, ``jnp.shape``, ``jnp.ndim``,
+  ``jnp.ravel`` and ``jax.typeof(k)``, ``ShapedArray(key<fry>[])``, do work.)
+
+Implementations: Threefry-2x32 (the default), and ``rbg`` / ``unsafe_rbg`` (``key(s, impl="rbg")``,
+dtype ``key<rbg>`` / ``key<urbg>``, four words a key; ``ember.random.rbg``), whose bits equal JAX's
+on the CPU (XLA's Philox bit generator), also under ``vmap``, where, as in JAX, the first key of
+a batch draws for all of it. JAX's other names (``philox4x32``, ...) raise ValueError. A raw key
+is always of the default implementation; ``key_impl`` names a key's, ``key_dtype`` gives its dtype.
 
 Keys are data: samplers are elementwise lax programs, so they run eagerly, under
 ``jit`` and ``vmap`` (``vmap(lambda k: normal(k, ()))(split(key, 8))``), and ``grad``
@@ -52,8 +51,7 @@ The samplers of ``samplers.py`` (gamma family, Poisson, binomial, multinomial, .
 keys as JAX does; their rejection loops run the same rounds as JAX's except where a
 last-bit difference decides a test within rounding of its threshold.
 Not provided: ``mode="highest"`` of ``gumbel``, ``out_sharding`` arguments, and the gradients
-of the gamma family with respect to their shape parameters. ``key_impl`` returns the name
-``"threefry2x32"``, as JAX 0.10.2 does.
+of the gamma family with respect to their shape parameters.
 """
 from ember.random.distributions import (  # noqa: F401
     bernoulli,
@@ -71,7 +69,16 @@ from ember.random.distributions import (  # noqa: F401
     truncated_normal,
     uniform,
 )
-from ember.random.keys import PRNGKey, fold_in, key, key_data, split, wrap_key_data  # noqa: F401
+from ember.random.keys import (  # noqa: F401
+    PRNGKey,
+    fold_in,
+    key,
+    key_data,
+    key_dtype,
+    sampler as _sampler,
+    split,
+    wrap_key_data,
+)
 from ember.random.samplers import (  # noqa: F401
     ball,
     beta,
@@ -100,3 +107,13 @@ from ember.random.samplers import (  # noqa: F401
     wald,
     weibull_min,
 )
+
+# The samplers as entry points: a raw key given to one is always of the default implementation
+# (``ember.random.keys.sampler``); inside, samplers call each other on the raw data of the key given.
+for _name in ("bits", "categorical", "choice", "exponential", "gumbel", "laplace", "logistic", "normal",
+              "permutation", "rademacher", "randint", "truncated_normal", "uniform", "ball", "beta", "binomial",
+              "cauchy", "chisquare", "dirichlet", "double_sided_maxwell", "f", "gamma", "generalized_normal",
+              "geometric", "loggamma", "lognormal", "maxwell", "multinomial", "multivariate_normal", "orthogonal",
+              "pareto", "poisson", "rayleigh", "t", "triangular", "wald", "weibull_min", "bernoulli"):
+    globals()[_name] = _sampler(globals()[_name])
+del _name, _sampler

@@ -15,7 +15,7 @@ from ember.lax.base import aval, canonical_axes, shape_tuple
 from ember.lax.stop_gradient import stop_gradient
 from ember.numpy.core import broadcast_shapes, promote_dtypes_inexact
 from ember.random import threefry
-from ember.random.keys import check_key, split_in_two
+from ember.random.keys import check_key, random_bits, split_in_two
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -46,7 +46,7 @@ def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     dt = dtypes.default_uint_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     if not dtypes.is_unsigned(dt):
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dt}")
-    return threefry.random_bits(key, dt.itemsize * 8, shape_tuple(shape))
+    return random_bits(key, dt.itemsize * 8, shape_tuple(shape))
 
 
 def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
@@ -63,7 +63,7 @@ def _uniform(key: Any, shape: tuple[int, ...], dtype: np.dtype, minval: Any, max
     # Types with under 8 mantissa bits (bfloat16) still draw 8 random bits.
     drawn_width = 8 if info.nmant < 8 else info.bits
     uint = threefry.UINT_OF_WIDTH[info.bits]
-    drawn = lax.convert_element_type(threefry.random_bits(key, drawn_width, shape), uint)
+    drawn = lax.convert_element_type(random_bits(key, drawn_width, shape), uint)
     one = np.array(1.0, dtype).view(uint)
     mantissa = lax.shift_right_logical(drawn, drawn_width - info.nmant)
     unit = lax.sub(lax.bitcast_convert_type(lax.bitwise_or(mantissa, one), dtype), np.array(1.0, dtype))
@@ -272,7 +272,7 @@ def _randint(key: Any, shape: tuple[int, ...], minval: Any, maxval: Any, dtype: 
     # 2**n mod span computed as ((2**(n/2) mod span)**2) mod span to stay in n bits.
     nbits = dtypes.iinfo(dtype).bits
     high_key, low_key = split_in_two(key)
-    high, low = threefry.random_bits(high_key, nbits, shape), threefry.random_bits(low_key, nbits, shape)
+    high, low = random_bits(high_key, nbits, shape), random_bits(low_key, nbits, shape)
     uint = threefry.UINT_OF_WIDTH[nbits]
     span = lax.convert_element_type(lax.sub(maxval, minval), uint)
     span = lax.select(lax.le(maxval, minval), 1, span)
@@ -291,7 +291,7 @@ def _shuffle(key: Any, x: Any, axis: int) -> Any:
     rounds = math.ceil(3 * math.log(max(1, size)) / math.log(2**32 - 1))
     for _ in range(rounds):
         key, subkey = split_in_two(key)
-        _, x = lax.sort_key_val(threefry.random_bits(subkey, 32, aval(x).shape), x, axis)
+        _, x = lax.sort_key_val(random_bits(subkey, 32, aval(x).shape), x, axis)
     return x
 
 

@@ -8,15 +8,14 @@ that does not need ``jax.numpy``: indexing, iteration, ``len``, ``reshape``/``ra
 keys, ``copy``, pickling, and ``aval``/``jax.typeof`` (``ShapedArray(key<fry>[])``).
 Arithmetic, ordering comparisons and conversion to NumPy raise JAX's errors.
 
-It is a pytree node whose one child is the raw data, so ``jit``, ``vmap``, ``scan``,
-``fori_loop``, ``cond``, ``grad`` and ``eval_shape`` carry keys without knowing them: they see
-a uint32 leaf, and rebuild the key around what comes out. Two consequences differ from JAX,
-where a key array is itself a leaf: ``tree_leaves(k)`` is ``[key_data(k)]``, not ``[k]``, and a
-function mapped over a tree (``tree_map``) is handed the raw data. Making the key a leaf would
-need ember's tracing (``ember.core``, ``ember.transforms``) to know a second kind of array.
-A float0 cotangent (``grad(..., allow_int=True)``, ``vjp``) comes back as float0 of the key's
-shape, as in JAX; ``in_axes``/``out_axes`` of ``vmap`` count the key data's axes, so a negative
-axis names the data's trailing word axis rather than the key's last axis.
+It is a pytree leaf, as in JAX (``tree_leaves(k)`` is ``[k]``, ``tree_map`` hands its function
+the key), and to the transformations an *array node* whose one child is the raw data
+(``ember.tree_util.register_array_node``): ``jit``, ``vmap``, ``scan``, ``fori_loop``, ``cond``,
+``grad`` and ``eval_shape`` flatten with ``flatten_for_trace``, trace a uint32 leaf, and rebuild
+the key around what comes out. A float0 cotangent (``grad(..., allow_int=True)``, ``vjp``)
+comes back as float0 of the key's shape, and an abstract result (``eval_shape``) as a
+``ShapeDtypeStruct`` of key dtype, as in JAX; ``vmap``'s negative ``in_axes``/``out_axes`` count
+the key's axes.
 
 The class derives from ``ember.Array`` so that ``isinstance(k, jax.Array)`` holds, as in JAX;
 it takes none of ``Array``'s storage, and overrides every method and operator, so that an
@@ -35,13 +34,14 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes, numpy as jnp
-from ember.api import AbstractValue
+from ember.api import AbstractValue, extended_dtype_structs
 from ember.core.array import Array, ShapeDtypeStruct
 from ember.core.trace import Tracer
 from ember.lax.base import aval
-from ember.tree_util import register_pytree_node
+from ember.random import impls
+from ember.tree_util import register_array_node
 
-KEY_DTYPE = dtypes.KeyTy("threefry2x32", "fry")
+KEY_DTYPE = impls.THREEFRY.dtype  # (the default implementation's)
 
 
 def _other_dtype_name(x: Any) -> str:
@@ -116,13 +116,19 @@ class _KeyArrayType(type(Array)):
 
 
 class PRNGKeyArray(Array, metaclass=_KeyArrayType):
-    """An array of typed Threefry-2x32 keys (dtype ``key<fry>``) over uint32 data of shape
-    ``shape + (2,)`` (``key_data``); see the module docstring."""
+    """An array of typed keys of one implementation (``impls``: dtype ``key<fry>`` for Threefry-2x32,
+    ``key<rbg>``, ``key<urbg>``) over uint32 data of shape ``shape + (words,)`` (``key_data``); see the
+    module docstring."""
 
-    __slots__ = ("_key_data",)
+    __slots__ = ("_key_data", "_impl")
 
-    def __init__(self, key_data: Any) -> None:  # (Array's storage stays unset)
+    def __init__(self, key_data: Any, impl: impls.PRNGImpl = impls.THREEFRY) -> None:  # (Array's storage stays unset)
         self._key_data = key_data
+        self._impl = impl
+
+    def _new(self, key_data: Any) -> PRNGKeyArray:
+        """Keys of this array's implementation over other data."""
+        return PRNGKeyArray(key_data, self._impl)
 
     # --- metadata ---------------------------------------------------------------------------
     @property
@@ -131,17 +137,17 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
 
     @property
     def dtype(self) -> dtypes.KeyTy:
-        return KEY_DTYPE
+        return self._impl.dtype
 
     @property
     def aval(self) -> Any:
         """``ShapedArray(key<fry>[...])``, as ``jax.typeof(k)`` shows it (flax.nnx asks)."""
-        return AbstractValue(self.shape, KEY_DTYPE, False)
+        return AbstractValue(self.shape, self.dtype, False)
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
-    itemsize = property(lambda self: KEY_DTYPE.itemsize)
-    nbytes = property(lambda self: self.size * KEY_DTYPE.itemsize)
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
     sharding = property(lambda self: self._key_data.sharding)
     device = property(lambda self: self._key_data.device)
     addressable_shards = _absent("addressable_shards")
@@ -168,9 +174,9 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
     def __repr__(self) -> str:
         data = self._key_data
         if isinstance(data, Tracer):
-            # The tracer's own repr, its uint32[..., 2] types shown as key<fry>[...].
-            return re.sub(r"~?uint32\[((?:\d+,)*)2\]", lambda m: f"{self.dtype}[{m.group(1).rstrip(',')}]",
-                          repr(data))
+            # The tracer's own repr, its uint32[..., words] types shown as key<fry>[...].
+            return re.sub(rf"~?uint32\[((?:\d+,)*){self._impl.words}\]",
+                          lambda m: f"{self.dtype}[{m.group(1).rstrip(',')}]", repr(data))
         if isinstance(data, ShapeDtypeStruct):
             return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
         if not isinstance(data, (Array, np.ndarray)):
@@ -208,7 +214,7 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
     __dlpack_device__ = __dlpack__
 
     def __reduce__(self) -> tuple:
-        return (PRNGKeyArray, (self._key_data,))
+        return (_rebuild, (self._key_data, self._impl.name))
 
     __hash__ = None  # type: ignore[assignment]  # unhashable, as in JAX
 
@@ -271,7 +277,7 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
         return (self[i] for i in range(self.shape[0]))
 
     def __getitem__(self, index: Any) -> PRNGKeyArray:
-        return PRNGKeyArray(self._key_data[self._data_index(index)])
+        return self._new(self._key_data[self._data_index(index)])
 
     def _data_index(self, index: Any) -> tuple:
         """The index of the key data that selects the keys ``index`` selects (every word)."""
@@ -299,7 +305,7 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
             shown = shape[0] if len(shape) == 1 else tuple(shape)
             raise TypeError(f"cannot reshape array of shape {self.shape} (size {self.size}) into shape {shown} "
                             f"(size {math.prod(requested)})")
-        return PRNGKeyArray(jnp.reshape(self._key_data, (*new, 2)))
+        return self._new(jnp.reshape(self._key_data, (*new, self._impl.words)))
 
     def ravel(self, order: str = "C") -> PRNGKeyArray:
         return self.reshape(self.size, order=order)
@@ -327,7 +333,7 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
             order = tuple(operator.index(a) % self.ndim if self.ndim else operator.index(a) for a in order)
             if sorted(order) != list(range(self.ndim)):
                 raise ValueError(f"axes {tuple(axes)} don't match a key array of dimension {self.ndim}")
-        return PRNGKeyArray(jnp.transpose(self._key_data, (*order, self.ndim)))
+        return self._new(jnp.transpose(self._key_data, (*order, self.ndim)))
 
     T = property(lambda self: self.transpose())
 
@@ -367,10 +373,10 @@ class _KeyIndexUpdateRef:
 
     def set(self, values: Any, **kwargs: Any) -> PRNGKeyArray:
         if not isinstance(values, PRNGKeyArray):
-            raise TypeError(f"scatter does not accept dtypes {KEY_DTYPE}, {_other_dtype_name(values)}: key arrays "
-                            "are updated with keys")
+            raise TypeError(f"scatter does not accept dtypes {self.keys.dtype}, {_other_dtype_name(values)}: key "
+                            "arrays are updated with keys")
         data = self.keys._key_data
-        return PRNGKeyArray(data.at[self.keys._data_index(self.index)].set(values._key_data, **kwargs))
+        return self.keys._new(data.at[self.keys._data_index(self.index)].set(values._key_data, **kwargs))
 
 
 # Array's numeric methods, which JAX's key arrays have only as abstract methods.
@@ -381,16 +387,33 @@ for _name in ("all", "any", "argmax", "argmin", "argsort", "astype", "clip", "co
 del _name
 
 
-def _flatten(keys: PRNGKeyArray) -> tuple[tuple[Any], None]:
-    return (keys._key_data,), None
+def _rebuild(key_data: Any, impl_name: str) -> PRNGKeyArray:
+    return PRNGKeyArray(key_data, impls.IMPLEMENTATIONS[impl_name])
 
 
-def _unflatten(aux: None, children: Sequence[Any]) -> Any:
+def _flatten(keys: PRNGKeyArray) -> tuple[tuple[Any], impls.PRNGImpl]:
+    return (keys._key_data,), keys._impl
+
+
+def _unflatten(impl: impls.PRNGImpl, children: Sequence[Any]) -> Any:
     (data,) = children
     # A float0 cotangent (grad with allow_int, vjp) is float0 of the key's shape, as in JAX.
     if getattr(data, "dtype", None) is not None and isinstance(data.dtype, np.dtype) and data.dtype == dtypes.float0:
         return np.zeros(tuple(data.shape[:-1]), dtypes.float0)
-    return PRNGKeyArray(data)
+    # An abstract result (eval_shape, jit(f).trace(...).out_info): a ShapeDtypeStruct of key dtype.
+    if isinstance(data, ShapeDtypeStruct):
+        return ShapeDtypeStruct(tuple(data.shape[:-1]), impl.dtype)
+    return PRNGKeyArray(data, impl)
 
 
-register_pytree_node(PRNGKeyArray, _flatten, _unflatten)
+def _key_struct(struct: ShapeDtypeStruct) -> PRNGKeyArray:
+    """The key array a ShapeDtypeStruct of key dtype stands for while tracing (``eval_shape``,
+    ``jit(f).trace``): keys over abstract uint32 data."""
+    impl = impls.resolve("ShapeDtypeStruct", struct.dtype)
+    return PRNGKeyArray(ShapeDtypeStruct(struct.shape + (impl.words,), dtypes.uint32), impl)
+
+
+# A leaf of the user's trees (as in JAX); a node over its uint32 data for the transformations.
+register_array_node(PRNGKeyArray, _flatten, _unflatten)
+for _impl in impls.IMPLEMENTATIONS.values():
+    extended_dtype_structs[type(_impl.dtype)] = _key_struct

@@ -20,7 +20,7 @@ import numpy as np
 from ember import dtypes, lax, numpy as jnp
 from ember.lax.base import aval, shape_tuple
 from ember.numpy.core import broadcast_shapes, promote_dtypes_inexact
-from ember.random import threefry
+from ember.random import impls
 from ember.random.distributions import (
     _check_shape,
     _float_dtype,
@@ -31,7 +31,7 @@ from ember.random.distributions import (
     rademacher,
     uniform,
 )
-from ember.random.keys import _IMPLEMENTATION, check_key, split_in_two
+from ember.random.keys import check_key, split_data, split_in_two
 from ember.random.prng import PRNGKeyArray
 from ember.transforms.batching import vmap
 
@@ -57,7 +57,7 @@ def _float_params(name: str, key: Any, shape: Any, dtype: Any, *params: Any) -> 
 
 
 def _split3(key: Any) -> tuple[Any, Any, Any]:
-    keys = threefry.split(key, (3,))
+    keys = split_data(key, (3,))
     return tuple(lax.index_in_dim(keys, i, keepdims=False) for i in range(3))
 
 
@@ -199,7 +199,7 @@ def _gamma(name: str, key: Any, a: Any, shape: Any, dtype: Any, log_space: bool)
     size = math.prod(shape)
     if size == 0:
         return jnp.zeros(shape, dtype)
-    keys = threefry.split(key, (size,))
+    keys = split_data(key, (size,))
     draw = vmap(functools.partial(_gamma_one, log_space=log_space))
     return jnp.reshape(draw(keys, jnp.reshape(a, (size,))), shape)
 
@@ -477,7 +477,7 @@ def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None,
         drawn = binomial(category_key, left, jnp.clip(ratio, 0, 1), dtype=aval(left).dtype)
         return jnp.subtract(left, drawn), drawn
 
-    keys = threefry.split(key, (aval(ratios).shape[0],))
+    keys = split_data(key, (aval(ratios).shape[0],))
     _, counts = lax.scan(one_category, n, (ratios, keys), unroll=unroll)
     return jnp.moveaxis(counts, 0, -1).astype(dtype)
 
@@ -540,6 +540,6 @@ def clone(key: Any) -> Any:
 
 
 def key_impl(keys: Any) -> str:
-    """The name of the PRNG implementation of ``keys`` (typed or raw): always Threefry-2x32."""
+    """The name of the PRNG implementation of ``keys``: a typed key's, or the default for raw keys."""
     check_key("key_impl", keys, allow_batched=True)
-    return _IMPLEMENTATION
+    return keys._impl.name if isinstance(keys, PRNGKeyArray) else impls.DEFAULT.name

@@ -5,15 +5,18 @@ an executable may write outputs into their buffers. The caller deletes those Arr
 """
 from __future__ import annotations
 
+import collections
 import sys
 from typing import Any, Callable
 
 import numpy as np
 
 from ember import tree_util
-from ember.backends.reference import eval_jaxpr, to_numpy
+from ember.backends.reference import eval_jaxpr, impl_rules, to_numpy
+from ember.compiler.dce import eliminate_dead_code
 from ember.config import config
 from ember.core.array import Array
+from ember.core.calls import jit_p
 from ember.core.ir import ClosedJaxpr
 
 empty = np.empty
@@ -35,13 +38,18 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
 
 
 class ReferenceExecutable:
-    """Runs a program on the NumPy reference interpreter (which ignores donation)."""
+    """Runs a program on the NumPy reference interpreter (which ignores donation).
+
+    The program runs without the optimizer, but with its dead code removed: a compiled program
+    never runs what no output needs (an unused ``pure_callback``, as in JAX), and this one is
+    what ``backend="reference"`` and the first calls of tiered programs run. Effects stay
+    (``io_callback``, ``debug.callback``: ``core.ir.is_effectful``)."""
 
     unusable_donations: tuple = ()
     code = "none"  # no machine code (see ``Entry.get_executable``)
 
     def __init__(self, closed: ClosedJaxpr, name: str) -> None:
-        self.closed = closed
+        self.closed = closed = _live_part(closed)
         self.name = name
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
@@ -73,7 +81,7 @@ class CpuExecutable:
     def __call__(self, *args: Any) -> list[Array]:
         native = self._native
         if native is not None:
-            if not config.debug_nans:
+            if not (config.debug_nans or config.debug_infs):
                 outs = native(args)
                 if outs is not DECLINED:
                     return outs
@@ -159,7 +167,7 @@ class CpuExecutable:
         program on the Arrays ``args`` through the native dispatcher, or ``DECLINED``. None if
         the dispatcher cannot run the program, or NaNs are to be checked (``debug_nans``)."""
         runner = self._native_runner()
-        if runner is None or config.debug_nans:
+        if runner is None or config.debug_nans or config.debug_infs:
             return None
         program = self.program
         if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF \
@@ -185,6 +193,33 @@ class CpuExecutable:
     def llvm_ir(self) -> str:
         """The optimized LLVM IR of the program's native code ("" if nothing compiled natively)."""
         return "\n".join(str(module.optimized_ir) for module in getattr(self.program, "modules", ()))
+
+
+def _live_part(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """``closed`` without dead code (unless ``config.disabled_passes`` names "dce")."""
+    off = config.disabled_passes
+    return closed if "dce" in ({off} if isinstance(off, str) else set(off)) else eliminate_dead_code(closed)
+
+
+# A jit call bound outside any trace after a transformation (``vmap(jit(f))(x)``, eagerly) runs
+# on the reference interpreter's rule for ``jit``: its live part only, as a compiled call would.
+# (The programs of recent calls are kept, with their live parts: a call in a loop body of a
+# reference run is pruned once.)
+_LIVE_CALLS: collections.OrderedDict[int, tuple[ClosedJaxpr, ClosedJaxpr]] = collections.OrderedDict()
+_LIVE_CALLS_KEPT = 256
+
+
+def _call_live_part(*args: Any, jaxpr: ClosedJaxpr, name: str) -> list[np.ndarray]:
+    hit = _LIVE_CALLS.get(id(jaxpr))
+    if hit is None or hit[0] is not jaxpr:
+        hit = _LIVE_CALLS[id(jaxpr)] = (jaxpr, _live_part(jaxpr))
+        if len(_LIVE_CALLS) > _LIVE_CALLS_KEPT:
+            _LIVE_CALLS.popitem(last=False)
+    live = hit[1]
+    return eval_jaxpr(live.jaxpr, live.consts, *args)
+
+
+impl_rules[jit_p] = _call_live_part
 
 
 def _raising_host_errors(runner: Callable[[tuple], Any], program: Any) -> Callable[[tuple], Any]:
@@ -226,7 +261,7 @@ def _contiguous_numpy(x: Any, aval) -> np.ndarray:
 
 
 def _wrap(name: str, outs: list[np.ndarray], avals: list) -> list[Array]:
-    if config.debug_nans:
+    if config.debug_nans or config.debug_infs:
         _check_nans(name, outs)
     return [Array(o, a) for o, a in zip(outs, avals)]
 
@@ -234,5 +269,7 @@ def _wrap(name: str, outs: list[np.ndarray], avals: list) -> list[Array]:
 def _check_nans(name: str, outs: list[np.ndarray]) -> None:
     for i, o in enumerate(outs):
         if o.dtype.kind == "f" or o.dtype.name == "bfloat16":
-            if np.isnan(o.astype(np.float32)).any():
+            if config.debug_nans and np.isnan(o.astype(np.float32)).any():
                 raise FloatingPointError(f"debug_nans: output {i} of {name} contains NaN")
+            if config.debug_infs and np.isinf(o.astype(np.float32)).any():
+                raise FloatingPointError(f"debug_infs: output {i} of {name} contains inf")

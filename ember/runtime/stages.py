@@ -102,7 +102,7 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         lowered = self._lowered
         dyn_args, dyn_kwargs, statics = lowered._jitted._sig.split(args, kwargs)
-        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        leaves, in_tree = tree_util.flatten_for_trace((dyn_args, dyn_kwargs))
         avals = [aval_of_value(x) for x in leaves]
         if in_tree != lowered._in_tree or statics != lowered._statics or avals != lowered.in_avals:
             got = ", ".join(a.str_short() for a in avals)

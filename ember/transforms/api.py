@@ -63,9 +63,9 @@ class _FlatFunction:
                 raise TypeError(f"{self.api} with has_aux=True requires the function to return a pair "
                                 f"(output, auxiliary data), got {type(out).__name__}")
             out, aux = out
-            self.aux_leaves, self.aux_tree = tree_util.tree_flatten(aux)
+            self.aux_leaves, self.aux_tree = tree_util.flatten_for_trace(aux)
             aux_arrays = [x for x in self.aux_leaves if _is_array_like(x)]
-        out_leaves, self.out_tree = tree_util.tree_flatten(out)
+        out_leaves, self.out_tree = tree_util.flatten_for_trace(out)
         return [_array_leaf(x, f"output of the function passed to {self.api}") for x in out_leaves] + aux_arrays
 
     @property
@@ -94,7 +94,7 @@ def _array_leaf(x: Any, where: str) -> Any:
 
 
 def _flat_inputs(args: Sequence[Any], api: str) -> tuple[list, Any]:
-    leaves, tree = tree_util.tree_flatten(tuple(args))
+    leaves, tree = tree_util.flatten_for_trace(tuple(args))
     return [_array_leaf(x, f"argument of {api}") for x in leaves], tree
 
 
@@ -140,10 +140,12 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
         raise TypeError("primal and tangent arguments to ember.jvp must be tuples or lists; found "
                         f"{type(primals).__name__} and {type(tangents).__name__}.")
     primal_leaves, in_tree = _flat_inputs(primals, "ember.jvp")
+    # (the user's structures: a key array's tangent is one float0 leaf of its shape, as in JAX)
     tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
-    if tangent_tree != in_tree:
+    primal_tree = tree_util.tree_structure(tuple(primals))
+    if tangent_tree != primal_tree:
         raise TypeError("primal and tangent arguments to ember.jvp must have the same tree structure; primals "
-                        f"have tree structure {in_tree} whereas tangents have tree structure {tangent_tree}.")
+                        f"have tree structure {primal_tree} whereas tangents have tree structure {tangent_tree}.")
     tangent_leaves = [_check_tangent(p, t, "ember.jvp") for p, t in zip(primal_leaves, tangent_leaves)]
     flat = _FlatFunction(fun, in_tree, has_aux, "ember.jvp")
     outs, out_tangents = jvp_flat(flat, primal_leaves, tangent_leaves)
@@ -158,6 +160,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the derivative at ``primals``
     without re-running ``fun``: the primal computation happens once, here."""
     primal_leaves, in_tree = _flat_inputs(primals, "ember.linearize")
+    primal_tree = tree_util.tree_structure(tuple(primals))  # (the user's: a key array is one leaf)
     flat = _FlatFunction(fun, in_tree, has_aux, "ember.linearize")
     outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, getattr(fun, "__name__", "fun"))
     outs, aux = flat.split(outs)
@@ -165,9 +168,9 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
     def f_jvp(*tangents: Any) -> Any:
         tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
-        if tangent_tree != in_tree:
+        if tangent_tree != primal_tree:
             raise TypeError(f"linearized function called on tangents of structure {tangent_tree}, but the primals "
-                            f"had structure {in_tree}")
+                            f"had structure {primal_tree}")
         checked = [_check_tangent(p, t, "the linearized function") for p, t in zip(primal_leaves, tangent_leaves)]
         inputs = [t for t in checked if not isinstance(t, Zero)]  # integer inputs have no tangent
         out_tangents = eval_closed_by_binding(linear, *inputs)
@@ -189,6 +192,7 @@ class _Backward(NamedTuple):
     out_nonzero: tuple
     num_aux: int
     invariant: tuple  # ((input, axis, whether the output varies along it), ...): see _invariant_inputs
+    out_structure: Any  # the output's structure as the user sees it (a key array is a leaf)
 
 
 def _varies(x: Any, axis: Any) -> bool | None:
@@ -239,9 +243,9 @@ class _PullBack:
 def _pull_back(backward: _Backward, residuals: list, cotangent: Any) -> tuple:
     """The cotangent of every primal, transposing the linear program on ``residuals``."""
     ct_leaves, ct_tree = tree_util.tree_flatten(cotangent)
-    if ct_tree != backward.out_tree:
+    if ct_tree != backward.out_structure:
         raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match structure of primal "
-                        f"output {backward.out_tree}.")
+                        f"output {backward.out_structure}.")
     cts = [_check_cotangent(ct, a) for ct, a in zip(ct_leaves, backward.out_avals)]
     cts += [None] * backward.num_aux  # auxiliary outputs are not differentiated
     args = [UndefinedPrimal(v.aval) for v in backward.linear.invars]
@@ -266,11 +270,12 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     outs, aux = flat.split(outs)
     out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
     in_avals = [aval(p) for p in primal_leaves]
+    out = tree_util.tree_unflatten(out_tree, outs)
     backward = _Backward(linear.jaxpr, in_tree, out_tree, tuple(out_avals), tuple(in_avals), tuple(out_nonzero),
-                         flat.num_aux, _invariant_inputs(primal_leaves, outs))
+                         flat.num_aux, _invariant_inputs(primal_leaves, outs), tree_util.tree_structure(out))
     # A pytree (as JAX's): the residuals are its leaves, so it crosses jit's boundary both ways.
     vjp_fn = tree_util.Partial(_PullBack(backward), list(linear.consts))
-    result = (tree_util.tree_unflatten(out_tree, outs), vjp_fn)
+    result = (out, vjp_fn)
     return result + (aux,) if has_aux else result
 
 
@@ -319,7 +324,9 @@ def _split_args(args: tuple, argnums: tuple[int, ...]) -> tuple[Callable, tuple]
 
 
 def _input_dtypes(api: str, args: Sequence[Any]) -> list[np.dtype]:
-    return [aval(_array_leaf(leaf, f"argument of {api}")).dtype for leaf in tree_util.tree_leaves(args)]
+    """The dtype of each of the user's leaves (a key array's is ``key<fry>``)."""
+    return [leaf.dtype if tree_util.is_array_node(leaf) else aval(_array_leaf(leaf, f"argument of {api}")).dtype
+            for leaf in tree_util.tree_leaves(args)]
 
 
 def _check_inputs(api: str, args: Sequence[Any], allow_int: bool, holomorphic: bool = False) -> None:
@@ -434,7 +441,7 @@ def _rows_per_value(batched: Any, avals: Sequence[ShapedArray]) -> list:
 def _float_leaves_only(fun: Callable, tree_avals: Sequence[ShapedArray]) -> Callable:
     """``fun`` returning only its floating-point leaves (the others have float0 derivatives)."""
     def floats(*args: Any) -> list:
-        return [x for x, a in zip(tree_util.tree_leaves(fun(*args)), tree_avals) if is_differentiable(a.dtype)]
+        return [x for x, a in zip(tree_util.leaves_for_trace(fun(*args)), tree_avals) if is_differentiable(a.dtype)]
     return floats
 
 
@@ -465,8 +472,8 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         result = linearize(lambda x: fun(*with_args((x,) if isinstance(argnums, int) else x), **kwargs), target,
                            has_aux=has_aux)
         out, f_jvp = result[:2]
-        in_leaves, in_tree = tree_util.tree_flatten(target)
-        out_leaves, out_tree = tree_util.tree_flatten(out)
+        in_leaves, in_tree = tree_util.flatten_for_trace(target)
+        out_leaves, out_tree = tree_util.flatten_for_trace(out)
         in_avals, out_avals = [aval(x) for x in in_leaves], [aval(o) for o in out_leaves]
         if holomorphic:
             for a in out_avals:
@@ -508,8 +515,8 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         result = vjp(lambda x: fun(*with_args((x,) if isinstance(argnums, int) else x), **kwargs), target,
                      has_aux=has_aux)
         out, vjp_fn = result[:2]
-        in_leaves, in_tree = tree_util.tree_flatten(target)
-        out_leaves, out_tree = tree_util.tree_flatten(out)
+        in_leaves, in_tree = tree_util.flatten_for_trace(target)
+        out_leaves, out_tree = tree_util.flatten_for_trace(out)
         in_avals, out_avals = [aval(x) for x in in_leaves], [aval(o) for o in out_leaves]
         for a in out_avals:
             _check_output_dtype("jacrev", a.dtype, holomorphic)
@@ -559,7 +566,7 @@ class _Transposed:
         self.__name__ = "transposed"
 
     def __call__(self, consts: list, out_cotangent: Any) -> Any:
-        ct_leaves, ct_tree = tree_util.tree_flatten(out_cotangent)
+        ct_leaves, ct_tree = tree_util.flatten_for_trace(out_cotangent)
         if ct_tree != self.out_tree:
             raise TypeError(f"cotangent tree does not match function output, expected {self.out_tree} but got "
                             f"{ct_tree}")
@@ -580,7 +587,7 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence[Any] = 
     ``vjp``, nothing is linearized: ``fun`` must be linear, and is traced once, here."""
     if reduce_axes:
         raise NotImplementedError("reduce_axes argument to transpose is deprecated")
-    leaves, in_tree = tree_util.tree_flatten(primals)
+    leaves, in_tree = tree_util.flatten_for_trace(primals)
     in_avals = [_abstract(x) for x in leaves]
     flat = _FlatFunction(fun, in_tree, False, "ember.linear_transpose")
     names = [f"primals[{i}]" for i in range(len(in_avals))]
@@ -619,7 +626,7 @@ class _ClosureConverted:
     def __call__(self, *args_hconsts: Any) -> Any:
         num_args = len(args_hconsts) - self.num_hoisted
         args, hoisted = args_hconsts[:num_args], args_hconsts[num_args:]
-        leaves, tree = tree_util.tree_flatten(tuple(args))
+        leaves, tree = tree_util.flatten_for_trace(tuple(args))
         if tree != self.in_tree:
             raise TypeError("The inputs to the closure produced by closure_convert must have the same Pytree "
                             "structure as the example arguments passed when closure_convert was called. "
@@ -671,11 +678,11 @@ def custom_gradient(fun: Callable) -> Callable:
 
     def fwd(*args: Any, **kwargs: Any) -> tuple:
         ans, rule = fun(*args, **kwargs)
-        ans_leaves, out_tree = tree_util.tree_flatten((ans,))
+        ans_leaves, out_tree = tree_util.flatten_for_trace((ans,))
         in_trees: list = []
 
         def flat_rule(*cts: Any) -> list:
-            leaves, tree = tree_util.tree_flatten(rule(*tree_util.tree_unflatten(out_tree, list(cts))))
+            leaves, tree = tree_util.flatten_for_trace(rule(*tree_util.tree_unflatten(out_tree, list(cts))))
             in_trees.append(tree)
             return [ensure_array(x) for x in leaves]
 
@@ -684,7 +691,7 @@ def custom_gradient(fun: Callable) -> Callable:
         return ans, _GradientResiduals(program, consts, in_trees[0], out_tree)
 
     def bwd(res: _GradientResiduals, cts: Any) -> tuple:
-        cts_leaves, tree = tree_util.tree_flatten((cts,))
+        cts_leaves, tree = tree_util.flatten_for_trace((cts,))
         if tree != res.out_tree:
             raise TypeError(f"{res.out_tree}\n!=\n{tree}")
         cts_out = tree_util.tree_unflatten(res.in_tree, eval_closed_by_binding(res.program, *res.consts, *cts_leaves))

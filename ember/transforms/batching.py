@@ -41,7 +41,7 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, subjaxprs
 from ember.core.primitive import Primitive
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, type_text, unexpected_tracer_error
-from ember.lax import control_flow
+from ember.lax import control_flow, refs as _refs
 from ember.lax.base import aval
 from ember.lax.elementwise import ELEMENTWISE
 from ember.lax.parallel import COLLECTIVES, VMAP, extend_axis_env
@@ -283,11 +283,18 @@ def _leaf_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
     return names
 
 
-def _canonical_in_dims(leaves: list, in_dims: list[BatchDim]) -> list[BatchDim]:
+def _hidden_dims(leaves: Sequence[Any], public: Sequence[Any]) -> list[int]:
+    """Per flat leaf, its trailing axes that the user's leaf does not show: a key array's data has
+    one more (its words) than the keys. Negative ``in_axes`` / ``out_axes`` count the user's axes."""
+    return [len(aval(x).shape) - len(p.shape) if tree_util.is_array_node(p) else 0 for x, p in zip(leaves, public)]
+
+
+def _canonical_in_dims(leaves: list, in_dims: list[BatchDim], hidden: Sequence[int] = ()) -> list[BatchDim]:
     out = []
-    for x, d in zip(leaves, in_dims):
+    for i, (x, d) in enumerate(zip(leaves, in_dims)):
         if d is not None:
-            shape = aval(x).shape
+            extra = hidden[i] if hidden else 0
+            shape = aval(x).shape[:len(aval(x).shape) - extra]
             if not -len(shape) <= d < len(shape):
                 raise ValueError(f"vmap was requested to map its argument along axis {d}, which implies that its "
                                  f"rank should be at least {d + 1 if d >= 0 else -d}, but is only {len(shape)} "
@@ -327,12 +334,12 @@ def _axis_size(fun: Callable, args: tuple, kwargs: dict, leaves: list, in_dims: 
                      ";\n".join(f"  * {line}" for line in lines))
 
 
-def _to_out_axis(x: Any, dim: BatchDim, out_axis: BatchDim, axis_size: int) -> Any:
+def _to_out_axis(x: Any, dim: BatchDim, out_axis: BatchDim, axis_size: int, hidden: int = 0) -> Any:
     if out_axis is None:
         if dim is not None:
             raise ValueError(f"at vmap out_axes, got axis spec None but output was batched on axis {dim}")
         return x
-    rank = aval(x).ndim + (dim is None)
+    rank = aval(x).ndim + (dim is None) - hidden  # (``hidden``: a key array's word axis, not counted)
     if not -rank <= out_axis < rank:
         raise ValueError(f"axis {out_axis} is out of bounds for array of dimension {rank}")
     return move_batch_axis(x, dim, axis_size, out_axis % rank)
@@ -361,28 +368,51 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     _check_axes_spec("in_axes", in_axes)
     _check_axes_spec("out_axes", out_axes)
 
+    @errors.api_boundary  # (the user's frames only, in tracebacks)
     @functools.wraps(fun, updated=())  # not the wrapped object's attributes (a jit's cache)
     def vmapped(*args: Any, **kwargs: Any) -> Any:
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
                              f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)}")
-        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        in_dims = _canonical_in_dims(leaves, _flatten_axes("in_axes", in_tree, (in_axes, 0), leaves))
+        leaves, in_tree = tree_util.flatten_for_trace((args, kwargs))
+        hidden = _hidden_dims(leaves, tree_util.tree_leaves((args, kwargs)))
+        in_dims = _canonical_in_dims(leaves, _flatten_axes("in_axes", in_tree, (in_axes, 0), leaves), hidden)
         size = _axis_size(fun, args, kwargs, leaves, in_dims, axis_size)
-        leaves = [x if d is None else ensure_array(x) for x, d in zip(leaves, in_dims)]
-        out_tree_box = []
+        # A mapped Ref argument: the function sees a ref of one example (over the batched value), and
+        # the ref gets the batch of what the examples wrote (as JAX batches refs).
+        mapped_refs = [(i, x) for i, (x, d) in enumerate(zip(leaves, in_dims)) if d is not None and _refs.is_ref(x)]
+        leaves = [_refs.get(x) if _refs.is_ref(x) and d is not None else x if d is None else ensure_array(x)
+                  for x, d in zip(leaves, in_dims)]
+        out_tree_box, out_hidden = [], []
 
         def flat_fun(*flat: Any) -> list:
-            call_args, call_kwargs = tree_util.tree_unflatten(in_tree, list(flat))
-            out_leaves, out_tree = tree_util.tree_flatten(fun(*call_args, **call_kwargs))
+            flat = list(flat)
+            inner = []
+            for i, _ in mapped_refs:
+                flat[i] = _refs.new_ref(flat[i])
+                inner.append(flat[i])
+            call_args, call_kwargs = tree_util.tree_unflatten(in_tree, flat)
+            out = fun(*call_args, **call_kwargs)
+            out_leaves, out_tree = tree_util.flatten_for_trace(out)
             out_tree_box.append(out_tree)
-            return out_leaves
+            out_hidden.append(_hidden_dims(out_leaves, tree_util.tree_leaves(out)))
+            finals = []
+            for ref in inner:
+                finals.append(_refs.held_value(ref))
+                _refs.invalidate(ref, "it was an argument of a vmapped function that has finished")
+            return out_leaves + finals
 
         outs, out_dims = batch_flat(flat_fun, size, leaves, in_dims, axis_name, _axis_kind)
+        if mapped_refs:
+            n = len(outs) - len(mapped_refs)
+            for (i, ref), value, dim in zip(mapped_refs, outs[n:], out_dims[n:]):
+                if value is not leaves[i] or dim != in_dims[i]:  # (written by the function)
+                    _refs.write_value(ref, _to_out_axis(value, dim, in_dims[i], size))
+            outs, out_dims = outs[:n], out_dims[:n]
         out_tree = out_tree_box[0]
         targets = _flatten_axes("out_axes", out_tree, out_axes, outs)
-        outs = [_to_out_axis(x, d, t, size) for x, d, t in zip(outs, out_dims, targets)]
+        outs = [_to_out_axis(x, d, t, size, h) for x, d, t, h in zip(outs, out_dims, targets, out_hidden[0])]
         return tree_util.tree_unflatten(out_tree, outs)
 
     return vmapped

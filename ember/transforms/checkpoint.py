@@ -252,14 +252,14 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool | Sequence[bool
         dynamic_args = tuple(None if i in static else a for i, a in enumerate(args))
         dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in names}
         static_kwargs = {k: v for k, v in kwargs.items() if k in names}
-        leaves, in_tree = tree_util.tree_flatten((dynamic_args, dynamic_kwargs))
+        leaves, in_tree = tree_util.flatten_for_trace((dynamic_args, dynamic_kwargs))
         arg_names = _leaf_names(positional, dynamic_args, dynamic_kwargs)
         out_trees = []
 
         def flat_fun(*flat: Any) -> list:
             traced_args, traced_kwargs = tree_util.tree_unflatten(in_tree, list(flat))
             call_args = [args[i] if i in static else a for i, a in enumerate(traced_args)]
-            out_leaves, out_tree = tree_util.tree_flatten(fun(*call_args, **traced_kwargs, **static_kwargs))
+            out_leaves, out_tree = tree_util.flatten_for_trace(fun(*call_args, **traced_kwargs, **static_kwargs))
             out_trees.append(out_tree)
             return out_leaves
 
@@ -301,13 +301,13 @@ def saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shaped
     ``output of sin``, ``named 'h'`` for a ``checkpoint_name``, ``output of jitted function 'g'``,
     ``from a constant``, ``from a literal``). ember's IR carries no source locations, so the
     descriptions lack JAX's `` from file:line:column (function)``."""
-    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    leaves, in_tree = tree_util.flatten_for_trace((args, kwargs))
     fun_name = getattr(f, "__name__", type(f).__name__)
     arg_names = _leaf_names(_positional_parameters(f), args, kwargs)
 
     def flat_f(*flat: Any) -> list:
         a, k = tree_util.tree_unflatten(in_tree, list(flat))
-        return tree_util.tree_leaves(f(*a, **k))
+        return tree_util.leaves_for_trace(f(*a, **k))
 
     def residuals_of(*flat: Any) -> list:
         _, linear, _ = linearize_flat(flat_f, flat, fun_name)

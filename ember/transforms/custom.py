@@ -13,6 +13,7 @@ forward mode through a ``custom_vjp`` function is an error, as in JAX.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from typing import Any, Callable, Sequence
@@ -27,7 +28,7 @@ from ember.lax.base import aval
 from ember.lax.stop_gradient import stop_gradient_p
 from ember.transforms.jvp import JVPTrace, JVPTracer, defzero, jvp_rules
 from ember.transforms.partial_eval import PartialEvalTrace
-from ember.transforms.programs import trace_program
+from ember.transforms.programs import eval_closed_by_binding, merge_by, trace_program
 from ember.transforms.tangents import Zero, instantiate, is_differentiable, match_type, zeros
 from ember.transforms.transpose import transpose_rules
 
@@ -59,7 +60,7 @@ class _Arguments:
         self.nondiff_argnums = nondiff_argnums
         self.static = [args[i] for i in nondiff_argnums]
         dynamic = tuple(a for i, a in enumerate(args) if i not in nondiff_argnums)
-        leaves, self.tree = tree_util.tree_flatten(dynamic)
+        leaves, self.tree = tree_util.flatten_for_trace(dynamic)
         self.leaves = [ensure_array(x) for x in leaves]
 
     def dynamic(self, leaves: Sequence[Any]) -> tuple:
@@ -79,7 +80,7 @@ def _trace_call(fun: Callable, args: tuple, nondiff_argnums: tuple[int, ...],
     out_tree: list = []
 
     def flat_fun(*leaves: Any) -> list:
-        out_leaves, tree = tree_util.tree_flatten(fun(*arguments.full(leaves)))
+        out_leaves, tree = tree_util.flatten_for_trace(fun(*arguments.full(leaves)))
         out_tree.append(tree)
         return [ensure_array(x) for x in out_leaves]
 
@@ -94,7 +95,7 @@ def _check_closure_tangents(kind: str, name: str, const_tangents: Sequence[Any])
 
 
 def _flatten_like(kind: str, tree: Any, reference_tree: Any, what: str) -> list:
-    leaves, treedef = tree_util.tree_flatten(tree)
+    leaves, treedef = tree_util.flatten_for_trace(tree)
     if treedef != reference_tree:
         raise TypeError(f"{kind} rule must produce {what} with the same container (pytree) structure as the "
                         f"primal output, got {treedef} and {reference_tree}")
@@ -167,7 +168,7 @@ class custom_jvp:
                 if rule is not None:
                     term = rule(t, out, *primals)
                     total = term if total is None else tree_util.tree_map(lambda a, b: a + b, total, term)
-            return out, total if total is not None else tree_util.tree_map(lambda o: zeros(aval(o)), out)
+            return out, total if total is not None else tree_util.map_for_trace(lambda o: zeros(aval(o)), out)
 
         self.defjvp(jvp)
 
@@ -188,12 +189,17 @@ class custom_jvp:
         if isinstance(owner, EvalTrace):  # every value is known: f runs on them (JAX's linearize does)
             with set_current_trace(owner):
                 return self.__wrapped__(*args)
-        trace = _differentiating(arguments.leaves)
+        trace = _differentiating(owner, arguments.leaves)
         if trace is not None:  # only the rule runs, as in JAX: f is neither traced nor run
             primals, tangents = zip(*map(trace.to_pair, arguments.leaves))
             with set_current_trace(trace.parent):
                 outs, out_tangents, tree = _apply_jvp_rule(self, name, arguments, primals, tangents, None, None)
             return tree_util.tree_unflatten(tree, [trace.new(o, t) for o, t in zip(outs, out_tangents)])
+        handler = custom_call_handlers.get(type(owner))
+        if handler is not None:
+            result = handler(owner, self, args)
+            if result is not NotImplemented:
+                return result
         arguments, call, consts, out_tree = _trace_call(self.__wrapped__, args, self.nondiff_argnums,
                                                         f"custom_jvp of `{name}`")
 
@@ -203,7 +209,8 @@ class custom_jvp:
             return outs, out_tangents
 
         flat_jvp.__name__ = name  # how the IR printer shows the rule
-        outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=flat_jvp, num_consts=len(consts))
+        outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=_TracedOnce(flat_jvp, name),
+                                      num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree[0], outs)
 
 
@@ -216,13 +223,23 @@ def _owning_trace(leaves: Sequence[Any]) -> Trace:
     return trace
 
 
-def _differentiating(leaves: Sequence[Any]) -> JVPTrace | None:
-    """The current trace, when it differentiates one of ``leaves``: then JAX runs only the custom
-    rule (on the primal values, so Python control flow on concrete ones works in it)."""
-    trace = current_trace()
-    if isinstance(trace, JVPTrace) and any(isinstance(x, JVPTracer) and x._trace is trace for x in leaves):
-        return trace
+def _differentiating(owner: Trace, leaves: Sequence[Any]) -> JVPTrace | None:
+    """The owning trace (``_owning_trace``), when it differentiates one of ``leaves``: then JAX
+    runs only the custom rule (on the primal values, so Python control flow on concrete ones
+    works in it). Partial-evaluation traces above it, for which the leaves are known, hand the
+    call down to it, as they do primitives: in ``grad(grad(f))`` the inner rule's call of ``f``
+    is differentiated by the outer rule alone, never traced (as in JAX)."""
+    if isinstance(owner, JVPTrace) and any(isinstance(x, JVPTracer) and x._trace is owner for x in leaves):
+        return owner
     return None
+
+
+# Traces that take a custom-rule function's call themselves (before it is traced into an
+# equation): ``handler(trace, fn, args)`` returns the result, or NotImplemented to decline. Filled
+# by ``ember.transforms.batch_custom``: under ``vmap`` the call moves one trace down, as a custom
+# function of the batched function with batched rules (JAX's ``process_custom_jvp_call``), so that
+# a differentiating trace below runs only the rule and ``f`` runs (or is traced) once.
+custom_call_handlers: dict[type, Callable[[Trace, Any, tuple], Any]] = {}
 
 
 def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: Sequence[Any],
@@ -235,7 +252,7 @@ def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: S
     given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else instantiate(t) for t in tangents]
     out, out_tangent = fn.jvp(*arguments.static, arguments.dynamic(primals), arguments.dynamic(given))
     if out_tree is None:
-        out_leaves, out_tree = tree_util.tree_flatten(out)
+        out_leaves, out_tree = tree_util.flatten_for_trace(out)
     else:
         out_leaves = _flatten_like("Custom JVP", out, out_tree, "primal outputs")
     outs = [ensure_array(o) for o in out_leaves]
@@ -253,6 +270,45 @@ def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: S
                             f"{aval(o).str_short()} and tangent {aval(t).str_short()}")
         checked.append(match_type(t, expected))
     return outs, checked, out_tree
+
+
+class _TracedOnce:
+    """The jvp rule of a staged ``custom_jvp_call``: traced into a program the first time it is
+    applied to values of one type and pattern of zero tangents, and applied by binding that
+    program afterwards, as JAX memoizes it. A transformation that differentiates a program twice
+    (``cond``'s jvp: once for which tangents are nonzero, once to build them) runs the user's rule,
+    and the calls it makes, once. (A rule that closes over values of a trace is traced anew.)"""
+
+    def __init__(self, rule: Callable[[Sequence[Any], Sequence[Any]], tuple[list, list]], name: str) -> None:
+        self.rule, self.__name__ = rule, name
+        self._programs: dict[tuple, tuple[ClosedJaxpr, list, list[bool]]] = {}
+
+    def __call__(self, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
+        nonzero = [not isinstance(t, Zero) for t in tangents]
+        primal_avals = [aval(p) for p in primals]
+        tangent_avals = [aval(t) for t, nz in zip(tangents, nonzero) if nz]
+        key = (tuple(primal_avals), tuple(tangent_avals), tuple(nonzero))
+        found = self._programs.get(key)
+        if found is None:
+            out_nonzero: list = []
+
+            def traced(*xs: Any) -> list:
+                n = len(primal_avals)
+                given = merge_by(nonzero, xs[n:], [t for t in tangents if isinstance(t, Zero)])
+                outs, out_tangents = self.rule(xs[:n], given)
+                out_nonzero.append([not isinstance(t, Zero) for t in out_tangents])
+                return [*outs, *(t for t in out_tangents if not isinstance(t, Zero))]
+
+            program, consts = trace_program(traced, primal_avals + tangent_avals, "custom_jvp rule")
+            found = (program, consts, out_nonzero[0])
+            if not any(isinstance(c, Tracer) for c in consts):
+                self._programs[key] = found
+        program, consts, out_nonzero = found
+        results = eval_closed_by_binding(program, *consts, *primals, *(t for t in tangents if not isinstance(t, Zero)))
+        n = len(results) - sum(out_nonzero)
+        out_avals = program.out_avals[:n]
+        zeros_out = [Zero(a) for a, nz in zip(out_avals, out_nonzero) if not nz]
+        return list(results[:n]), merge_by(out_nonzero, results[n:], zeros_out)
 
 
 def _custom_jvp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, jvp: Callable,
@@ -315,7 +371,13 @@ class custom_vjp:
         if isinstance(owner, EvalTrace):  # every value is known: f runs on them
             with set_current_trace(owner):
                 return self.__wrapped__(*args)
-        trace = _differentiating(arguments.leaves)
+        trace = _differentiating(owner, arguments.leaves)
+        if trace is None:
+            handler = custom_call_handlers.get(type(owner))
+            if handler is not None:
+                result = handler(owner, self, args)
+                if result is not NotImplemented:
+                    return result
         if trace is not None:  # only fwd runs now, as in JAX (and bwd when transposed)
             rules = _VJPRules(self, name, arguments, None)
             primals, tangents = zip(*map(trace.to_pair, arguments.leaves))
@@ -365,14 +427,19 @@ class _VJPRules:
                             f"got {type(result).__name__}")
         out, residuals = result
         if self.out_tree is None:  # (f was not traced: fwd's output defines the structure)
-            out_leaves, self.out_tree = tree_util.tree_flatten(out)
+            out_leaves, self.out_tree = tree_util.flatten_for_trace(out)
         else:
             out_leaves = _flatten_like("Custom VJP fwd", out, self.out_tree, "primal outputs")
         outs = [ensure_array(o) for o in out_leaves]
-        residual_leaves, self.residual_tree = tree_util.tree_flatten(residuals)
+        residual_leaves, self.residual_tree = tree_util.flatten_for_trace(residuals)
         dynamic = [isinstance(r, (Array, Tracer)) for r in residual_leaves]
         self.residual_constants = [None if d else r for r, d in zip(residual_leaves, dynamic)]
         return outs, [r for r, d in zip(residual_leaves, dynamic) if d]
+
+    def snapshot(self) -> _VJPRules:
+        """These rules with what the last ``fwd`` learned (structures, constant residuals) kept:
+        what ``bwd`` of that call needs, whatever later calls of ``fwd`` learn."""
+        return copy.copy(self)
 
     def bwd(self, residuals: Sequence[Any], cts: Sequence[Any], in_avals: Sequence[ShapedArray]) -> list:
         ct_tree = tree_util.tree_unflatten(self.out_tree, list(cts))
@@ -399,13 +466,49 @@ class _VJPRules:
 def _custom_vjp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, rules: _VJPRules,
                          num_consts: int) -> tuple:
     _check_closure_tangents("custom_vjp", _function_name(rules.fn.__wrapped__), tangents[:num_consts])
-    return _differentiate_custom_vjp(rules, primals[num_consts:], tangents[num_consts:], call.out_avals)
+    return _differentiate_custom_vjp(rules, primals[num_consts:], tangents[num_consts:], call.out_avals,
+                                     _fwd_traced_once)
+
+
+def _fwd_traced_once(rules: Any, args: Sequence[Any], perturbed: list[bool]) -> tuple[list, list, Any]:
+    """``rules.fwd`` of a staged ``custom_vjp_call``, traced once per argument types and pattern
+    of perturbed arguments, then applied by binding (``_TracedOnce``'s reason, for fwd); and the
+    rules as that trace of fwd left them (``snapshot``)."""
+    programs = rules.__dict__.setdefault("_traced_fwd", {})
+    in_avals = tuple(aval(x) for x in args)
+    key = (in_avals, tuple(perturbed))
+    found = programs.get(key)
+    if found is None:
+        num_outs: list[int] = []
+
+        def traced(*xs: Any) -> list:
+            outs, residuals = rules.fwd(list(xs), perturbed)
+            num_outs.append(len(outs))
+            return [*outs, *residuals]
+
+        program, consts = trace_program(traced, list(in_avals), "custom_vjp fwd")
+        found = (program, consts, num_outs[0], rules.snapshot())
+        if not any(isinstance(c, Tracer) for c in consts):
+            programs[key] = found
+    program, consts, n, learned = found
+    results = eval_closed_by_binding(program, *consts, *args)
+    return list(results[:n]), list(results[n:]), learned
+
+
+def _fwd_now(rules: Any, args: Sequence[Any], perturbed: list[bool]) -> tuple[list, list, Any]:
+    outs, residuals = rules.fwd(args, perturbed)
+    return outs, residuals, rules.snapshot()
 
 
 def _differentiate_custom_vjp(rules: _VJPRules, args: Sequence[Any], tangents: Sequence[Any],
-                              out_avals: Sequence[ShapedArray] | None) -> tuple[list, list]:
-    """fwd now, and ``custom_vjp_lin`` (whose transpose is bwd) for the output tangents."""
-    outs, residuals = rules.fwd(args, [not isinstance(t, Zero) for t in tangents])
+                              out_avals: Sequence[ShapedArray] | None,
+                              fwd: Callable[[Any, Sequence[Any], list[bool]], tuple[list, list, Any]] = _fwd_now
+                              ) -> tuple[list, list]:
+    """fwd now, and ``custom_vjp_lin`` (whose transpose is bwd) for the output tangents. The
+    linear equation holds the rules as this call of fwd left them: a call site differentiated
+    again (with other perturbed arguments) cannot change what its bwd sees."""
+    perturbed = [not isinstance(t, Zero) for t in tangents]
+    outs, residuals, rules = fwd(rules, args, perturbed)
     out_avals = tuple(aval(o) for o in outs) if out_avals is None else tuple(out_avals)
     differentiable = [is_differentiable(aval(x).dtype) for x in args]
     in_tangents = [instantiate(t) for t, d in zip(tangents, differentiable) if d]
@@ -424,5 +527,10 @@ def _custom_vjp_lin_transpose(cts: list, *args: Any, num_residuals: int, rules: 
     return [None] * num_residuals + [ct for ct, a in zip(cts_in, in_avals) if is_differentiable(a.dtype)]
 
 
+def _forward_through_custom_vjp(*args: Any, **params: Any) -> Any:
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
 jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
+jvp_rules[custom_vjp_lin_p] = _forward_through_custom_vjp  # (forward mode of a linearized custom_vjp)
 transpose_rules[custom_vjp_lin_p] = _custom_vjp_lin_transpose

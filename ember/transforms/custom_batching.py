@@ -72,12 +72,12 @@ class custom_vmap:
             raise AttributeError(f"No batching rule defined for custom_vmap function {name} using def_vmap.")
         if not is_tracing():  # (eager, nothing to batch: the function itself)
             return self.fun(*args)
-        leaves, in_tree = tree_util.tree_flatten(args)
+        leaves, in_tree = tree_util.flatten_for_trace(args)
         leaves = [ensure_array(x) for x in leaves]
         out_trees: list = []
 
         def flat_fun(*xs: Any) -> list:
-            out_leaves, out_tree = tree_util.tree_flatten(self.fun(*tree_util.tree_unflatten(in_tree, list(xs))))
+            out_leaves, out_tree = tree_util.flatten_for_trace(self.fun(*tree_util.tree_unflatten(in_tree, list(xs))))
             out_trees.append(out_tree)
             return [ensure_array(x) for x in out_leaves]
 
@@ -102,7 +102,7 @@ class _UserRule:
             raise TypeError(f"custom vmap rule ({self.__name__}) must return a pair (outputs, out_batched), got "
                             f"{type(result).__name__}")
         out, out_batched = result
-        outs, tree = tree_util.tree_flatten(out)
+        outs, tree = tree_util.flatten_for_trace(out)
         flags, flags_tree = tree_util.tree_flatten(out_batched)
         if tree != flags_tree:
             raise ValueError("structure of output value and output batching specification returned by custom "
@@ -210,9 +210,9 @@ def sequential_vmap(f: Callable) -> custom_vmap:
 
     @f.def_vmap
     def rule(axis_size: int, in_batched: list, *args: Any) -> tuple[Any, Any]:
-        mapped = [a if b else None for a, b in zip(tree_util.tree_leaves(list(args)),
+        mapped = [a if b else None for a, b in zip(tree_util.leaves_for_trace(list(args)),
                                                    tree_util.tree_leaves(in_batched))]
-        leaves, tree = tree_util.tree_flatten(list(args))
+        leaves, tree = tree_util.flatten_for_trace(list(args))
         flags = tree_util.tree_leaves(in_batched)
 
         def to_map(mapped_leaves: list) -> Any:

@@ -31,7 +31,7 @@ class Zero:
 
 
 def is_differentiable(dtype: np.dtype) -> bool:
-    return dtypes.is_inexact(dtype)
+    return not isinstance(dtype, dtypes.KeyTy) and dtypes.is_inexact(dtype)
 
 
 def zeros(a: ShapedArray) -> Any:

@@ -93,13 +93,28 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
 def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool]) -> tuple[ClosedJaxpr, list]:
     """The program ``(non-linear inputs, output cotangents) -> cotangents of the linear inputs``
     (const-free, with its consts), for primitives that hold sub-programs."""
+    program, consts, _ = transpose_jaxpr_nonzero(closed, linear, True)
+    return program, consts
+
+
+def transpose_jaxpr_nonzero(closed: ClosedJaxpr, linear: Sequence[bool], instantiate_outputs: Sequence[bool] | bool
+                            ) -> tuple[ClosedJaxpr, list, list[bool]]:
+    """``transpose_jaxpr`` whose program outputs only the cotangents that are not symbolic zeros,
+    or that ``instantiate_outputs`` (one flag per linear input) asks for; and which those are."""
     in_avals = closed.in_avals
     nonlinear_avals = [a for a, is_linear in zip(in_avals, linear) if not is_linear]
     undefined = [UndefinedPrimal(a) for a, is_linear in zip(in_avals, linear) if is_linear]
+    if isinstance(instantiate_outputs, bool):
+        instantiate_outputs = [instantiate_outputs] * len(undefined)
+    nonzero: list[list[bool]] = []
 
     def fun(*args: Any) -> list:
         nonlinear, cts_out = args[:len(nonlinear_avals)], args[len(nonlinear_avals):]
         cts_in = backward_pass(closed.jaxpr, closed.consts, merge_by(linear, undefined, nonlinear), cts_out)
-        return [match_type(instantiate(ct), a) for ct, a, is_linear in zip(cts_in, in_avals, linear) if is_linear]
+        cts_in = [ct for ct, is_linear in zip(cts_in, linear) if is_linear]
+        kept = [inst or not isinstance(ct, Zero) for ct, inst in zip(cts_in, instantiate_outputs)]
+        nonzero.append(kept)
+        return [match_type(instantiate(ct), u.aval) for ct, u, k in zip(cts_in, undefined, kept) if k]
 
-    return trace_program(fun, nonlinear_avals + list(closed.out_avals), "transpose")
+    program, consts = trace_program(fun, nonlinear_avals + list(closed.out_avals), "transpose")
+    return program, consts, nonzero[0]

@@ -69,7 +69,7 @@ MISSING = (
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "copy_to_host_async",
     "debug_infs", "debug_key_reuse", "debug_nans",
     "default_device", "default_matmul_precision", "default_prng_impl", "ds",
-    "effects_barrier", "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
+    "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
     "ffi", "free_ref", "fwd_and_bwd", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "lib", "live_arrays", "log_compiles",
     "make_array_from_single_device_arrays",
@@ -100,6 +100,12 @@ def make_mesh(axis_shapes: Any, axis_names: Any, axis_types: Any = None, *, devi
     if count > len(devs):
         raise ValueError(f"Number of devices {len(devs)} must be >= the product of mesh_shape {tuple(axis_shapes)}")
     return sharding.Mesh(np.array(devs[:count], dtype=object).reshape(tuple(axis_shapes)), axis_names, axis_types)
+
+
+def effects_barrier() -> None:
+    """Wait until the side effects of the computations started so far (callbacks) are done. ember
+    runs callbacks synchronously, within the call that triggers them, so there is nothing to wait for."""
+    return None
 
 
 # One process with ``config.num_cpu_devices`` CPU devices, or after ``jax.distributed.initialize()``

@@ -7,19 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 from ember.core.calls import checkpoint_p, jit_p, name_p, optimization_barrier_p
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, subjaxprs
 from ember.core.staging import DebugInfo
 from ember.core.trace import current_trace, set_current_trace
+from ember.lax.callbacks import debug_callback_p, io_callback_p
 from ember.transforms.batching import batch_jaxpr, batching_rules
 from ember.transforms.jvp import jvp_jaxpr, jvp_rules
 from ember.transforms.partial_eval import (
     PartialEvalTrace,
+    RecomputeType,
     dce_jaxpr,
     dce_rules,
     partial_eval_jaxpr,
     partial_eval_jaxpr_custom,
     partial_eval_jaxpr_custom_rules,
     partial_eval_rules,
+    remat_case,
 )
 from ember.transforms.programs import (
     eval_closed_by_binding,
@@ -97,8 +100,25 @@ def _nothing_saveable(*_: Any, **__: Any) -> bool:  # (checkpoint's policy when 
     return False
 
 
+def _unsupported_effects(jaxpr: Jaxpr) -> list[str]:
+    """The effects of ``jaxpr`` (sub-programs included) that a checkpoint cannot recompute: host
+    I/O (``io_callback``), which must run once. Debug callbacks may run again; collectives are no
+    effects here (as in JAX)."""
+    found, stack = [], [jaxpr]
+    while stack:
+        for eqn in stack.pop().eqns:
+            if eqn.primitive is io_callback_p:
+                found.append("OrderedIOEffect" if eqn.params["ordered"] else "IOEffect")
+            stack.extend(subjaxprs(eqn.params))
+    return list(dict.fromkeys(found))
+
+
 def _checkpoint_partial_eval(trace: PartialEvalTrace, args: tuple, params: dict) -> list:
     jaxpr = params["jaxpr"].jaxpr
+    unsupported = _unsupported_effects(jaxpr)
+    if unsupported:
+        raise NotImplementedError(f"Effects not supported in partial-eval of `checkpoint`/`remat`: "
+                                  f"[{', '.join(unsupported)}]")
     policy = params["policy"] or _nothing_saveable
     unknowns = [trace.is_unknown(a) for a in args]
     split = partial_eval_jaxpr_custom(jaxpr, unknowns, [True] * len(args), policy)
@@ -203,6 +223,23 @@ def _call_dce(used_outputs: list, eqn: Eqn) -> tuple[list, Eqn | None]:
         params["prevent_cse"] = tuple(select_by(used_inputs, params["prevent_cse"]))
     return used_inputs, Eqn(eqn.primitive, select_by(used_inputs, eqn.invars), params,
                             select_by(used_outputs, eqn.outvars))
+
+
+# A debug callback inside a checkpoint runs again with the recomputation (as in JAX), so that it
+# reports what the backward pass computes: it is staged as well as run now, unless the policy
+# saves it and one of its operands is a saved value (recomputing that only for the callback would
+# change what the checkpoint saves). With an unknown operand it is staged only.
+def _debug_callback_partial_eval_custom(policy: Any, unks_in: list, inst_in: list, eqn: Eqn) -> tuple:
+    needed = [a for a, inst in zip(eqn.invars, inst_in) if isinstance(a, Var) and not inst]
+    if any(unks_in):
+        return None, eqn, [], [], needed
+    case = remat_case(policy(eqn.primitive, *(a.aval for a in eqn.invars), **eqn.params))
+    if not isinstance(case, RecomputeType) and needed:
+        return eqn, None, [], [], []
+    return eqn, eqn, [], [], needed
+
+
+partial_eval_jaxpr_custom_rules[debug_callback_p] = _debug_callback_partial_eval_custom
 
 
 # ``checkpoint_name``: the name stays on the primal only (as in JAX, the tangent is not named).

@@ -32,7 +32,13 @@ from ember.transforms.programs import (
     with_io,
 )
 from ember.transforms.tangents import Zero, add_tangents, instantiate, match_type, zeros
-from ember.transforms.transpose import UndefinedPrimal, backward_pass, is_undefined, transpose_jaxpr, transpose_rules
+from ember.transforms.transpose import (
+    UndefinedPrimal,
+    backward_pass,
+    is_undefined,
+    transpose_jaxpr_nonzero,
+    transpose_rules,
+)
 
 
 def _zeros_for(mask: Sequence[bool], avals: Sequence[Any]) -> list[Zero]:
@@ -127,12 +133,20 @@ def _cond_transpose(cts: list, index: Any, *operands: Any, branches: tuple) -> l
         raise NotImplementedError("transpose of cond: the branch index cannot be differentiated")
     linear = [is_undefined(x) for x in operands]
     cts = [match_type(instantiate(ct), a) for ct, a in zip(cts, branches[0].out_avals)]
-    transposed = [transpose_jaxpr(branch, linear) for branch in branches]
+    # As JAX: each branch is transposed once to learn which cotangents no branch produces (they
+    # stay symbolic zeros), then again producing the others.
+    nonzero = [False] * linear.count(True)
+    for branch in branches:
+        nonzero = _either(nonzero, transpose_jaxpr_nonzero(branch, linear, False)[2])
+    transposed = [transpose_jaxpr_nonzero(branch, linear, nonzero) for branch in branches]
     nonlinear = select_by(_not(linear), operands)
     in_avals = select_by(_not(linear), branches[0].in_avals) + list(branches[0].out_avals)
-    programs, consts = trace_programs([_program_runner(p, c) for p, c in transposed], in_avals, "transpose of cond")
+    programs, consts = trace_programs([_program_runner(p, c) for p, c, _ in transposed], in_avals,
+                                      "transpose of cond")
     outs = cf.cond_p.bind(index, *consts, *nonlinear, *cts, branches=tuple(programs))
-    return [None] + merge_by(linear, outs, [None] * linear.count(False))
+    linear_avals = select_by(linear, branches[0].in_avals)
+    cts_in = merge_by(nonzero, outs, [Zero(a) for a, nz in zip(linear_avals, nonzero) if not nz])
+    return [None] + merge_by(linear, cts_in, [None] * linear.count(False))
 
 
 # --- scan -----------------------------------------------------------------------------------------
