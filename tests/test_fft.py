@@ -475,3 +475,263 @@ print(float(jnp.fft.irfft(jnp.fft.rfft(jnp.arange(6.0)))[5]))
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert abs(float(out.stdout.strip()) - 5.0) < 1e-5
+
+
+# --- the native FFT of rows (ember/backends/cpu/fft.py) --------------------------------------------
+# Compiled programs transform batches of rows of power-of-two lengths natively (one vector lane a
+# row); everything else stays on the reference rule (DUCC). Errors are relative RMS errors against
+# NumPy in double precision, bounded by EPS * log2(n): the measured worst is 3.5e-8 (float32) and
+# 5e-17 (float64) times log2(n), about DUCC's.
+from ember.backends.cpu import fft as native_fft  # noqa: E402
+from ember.backends.cpu.program import FftStep  # noqa: E402
+from ember.core.evaluation import impl_rules  # noqa: E402
+
+EPS = {np.float32: 1.5e-7, np.float64: 3e-16}
+LANES = native_fft.lanes(np.float32)
+BATCHES = [(1,), (LANES - 1,), (LANES,), (LANES + 1,), (3 * LANES + 5,), (2, 3, 5)]
+
+
+@pytest.fixture(scope="module", autouse=False)
+def native_transforms():
+    """The native transforms compiled (else programs call DUCC while they compile, at first)."""
+    for dtype in (np.float32, np.float64):
+        native_fft.transform_function(dtype)
+        assert native_fft.ready(dtype)
+
+
+def _row_input(kind, shape, n, dtype):
+    complex_dtype = np.result_type(dtype, np.complex64)
+    if kind == "rfft":
+        return _real(*shape, n, dtype=dtype)
+    return _complex(*shape, n // 2 + 1 if kind == "irfft" else n, dtype=complex_dtype)
+
+
+def _numpy_rows(kind, x, n):
+    wide = x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+    return np.fft.irfft(wide, n) if kind == "irfft" else getattr(np.fft, kind)(wide)
+
+
+def _rms_error(got, want):
+    return np.linalg.norm(np.asarray(got, np.complex128) - want) / max(np.linalg.norm(want), 1e-300)
+
+
+def _program(f, *args):
+    """The CPU program that ``ember.jit(f)`` compiled for ``args`` (called once)."""
+    jitted = ember.jit(f)
+    out = jitted(*args)
+    executable = next(iter(jitted._cache.entries.values())).executable
+    return getattr(executable, "native", executable).program, out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["fft", "ifft", "rfft", "irfft"])
+def test_native_rows_match_numpy_and_the_reference(native_transforms, kind, dtype):
+    """Every power-of-two length of the native range and the lengths just outside it, batches of
+    1, L - 1, L, L + 1 and 3L + 5 rows (L rows a group) and a three-dimensional batch, in one
+    program: the lengths in range are native steps, the others DUCC, and all of them agree with
+    NumPy (and with DUCC, the reference rule) within EPS * log2(n)."""
+    low, high = native_fft.lengths(lax.FftType[kind.upper()])
+    in_range = [1 << k for k in range(low.bit_length() - 1, high.bit_length())]
+    cases = [(n, batch) for n in in_range + [low // 2, 2 * high] for batch in BATCHES]
+    with ember.config.override(enable_x64=dtype == np.float64):
+        xs = [_row_input(kind, batch, n, dtype) for n, batch in cases]
+        program, outs = _program(lambda xs: [lax.fft(x, kind, (n,)) for x, (n, _) in zip(xs, cases)], xs)
+        native = sum(1 for n, batch in cases if low <= n <= high
+                     and np.prod(batch) >= native_fft.min_rows(n, lax.FftType[kind.upper()], xs[0].dtype))
+        assert program.report.transforms == native == sum(isinstance(s, FftStep) for s in program.steps)
+        assert len(program.report.fallbacks) == len(cases) - native
+        for x, (n, _), out in zip(xs, cases, outs):
+            want = _numpy_rows(kind, x, n)
+            tol = EPS[dtype] * max(np.log2(n), 1)
+            reference = impl_rules[fft_p](x, fft_type=lax.FftType[kind.upper()], fft_lengths=(n,))
+            assert out.dtype == reference.dtype and out.shape == want.shape
+            assert _rms_error(out, want) <= tol, (n, x.shape, _rms_error(out, want))
+            assert _rms_error(out, reference) <= 2 * tol
+
+
+_ND_NATIVE = [  # (name, shape of the input, s, axes)
+    ("fft2", (3, 16, 32), None, (-2, -1)), ("ifft2", (64, 8), None, (-2, -1)),
+    ("rfft2", (2, 32, 16), None, (-2, -1)), ("irfft2", (2, 32, 9), (32, 16), (-2, -1)),
+    ("fftn", (4, 8, 16), None, None), ("ifftn", (2, 4, 8, 32), None, (1, 2, 3)), ("rfftn", (8, 4, 64), None, None),
+    ("irfftn", (8, 4, 17), (8, 4, 32), None), ("fft2", (16, 32, 4), None, (0, 1)), ("rfftn", (16, 3, 8), None, (0, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, shape, s, axes", _ND_NATIVE)
+def test_native_transforms_of_several_axes(native_transforms, name, shape, s, axes, dtype):
+    """Two or three power-of-two axes: one native transform of rows an axis, each axis brought last
+    by a transposing kernel (``fft.axis_by_axis``); NumPy's values within EPS * log2(N)."""
+    with ember.config.override(enable_x64=dtype == np.float64):
+        complex_dtype = np.result_type(dtype, np.complex64)
+        x = _real(*shape, dtype=dtype) if name.startswith("rfft") else _complex(*shape, dtype=complex_dtype)
+        program, out = _program(lambda x: getattr(jnp.fft, name)(x, s, axes), x)
+        assert program.report.transforms == len(axes or s or shape) and not program.report.fallbacks
+        want = _numpy(name, x, s, axes=axes)
+        assert out.dtype == (dtype if name.startswith("irfft") else complex_dtype) and out.shape == want.shape
+        assert _rms_error(out, want) <= EPS[dtype] * np.log2(np.prod(out.shape)), _rms_error(out, want)
+
+
+def test_several_axes_stay_on_the_reference_unless_every_axis_is_native(native_transforms):
+    x = _complex(4, 8, 6)  # (6: not a power of two)
+    program, out = _program(lambda x: jnp.fft.fft2(x), x)
+    assert program.report.transforms == 0 and program.report.fallbacks == ["fft"]
+    _close(out, np.fft.fft2(x.astype(np.complex128)), np.complex64)
+
+
+def test_native_irfft_ignores_the_imaginary_parts_of_the_zero_and_nyquist_bins(native_transforms):
+    z = _complex(LANES + 3, 33)
+    clean = z.copy()
+    clean[:, [0, 32]] = clean[:, [0, 32]].real
+    program, out = _program(lambda z: jnp.fft.irfft(z), z)
+    assert program.report.transforms == 1
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(ember.jit(jnp.fft.irfft)(clean)))
+    _close(out, np.fft.irfft(clean.astype(np.complex128)), np.float32, tol=1e-6)
+
+
+def test_programs_call_the_reference_while_the_native_transform_compiles(native_transforms, monkeypatch):
+    """Early in a process the function compiles in the background: the step runs DUCC meanwhile,
+    and the dispatcher's plan is made once it is ready."""
+    monkeypatch.setattr(native_fft, "ready", lambda dtype: False)
+    x = _real(LANES + 1, 64)
+    program, out = _program(lambda x: jnp.fft.rfft(x) * 2, x)
+    assert program.report.transforms == 1 and program.plan is None and program.plan_pending
+    _close(out, np.fft.rfft(x.astype(np.float64)) * 2, np.complex64)
+    monkeypatch.undo()
+    assert program.dispatch_plan() is not None
+
+
+def test_native_rows_split_over_threads(native_transforms):
+    """A batch large enough to be shared by threads (when there are several) gives the same rows."""
+    x = _real(4 * 1024 + 3, 512)
+    program, out = _program(lambda x: jnp.fft.rfft(x), x)
+    (step,) = [s for s in program.steps if isinstance(s, FftStep)]
+    assert step.chunks == min(native_fft.threads.thread_count(), step.transform.extent)
+    assert program.plan is not None  # the dispatcher runs it: one native call
+    _close(out, np.fft.rfft(x.astype(np.float64)), np.complex64, tol=EPS[np.float32] * 9)
+    alone = np.asarray(ember.jit(jnp.fft.rfft)(x[-5:]))
+    np.testing.assert_array_equal(np.asarray(out)[-5:], alone)  # (lanes are independent)
+
+
+def test_native_rows_inside_a_program_with_other_kernels(native_transforms):
+    """Kernels before, between and after the transforms: one native call (the dispatcher's plan)."""
+    x = _real(2 * LANES + 1, 256)
+    w = np.linspace(0.5, 1.5, 129).astype(np.float32)
+
+    def f(x):
+        spectrum = jnp.fft.rfft(jnp.tanh(x) * 2 + 1) * w
+        back = jnp.fft.irfft(spectrum, 256)
+        return back - x, jnp.abs(jnp.fft.fft(spectrum[:, :128], axis=-1)).sum(axis=0)
+    program, (back, power) = _program(f, x)
+    assert program.report.transforms == 3 and not program.report.fallbacks and program.report.kernels
+    assert program.plan is not None
+    wide = np.tanh(x.astype(np.float64)) * 2 + 1
+    spectrum = np.fft.rfft(wide) * w
+    _close(back, np.fft.irfft(spectrum, 256) - x, np.float32, tol=1e-6)
+    _close(power, np.abs(np.fft.fft(spectrum[:, :128])).sum(axis=0), np.float32, tol=1e-6)
+    f_jit = ember.jit(f)
+    for _ in range(3):  # the dispatched calls (the hit path) give the same
+        again = f_jit(x)
+    np.testing.assert_array_equal(np.asarray(again[0]), np.asarray(back))
+
+
+def test_native_rows_under_vmap_and_grad_match_jax(native_transforms):
+    x = _real(3, LANES + 2, 64)
+
+    def loss(x):
+        spectrum = jnp.fft.rfft(x)
+        return jnp.sum(jnp.abs(spectrum) ** 2 * np.arange(1, 34)) + jnp.sum(jnp.fft.irfft(spectrum * 1j, 64) * x)
+
+    def loss_jax(x):
+        spectrum = jax.numpy.fft.rfft(x)
+        return jax.numpy.sum(jax.numpy.abs(spectrum) ** 2 * np.arange(1, 34)) + \
+            jax.numpy.sum(jax.numpy.fft.irfft(spectrum * 1j, 64) * x)
+    program, grads = _program(ember.vmap(ember.grad(loss)), x)
+    assert program.report.transforms >= 3 and "fft" not in program.report.fallbacks
+    want = np.asarray(jax.jit(jax.vmap(jax.grad(loss_jax)))(x))
+    _close(grads, want, np.float32, tol=2e-5)
+    z = _complex(LANES - 1, 5, 32)
+    program, out = _program(ember.vmap(lambda z: jnp.fft.ifft(z, axis=-1)), z)
+    assert program.report.transforms == 1
+    _close(out, np.fft.ifft(z.astype(np.complex128)), np.complex64, tol=EPS[np.float32] * 5)
+
+
+def test_native_rows_in_double_precision_under_grad(native_transforms, x64):
+    z = _complex(LANES + 1, 128, dtype=np.complex128)
+
+    def loss(z):
+        return jnp.sum(jnp.abs(jnp.fft.fft(z)) ** 2 * np.linspace(0, 1, 128))
+    program, grad = _program(ember.grad(loss), z)
+    assert program.report.transforms >= 2
+    with jax.enable_x64(True):
+        want = np.asarray(jax.jit(jax.grad(lambda z: jax.numpy.sum(
+            jax.numpy.abs(jax.numpy.fft.fft(z)) ** 2 * np.linspace(0, 1, 128))))(z))
+    _close(grad, want, np.complex128, tol=1e-14)
+
+
+def test_rows_in_loop_bodies(native_transforms):
+    """In a scan or fori_loop body (a host call from the native loop, or the loop on the reference
+    interpreter): the same values as NumPy's, step by step."""
+    x = _real(LANES + 1, 64)
+
+    def step(carry, _):
+        out = jnp.fft.irfft(jnp.fft.rfft(carry) * 0.5j, 64)
+        return out + carry, out
+    carry, outs = ember.jit(lambda x: lax.scan(step, x, None, length=3))(x)
+    want = x.astype(np.float64)
+    for k in range(3):
+        out = np.fft.irfft(np.fft.rfft(want) * 0.5j, 64)
+        _close(outs[k], out, np.float32, tol=1e-6)
+        want = out + want
+    _close(carry, want, np.float32, tol=1e-6)
+    looped = ember.jit(lambda z: lax.fori_loop(0, 2, lambda i, z: jnp.fft.ifft(jnp.fft.fft(z) * 2), z))
+    z = _complex(3, 32)
+    _close(looped(z), z * 4, np.complex64, tol=1e-6)
+
+
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_rows_on_either_vector_width(monkeypatch, vector_bytes, dtype):
+    """The function as other hosts compile it (AVX2: 32-byte vectors; AVX-512: 64, but 32 on Zen 4),
+    called directly on partial groups, every type, lengths from 2 to the longest."""
+    monkeypatch.setattr(native_fft, "VECTOR_BYTES", vector_bytes)
+    monkeypatch.setattr(native_fft, "_compiled", {})
+    monkeypatch.setattr(native_fft, "_background", {})
+    native_fft.transform_function(dtype)  # (compiled now, for this width)
+    lanes = native_fft.lanes(dtype)
+    with ember.config.override(enable_x64=dtype == np.float64):
+        for kind in ("fft", "ifft", "rfft", "irfft"):
+            high = native_fft.lengths(lax.FftType[kind.upper()])[1]
+            for n, rows in ((2, 1), (8, lanes + 1), (64, 2 * lanes - 1), (512, 3), (high, lanes + 2)):
+                x = _row_input(kind, (rows,), n, dtype)
+                eqn = ember.make_jaxpr(lambda x: lax.fft(x, kind, (n,)))(x).jaxpr.eqns[-1]
+                transform = native_fft.RowTransform(eqn)
+                out = np.empty(eqn.outvars[0].aval.shape, eqn.outvars[0].aval.dtype)
+                transform(x, out)
+                assert _rms_error(out, _numpy_rows(kind, x, n)) <= EPS[dtype] * max(np.log2(n), 1), (kind, n)
+
+
+def test_twiddle_factors_are_accurate():
+    """Within 2e-16 of exp(-2 pi i k / n) in long double (NumPy's exp is off by up to 2.5e-15)."""
+    pi = np.longdouble("3.14159265358979323846264338327950288")
+    for n in (8, 1000, 4096):
+        k = np.arange(3 * n)
+        angle = 2 * pi * k.astype(np.longdouble) / n
+        got = native_fft._roots(k, n)
+        assert np.max(np.abs(got.real - np.cos(angle))) < 2e-16
+        assert np.max(np.abs(got.imag + np.sin(angle))) < 2e-16
+
+
+@pytest.mark.parametrize("lanes, itemsize", [(16, 4), (8, 4), (8, 8), (4, 8)])
+def test_transposing_network_transposes_with_one_shuffle_a_vector_a_stage(lanes, itemsize):
+    stages, order = native_fft._transpose_network(lanes, itemsize)
+    assert len(stages) == lanes.bit_length() - 1
+    matrix = np.arange(lanes * lanes).reshape(lanes, lanes)
+    rows = list(matrix)
+    for distance, low, high in stages:
+        for i in range(lanes):
+            if not i & distance:
+                both = np.concatenate([rows[i], rows[i | distance]])
+                rows[i], rows[i | distance] = both[low], both[high]
+    for row, column in zip(rows, order):
+        np.testing.assert_array_equal(row, matrix[:, column])

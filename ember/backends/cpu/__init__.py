@@ -5,12 +5,12 @@ compiled by LLVM for the host CPU; the reference interpreter runs whatever is no
 Modules: ``fusion`` (in ``ember.compiler``) groups equations into kernels; ``kernel``,
 ``index_rules``, ``loops`` and ``lowering`` generate a kernel's loop nest; ``vecmath`` is the
 inline math library; ``control_flow`` compiles loops and conditionals; ``gemm`` and ``dot``
-compute products; ``program`` plans steps and memory and runs them; ``entry`` is the native
-dispatcher that runs a whole program in one call from the jit hit path; ``jit`` drives LLVM
-(and shares machine code between programs with the same IR); ``compile_workers`` are the
-processes that compile a large program's parts at the same time as this one; ``threads`` splits
-work over cores. A kernel or loop that an earlier program compiled is not generated again
-(``program.lend``).
+compute products; ``fft`` transforms batches of rows; ``program`` plans steps and memory and
+runs them; ``entry`` is the native dispatcher that runs a whole program in one call from the jit
+hit path; ``jit`` drives LLVM (and shares machine code between programs with the same IR);
+``compile_workers`` are the processes that compile a large program's parts at the same time as
+this one; ``threads`` splits work over cores. A kernel or loop that an earlier program compiled
+is not generated again (``program.lend``).
 
 Compile stages, each timed in the compile log::
 
@@ -63,7 +63,8 @@ def format_report(name: str, report: Report) -> str:
     lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels{notes(kernels, len(report.kernels))}, "
              f"{len(report.loops)} native loops/conditionals{notes(loops, len(report.loops))}, "
              f"{report.contractions} matrix products"
-             f"{f', {len(report.library_calls)} LAPACK calls' if report.library_calls else ''}; {times}"]
+             f"{f', {len(report.library_calls)} LAPACK calls' if report.library_calls else ''}"
+             f"{f', {report.transforms} FFTs' if report.transforms else ''}; {times}"]
     if report.kernels or report.loops:
         lines.append("  native: " + ", ".join(f"{k}{f' x{n}' if n > 1 else ''}{' (compiled before)' * (k in before)}"
                                                for k, n in (kernels + loops).items()))

@@ -3,8 +3,9 @@
 Steps: a native kernel (one LLVM function per ``fusion`` equation), a native
 loop or conditional (one LLVM function per control-flow equation whose body
 lowers), a matrix product (``dot``), a decomposition or triangular solve on
-LAPACK (``lapack``), a free reshape (a view), or a fallback
-equation run by the reference interpreter inside the same executable. The
+LAPACK (``lapack``), a batch of FFTs of rows (``fft``; transforms over several
+axes become one per axis, with transposing kernels), a free reshape (a view), or a
+fallback equation run by the reference interpreter inside the same executable. The
 LLVM functions that a program generates are one module, compiled once; a kernel
 or loop that an earlier program of the process compiled at full optimization is
 not generated again: the program calls that program's code (see ``lend``).
@@ -31,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes
-from ember.backends.cpu import control_flow, dot, entry, jit, kernel, lapack, lowering, threads
+from ember.backends.cpu import control_flow, dot, entry, fft, jit, kernel, lapack, lowering, threads
 from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.expansions import expansions
 from ember.backends.cpu.index_rules import index_rules
@@ -42,6 +43,7 @@ from ember.core.fingerprint import fingerprint
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, count_eqns
 from ember.lax import elementwise as ew, indexing as ix, reductions, shapes as sh
 from ember.lax.dot import dot_general_p
+from ember.lax.fft import fft_p
 
 ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
 # Programs whose kernels each touch at most this many elements (and that have no loops) are
@@ -193,6 +195,23 @@ class DotStep:
 
 
 @dataclass
+class FftStep:
+    """A batch of one-dimensional FFTs along rows on the native FFT (``fft``)."""
+    transform: fft.RowTransform
+    ins: list
+    outs: list[int]
+    planned = True
+
+    @property
+    def chunks(self) -> int:  # (threads, as a kernel's)
+        return self.transform.chunks
+
+    def run(self, env: list) -> None:
+        source = self.ins[0]
+        self.transform(env[source] if isinstance(source, int) else source, env[self.outs[0]])
+
+
+@dataclass
 class ViewStep:
     """A reshape that costs nothing: the result views its operand's buffer."""
     ins: list
@@ -253,6 +272,7 @@ class Report:
     loops: list[str] = field(default_factory=list)
     contractions: int = 0
     library_calls: list[str] = field(default_factory=list)  # LAPACK / BLAS (``lapack``)
+    transforms: int = 0  # fft equations on the native FFT (``fft``)
     host_calls: list[str] = field(default_factory=list)  # equations that native loops run in Python
     fallbacks: list[str] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)
@@ -398,7 +418,7 @@ class Program:
         self.host_errors = [s.errors for s in self.steps if isinstance(s, FallbackStep)] + \
             [s.host.errors for s in self.steps if isinstance(s, LoopStep) and s.host is not None]
         self.plan_pending = False
-        self.plan = self._dispatch_plan() if (native or any(isinstance(s, DotStep) for s in self.steps)) \
+        self.plan = self._dispatch_plan() if (native or any(isinstance(s, (DotStep, FftStep)) for s in self.steps)) \
             and not donated and entry.available() else None
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
                                                   for step in self.steps):
@@ -475,7 +495,8 @@ class Program:
         ins = [self._atom(a) for a in eqn.invars]
         outs = [self._slot(v) for v in eqn.outvars]
         name = f"f{len(native)}_{eqn.params.get('name', p.name)}"
-        if p is fusion_p and (parts := _split_full_reduction(eqn)):
+        parts = _split_full_reduction(eqn) if p is fusion_p else fft.axis_by_axis(eqn) if p is fft_p else None
+        if parts:  # (lowered one by one)
             for part in parts:
                 self._lower(part, native)
             return
@@ -510,6 +531,9 @@ class Program:
         elif p is dot_general_p and dot.lowers_natively(eqn):
             step = DotStep(dot.DotGeneral(eqn), ins, outs)
             self.report.contractions += 1
+        elif fft.applies(eqn):
+            step = FftStep(fft.RowTransform(eqn), ins, outs)
+            self.report.transforms += 1
         elif lapack.lowers(eqn):
             key, refs = _equation_key(eqn, "lapack")
 
@@ -648,7 +672,7 @@ class Program:
 
     def _dispatch_plan(self) -> np.ndarray | None:
         """The program's plan for the native dispatcher (``entry``), if it can run all of it:
-        native kernels and loops, products that are one ``gemm`` call each, and views; outputs
+        native kernels and loops, products that are one ``gemm`` call each, FFTs, and views; outputs
         that are fresh arrays, inputs or constants (``output_sources``). Else None (and
         ``plan_pending`` while ``gemm`` compiles)."""
         self.plan_pending = False
@@ -657,10 +681,13 @@ class Program:
             return None
         if any(isinstance(s, KernelStep) and s.chunks > 1 and not s.team for s in self.steps):
             return None  # split by the Python pool
+        if any(isinstance(s, FftStep) and s.chunks > 1 for s in self.steps) and not threads.openmp_available():
+            return None
         products = {id(s): s.dot.gemm_call() for s in self.steps if isinstance(s, DotStep)}
         if not all(s.dot.one_gemm_call for s in self.steps if isinstance(s, DotStep)):
             return None
-        if None in products.values():  # gemm is compiling: plan again later
+        products.update((id(s), s.transform.call()) for s in self.steps if isinstance(s, FftStep))
+        if None in products.values():  # gemm or the FFT is compiling: plan again later
             self.plan_pending = True
             return None
         where = {slot: entry.Plan.argument(k) for k, slot in enumerate(self.in_slots)}
@@ -682,6 +709,13 @@ class Program:
             buffers = [buffer(a) for a in step.ins + step.outs]
             if isinstance(step, FallbackStep):  # called back: the reference rule
                 steps.append((ctypes.cast(step.callback, ctypes.c_void_p).value, 1, 1, buffers))
+                continue
+            if isinstance(step, FftStep):  # fft(x, y, its parameters, its twiddle factors)
+                address, extent, chunks, pieces = products[id(step)]
+                buffers += [entry.Plan.address(step.transform.params.ctypes.data),
+                            entry.Plan.address(step.transform.twiddles.ctypes.data)]
+                steps.append((address, extent, chunks, buffers, pieces))
+                work += step.transform.work
                 continue
             if isinstance(step, DotStep):  # gemm(A, B, C, its parameters)
                 address, extent, chunks, pieces = products[id(step)]

@@ -5,8 +5,9 @@ Against SciPy's pocketfft it was 1.5-2x faster on a long complex transform and 1
 of real rows, and against ``jax.jit`` 0.5x and 0.5-1.0x (docs/fft.md). It keeps the input's
 precision (float32 -> complex64), and with ``nthreads`` it splits batches of transforms over
 threads; one transform of one vector is not split, and small arrays are not worth waking threads
-for. Inside compiled programs this rule is the fallback step (or a host call from a native loop),
-run on the program's buffers.
+for. Inside compiled programs the CPU backend's own FFT (``ember.backends.cpu.fft``) computes
+batches of rows of power-of-two lengths; this rule is the fallback step for everything else (and
+a host call from a native loop), run on the program's buffers.
 """
 from __future__ import annotations
 
