@@ -683,11 +683,12 @@ class Program:
             return None  # split by the Python pool
         if any(isinstance(s, FftStep) and s.chunks > 1 for s in self.steps) and not threads.openmp_available():
             return None
-        products = {id(s): s.dot.gemm_call() for s in self.steps if isinstance(s, DotStep)}
         if not all(s.dot.one_gemm_call for s in self.steps if isinstance(s, DotStep)):
             return None
-        products.update((id(s), s.transform.call()) for s in self.steps if isinstance(s, FftStep))
-        if None in products.values():  # gemm or the FFT is compiling: plan again later
+        # (function, extent, threads, pieces per thread) of each product's and FFT's call
+        calls = {id(s): s.dot.gemm_call() if isinstance(s, DotStep) else s.transform.call()
+                 for s in self.steps if isinstance(s, (DotStep, FftStep))}
+        if None in calls.values():  # gemm or the FFT is compiling: plan again later
             self.plan_pending = True
             return None
         where = {slot: entry.Plan.argument(k) for k, slot in enumerate(self.in_slots)}
@@ -711,14 +712,14 @@ class Program:
                 steps.append((ctypes.cast(step.callback, ctypes.c_void_p).value, 1, 1, buffers))
                 continue
             if isinstance(step, FftStep):  # fft(x, y, its parameters, its twiddle factors)
-                address, extent, chunks, pieces = products[id(step)]
+                address, extent, chunks, pieces = calls[id(step)]
                 buffers += [entry.Plan.address(step.transform.params.ctypes.data),
                             entry.Plan.address(step.transform.twiddles.ctypes.data)]
                 steps.append((address, extent, chunks, buffers, pieces))
                 work += step.transform.work
                 continue
             if isinstance(step, DotStep):  # gemm(A, B, C, its parameters)
-                address, extent, chunks, pieces = products[id(step)]
+                address, extent, chunks, pieces = calls[id(step)]
                 buffers.append(entry.Plan.address(step.dot.params.ctypes.data))
                 steps.append((address, extent, chunks, buffers, pieces))
                 work += step.dot.multiply_adds
