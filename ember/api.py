@@ -25,7 +25,7 @@ from ember import dtypes, errors, tree_util
 from ember.config import config
 from ember.core.array import Array, ShapeDtypeStruct
 from ember.core.avals import ShapedArray, aval_of_value
-from ember.core.calls import jit_p
+from ember.core.calls import CallName, jit_p
 from ember.core.ir import ClosedJaxpr
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import EvalTrace, Tracer, _state as _trace_state, current_trace, is_tracing
@@ -45,6 +45,7 @@ from ember.runtime.cache import (
 )
 from ember.runtime.executable import DECLINED
 from ember.runtime.stages import Lowered, Traced
+from ember.transforms.programs import eval_closed_by_binding
 
 
 # --- static and donated arguments -----------------------------------------------------------
@@ -181,7 +182,7 @@ class JitFunction:
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self.donate_argnums = tuple(sorted(self._sig.donate_nums))
         self.donate_argnames = tuple(sorted(self._sig.donate_names))
-        self.inline = inline
+        self.inline, self.keep_unused = inline, keep_unused
         options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)),
                    self.donate_argnums, self.donate_argnames)
         self._cache = cache_for(fun, options)
@@ -279,8 +280,7 @@ class JitFunction:
                 and all(type(x) is Array or type(x) in _SCALARS for x in args):
             self._enable_scalar_fast_path(entry, in_tree, statics, args)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
-            outs = jit_p.bind(*entry.closed.consts, *leaves, jaxpr=consts_as_inputs([entry.closed])[0][0],
-                              name=self._sig.fun_name)
+            outs = self._stage_call(entry.closed, leaves, entry.donated)
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)
             executable = entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, _scalars_as_arrays(leaves, executable), entry.donated)
@@ -320,8 +320,7 @@ class JitFunction:
             if aval_of_value(values[i]) != in_avals[i]:  # (a ref's value is weakly typed at one call, not another)
                 values[i] = convert_element_type(values[i], in_avals[i].dtype, in_avals[i].weak_type)
         if is_tracing() or any(isinstance(x, Tracer) for x in values):
-            outs = jit_p.bind(*closed.consts, *values, jaxpr=consts_as_inputs([closed])[0][0],
-                              name=self._sig.fun_name)
+            outs = self._stage_call(closed, values, entry.donated)
         else:
             executable = entry.get_executable(self._cache, self._sig.fun_name)
             values = _scalars_as_arrays(values, executable)
@@ -330,6 +329,16 @@ class JitFunction:
         for (is_arg, k), value in zip(info.writes, outs[n:]):  # (weakly typed as the program left it)
             _refs.write_value(leaves[k] if is_arg else info.lifted[k], value, keep_type=aval_of_value(value).weak_type)
         return tree_util.tree_unflatten(entry.out_tree, list(outs[:n]))
+
+    def _stage_call(self, closed: ClosedJaxpr, values: Sequence[Any], donated: frozenset[int]) -> list:
+        """The call inside a trace: one ``jit`` equation, named after the function, with the
+        donation asked for (printed as JAX prints it); with ``inline=True``, the program's own
+        equations, as JAX inlines it."""
+        if self.inline:
+            return eval_closed_by_binding(closed, *values)
+        donated_invars = (False,) * len(closed.consts) + tuple(i in donated for i in range(len(values)))
+        name = CallName(self._sig.fun_name, donated_invars, self.keep_unused)
+        return jit_p.bind(*closed.consts, *values, jaxpr=consts_as_inputs([closed])[0][0], name=name)
 
     def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any, tree: bool = False) -> None:
         runner = getattr(executable, "fast_runner", None)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ember import dtypes, errors, lax, tree_util
 from ember.core.avals import ShapedArray
+from ember.core.ir import Eqn, Verbatim, name_first, print_rules
 from ember.core.trace import Tracer
 from ember.lax.callbacks import FlatCallback, debug_callback_p, io_callback_p, pure_callback_p
 from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
@@ -39,14 +40,14 @@ VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_a
 
 
 # --- arguments: array leaves travel through the program, the others are closed over -------------
-def _is_array_leaf(x: Any) -> bool:
+def is_array_leaf(x: Any) -> bool:
     return isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)) or hasattr(x, "_value")
 
 
 def flatten_callback(callback: Callable, args: tuple, kwargs: dict) -> tuple[FlatCallback, list]:
     """The callback as a function of the array leaves of its arguments, and those leaves."""
     leaves, tree = tree_util.flatten_for_trace((args, kwargs))  # (a key array travels as its data)
-    is_array = [_is_array_leaf(x) for x in leaves]
+    is_array = [is_array_leaf(x) for x in leaves]
     static_leaves = [x for x, dynamic in zip(leaves, is_array) if not dynamic]
     return FlatCallback(callback, tree, is_array, static_leaves), [x for x, dynamic in zip(leaves, is_array) if dynamic]
 
@@ -60,8 +61,16 @@ def _check_callable(api: str, callback: Any) -> None:
 # --- debug_callback: no outputs, an effect --------------------------------------------------------
 def debug_callback(callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     """Call ``callback(*args, **kwargs)`` when the program runs (see ``ember.debug.callback``)."""
+    stage_debug_callback(callback, args, kwargs)
+
+
+def stage_debug_callback(callback: Callable[..., Any], args: tuple, kwargs: dict, ordered: bool = False,
+                         partitioned: bool = False) -> None:
+    """``debug_callback``, remembering how it was asked to run (``ordered``, ``partitioned``): ember
+    runs every callback in program order on one device, but prints them as JAX does."""
     _check_callable("ember.debug.callback", callback)
     flat, arrays = flatten_callback(callback, args, kwargs)
+    flat.ordered, flat.partitioned = bool(ordered), bool(partitioned)
     debug_callback_p.bind(*arrays, callback=flat)
 
 
@@ -203,3 +212,32 @@ def _io_callback_batch(axis_size: int, values: Sequence[Any], dims: Sequence[Bat
 
 jvp_rules[io_callback_p] = _io_callback_jvp
 batching_rules[io_callback_p] = _io_callback_batch
+
+
+# --- printing: the parameters as JAX 0.10 shows them ------------------------------------------------
+def shaped_array_repr(a: ShapedArray) -> str:
+    """JAX's ``repr`` of a type: ``ShapedArray(float32[3])``, ``ShapedArray(int32[], weak_type=True)``."""
+    return f"ShapedArray({a.dtype.name}[{','.join(map(str, a.shape))}]{', weak_type=True' if a.weak_type else ''})"
+
+
+def _callback_params(eqn: Eqn) -> dict:
+    params = dict(eqn.params)
+    flat = params["callback"]
+    params["callback"] = Verbatim(f"_FlatCallback(callback_func={flat.callback!r}, "
+                                  f"in_tree={tree_util.treedef_repr(flat._tree)})")
+    avals = [shaped_array_repr(a) for a in params["result_avals"]]
+    params["result_avals"] = Verbatim(f"({avals[0]},)" if len(avals) == 1 else f"({', '.join(avals)})")
+    params["sharding"] = None
+    return name_first(params)
+
+
+def _debug_callback_params(eqn: Eqn) -> dict:
+    flat = eqn.params["callback"]
+    return {"callback": Verbatim("<function debug_callback.<locals>._debug_callback.<locals>._flat_callback "
+                                 "at 0xXXXXXXXXXXXX>"),
+            "effect": Verbatim("OrderedDebug" if getattr(flat, "ordered", False) else "Debug"),
+            "partitioned": getattr(flat, "partitioned", False)}
+
+
+print_rules[pure_callback_p] = print_rules[io_callback_p] = _callback_params
+print_rules[debug_callback_p] = _debug_callback_params

@@ -20,10 +20,18 @@ from typing import IO, Any, Callable, NamedTuple
 
 import numpy as np
 
-from ember import tree_util
-from ember.callbacks import debug_callback
+from ember import lax, tree_util
+from ember.callbacks import debug_callback, is_array_leaf, stage_debug_callback
 from ember.core.array import Array
+from ember.core.avals import ShapedArray
+from ember.core.evaluation import impl_rules
+from ember.core.ir import Verbatim, print_rules
+from ember.core.primitive import EFFECTFUL, Primitive, abstract_eval_rules
 from ember.core.trace import Tracer
+from ember.transforms.batching import batching_rules
+from ember.transforms.jvp import jvp_rules
+from ember.transforms.partial_eval import partial_eval_jaxpr_custom_rules
+from ember.transforms.rules.calls import debug_effect_partial_eval_custom
 
 __all__ = ["breakpoint", "callback", "print"]
 
@@ -37,11 +45,11 @@ def callback(callback: Callable[..., Any] | None = None, *args: Any, ordered: bo
     order on one device, so neither changes anything.
     """
     if callback is not None:
-        debug_callback(callback, *args, **kwargs)
+        stage_debug_callback(callback, args, kwargs, ordered, partitioned)
         return None
     if args or kwargs:
         raise TypeError(f"debug.callback received unexpected arguments in the two-call form: {args=} {kwargs=}")
-    return debug_callback
+    return lambda fn, *args, **kwargs: stage_debug_callback(fn, args, kwargs, ordered, partitioned)
 
 
 class _FormatChecker(string.Formatter):
@@ -77,15 +85,13 @@ def print(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned
         if not skip_format_check:
             _format_checker.format(fmt, *args, **kwargs)
         has_placeholders = any(field is not None for _, field, _, _ in string.Formatter().parse(fmt))
-        options = np.get_printoptions()
-
-        def format_and_print(*values: Any, **named: Any) -> None:
-            with np.printoptions(**options):
-                msg = fmt.format(*values, **named) if has_placeholders else " ".join((fmt, *map(str, values)))
-            sys.stdout.write(msg + "\n")
-
-        format_and_print.__name__ = "debug_print"
-        debug_callback(format_and_print, *args, **kwargs)
+        leaves, tree = tree_util.flatten_for_trace((args, kwargs))
+        dynamic = [is_array_leaf(x) for x in leaves]
+        debug_print_p.bind(*(x for x, d in zip(leaves, dynamic) if d), fmt=fmt, has_placeholders=has_placeholders,
+                           in_tree=tree, static_args=tuple((i, x) for i, (x, d) in enumerate(zip(leaves, dynamic))
+                                                           if not d),
+                           np_printoptions=tuple(np.get_printoptions().items()), ordered=bool(ordered),
+                           partitioned=bool(partitioned), logging_record=None)
 
     if fmt is not None:
         debug_print(fmt, *args, **kwargs)
@@ -93,6 +99,58 @@ def print(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned
     if args or kwargs:
         raise TypeError(f"debug.print received unexpected arguments in the two-call form: {args=} {kwargs=}")
     return debug_print
+
+
+# --- debug_print: the primitive of ``print`` -----------------------------------------------------------
+# JAX's: the format and what it needs are params (so programs show them), the values its operands.
+# Like ``debug_callback`` it has no outputs and an effect: it runs at every call of a program, once
+# per example under vmap, with the primal values under differentiation, and again in a checkpoint's
+# recomputation; its rules are debug_callback's.
+def _debug_print_rule(*avals: ShapedArray, **params: Any) -> list:
+    return []
+
+
+debug_print_p = Primitive("debug_print", multiple_results=True)
+abstract_eval_rules[debug_print_p] = _debug_print_rule
+EFFECTFUL.add(debug_print_p)
+
+
+def _debug_print_impl(*values: Any, fmt: str, has_placeholders: bool, in_tree: Any, static_args: tuple,
+                      np_printoptions: tuple, ordered: bool, partitioned: bool, logging_record: Any) -> list:
+    arrays, statics = iter(Array(np.array(v)) for v in values), dict(static_args)
+    leaves = [statics[i] if i in statics else next(arrays) for i in range(in_tree.num_leaves)]
+    args, kwargs = tree_util.tree_unflatten(in_tree, leaves)
+    with np.printoptions(**dict(np_printoptions)):
+        msg = fmt.format(*args, **kwargs) if has_placeholders else " ".join((fmt, *map(str, args)))
+    sys.stdout.write(msg + "\n")
+    return []
+
+
+def _debug_print_jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple[list, list]:
+    debug_print_p.bind(*primals, **params)
+    return [], []
+
+
+def _debug_print_batch(axis_size: int, values: Any, dims: Any, **params: Any) -> tuple[list, list]:
+    for i in range(axis_size):
+        debug_print_p.bind(*[x if d is None else lax.index_in_dim(x, i, d, keepdims=False)
+                             for x, d in zip(values, dims)], **params)
+    return [], []
+
+
+impl_rules[debug_print_p] = _debug_print_impl
+jvp_rules[debug_print_p] = _debug_print_jvp
+batching_rules[debug_print_p] = _debug_print_batch
+partial_eval_jaxpr_custom_rules[debug_print_p] = debug_effect_partial_eval_custom
+
+
+def _debug_print_params(eqn: Any) -> dict:
+    params = dict(eqn.params)
+    params["in_tree"] = Verbatim(tree_util.treedef_repr(params["in_tree"]))
+    return dict(sorted(params.items()))
+
+
+print_rules[debug_print_p] = _debug_print_params
 
 
 # --- breakpoint ------------------------------------------------------------------------------------------

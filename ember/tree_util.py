@@ -4,6 +4,7 @@ flattened and rebuilt in sorted key order)."""
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
 import functools
 import warnings
@@ -434,6 +435,72 @@ def register_static(cls: type) -> type:
     data, e.g. through ``jit``, never as leaves. Returns ``cls``, so it works as a decorator."""
     _register(cls, lambda x: ((), x), lambda x, _: x)
     return cls
+
+
+# --- printing ----------------------------------------------------------------------------------
+def treedef_repr(treedef: PyTreeDef) -> str:
+    """JAX's text for a structure: ``PyTreeDef({'a': *, 'b': (*, None)})``, a namedtuple as
+    ``CustomNode(namedtuple[Point], [*, *])``, an OrderedDict or a registered class as
+    ``CustomNode(Name[aux data], [children])``."""
+    return f"PyTreeDef({treedef.walk([0] * treedef.num_leaves, _node_text, lambda _: '*')})"
+
+
+def _node_text(node_type: type, data: Any, children: tuple) -> str:
+    inner = ", ".join(children)
+    if node_type is type(None):
+        return "None"
+    if node_type is tuple:
+        return f"({inner},)" if len(children) == 1 else f"({inner})"
+    if node_type is list:
+        return f"[{inner}]"
+    if node_type is dict:
+        return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(data, children)) + "}"
+    if node_type is collections.OrderedDict:
+        data = tuple(data)
+    elif node_type is collections.defaultdict:
+        data = (data[0], tuple(data[1]))
+    elif isinstance(data, type) and issubclass(node_type, tuple) and hasattr(node_type, "_fields"):
+        return f"CustomNode(namedtuple[{node_type.__name__}], [{inner}])"
+    return f"CustomNode({node_type.__name__}[{data}], [{inner}])"
+
+
+def _print_as_jax(cls: type) -> None:
+    """Make ``repr`` of optree's structures JAX's (``treedef_repr``) rather than optree's
+    ``PyTreeSpec(...)``, for the structures ember builds (optree's own namespaces keep optree's).
+
+    ember's ``PyTreeDef`` *is* optree's C type, so that flattening returns it with no wrapper
+    (``jit`` keys its caches on it at every call) and structures built by ember and by optree
+    compare equal. The type's attributes are read-only (an immutable C type): its flag is lifted
+    for the one assignment and set again. Where the type's layout is not the one expected
+    (another Python build), nothing changes and structures print as optree prints them. (A
+    structure of built-in containers only is in optree's default namespace, "": those print JAX's
+    way in the whole process once ember is imported, whoever built them.)"""
+    immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+    stable = ~(1 << 19)  # (less Py_TPFLAGS_VALID_VERSION_TAG, which an attribute lookup may set)
+    probes = [(t, t.__flags__ & stable) for t in (int, str, tuple, dict, type, cls)]
+    for offset in range(3 * ctypes.sizeof(ctypes.c_void_p), 64 * ctypes.sizeof(ctypes.c_void_p),
+                        ctypes.sizeof(ctypes.c_ulong)):
+        if all(ctypes.c_ulong.from_address(id(t) + offset).value & stable == f for t, f in probes):
+            break
+    else:
+        return
+    flags = ctypes.c_ulong.from_address(id(cls) + offset)
+    if not flags.value & immutable:
+        return
+    optree_repr = cls.__repr__
+    ours = {"", NAMESPACE, PATH_NAMESPACE}
+
+    def __repr__(self: PyTreeDef) -> str:
+        return treedef_repr(self) if self.namespace in ours else optree_repr(self)
+
+    flags.value &= ~immutable
+    try:
+        cls.__repr__ = __repr__
+    finally:
+        flags.value |= immutable
+
+
+_print_as_jax(PyTreeDef)
 
 
 class Partial(functools.partial):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.core.avals import ShapedArray
-from ember.core.ir import ClosedJaxpr
+from ember.core.ir import ClosedJaxpr, Eqn, name_first, print_rules
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
 
 
@@ -47,6 +47,35 @@ jit_p = Primitive("jit", multiple_results=True)
 abstract_eval_rules[jit_p] = _jit_rule
 higher_order.add(jit_p)
 call_params[jit_p] = "jaxpr"
+
+
+class CallName(str):
+    """A ``jit`` call's ``name`` param, with the options of the ``jit`` that made the call, which
+    JAX prints beside it (``donated_invars``, one per operand, ``keep_unused``). They change
+    nothing inside a program (ember donates at top-level calls only), so they ride on the name,
+    which every rule passes on as it is, rather than as params every rule would have to know."""
+
+    donated_invars: tuple[bool, ...] = ()
+    keep_unused: bool = False
+
+    def __new__(cls, name: str, donated_invars: tuple[bool, ...] = (), keep_unused: bool = False) -> "CallName":
+        self = super().__new__(cls, name)
+        self.donated_invars, self.keep_unused = donated_invars, keep_unused
+        return self
+
+
+def _jit_params(eqn: Eqn) -> dict:
+    params = dict(eqn.params)
+    name = params["name"]
+    donated = getattr(name, "donated_invars", ())
+    if any(donated) and len(donated) == len(eqn.invars):  # (not once a transformation changed the operands)
+        params["donated_invars"] = donated
+    if getattr(name, "keep_unused", False):
+        params["keep_unused"] = True
+    return name_first(params)
+
+
+print_rules[jit_p] = _jit_params
 
 
 def _custom_call_rule(*avals: ShapedArray, call: ClosedJaxpr, **params: Any) -> list[ShapedArray]:

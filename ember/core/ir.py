@@ -9,10 +9,12 @@ form matches JAX's, which users already know how to read::
 from __future__ import annotations
 
 import collections
-from typing import Any, Iterator
+import re
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ember.core import pretty as pp
 from ember.core.avals import ShapedArray
 from ember.core.primitive import EFFECTFUL, Primitive
 
@@ -46,15 +48,18 @@ Atom = Var | Literal
 
 
 class Eqn:
-    """``outvars = primitive[params] invars``."""
+    """``outvars = primitive[params] invars``. ``source``: where the user's code made it
+    (``file:line:column (function)``), recorded only where it is asked for (``saved_residuals``)."""
 
-    __slots__ = ("primitive", "invars", "params", "outvars")
+    __slots__ = ("primitive", "invars", "params", "outvars", "source")
 
-    def __init__(self, primitive: Primitive, invars: list, params: dict, outvars: list[Var]) -> None:
+    def __init__(self, primitive: Primitive, invars: list, params: dict, outvars: list[Var],
+                 source: str | None = None) -> None:
         self.primitive = primitive
         self.invars = invars
         self.params = params
         self.outvars = outvars
+        self.source = source
 
     def replace(self, **changes: Any) -> "Eqn":
         fields = {k: getattr(self, k) for k in self.__slots__}
@@ -62,7 +67,7 @@ class Eqn:
         return Eqn(**fields)
 
     def __repr__(self) -> str:
-        return pp_eqn(self, _Namer(), 0)
+        return pp_eqn(self)
 
 
 class Jaxpr:
@@ -141,6 +146,14 @@ def is_effectful(eqn: Eqn) -> bool:
 
 
 # --- pretty-printing -----------------------------------------------------------
+# The printed form is JAX 0.10's, character for character: the same document (groups, breaks and
+# nesting, ``ember.core.pretty``) laid out in 80 columns, the same names and the same parameters.
+
+# A primitive's parameters as JAX prints them, where they differ from its params (other names,
+# values JAX shows and ember keeps elsewhere): ``rule(eqn) -> {name: value}`` in the order printed.
+# The layer that gives the primitive its meaning registers it (``custom_jvp_call``: transforms).
+print_rules: dict[Primitive, Callable[["Eqn"], dict]] = {}
+
 
 def _encode_name(n: int) -> str:
     """0 -> a, 25 -> z, 26 -> ba, ... (JAX's variable naming)."""
@@ -153,24 +166,48 @@ def _encode_name(n: int) -> str:
 
 
 class _Namer:
-    def __init__(self) -> None:
-        self.names: dict[int, str] = {}
-        self.count = 0  # (names given; a jit body's aliases of its caller's names take none)
-        self.used: list[set[int]] = []  # per program being printed: the variables it reads
-        self.shared: dict[int, str] = {}  # sub-programs printed once, before the program, by name
+    """Variable names, given in the order the printer first meets each variable."""
 
-    def binder(self, v: Var) -> str:
-        """An equation's output: ``_`` (taking no name) when its program never reads it, as JAX prints."""
-        if id(v) not in self.names and self.used and id(v) not in self.used[-1]:
-            self.names[id(v)] = "_"
-        return self(v)
+    def __init__(self, dropped: dict[int, str] | None = None, reserved: Iterable[str] = ()) -> None:
+        self.names: dict[int, str] = dict(dropped or {})
+        self.reserved = set(reserved)  # (names of the programs printed first: no variable takes one)
+        self.count = 0
+        self.shared: dict[int, str] = {}  # sub-programs printed once, before the program, by name
 
     def __call__(self, v: Var) -> str:
         key = id(v)
-        if key not in self.names:
-            self.names[key] = _encode_name(self.count)
-            self.count += 1
-        return self.names[key]
+        name = self.names.get(key)
+        if name is None:
+            while True:
+                name = _encode_name(self.count)
+                self.count += 1
+                if name not in self.reserved:
+                    break
+            self.names[key] = name
+        return name
+
+    def alias(self, inner: Sequence, outer: Sequence) -> None:
+        """Name each of ``inner`` (a called program's variables) as the one of ``outer`` it stands
+        for, each outer variable at most once (JAX's suggested names for a ``jit`` body)."""
+        if len(inner) != len(outer):
+            return
+        taken: set[int] = set()
+        for i, o in zip(inner, outer):
+            if isinstance(o, Var) and isinstance(i, Var) and id(o) not in taken and id(i) not in self.names:
+                taken.add(id(o))
+                self.names[id(i)] = self(o)
+
+
+def _dropped(jaxpr: "Jaxpr") -> dict[int, str]:
+    """The top-level program's equation outputs that nothing reads: printed ``_``, taking no name."""
+    names: dict[int, str] = {}
+    used = {id(a) for a in jaxpr.outvars if isinstance(a, Var)}
+    for eqn in reversed(jaxpr.eqns):
+        for v in eqn.outvars:
+            if id(v) not in used:
+                names[id(v)] = "_"
+        used.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    return names
 
 
 def _format_literal(lit: Literal) -> str:
@@ -180,27 +217,18 @@ def _format_literal(lit: Literal) -> str:
     elif v.dtype.kind in "iu":
         s = str(int(v))
     elif v.dtype.kind == "c":
-        s = repr(complex(v))
+        s = str(complex(v))
+    elif lit.aval.weak_type and v.dtype in (np.float32, np.float64) and np.isfinite(v):
+        # A weakly typed constant is the Python number the program was written with, which JAX
+        # keeps and prints: the shortest decimal that reads back as this value (0.1, not 0.1000000015).
+        s = str(float(np.format_float_positional(v[()], unique=True, trim="0")))
     else:
-        s = repr(float(v))
+        s = str(float(v))
     return f"{s}:{lit.aval.str_short()}"
 
 
-# JAX's printer lays a group out on one line when it fits in this many columns, and breaks it
-# (one equation, or one parameter, per line) when it does not.
+# JAX's printer lays a group out on one line when it fits in this many columns (``ember.core.pretty``).
 WIDTH = 80
-
-
-def _fits(column: int, text: str) -> bool:
-    return "\n" not in text and column + len(text) <= WIDTH
-
-
-def _pp_atom(a, namer: _Namer) -> str:
-    return _format_literal(a) if isinstance(a, Literal) else namer(a)
-
-
-def _pp_binder(v: Var, namer: _Namer) -> str:
-    return f"{namer(v)}:{v.aval.str_short()}"
 
 
 def _dot_numbers(numbers: Any) -> str:
@@ -212,6 +240,9 @@ def _displayed_params(eqn: Eqn) -> dict:
     """The parameters as JAX prints them: ``name`` first, the rest sorted by key; the few that
     ember spells differently, or that JAX prints and ember does not have (shardings), in JAX's
     form; parameters JAX does not print (broadcast_in_dim's shape) left out."""
+    rule = print_rules.get(eqn.primitive)
+    if rule is not None:
+        return rule(eqn)
     params, name = dict(eqn.params), eqn.primitive.name
     if name == "broadcast_in_dim":
         params.pop("shape", None)
@@ -220,7 +251,7 @@ def _displayed_params(eqn: Eqn) -> dict:
             params.pop("broadcast_dimensions", None)
     elif name in ("reduce_sum", "dot_general"):
         if name == "dot_general":
-            params["dimension_numbers"] = _Verbatim(_dot_numbers(params["dimension_numbers"]))
+            params["dimension_numbers"] = Verbatim(_dot_numbers(params["dimension_numbers"]))
             if params.get("precision") is None:
                 params.pop("precision", None)
             if params.get("preferred_element_type") is None:
@@ -229,66 +260,102 @@ def _displayed_params(eqn: Eqn) -> dict:
             params.setdefault("out_sharding", None)
     elif name in ("reshape", "iota"):
         params.setdefault("sharding", None)
-    elif name == "remat2" and type(params.get("policy")).__name__ == "function":  # (JAX: the address masked)
-        params["policy"] = _Verbatim(f"<function {params['policy'].__qualname__} at 0xXXXXXXXXXXXX>")
+    elif name == "remat2" and type(params.get("policy")).__name__ == "function":
+        params["policy"] = Verbatim(f"<function {params['policy'].__qualname__} at 0x{'X' * 12}>")
     elif name in ("argmax", "argmin") and "axis" in params:
         params["axes"] = (params.pop("axis"),)
+    elif name.startswith("scatter") and name[7:] in _SCATTER_COMBINERS:
+        params["update_consts"] = ()
+        params["update_jaxpr"] = _update_jaxpr(name[8:], eqn.invars[0].aval.dtype) if name != "scatter" else None
+    return name_first(params)
+
+
+# The scatters' ``update_jaxpr`` as JAX shows it: how an update combines with the operand.
+_SCATTER_COMBINERS = {"": "", "-add": "add", "-sub": "sub", "-mul": "mul", "-min": "min", "-max": "max"}
+
+
+def _update_jaxpr(combiner: str, dtype: np.dtype) -> Jaxpr:
+    scalar = ShapedArray((), dtype)
+    x, y, out = Var(scalar), Var(scalar), Var(scalar)
+    return Jaxpr([], [x, y], [Eqn(Primitive(combiner), [x, y], {}, [out])], [out])  # (shown, never run)
+
+
+def name_first(params: dict) -> dict:
+    """JAX's order: ``name`` first, then the others sorted by key."""
     first = {"name": params.pop("name")} if "name" in params else {}
     return {**first, **dict(sorted(params.items()))}
 
 
-class _Verbatim(str):
+class Verbatim(str):
     """A parameter shown as this text."""
 
 
-def _pp_param(v: Any, namer: _Namer, column: int, prefix: int = 0) -> str:
-    if isinstance(v, ClosedJaxpr):
-        v = v.jaxpr
-    if isinstance(v, Jaxpr):
-        return namer.shared.get(id(v)) or pp_jaxpr(v, namer, column, prefix)
-    if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
-        inner = "".join(" " * (column + 2) + _pp_param(x, namer, column + 2) + "\n" for x in v)
-        return "(\n" + inner + " " * column + ")"
-    if isinstance(v, np.dtype):
-        return str(v) if v.name != "bfloat16" else "bfloat16"
-    if callable(v) and hasattr(v, "__name__"):
-        return v.__name__
-    return str(v)
+_ADDRESS = re.compile(r" at 0x([0-9a-fA-F]+)")
 
 
-def _name_jit_body(eqn: Eqn, namer: _Namer) -> None:
-    """A ``jit`` body's inputs and outputs take the names of the equation's (as JAX prints it)."""
-    body = eqn.params.get("jaxpr")
-    body = body.jaxpr if isinstance(body, ClosedJaxpr) else body
-    if not isinstance(body, Jaxpr):
-        return
-    for inner, outer in zip(body.invars, eqn.invars):
-        if isinstance(outer, Var):
-            namer.names.setdefault(id(inner), namer(outer))
-    for inner, outer in zip(body.outvars, eqn.outvars):
-        if isinstance(inner, Var) and id(inner) not in namer.names:
-            namer.names[id(inner)] = namer(outer)
+def _param_doc(v: Any, namer: _Namer) -> pp.Doc:
+    if isinstance(v, (ClosedJaxpr, Jaxpr)):
+        return _jaxpr_doc(v, namer)
+    if type(v) is tuple and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
+        inner = pp.join(pp.brk(), [_jaxpr_doc(x, namer) for x in v])
+        return pp.group(pp.concat([pp.nest(2, pp.concat([pp.text("("), pp.brk(""), inner])),
+                                   pp.brk(""), pp.text(")")]))
+    if isinstance(v, frozenset):
+        return pp.text(f"frozenset({{{', '.join(repr(e) for e in sorted(v))}}})")
+    if isinstance(v, np.dtype) and v.name == "bfloat16":
+        return pp.text("bfloat16")
+    # (addresses masked as JAX masks them: the text of a program does not change from run to run)
+    return pp.text(_ADDRESS.sub(lambda m: " at 0x" + "X" * len(m.group(1)), str(v)))
 
 
-def pp_eqn(eqn: Eqn, namer: _Namer, column: int) -> str:
-    """One equation starting at ``column``: its outputs are named before its parameters'
-    sub-programs, as in JAX."""
-    outs = " ".join(f"{namer.binder(v)}:{v.aval.str_short()}" for v in eqn.outvars)
-    if eqn.primitive.name == "jit":
-        _name_jit_body(eqn, namer)
-    ins = " ".join(_pp_atom(a, namer) for a in eqn.invars)
-    lead = f"{outs} = " if outs else ""  # (JAX: no '=' without outputs)
+def _vars_doc(atoms: Sequence, namer: _Namer, separator: str = "", types: bool = False) -> pp.Doc:
+    """Variables (and literals) separated by spaces that break only where the line is full."""
+    items = []
+    for a in atoms:
+        if isinstance(a, Literal):
+            items.append(pp.text(_format_literal(a)))
+        else:
+            items.append(pp.text(f"{namer(a)}:{a.aval.str_short()}" if types else namer(a)))
+    return pp.nest(2, pp.group(pp.join(pp.text(separator) + pp.group(pp.brk()), items)))
+
+
+def _eqn_doc(eqn: Eqn, namer: _Namer) -> pp.Doc:
+    """``outs = primitive[params] ins``: the outputs are named first, then the parameters'
+    sub-programs, then the operands, as in JAX."""
     params = _displayed_params(eqn)
-    if not params:
-        return f"{lead}{eqn.primitive.name} {ins}".rstrip()
-    start = column + len(lead) + len(eqn.primitive.name) + 1
-    texts = {k: _pp_param(v, namer, column + 2, len(k) + 1) for k, v in params.items()}
-    flat = f"{lead}{eqn.primitive.name}[{' '.join(f'{k}={t}' for k, t in texts.items())}] {ins}".rstrip()
-    if _fits(column, flat) and start < WIDTH:
-        return flat
-    pad = " " * (column + 2)
-    lines = "".join(f"\n{pad}{k}={t}" for k, t in texts.items())
-    return f"{lead}{eqn.primitive.name}[{lines}\n{' ' * column}] {ins}".rstrip()
+    if eqn.primitive.name == "jit":
+        body = eqn.params.get("jaxpr")
+        body = body.jaxpr if isinstance(body, ClosedJaxpr) else body
+        if isinstance(body, Jaxpr) and id(body) not in namer.shared:
+            namer.alias(body.invars, eqn.invars)
+            namer.alias(body.outvars, eqn.outvars)
+    lhs = _vars_doc(eqn.outvars, namer, types=True)
+    if params:
+        pairs = [pp.text(f"{k}=") + _param_doc(v, namer) for k, v in params.items()]
+        brackets = pp.group(pp.concat([pp.nest(2, pp.concat([pp.text("["), pp.brk(""), pp.join(pp.brk(), pairs)])),
+                                       pp.brk(""), pp.text("]")]))
+    else:
+        brackets = pp.nil()
+    rhs = [pp.text(eqn.primitive.name), brackets, pp.text(" ") + _vars_doc(eqn.invars, namer)]
+    return pp.concat([lhs, pp.text(" = "), *rhs] if eqn.outvars else rhs)
+
+
+def _jaxpr_doc(jaxpr: Jaxpr | ClosedJaxpr, namer: _Namer) -> pp.Doc:
+    jaxpr = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
+    shared = namer.shared.get(id(jaxpr))
+    return pp.text(shared) if shared is not None else _skeleton(jaxpr, namer)
+
+
+def _skeleton(jaxpr: Jaxpr, namer: _Namer) -> pp.Doc:
+    """``{ lambda consts; ins. let eqns in outs }``: on one line if it fits, else an equation a line."""
+    consts = _vars_doc(jaxpr.constvars, namer, types=True)
+    ins = _vars_doc(jaxpr.invars, namer, types=True)
+    eqns = pp.join(pp.brk("; "), [_eqn_doc(e, namer) for e in jaxpr.eqns])
+    outs = pp.concat([pp.text("("), _vars_doc(jaxpr.outvars, namer, separator=","),
+                      pp.text(",)" if len(jaxpr.outvars) == 1 else ")")])
+    return pp.group(pp.nest(2, pp.concat([
+        pp.text("{ lambda "), consts, pp.text("; "), ins, pp.text(". let"),
+        pp.nest(2, pp.brk() + eqns), pp.brk(), pp.text("in "), outs])) + pp.text(" }"))
 
 
 def _shared_subprograms(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
@@ -307,7 +374,7 @@ def _shared_subprograms(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
         counts[key] = counts.get(key, 0) + 1 + (jaxpr is not top and len(jaxpr.eqns) > 10)
         for eqn in jaxpr.eqns:
             name = eqn.params.get("name")
-            for sub in subjaxprs(eqn.params):
+            for sub in subjaxprs(_displayed_params(eqn)):  # (the programs printed: not add_any's body)
                 queue.append(sub)
                 if isinstance(name, str):
                     names.setdefault(id(sub), name.strip("<>"))
@@ -328,29 +395,15 @@ def _shared_subprograms(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
 
 def pp_toplevel(jaxpr: Jaxpr) -> str:
     """A program as ``make_jaxpr`` prints it: its shared sub-programs first, then itself."""
-    namer = _Namer()
     shared = _shared_subprograms(jaxpr)
+    namer = _Namer(_dropped(jaxpr), reserved=[name for name, _ in shared])
     namer.shared = {id(sub): name for name, sub in shared}
-    texts = [f"let {name} = {pp_jaxpr(sub, namer, 0, len(name) + 7)} in\n" for name, sub in shared]
-    return "".join(texts) + pp_jaxpr(jaxpr, namer, 0)
+    docs = [pp.concat([pp.text(f"let {name} = "), _skeleton(sub, namer), pp.text(" in"), pp.brk()])
+            for name, sub in shared]
+    docs.append(_skeleton(jaxpr, namer))
+    return pp.layout(pp.concat(docs), WIDTH)
 
 
-def pp_jaxpr(jaxpr: Jaxpr, namer: _Namer, column: int, prefix: int = 0) -> str:
-    """A program whose text starts at ``column`` (after ``prefix`` characters on that line): on
-    one line if it fits, else one equation per line."""
-    consts = " ".join(_pp_binder(v, namer) for v in jaxpr.constvars)
-    ins = " ".join(_pp_binder(v, namer) for v in jaxpr.invars)
-    namer.used.append({id(a) for e in jaxpr.eqns for a in e.invars if isinstance(a, Var)}
-                      | {id(a) for a in jaxpr.outvars if isinstance(a, Var)})
-    try:
-        eqns = [pp_eqn(e, namer, column + 4) for e in jaxpr.eqns]
-    finally:
-        namer.used.pop()
-    outs = ", ".join(_pp_atom(a, namer) for a in jaxpr.outvars)
-    outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
-    flat = f"{{ lambda {consts}; {ins}. let {'; '.join(eqns)} in {outs} }}"
-    if _fits(column + prefix, flat):
-        return flat
-    pad = " " * (column + 4)
-    body = "".join(f"\n{pad}{e}" for e in eqns)
-    return f"{{ lambda {consts}; {ins}. let{body}\n{' ' * (column + 2)}in {outs} }}"
+def pp_eqn(eqn: Eqn) -> str:
+    """One equation, as JAX prints it on its own."""
+    return pp.layout(_eqn_doc(eqn, _Namer()), WIDTH)

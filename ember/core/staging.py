@@ -7,7 +7,10 @@ way; the caller then passes them in as explicit arguments.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import contextlib
+import sys
+import threading
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -16,6 +19,59 @@ from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.core.trace import Trace, Tracer, set_current_trace, type_text, unexpected_tracer_error
+
+
+class _SourceRecording(threading.local):
+    """Whether staged equations record where the user's code made them (``Eqn.source``): only while
+    ``recording_sources`` is on, which costs a look at the stack per equation. An equation bound
+    again from a program (``replaying``) keeps the place of the one it copies."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.replayed: str | None = None
+
+    def current(self) -> str | None:
+        """``file:line:column (function)`` of the user's innermost frame (the column as JAX counts it,
+        from 0: where the expression being evaluated starts)."""
+        if self.replayed is not None:
+            return self.replayed
+        level = errors.user_stacklevel() - 1  # (counted from this function's caller)
+        if level < 1:  # (no frame of the user's)
+            return None
+        frame = sys._getframe(level)
+        code = frame.f_code
+        try:
+            line, _, column, _ = list(code.co_positions())[frame.f_lasti // 2]
+        except (AttributeError, IndexError):  # (Python 3.10: no columns)
+            line, column = frame.f_lineno, 0
+        return f"{code.co_filename}:{line or frame.f_lineno}:{column or 0} ({code.co_name})"
+
+
+_sources = _SourceRecording()
+
+
+@contextlib.contextmanager
+def recording_sources() -> Iterator[None]:
+    """Staged equations record their place in the user's code while this is on (``Eqn.source``)."""
+    before, _sources.on = _sources.on, True
+    try:
+        yield
+    finally:
+        _sources.on = before
+
+
+def source_recording() -> bool:
+    return _sources.on
+
+
+@contextlib.contextmanager
+def replaying(eqn: Eqn) -> Iterator[None]:
+    """Equations staged meanwhile stand for ``eqn`` (bound again from its program): its place is theirs."""
+    before, _sources.replayed = _sources.replayed, eqn.source or _sources.replayed
+    try:
+        yield
+    finally:
+        _sources.replayed = before
 
 
 class DebugInfo:
@@ -77,7 +133,7 @@ class StagingTrace(Trace):
         out = abstract_eval_rules[primitive](*(a.aval for a in atoms), **params)
         out_avals = out if primitive.multiple_results else [out]
         outvars = [Var(a) for a in out_avals]
-        self.eqns.append(Eqn(primitive, atoms, params, outvars))
+        self.eqns.append(Eqn(primitive, atoms, params, outvars, _sources.current() if _sources.on else None))
         tracers = [_StagedTracer(self, v.aval, v) for v in outvars]
         return tracers if primitive.multiple_results else tracers[0]
 

@@ -18,7 +18,8 @@ from ember import dtypes, lax
 from ember.lax.reductions import static_axis
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 from ember.numpy.reductions import reduction_axes
-from ember.transforms import stable
+from ember.numpy.staging import staged
+from ember.transforms.custom import custom_jvp
 
 __all__ = [
     "relu", "relu6", "gelu", "sigmoid", "log_sigmoid", "softplus", "silu", "swish", "elu", "selu",
@@ -34,14 +35,28 @@ def _inexact(x: Any) -> Any:
 
 
 # --- elementwise activations -----------------------------------------------------------------
+# As JAX defines them, so that traced programs show what JAX's do: most functions are staged as
+# named sub-programs (``jit[name=softplus]``, ``ember.numpy.staging``), relu and relu6 as custom_jvp
+# functions of one (their derivative is 0 at the kinks).
+@custom_jvp
+@staged("relu")
 def relu(x: Any) -> Any:
     """``max(x, 0)``; its derivative at 0 is 0, as in JAX."""
-    return stable.relu(ensure_array(x))
+    return jnp.maximum(x, 0)
 
 
+relu.defjvps(lambda g, ans, x: lax.select(jnp.greater(x, 0), g, jnp.zeros_like(g)))
+
+
+@custom_jvp
+@staged("relu6")
 def relu6(x: Any) -> Any:
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``; its derivative is 0 at 0 and 6, as in JAX."""
     return jnp.minimum(jnp.maximum(x, 0), 6.0)
+
+
+relu6.defjvps(lambda g, ans, x: lax.select(jnp.logical_and(jnp.greater(x, 0), jnp.less(x, 6.0)), g,
+                                           jnp.zeros_like(g)))
 
 
 def sigmoid(x: Any) -> Any:
@@ -49,16 +64,19 @@ def sigmoid(x: Any) -> Any:
     return lax.logistic(_inexact(x))
 
 
+@staged("softplus")
 def softplus(x: Any) -> Any:
     """``log(1 + exp(x))``, computed as ``logaddexp(x, 0)`` so large ``x`` does not overflow."""
     return jnp.logaddexp(x, 0)
 
 
+@staged("log_sigmoid")
 def log_sigmoid(x: Any) -> Any:
     """``log(sigmoid(x)) = -softplus(-x)``."""
     return jnp.negative(softplus(jnp.negative(x)))
 
 
+@staged("silu")
 def silu(x: Any) -> Any:
     """``x * sigmoid(x)`` (also known as swish)."""
     x = _inexact(x)
@@ -77,14 +95,17 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     return jnp.multiply(jnp.multiply(0.5, x), lax.erfc(jnp.multiply(jnp.negative(x), math.sqrt(0.5))))
 
 
+@staged("elu")
 def elu(x: Any, alpha: Any = 1.0) -> Any:
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
     x = ensure_array(x)
     positive = jnp.greater(x, 0)
-    safe_x = jnp.where(positive, 0.0, x)  # exp of a large positive x would overflow (and poison grads)
+    # exp of a large positive x would overflow (and poison grads). (x > 0 again: JAX's equations.)
+    safe_x = jnp.where(jnp.greater(x, 0), 0.0, x)
     return jnp.where(positive, x, jnp.multiply(alpha, jnp.expm1(safe_x)))
 
 
+@staged("selu")
 def selu(x: Any) -> Any:
     """Scaled ELU with the self-normalizing constants."""
     alpha = 1.6732632423543772848170429916717
@@ -92,28 +113,33 @@ def selu(x: Any) -> Any:
     return jnp.multiply(scale, elu(x, alpha))
 
 
+@staged("celu")
 def celu(x: Any, alpha: Any = 1.0) -> Any:
     """``max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1)``."""
     return jnp.add(jnp.maximum(x, 0.0), jnp.multiply(alpha, jnp.expm1(jnp.divide(jnp.minimum(x, 0.0), alpha))))
 
 
+@staged("leaky_relu")
 def leaky_relu(x: Any, negative_slope: Any = 1e-2) -> Any:
     """``x`` for ``x >= 0``, else ``negative_slope * x``."""
     x = ensure_array(x)
     return jnp.where(jnp.greater_equal(x, 0), x, jnp.multiply(negative_slope, x))
 
 
+@staged("hard_tanh")
 def hard_tanh(x: Any) -> Any:
     """``x`` clipped to ``[-1, 1]``."""
     x = ensure_array(x)
     return jnp.where(jnp.greater(x, 1), 1, jnp.where(jnp.less(x, -1), -1, x))
 
 
+@staged("hard_sigmoid")
 def hard_sigmoid(x: Any) -> Any:
     """``relu6(x + 3) / 6``: a piecewise-linear sigmoid."""
     return jnp.divide(relu6(jnp.add(x, 3.0)), 6.0)
 
 
+@staged("hard_silu")
 def hard_silu(x: Any) -> Any:
     """``x * hard_sigmoid(x)``."""
     return jnp.multiply(x, hard_sigmoid(x))
@@ -122,6 +148,7 @@ def hard_silu(x: Any) -> Any:
 hard_swish = hard_silu
 
 
+@staged("identity")
 def identity(x: Any) -> Any:
     """``x`` itself (as an array)."""
     return ensure_array(x)
@@ -130,31 +157,37 @@ def identity(x: Any) -> Any:
 tanh = jnp.tanh
 
 
+@staged("mish")
 def mish(x: Any) -> Any:
     """``x * tanh(softplus(x))``."""
     x = _inexact(x)
     return jnp.multiply(x, jnp.tanh(softplus(x)))
 
 
+@staged("soft_sign")
 def soft_sign(x: Any) -> Any:
     """``x / (|x| + 1)``."""
     x = ensure_array(x)
     return jnp.divide(x, jnp.add(jnp.abs(x), 1))
 
 
+@staged("squareplus")
 def squareplus(x: Any, b: Any = 4) -> Any:
     """``(x + sqrt(x**2 + b)) / 2``: a smooth relu without exp."""
     x = ensure_array(x)
     return jnp.divide(jnp.add(x, jnp.sqrt(jnp.add(jnp.square(x), b))), 2)
 
 
+@staged("sparse_plus")
 def sparse_plus(x: Any) -> Any:
     """0 for ``x <= -1``, ``x`` for ``x >= 1``, ``(x + 1)**2 / 4`` between."""
     x = ensure_array(x)
+    below, above = jnp.less_equal(x, -1.0), jnp.greater_equal(x, 1.0)
     between = jnp.divide(jnp.square(jnp.add(x, 1.0)), 4)
-    return jnp.where(jnp.less_equal(x, -1.0), 0.0, jnp.where(jnp.greater_equal(x, 1.0), x, between))
+    return jnp.where(below, 0.0, jnp.where(above, x, between))
 
 
+@staged("sparse_sigmoid")
 def sparse_sigmoid(x: Any) -> Any:
     """``clip(x + 1, 0, 2) / 2``: the derivative of ``sparse_plus``."""
     return jnp.multiply(0.5, jnp.clip(jnp.add(x, 1.0), 0.0, 2.0))
@@ -171,6 +204,7 @@ def log1mexp(x: Any) -> Any:
     return jnp.where(small, below, above)
 
 
+@staged("glu", ("axis",))
 def glu(x: Any, axis: int = -1) -> Any:
     """Gated linear unit: the first half of ``axis`` times the sigmoid of the second half."""
     x = ensure_array(x)
@@ -199,6 +233,7 @@ def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     return result if where is None else jnp.where(where, result, 0)
 
 
+@staged("log_softmax", ("axis",))
 def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     """``x - logsumexp(x)`` over ``axis``; masked-out elements get -inf."""
     x = _inexact(x)
@@ -238,6 +273,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     return out
 
 
+@staged("logmeanexp", ("axis", "keepdims"))
 def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = False) -> Any:
     """``log(mean(exp(x)))`` over ``axis`` (of the elements ``where`` selects), without overflow."""
     x = _inexact(x)
@@ -249,6 +285,7 @@ def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = Fal
     return jnp.subtract(lse, jnp.log(jnp.asarray(count, lse.dtype)))
 
 
+@staged("standardize", ("axis", "algorithm"))
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
                 where: Any = None, *, algorithm: str = "fast") -> Any:
     """``(x - mean) / sqrt(variance + epsilon)`` over ``axis``. ``algorithm='fast'`` computes the

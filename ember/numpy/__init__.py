@@ -207,7 +207,7 @@ def isdtype(dtype, kind):
 
 
 from ember.numpy import (  # noqa: E402
-    array_methods as _array_methods,  # noqa: F401  (operators on Array / Tracer)
+    array_methods as _array_methods,  # (operators on Array / Tracer)
     arraylike as _arraylike,  # (guards the namespace, below)
     fft,  # noqa: F401  (jnp.fft, as jax.numpy.fft)
     keys as _keys,  # (lets the namespace's joining and selecting functions take key arrays, below)
@@ -239,6 +239,7 @@ from ember.numpy.windows import *  # noqa: E402,F401,F403
 _keys.take_keys(globals())
 # As in JAX, these functions are named jit sub-programs in traced programs (ember.numpy.staging).
 _staging.stage(globals(), _staging.STAGED)
+_array_methods.use_staged(globals())  # (and so are the operators and methods that call them)
 # As in JAX, the public functions refuse lists and tuples where they take arrays (``jnp.sum([1, 2])``
 # is a TypeError; ``jnp.asarray`` converts them). ember's modules call each other unguarded.
 _arraylike.guard(globals(), _arraylike.ARRAYLIKE_ARGS)

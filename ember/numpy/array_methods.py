@@ -274,3 +274,16 @@ def attach(cls: type) -> None:
 
 attach(Array)
 attach(Tracer)
+
+
+def use_staged(namespace: dict) -> None:
+    """Attach again the operators and methods whose functions ``namespace`` stages as named
+    sub-programs (``ember.numpy.staging``), so that ``x // 2`` and ``x.var()`` are traced as
+    ``jnp.floor_divide`` and ``jnp.var`` are, as in JAX."""
+    for table in (_BINARY, _METHODS):
+        for key, fn in table.items():
+            staged = namespace.get(fn.__name__)
+            if getattr(staged, "__wrapped__", None) is fn and hasattr(staged, "staged_program"):
+                table[key] = staged
+    attach(Array)
+    attach(Tracer)

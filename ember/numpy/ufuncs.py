@@ -284,7 +284,7 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
     quotient = lax.div(x1, x2)
     # JAX's correction: one less where the signs differ and the division is inexact.
     needs_fix = lax.bitwise_and(lax.ne(lax.sign(x1), lax.sign(x2)), lax.ne(lax.rem(x1, x2), 0))
-    return lax.select(needs_fix, lax.sub(quotient, 1), quotient)
+    return where(needs_fix, lax.sub(quotient, 1), quotient)  # (jnp.where: staged as in JAX)
 
 
 def remainder(x1: Any, x2: Any, /) -> Any:
@@ -295,7 +295,8 @@ def remainder(x1: Any, x2: Any, /) -> Any:
     r = lax.rem(x1, x2)
     if dtypes.is_unsigned(x1.dtype):
         return r
-    needs_fix = lax.bitwise_and(lax.ne(r, 0), lax.ne(lax.lt(r, 0), lax.lt(x2, 0)))
+    nonzero = lax.ne(r, 0)
+    needs_fix = lax.bitwise_and(lax.ne(lax.lt(r, 0), lax.lt(x2, 0)), nonzero)  # (JAX's order of equations)
     return lax.select(needs_fix, lax.add(r, x2), r)
 
 

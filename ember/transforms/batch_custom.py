@@ -75,6 +75,8 @@ def _batched_jvp(jvp: Callable, axis_size: int, arg_dims: Sequence[BatchDim]) ->
         fronted = [_at_front(axis_size, x, d) for x, d in zip(results, dims)]
         return fronted[:num_outs[0]], fronted[num_outs[0]:]
 
+    rule.__name__ = getattr(jvp, "__name__", "rule")  # (the function's name, and its rule's, as printed)
+    rule.rule_name, rule.symbolic_zeros = getattr(jvp, "rule_name", "jvp"), getattr(jvp, "symbolic_zeros", False)
     return rule
 
 

@@ -20,6 +20,7 @@ from ember.lax.base import aval
 from ember.lax.dot import dot_general_p
 from ember.lax.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
 from ember.transforms.batching import BatchDim, batching_rules, collective_rules, move_batch_axis
+from ember.transforms.tangents import add_any, add_any_p
 
 
 def _batched_axis(axis: int, dim: int) -> int:
@@ -78,6 +79,17 @@ def _batch_bitcast(axis_size: int, values: tuple, dims: tuple, *, new_dtype: np.
 
 
 batching_rules[elementwise.clamp_p] = _batch_clamp
+
+
+def _batch_add_any(axis_size: int, values: tuple, dims: tuple, *, body: Any) -> tuple[Any, int]:
+    """The sum of two batched (co)tangents, still ``add_any``: both with the batch in one place."""
+    x, y = values
+    if dims[0] == dims[1]:
+        return add_any(x, y), dims[0]
+    return add_any(move_batch_axis(x, dims[0], axis_size), move_batch_axis(y, dims[1], axis_size)), 0
+
+
+batching_rules[add_any_p] = _batch_add_any
 batching_rules[elementwise.bitcast_convert_type_p] = _batch_bitcast
 
 

@@ -36,7 +36,7 @@ from ember.core.avals import ShapedArray
 from ember.core.calls import checkpoint_p, jit_p, name_p
 from ember.core.ir import Literal
 from ember.core.primitive import Primitive
-from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
+from ember.core.staging import DebugInfo, consts_as_inputs, recording_sources, trace_to_jaxpr
 from ember.lax.base import aval
 from ember.lax.convolution import conv_general_dilated_p
 from ember.lax.dot import dot_general_p
@@ -299,8 +299,8 @@ def saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shaped
     """What reverse-mode differentiation of ``f`` at ``args`` saves for the backward pass: for each
     residual, its type and where it comes from, as JAX describes it (``from the argument x``,
     ``output of sin``, ``named 'h'`` for a ``checkpoint_name``, ``output of jitted function 'g'``,
-    ``from a constant``, ``from a literal``). ember's IR carries no source locations, so the
-    descriptions lack JAX's `` from file:line:column (function)``."""
+    ``from a constant``, ``from a literal``), and the user's line that computed it, as JAX
+    (`` from file:line:column (function)``: its equations record their places while it traces)."""
     leaves, in_tree = tree_util.flatten_for_trace((args, kwargs))
     fun_name = getattr(f, "__name__", type(f).__name__)
     arg_names = _leaf_names(_positional_parameters(f), args, kwargs)
@@ -314,8 +314,9 @@ def saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shaped
         return list(linear.consts)
 
     avals = [_leaf_aval(x, name, fun_name) for x, name in zip(leaves, arg_names)]
-    closed = trace_to_jaxpr(residuals_of, avals, DebugInfo("saved_residuals", fun_name, arg_names,
-                                                            static_hint=False))
+    with recording_sources():
+        closed = trace_to_jaxpr(residuals_of, avals, DebugInfo("saved_residuals", fun_name, arg_names,
+                                                                static_hint=False))
     jaxpr = closed.jaxpr
     outs = {id(v) for v in jaxpr.outvars if not isinstance(v, Literal)}
     results = [(v.aval, "from a literal") for v in jaxpr.outvars if isinstance(v, Literal)]
@@ -330,10 +331,12 @@ def saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shaped
 
 def _produced_by(eqn: Any) -> str:
     if eqn.primitive is name_p:
-        return f"named '{eqn.params['name']}'"
-    if eqn.primitive is jit_p:
-        return f"output of jitted function '{eqn.params['name']}'"
-    return f"output of {eqn.primitive.name}"
+        what = f"named '{eqn.params['name']}'"
+    elif eqn.primitive is jit_p:
+        what = f"output of jitted function '{eqn.params['name']}'"
+    else:
+        what = f"output of {eqn.primitive.name}"
+    return what if eqn.source is None else f"{what} from {eqn.source}"
 
 
 def print_saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> None:

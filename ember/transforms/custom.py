@@ -22,7 +22,7 @@ from ember import tree_util
 from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p
-from ember.core.ir import ClosedJaxpr
+from ember.core.ir import ClosedJaxpr, Eqn, print_rules
 from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, is_tracing, set_current_trace
 from ember.lax.base import aval
 from ember.lax.stop_gradient import stop_gradient_p
@@ -208,9 +208,8 @@ class custom_jvp:
                                                     call.out_avals)
             return outs, out_tangents
 
-        flat_jvp.__name__ = name  # how the IR printer shows the rule
-        outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=_TracedOnce(flat_jvp, name),
-                                      num_consts=len(consts))
+        rule = _TracedOnce(flat_jvp, name, _function_name(self.jvp), self.symbolic_zeros)
+        outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=rule, num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree[0], outs)
 
 
@@ -279,8 +278,10 @@ class _TracedOnce:
     (``cond``'s jvp: once for which tangents are nonzero, once to build them) runs the user's rule,
     and the calls it makes, once. (A rule that closes over values of a trace is traced anew.)"""
 
-    def __init__(self, rule: Callable[[Sequence[Any], Sequence[Any]], tuple[list, list]], name: str) -> None:
-        self.rule, self.__name__ = rule, name
+    def __init__(self, rule: Callable[[Sequence[Any], Sequence[Any]], tuple[list, list]], name: str,
+                 rule_name: str = "jvp", symbolic_zeros: bool = False) -> None:
+        self.rule, self.__name__ = rule, name  # (the function's name; ``rule_name``: the user's rule's, for printing)
+        self.rule_name, self.symbolic_zeros = rule_name, symbolic_zeros
         self._programs: dict[tuple, tuple[ClosedJaxpr, list, list[bool]]] = {}
 
     def __call__(self, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
@@ -318,6 +319,18 @@ def _custom_jvp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, 
 
 
 jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
+
+
+def _custom_jvp_call_params(eqn: Eqn) -> dict:
+    """As JAX prints the call: the function's ``name``, ``call_jaxpr``, the rule's name as ``jvp``."""
+    jvp, num_consts = eqn.params["jvp"], eqn.params["num_consts"]
+    params = {"call_jaxpr": eqn.params["call"], "jvp": getattr(jvp, "rule_name", _function_name(jvp)),
+              "symbolic_zeros": getattr(jvp, "symbolic_zeros", False),
+              **({"num_consts": num_consts} if num_consts else {})}
+    return {"name": _function_name(jvp), **dict(sorted(params.items()))}
+
+
+print_rules[custom_jvp_call_p] = _custom_jvp_call_params
 
 
 # --- custom_vjp ----------------------------------------------------------------------------------
@@ -534,3 +547,15 @@ def _forward_through_custom_vjp(*args: Any, **params: Any) -> Any:
 jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 jvp_rules[custom_vjp_lin_p] = _forward_through_custom_vjp  # (forward mode of a linearized custom_vjp)
 transpose_rules[custom_vjp_lin_p] = _custom_vjp_lin_transpose
+
+
+def _custom_vjp_call_params(eqn: Eqn) -> dict:
+    """As JAX prints the call: the function's ``name``, ``call_jaxpr``, and its rules' names."""
+    rules, num_consts = eqn.params["rules"], eqn.params["num_consts"]
+    fn = rules.fn
+    params = {"call_jaxpr": eqn.params["call"], "fwd": _function_name(fn.fwd), "bwd": _function_name(fn.bwd),
+              "symbolic_zeros": fn.symbolic_zeros, **({"num_consts": num_consts} if num_consts else {})}
+    return {"name": _function_name(fn.__wrapped__), **dict(sorted(params.items()))}
+
+
+print_rules[custom_vjp_call_p] = _custom_vjp_call_params

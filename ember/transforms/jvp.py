@@ -45,7 +45,11 @@ class JVPTracer(Tracer):
         self.tangent = tangent
 
     def __repr__(self) -> str:
-        return f"GradTracer(primal={self.primal!r}, typeof(tangent)={aval(self.tangent).str_short()})"  # (JAX's)
+        """JAX's: ``GradTracer`` under grad, vjp and linearize (whose tangents are being staged, as
+        the unknowns of a partial evaluation), ``JVPTracer`` under jvp; values printed as ``str``."""
+        if getattr(getattr(self.tangent, "_trace", None), "linearizes", False):
+            return f"GradTracer(primal={self.primal!s}, typeof(tangent)={aval(self.tangent).str_short()})"
+        return f"JVPTracer(primal={self.primal!s}, tangent={self.tangent!s})"
 
     # Python control flow on values works when the primal is concrete (eager
     # differentiation), and fails with the parent trace's error when it is traced.

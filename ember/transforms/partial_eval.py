@@ -32,6 +32,8 @@ partial_eval_rules: dict[Primitive, Callable] = {}
 class PartialEvalTrace(StagingTrace):
     """Forwards operations on known values to its parent; records the others."""
 
+    linearizes = True  # (its unknowns are the tangents of grad, vjp and linearize: how tracers print)
+
     def __init__(self, parent: Trace, debug: DebugInfo) -> None:
         super().__init__(debug)
         self.parent = parent

@@ -16,7 +16,7 @@ from ember.config import config
 from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, is_effectful
-from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
+from ember.core.staging import DebugInfo, consts_as_inputs, replaying, source_recording, trace_to_jaxpr
 from ember.core.verify import check_jaxpr
 
 
@@ -40,8 +40,13 @@ def eval_jaxpr_by_binding(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> li
         env[id(v)] = x
     for v, x in zip(jaxpr.invars, args):
         env[id(v)] = x
+    replay = source_recording()  # (then the equations made keep the places of those they copy)
     for eqn in jaxpr.eqns:
-        outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+        if replay:
+            with replaying(eqn):
+                outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+        else:
+            outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
         for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else (outs,)):
             env[id(v)] = o
     return [read(a) for a in jaxpr.outvars]

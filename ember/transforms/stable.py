@@ -9,8 +9,6 @@ they compute is not the one users want:
 - ``logaddexp`` (and so ``softplus``): the chain rule through its stable formula
   ``max(a, b) + log1p(exp(-|a - b|))`` gives 0 instead of 1/2 at ``a == b`` (where
   ``|.|``'s derivative is 1, as in JAX); the rule is ``exp(a - out)``, ``exp(b - out)``.
-- ``relu``: ``max(x, 0)`` would split the derivative at 0 as ``max`` does on ties
-  (0.5); as in JAX, the derivative of relu at 0 is 0.
 """
 from __future__ import annotations
 
@@ -57,10 +55,11 @@ def logaddexp(x1: Any, x2: Any) -> Any:
     """``log(exp(x1) + exp(x2))`` of floating arrays of one dtype and shape, without overflow."""
     amax = lax.max(x1, x2)
     delta = lax.sub(x1, x2)
-    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-    # delta is NaN when both are infinite with one sign (answer: amax) or when an input is NaN.
-    either_nan = lax.bitwise_or(lax.ne(x1, x1), lax.ne(x2, x2))
-    return lax.select(lax.ne(delta, delta), lax.select(either_nan, lax.add(x1, x2), amax), out)
+    # delta is NaN when both are infinite with one sign, or when an input is NaN: then x1 + x2 is
+    # the answer (that infinity, or NaN). In JAX's order, so programs print as JAX's do.
+    delta_is_nan = lax.ne(delta, delta)
+    total = lax.add(x1, x2)
+    return lax.select(delta_is_nan, total, lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta))))))
 
 
 def _finite_at_plus_inf(x: Any) -> Any:
@@ -76,15 +75,3 @@ def _logaddexp_jvp(primals: tuple, tangents: tuple) -> tuple:
     share = [lax.exp(lax.sub(_finite_at_plus_inf(x), _finite_at_plus_inf(out))) for x in (x1, x2)]
     return out, lax.add(lax.mul(t1, share[0]), lax.mul(t2, share[1]))
 
-
-@custom_jvp
-def relu(x: Any) -> Any:
-    """``max(x, 0)`` of an array ``x``, with derivative 0 at 0 (as in JAX)."""
-    return lax.max(x, lax.convert_element_type(0, aval(x).dtype, weak_type=True))
-
-
-@relu.defjvp
-def _relu_jvp(primals: tuple, tangents: tuple) -> tuple:
-    (x,), (t,) = primals, tangents
-    zero = lax.convert_element_type(0, aval(x).dtype, weak_type=True)
-    return relu(x), lax.select(lax.gt(x, zero), t, zero)

@@ -14,8 +14,12 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.core.avals import ShapedArray
+from ember.core.evaluation import impl_rules
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, print_rules
+from ember.core.primitive import Primitive, abstract_eval_rules, call_params
 from ember.dtypes import float0
 from ember.lax.base import aval
+from ember.lax.elementwise import ELEMENTWISE, add_p
 
 
 class Zero:
@@ -46,12 +50,63 @@ def instantiate(t: Any) -> Any:
 
 
 def add_tangents(a: Any, b: Any) -> Any:
-    """``a + b``, skipping symbolic zeros."""
+    """``a + b``, skipping symbolic zeros: ``add_any`` (JAX's name for the sum of two tangents or
+    cotangents), or ``add`` where the two differ in type."""
     if isinstance(a, Zero):
         return b
     if isinstance(b, Zero):
         return a
-    return lax.add(a, b)
+    return add_any(a, b)
+
+
+# --- add_any ----------------------------------------------------------------------------------------
+# The sum of two (co)tangents of one type: ``add`` under another name, which is how JAX's programs
+# show the sums that differentiation makes (a cotangent gathered from two uses, the tangents of a
+# product's operands). To everything below the transformations it is a call of a one-equation
+# program ``add a b`` (``body``): the compiler inlines it, so compiled code sees ``add`` and fuses it
+# as one; the printer shows ``add_any a b``. Its rules: impl here, jvp and transpose in
+# ``rules.elementwise``, batching in ``batch_rules``.
+class _AddAny(Primitive):
+    """``add_any``, whose ``bind`` gives the call its body for the operands' types: a rule that binds
+    an equation again on values of other shapes (the blocks of a partitioned program) gets the
+    body that fits them."""
+
+    __slots__ = ()
+
+    def bind(self, x: Any, y: Any, **params: Any) -> Any:
+        return super().bind(x, y, body=_body(aval(x), aval(y)))
+
+
+add_any_p = _AddAny("add_any")
+call_params[add_any_p] = "body"
+ELEMENTWISE.add(add_any_p)  # (partitioned and batched as the elementwise operation it is)
+
+
+def _add_any_rule(x: ShapedArray, y: ShapedArray, *, body: ClosedJaxpr) -> ShapedArray:
+    return abstract_eval_rules[add_p](x, y)
+
+
+abstract_eval_rules[add_any_p] = _add_any_rule
+impl_rules[add_any_p] = lambda x, y, *, body: impl_rules[add_p](x, y)
+print_rules[add_any_p] = lambda eqn: {}
+_BODIES: dict[tuple[ShapedArray, ShapedArray], ClosedJaxpr] = {}
+
+
+def _body(x: ShapedArray, y: ShapedArray) -> ClosedJaxpr:
+    """``{ lambda ; a b. let c = add a b in (c,) }`` for these types (one program per pair)."""
+    body = _BODIES.get((x, y))
+    if body is None:
+        inputs, out = [Var(x), Var(y)], Var(abstract_eval_rules[add_p](x, y))
+        body = _BODIES[(x, y)] = ClosedJaxpr(Jaxpr([], inputs, [Eqn(add_p, inputs, {}, [out])], [out]), [])
+    return body
+
+
+def add_any(a: Any, b: Any) -> Any:
+    """``a + b`` as an ``add_any`` equation (``add`` when their shapes or dtypes differ)."""
+    x, y = aval(a), aval(b)
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return lax.add(a, b)
+    return add_any_p.bind(a, b)
 
 
 def broadcast_to_shape(t: Any, shape: tuple) -> Any:

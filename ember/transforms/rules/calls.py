@@ -229,7 +229,7 @@ def _call_dce(used_outputs: list, eqn: Eqn) -> tuple[list, Eqn | None]:
 # reports what the backward pass computes: it is staged as well as run now, unless the policy
 # saves it and one of its operands is a saved value (recomputing that only for the callback would
 # change what the checkpoint saves). With an unknown operand it is staged only.
-def _debug_callback_partial_eval_custom(policy: Any, unks_in: list, inst_in: list, eqn: Eqn) -> tuple:
+def debug_effect_partial_eval_custom(policy: Any, unks_in: list, inst_in: list, eqn: Eqn) -> tuple:
     needed = [a for a, inst in zip(eqn.invars, inst_in) if isinstance(a, Var) and not inst]
     if any(unks_in):
         return None, eqn, [], [], needed
@@ -239,7 +239,7 @@ def _debug_callback_partial_eval_custom(policy: Any, unks_in: list, inst_in: lis
     return eqn, eqn, [], [], needed
 
 
-partial_eval_jaxpr_custom_rules[debug_callback_p] = _debug_callback_partial_eval_custom
+partial_eval_jaxpr_custom_rules[debug_callback_p] = debug_effect_partial_eval_custom
 
 
 # ``checkpoint_name``: the name stays on the primal only (as in JAX, the tangent is not named).

@@ -2,7 +2,10 @@
 
 Partials are written as ``g * f'(x)`` with the coefficient ``f'(x)`` computed from
 primal values only, so under ``linearize`` it becomes a residual and the
-tangent program is a chain of multiplications by constants.
+tangent program is a chain of multiplications by constants. A few are written as
+JAX writes them instead (tanh, cos, div, max/min, add/sub), so that differentiated
+programs print as JAX's do and round as JAX's do; tangents of two operands add up
+with ``add_any``.
 """
 from __future__ import annotations
 
@@ -13,7 +16,18 @@ from ember import dtypes, lax
 from ember.lax import elementwise as ew
 from ember.lax.base import aval
 from ember.transforms.jvp import defjvp, deflinear, defzero, jvp_rules
-from ember.transforms.tangents import Zero, convert, instantiate, is_differentiable, sum_to_shape, zeros
+from ember.transforms.tangents import (
+    Zero,
+    add_any,
+    add_any_p,
+    add_tangents,
+    broadcast_to_shape,
+    convert,
+    instantiate,
+    is_differentiable,
+    sum_to_shape,
+    zeros,
+)
 from ember.transforms.transpose import is_undefined, transpose_rules
 
 
@@ -25,6 +39,12 @@ def const(like: Any, value: float) -> Any:
 def one_minus_square(x: Any) -> Any:
     return lax.sub(const(x, 1.0), lax.mul(x, x))
 
+
+def _add_any_jvp(primals: tuple, tangents: tuple, *, body: Any) -> tuple[Any, Any]:
+    return add_any(*primals), add_tangents(*tangents)
+
+
+jvp_rules[add_any_p] = _add_any_jvp
 
 defzero(ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, ew.is_finite_p, ew.not_p, ew.population_count_p,
         ew.and_p, ew.or_p, ew.xor_p, ew.shift_left_p, ew.shift_right_arithmetic_p,
@@ -45,10 +65,11 @@ defjvp(ew.exp2_p, lambda g, ans, x: lax.mul(g, lax.mul(ans, const(x, math.log(2.
 defjvp(ew.log_p, lambda g, ans, x: lax.div(g, x))
 defjvp(ew.log1p_p, lambda g, ans, x: lax.div(g, lax.add(x, const(x, 1.0))))
 defjvp(ew.expm1_p, lambda g, ans, x: lax.mul(g, lax.add(ans, const(x, 1.0))))
-defjvp(ew.tanh_p, lambda g, ans, x: lax.mul(g, one_minus_square(ans)))
+# (g + g tanh) (1 - tanh): JAX's form, accurate where tanh is near +-1 (1 - tanh^2 cancels there)
+defjvp(ew.tanh_p, lambda g, ans, x: lax.mul(lax.add(g, lax.mul(g, ans)), lax.sub(const(x, 1.0), ans)))
 defjvp(ew.logistic_p, lambda g, ans, x: lax.mul(g, lax.mul(ans, lax.sub(const(x, 1.0), ans))))
 defjvp(ew.sin_p, lambda g, ans, x: lax.mul(g, lax.cos(x)))
-defjvp(ew.cos_p, lambda g, ans, x: lax.mul(g, lax.neg(lax.sin(x))))
+defjvp(ew.cos_p, lambda g, ans, x: lax.neg(lax.mul(g, lax.sin(x))))
 defjvp(ew.tan_p, lambda g, ans, x: lax.mul(g, lax.add(const(x, 1.0), lax.mul(ans, ans))))
 defjvp(ew.asin_p, lambda g, ans, x: lax.mul(g, lax.rsqrt(one_minus_square(x))))
 defjvp(ew.acos_p, lambda g, ans, x: lax.mul(g, lax.neg(lax.rsqrt(one_minus_square(x)))))
@@ -111,10 +132,25 @@ def _integer_pow_partial(g: Any, ans: Any, x: Any, *, y: int) -> Any:
 defjvp(ew.integer_pow_p, _integer_pow_partial)
 
 # --- binary ----------------------------------------------------------------------------
-defjvp(ew.add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
-defjvp(ew.sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: lax.neg(g))
+def _sum_jvp(p: Any, negate_second: bool):
+    """add and sub: the tangents combine with the operation itself (JAX's rule), one alone passes."""
+    def rule(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        ans = p.bind(*primals)
+        tx, ty = tangents
+        shape = aval(ans).shape
+        if isinstance(ty, Zero):
+            return ans, broadcast_to_shape(tx, shape)
+        if isinstance(tx, Zero):
+            return ans, broadcast_to_shape(lax.neg(ty) if negate_second else ty, shape)
+        return ans, p.bind(tx, ty)  # (rank-0 tangents broadcast as the operands did)
+    return rule
+
+
+jvp_rules[ew.add_p] = _sum_jvp(ew.add_p, False)
+jvp_rules[ew.sub_p] = _sum_jvp(ew.sub_p, True)
 defjvp(ew.mul_p, lambda g, ans, x, y: lax.mul(g, y), lambda g, ans, x, y: lax.mul(x, g))
-defjvp(ew.div_p, lambda g, ans, x, y: lax.div(g, y), lambda g, ans, x, y: lax.mul(g, lax.neg(lax.div(ans, y))))
+defjvp(ew.div_p, lambda g, ans, x, y: lax.div(g, y),  # -g x / y^2, as JAX writes it
+       lambda g, ans, x, y: lax.mul(lax.mul(lax.neg(g), x), lax.integer_pow(y, -2)))
 
 
 def _rem_partial_y(g: Any, ans: Any, x: Any, y: Any) -> Any:
@@ -144,10 +180,9 @@ defjvp(ew.pow_p, _pow_partial_x, _pow_partial_y)
 
 
 def _balanced_choice(x: Any, ans: Any, other: Any) -> Any:
-    """1 where ``x`` was chosen by max/min, 0.5 on ties (as JAX), else 0."""
-    chosen = lax.eq(x, ans)
-    half_or_one = lax.select(lax.eq(other, ans), const(x, 0.5), const(x, 1.0))
-    return lax.select(chosen, half_or_one, const(x, 0.0))
+    """1 where ``x`` was chosen by max/min, 0.5 on ties, else 0 (JAX's: (x == ans) / (1 + (other == ans)))."""
+    chosen = lax.select(lax.eq(x, ans), const(ans, 1.0), const(ans, 0.0))
+    return lax.div(chosen, lax.select(lax.eq(other, ans), const(ans, 2.0), const(ans, 1.0)))
 
 
 for _p in (ew.max_p, ew.min_p):
@@ -267,6 +302,7 @@ transpose_rules.update({
     ew.conj_p: _conj_transpose,
     ew.neg_p: lambda ct, x: [lax.neg(ct)],
     ew.add_p: _add_transpose,
+    add_any_p: lambda ct, x, y, *, body: [ct if is_undefined(x) else None, ct if is_undefined(y) else None],
     ew.sub_p: _sub_transpose,
     ew.mul_p: _mul_transpose,
     ew.div_p: _div_transpose,
