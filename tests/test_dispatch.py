@@ -412,3 +412,39 @@ def test_programs_with_host_steps_run_in_one_native_call_and_raise_what_the_host
         assert order.tolist() == [1, 0, 2]
         with pytest.raises(ValueError, match="negative value in the callback"):
             g(jnp.asarray([-0.5, 0.25, 1.0]))
+
+
+@cpu_only
+def test_the_work_area_is_kept_between_calls_and_calls_from_threads_get_their_own():
+    """A plan's temporaries live in one kept block (taken by one call at a time); calls that find
+    it taken, from other threads, run on a block of their own, with the same answers."""
+    import threading
+
+    f = ember.jit(lambda x: jnp.tanh(x @ x.T) @ jnp.exp(-x) + x.sum())  # (temporaries: in the work area)
+    xs = [jnp.asarray(np.random.default_rng(i).standard_normal((96, 96)).astype(np.float32) * 0.1)
+          for i in range(4)]
+    want = [np.asarray(f(x)) for x in xs]
+    f(xs[0])
+    executable = next(iter(f._cache.entries.values())).executable
+    program = getattr(executable, "native", executable).program
+    assert program.plan is not None and program.arena_bytes > 0
+    block = program._work_cache.cell[0]
+    assert block != 0 and program._work_cache.cell[1] == 0  # kept, and given back
+    for x, w in zip(xs, want):
+        np.testing.assert_array_equal(np.asarray(f(x)), w)
+    assert program._work_cache.cell[0] == block
+    errors = []
+
+    def calls(k):
+        try:
+            for _ in range(200):
+                np.testing.assert_array_equal(np.asarray(f(xs[k])), want[k])
+        except Exception as e:  # (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=calls, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and program._work_cache.cell[1] == 0

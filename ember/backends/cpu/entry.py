@@ -24,6 +24,12 @@ The dispatcher holds the GIL while the steps run, unless the plan says to releas
 (steps that split across threads, or that run long enough for other Python threads
 to matter).
 
+The work area is kept between calls (``WorkCache``: a block per plan, taken by one call at a
+time, a fresh one for a call that finds it taken). Allocating it per call cost a fresh mapping
+of its pages each time where it is large (glibc maps blocks over 32 MB anew and unmaps them when
+freed): a CNN training step with 60 MB of patches took 28 ms that way against 13 ms with the
+block kept.
+
 Layout facts it relies on (the object header of CPython's default build, the
 ``data``/``flags`` fields of NumPy's array struct, the slot of ``Array._value``) are
 checked at import against live objects; where they do not hold, ``available()`` is
@@ -35,6 +41,7 @@ import atexit
 import ctypes
 import functools
 import threading
+import weakref
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -52,7 +59,7 @@ ALIGNMENT = 64
 
 # The plan: a header, then per step [function, extent, chunks, pieces per thread, buffer count,
 # (kind, value) per buffer]; a step of several chunks runs on an OpenMP team (``threads``).
-ARGUMENTS, INPUTS, WORK_BYTES, RELEASE_GIL, TEAM_RUNNER, STEPS, MOST_BUFFERS, HEADER = range(8)
+ARGUMENTS, INPUTS, WORK_BYTES, RELEASE_GIL, TEAM_RUNNER, STEPS, MOST_BUFFERS, WORK_CACHE, HEADER = range(9)
 # Buffer kinds: the data of argument ``value`` (inputs, then outputs), the work area at offset
 # ``value``, or the address ``value``.
 ARGUMENT, WORK, ADDRESS = range(3)
@@ -129,8 +136,8 @@ def _register_symbols() -> None:
 class Plan:
     """Builds the plan of one program: ``step`` per native call, in order, then ``array``."""
 
-    def __init__(self, inputs: int, outputs: int, work_bytes: int) -> None:
-        self.inputs, self.outputs, self.work_bytes = inputs, outputs, work_bytes
+    def __init__(self, inputs: int, outputs: int, work_bytes: int, work_cache: WorkCache | None = None) -> None:
+        self.inputs, self.outputs, self.work_bytes, self.work_cache = inputs, outputs, work_bytes, work_cache
         self.steps: list[int] = []
         self.count = self.most_buffers = 0
         self.split = False
@@ -159,6 +166,7 @@ class Plan:
         header[ARGUMENTS] = 1 + self.inputs + self.outputs
         header[INPUTS] = self.inputs
         header[WORK_BYTES] = self.work_bytes
+        header[WORK_CACHE] = self.work_cache.address if self.work_cache is not None and self.work_bytes else 0
         header[RELEASE_GIL] = int(release_gil or self.split)
         header[TEAM_RUNNER] = threads.team_runner_address() if self.split else 0
         header[STEPS] = self.count
@@ -166,6 +174,27 @@ class Plan:
         plan = np.array(header + self.steps, np.int64)
         plan.flags.writeable = False
         return plan
+
+
+class WorkCache:
+    """A plan's kept work area: a cell of two words, the block (0 until a call allocates it) and
+    whether a call holds it. The dispatcher takes it with an atomic exchange and gives it back at
+    the end of the call; the block is freed with its owner (the program)."""
+
+    def __init__(self) -> None:
+        self.cell = (ctypes.c_uint64 * 2)()
+        self.address = ctypes.addressof(self.cell)
+        weakref.finalize(self, _free_block, self.cell)
+
+
+def _free_block(cell: ctypes.Array) -> None:
+    if cell[0]:
+        _raw_free(cell[0])
+        cell[0] = 0
+
+
+_raw_free = ctypes.pythonapi.PyMem_RawFree
+_raw_free.argtypes, _raw_free.restype = [ctypes.c_void_p], None
 
 
 # --- the dispatcher ---------------------------------------------------------------------------------
@@ -225,6 +254,7 @@ def _build(module: ir.Module) -> None:
         return b.gep(array, [constant(k) if isinstance(k, int) else k])
 
     thread_state, block_slot, position = b.alloca(_I8P), b.alloca(_I8P), b.alloca(_I64)  # (in the entry block)
+    kept_slot = b.alloca(ir.IntType(1))
     require(b.icmp_signed(">", nargs, constant(0)))
     plan = b.bitcast(b.load(field(b.load(args), _DATA_OFFSET)), _I64.as_pointer())
 
@@ -250,10 +280,28 @@ def _build(module: ir.Module) -> None:
     malloc = declare("PyMem_RawMalloc", ir.FunctionType(_I8P, [_I64]))
     has_work_area = b.icmp_signed(">", work_bytes, constant(0))
     b.store(ir.Constant(_I8P, None), block_slot)
-    with b.if_then(has_work_area):
+    # the plan's kept block (``WorkCache``) if no other call holds it, else a block of this call's own
+    cache_address = plan_at(WORK_CACHE)
+    cache = b.inttoptr(cache_address, _I64.as_pointer())
+    busy = b.gep(cache, [constant(1)])
+    b.store(ir.Constant(ir.IntType(1), 0), kept_slot)
+    with b.if_then(b.and_(has_work_area, b.icmp_signed("!=", cache_address, constant(0)))):
+        taken = b.cmpxchg(busy, constant(0), constant(1), "acquire", "monotonic")
+        with b.if_then(b.extract_value(taken, 1)):
+            b.store(ir.Constant(ir.IntType(1), 1), kept_slot)
+            kept = b.inttoptr(b.load(cache), _I8P)
+            with b.if_then(b.icmp_unsigned("==", kept, ir.Constant(_I8P, None))):
+                fresh = b.call(malloc, [b.add(work_bytes, constant(ALIGNMENT))])
+                b.store(b.ptrtoint(fresh, _I64), cache)
+            b.store(b.inttoptr(b.load(cache), _I8P), block_slot)
+    kept = b.load(kept_slot)
+    with b.if_then(b.and_(has_work_area, b.not_(kept))):
         b.store(b.call(malloc, [b.add(work_bytes, constant(ALIGNMENT))]), block_slot)
     block = b.load(block_slot)
-    require(b.or_(b.not_(has_work_area), b.icmp_unsigned("!=", block, ir.Constant(_I8P, None))))
+    no_block = b.and_(has_work_area, b.icmp_unsigned("==", block, ir.Constant(_I8P, None)))
+    with b.if_then(b.and_(no_block, kept)):  # (out of memory: give the cell back, then decline)
+        b.store_atomic(constant(0), busy, "release", 8)
+    require(b.not_(no_block))
     base = b.gep(block, [b.and_(b.sub(constant(0), b.ptrtoint(block, _I64)), constant(ALIGNMENT - 1))])
     # Every check passed: from here on the dispatcher runs to the end.
     release = b.icmp_signed("!=", plan_at(RELEASE_GIL), constant(0))
@@ -290,8 +338,12 @@ def _build(module: ir.Module) -> None:
         b.store(b.add(at_step, b.add(constant(5), b.mul(count, constant(2)))), position)
     with b.if_then(release):
         b.call(declare("PyEval_RestoreThread", ir.FunctionType(ir.VoidType(), [_I8P])), [b.load(thread_state)])
-    with b.if_then(has_work_area):
-        b.call(declare("PyMem_RawFree", ir.FunctionType(ir.VoidType(), [_I8P])), [block])
+    with b.if_else(kept) as (give_back, free):
+        with give_back:
+            b.store_atomic(constant(0), busy, "release", 8)
+        with free:
+            with b.if_then(has_work_area):
+                b.call(declare("PyMem_RawFree", ir.FunctionType(ir.VoidType(), [_I8P])), [block])
     with _Loop(b, b.add(inputs, constant(1)), nargs) as k:  # Arrays are immutable: outputs become read-only
         flags = field(b.load(at(args, k)), _FLAGS_OFFSET, _I32)
         b.store(b.and_(b.load(flags), ir.Constant(_I32, ~NPY_WRITEABLE & 0xFFFFFFFF)), flags)

@@ -418,6 +418,12 @@ class Program:
         self.host_errors = [s.errors for s in self.steps if isinstance(s, FallbackStep)] + \
             [s.host.errors for s in self.steps if isinstance(s, LoopStep) and s.host is not None]
         self.plan_pending = False
+        # The work area's block is kept between calls, by the dispatcher (``entry.WorkCache``) and
+        # by ``run``, where every output is a buffer of its own (no output views the work area).
+        self._work_cache = entry.WorkCache()
+        self._arena: np.ndarray | None = None
+        self._arena_lock = threading.Lock()
+        self._keep_arena = self.output_sources() is not None
         self.plan = self._dispatch_plan() if (native or any(isinstance(s, (DotStep, FftStep)) for s in self.steps)) \
             and not donated and entry.available() else None
         if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
@@ -734,7 +740,7 @@ class Program:
             else:
                 steps.append((address, step.extent, step.chunks, buffers))
                 work += step.work
-        plan = entry.Plan(len(self.in_slots), len(self.allocations), work_bytes)
+        plan = entry.Plan(len(self.in_slots), len(self.allocations), work_bytes, self._work_cache)
         for s in steps:
             plan.step(*s)
         return plan.array(release_gil=work >= RELEASE_GIL_WORK)
@@ -748,14 +754,23 @@ class Program:
         taken = {out: args[position] for out, position in self.reuses if position in reused} if reused else {}
         for slot, aval in self.allocations:
             env[slot] = taken[slot] if slot in taken else np.empty(aval.shape, aval.dtype)
-        if self.arena_bytes:
-            arena = np.empty(self.arena_bytes + ALIGNMENT, np.uint8)
-            base = -arena.ctypes.data % ALIGNMENT
-            for slot, offset, aval in self.arena_views:
-                env[slot] = np.ndarray(aval.shape, aval.dtype, arena, base + offset)
-        for step in self.steps:
-            step.run(env)
-        return [env[a] if isinstance(a, int) else a for a in self.out_atoms]
+        kept = bool(self.arena_bytes) and self._keep_arena and self._arena_lock.acquire(blocking=False)
+        try:
+            if self.arena_bytes:
+                arena = self._arena if kept else None
+                if arena is None:
+                    arena = np.empty(self.arena_bytes + ALIGNMENT, np.uint8)
+                    if kept:
+                        self._arena = arena
+                base = -arena.ctypes.data % ALIGNMENT
+                for slot, offset, aval in self.arena_views:
+                    env[slot] = np.ndarray(aval.shape, aval.dtype, arena, base + offset)
+            for step in self.steps:
+                step.run(env)
+            return [env[a] if isinstance(a, int) else a for a in self.out_atoms]
+        finally:
+            if kept:
+                self._arena_lock.release()
 
 
 # A reduction of a whole array to one value is computed in ``PIECES`` parts, which threads share,
