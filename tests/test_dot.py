@@ -528,8 +528,9 @@ def _gemm_compiled(dtype):
     from ember.backends.cpu import gemm
 
     dtype = np.dtype(dtype)
-    gemm.ready(dtype)
-    gemm._background[dtype].join()
+    for skinny in (False, True):  # (the blocked product and the narrow one)
+        gemm.ready(dtype, skinny)
+        gemm._background[dtype, skinny].join()
     return gemm
 
 

@@ -125,7 +125,7 @@ class HostCalls:
     def __init__(self, eqn: Eqn, host_eqns: tuple) -> None:
         self.errors: list[BaseException] = []
         self.functions = [HOST_SIGNATURE(host_function(e, self.errors)) for e in host_eqns]
-        gemm.function_table(product_dtypes(eqn))
+        gemm.function_table(product_functions(eqn))
         names = [name for group in library_routines(eqn) for name in group]
         self.table = (ctypes.c_void_p * (len(gemm.FUNCTION_TABLE) + len(names) + len(self.functions)))(
             *gemm.FUNCTION_TABLE[:], *[lapack.address(name) for name in names],
@@ -170,7 +170,7 @@ def host_function(eqn: Eqn, errors: list) -> Callable[[Any], None]:
 def function_table(eqn: Eqn) -> int:
     """The address of the function table of a control-flow equation's loop without host calls:
     ``gemm``'s, or a copy of its entries followed by the LAPACK routines (``library_routines``)."""
-    table = gemm.function_table(product_dtypes(eqn))
+    table = gemm.function_table(product_functions(eqn))
     names = tuple(name for group in library_routines(eqn) for name in group)
     if not names:
         return table
@@ -182,15 +182,16 @@ def function_table(eqn: Eqn) -> int:
     return ctypes.addressof(combined)
 
 
-def product_dtypes(eqn: Eqn) -> set[np.dtype]:
-    """The dtypes of the products that a control-flow equation's loop calls (``gemm``'s)."""
+def product_functions(eqn: Eqn) -> set[tuple[np.dtype, bool]]:
+    """The products that a control-flow equation's loop calls: ``gemm``'s (dtype, skinny) pairs."""
     found = set()
     for closed in _sub_programs(eqn):
         for inner in closed.jaxpr.eqns:
             if inner.primitive is dot_general_p and dot.on_gemm(inner):
-                found.add(inner.outvars[0].aval.dtype)
+                dtype, layout = inner.outvars[0].aval.dtype, dot.gemm_layout(inner)
+                found.add((dtype, layout is not None and gemm.is_skinny(layout, dtype)))
             elif inner.primitive in CONTROL_FLOW:
-                found |= product_dtypes(inner)
+                found |= product_functions(inner)
     return found
 
 
@@ -420,7 +421,7 @@ class LoopFunction:
         params.linkage = "private"
         args = self.pointer_array([self.atom(a, env) for a in eqn.invars] + [out, self.b.bitcast(params, I8P)])
         signature = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
-        index = gemm.TABLE_INDEX[dtype]
+        index = gemm.TABLE_INDEX[dtype, gemm.is_skinny(layout, dtype)]
         product = self.b.bitcast(self.b.load(self.b.gep(self.products, [ir.Constant(I64, index)])),
                                  signature.as_pointer())
         if batch * m * n * k < gemm.PARALLEL_MIN_MULTIPLY_ADDS or (not by_columns and m < 2 * gemm.MR):

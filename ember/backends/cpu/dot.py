@@ -158,10 +158,12 @@ class DotGeneral:
         real = self.part if self.complex else self.dtype  # (a complex product runs on its parts)
         self.by_columns, self.extent = gemm.split(rows, cols, real) if self.chunks > 1 else (0, rows)
         self.params = None if layout is None else np.array([*layout, self.by_columns, 0, gemm.ALPHA_ONE], np.int64)
+        # narrow products (on the operands as they lie): gemm's skinny function
+        self.skinny = layout is not None and not self.complex and gemm.is_skinny(layout, real)
         # NumPy's matmul: its OpenBLAS, reading 2-d transposed views as they are
         self.blas = min(rows, cols, contracted) >= BLAS_MIN_DIMENSION and use_blas()
         if not self.blas:
-            gemm.ready(real)
+            gemm.ready(real, self.skinny)
 
     @property
     def one_gemm_call(self) -> bool:
@@ -175,9 +177,9 @@ class DotGeneral:
         """``(function, extent, threads, pieces per thread)`` of the ``gemm`` call that computes
         this product with buffers (A, B, C, ``params``), for a ``one_gemm_call`` product; None
         while ``gemm`` still compiles (in the background, early in a process)."""
-        if not gemm.ready(self.dtype):
+        if not gemm.ready(self.dtype, self.skinny):
             return None
-        address = ctypes.cast(gemm.gemm_function(self.dtype)[1], ctypes.c_void_p).value
+        address = ctypes.cast(gemm.gemm_function(self.dtype, self.skinny)[1], ctypes.c_void_p).value
         return address, self.extent, self.chunks, 1  # (one piece a thread: each packs its part of B)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
@@ -187,7 +189,7 @@ class DotGeneral:
         if self.complex:
             self._complex(lhs, rhs, out)
             return
-        if self.params is not None and not self.blas and gemm.ready(self.dtype):
+        if self.params is not None and not self.blas and gemm.ready(self.dtype, self.skinny):
             gemm.run(self.dtype, (lhs, rhs, out), self.params, self.extent, self.chunks)
             return
         a, b = _as_matrices(lhs, *self.lhs_view), _as_matrices(rhs, *self.rhs_view)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -123,7 +124,10 @@ class _Builder:
         self.b.position_at_end(done)
 
 
-def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
+def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = False) -> None:
+    """``gemm`` (the blocked algorithm) or, ``skinny``, ``gemm_skinny`` (see ``SKINNY_ROWS``): two
+    functions with one signature, compiled apart, so that programs without narrow products do
+    not wait for the second one's code (it took gemm's compile from 170 to 280 ms)."""
     lanes = VECTOR_BYTES // itemsize
     nr = NV * lanes
     kc_most = KC[itemsize]
@@ -132,7 +136,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
     vec = ir.VectorType(element, lanes)
     ptr = element.as_pointer()
     i8pp = ir.IntType(8).as_pointer().as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64]), name="gemm")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64]), name=_name(skinny))
     fma_vec = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}{_suffix(element)}")
     g = _Builder(fn)
     b = g.b
@@ -472,14 +476,15 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:
         g.if_then(whole, store_whole)
         g.if_then(g.b.not_(whole), store_part)
 
-    # Half-width vectors for at most half a vector's columns where vectors are 64 bytes: AMD's
-    # cores (znver4) run a 64-byte FMA as two 32-byte ones, so 8 float32 columns take half the time
-    # in 32-byte vectors; on cores with two 64-byte FMA units the count of FMAs is the same.
-    skinny = g.b.and_(g.b.icmp_signed("<=", n, _c(lanes)), g.b.icmp_signed("==", b_sn, _c(1)))
-    half = g.b.icmp_signed("<=", n, _c(lanes // 2)) if VECTOR_BYTES == 64 else ir.Constant(ir.IntType(1), 0)
-    g.if_then(g.b.and_(skinny, half), lambda: g.loop(_c(0), batch, 1, lambda bi: skinny_batch(bi, lanes // 2)))
-    g.if_then(g.b.and_(skinny, g.b.not_(half)), lambda: g.loop(_c(0), batch, 1, lambda bi: skinny_batch(bi, lanes)))
-    g.if_then(g.b.not_(skinny), lambda: g.loop(_c(0), batch, 1, per_batch))
+    if skinny:
+        # Half-width vectors for at most half a vector's columns where vectors are 64 bytes: AMD's
+        # cores (znver4) run a 64-byte FMA as two 32-byte ones, so 8 float32 columns take half the
+        # time in 32-byte vectors; on cores with two 64-byte FMA units the count of FMAs is the same.
+        half = g.b.icmp_signed("<=", n, _c(lanes // 2)) if VECTOR_BYTES == 64 else ir.Constant(ir.IntType(1), 0)
+        g.if_then(half, lambda: g.loop(_c(0), batch, 1, lambda bi: skinny_batch(bi, lanes // 2)))
+        g.if_then(g.b.not_(half), lambda: g.loop(_c(0), batch, 1, lambda bi: skinny_batch(bi, lanes)))
+    else:
+        g.loop(_c(0), batch, 1, per_batch)
     g.b.ret_void()
 
 
@@ -487,32 +492,47 @@ def _suffix(element: ir.Type) -> str:
     return "f32" if element == F32 else "f64"
 
 
+def _name(skinny: bool) -> str:
+    return "gemm_skinny" if skinny else "gemm"
+
+
+def is_skinny(params: Sequence[int], dtype: np.dtype) -> bool:
+    """Whether the product of ``dtype`` that ``params`` (gemm's parameters, or their first 12)
+    describe is a narrow one, for ``gemm_skinny``: at most one vector's width of columns, whose
+    rows of B are contiguous."""
+    return int(params[2]) <= VECTOR_BYTES // np.dtype(dtype).itemsize and int(params[9]) == 1
+
+
 @functools.cache
-def gemm_function(dtype: np.dtype) -> tuple[jit.CompiledModule, ctypes._CFuncPtr]:
-    """The compiled product for ``dtype`` (float32 or float64): the module and the function."""
-    module = jit.new_module(f"gemm_{dtype.name}")
+def gemm_function(dtype: np.dtype, skinny: bool = False) -> tuple[jit.CompiledModule, ctypes._CFuncPtr]:
+    """The compiled product for ``dtype`` (float32 or float64), blocked or ``skinny``: the module
+    and the function."""
+    module = jit.new_module(f"{_name(skinny)}_{dtype.name}")
     element, itemsize = (F32, 4) if dtype == np.float32 else (F64, 8)
-    _build(module, element, itemsize)
+    _build(module, element, itemsize, skinny)
     compiled = jit.compile_module(module)
-    return compiled, compiled.kernel("gemm")
+    return compiled, compiled.kernel(_name(skinny))
 
 
 # What native loops need to call the products (``control_flow``): the products for float32 and
-# float64, the OpenMP team runner (``threads``; 0 without OpenMP) and the number of threads. A
-# loop gets this table's address as its last buffer, so its code does not depend on addresses.
-# Entries are filled (``function_table``) before any loop that calls them runs.
-FUNCTION_TABLE = (ctypes.c_void_p * 4)()
-TABLE_INDEX = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+# float64, the OpenMP team runner (``threads``; 0 without OpenMP), the number of threads, and the
+# narrow products for float32 and float64. A loop gets this table's address as its last buffer, so
+# its code does not depend on addresses. Entries are filled (``function_table``) before any loop
+# that calls them runs.
+FUNCTION_TABLE = (ctypes.c_void_p * 6)()
+TABLE_INDEX = {(np.dtype(np.float32), False): 0, (np.dtype(np.float64), False): 1,
+               (np.dtype(np.float32), True): 4, (np.dtype(np.float64), True): 5}
 TEAM_RUNNER, THREADS = 2, 3
 # A product in a loop is split over the threads from this many multiply-adds (a team costs ~10 us).
 PARALLEL_MIN_MULTIPLY_ADDS = 1 << 22
 
 
-def function_table(needed: set[np.dtype] | frozenset = frozenset()) -> int:
-    """The address of ``FUNCTION_TABLE``, with the products of the dtypes ``needed`` compiled."""
-    for dtype in needed:
-        if not FUNCTION_TABLE[TABLE_INDEX[dtype]]:
-            FUNCTION_TABLE[TABLE_INDEX[dtype]] = ctypes.cast(gemm_function(dtype)[1], ctypes.c_void_p).value
+def function_table(needed: set[tuple[np.dtype, bool]] | frozenset = frozenset()) -> int:
+    """The address of ``FUNCTION_TABLE``, with the products ``needed`` ((dtype, skinny) pairs) compiled."""
+    for dtype, skinny in needed:
+        index = TABLE_INDEX[dtype, skinny]
+        if not FUNCTION_TABLE[index]:
+            FUNCTION_TABLE[index] = ctypes.cast(gemm_function(dtype, skinny)[1], ctypes.c_void_p).value
     if needed and not FUNCTION_TABLE[THREADS]:
         if threads.openmp_available():
             FUNCTION_TABLE[TEAM_RUNNER] = threads.team_runner_address()
@@ -520,17 +540,19 @@ def function_table(needed: set[np.dtype] | frozenset = frozenset()) -> int:
     return ctypes.addressof(FUNCTION_TABLE)
 
 
-_background: dict[np.dtype, threading.Thread] = {}
+_background: dict[tuple[np.dtype, bool], threading.Thread] = {}
 _background_lock = threading.Lock()
 
 
-def ready(dtype: np.dtype) -> bool:
-    """Whether the product for ``dtype`` is compiled. Compiling it takes about 100 ms, once per
-    process; the first call asks for it in the background and meanwhile uses NumPy's matmul."""
+def ready(dtype: np.dtype, skinny: bool = False) -> bool:
+    """Whether the product for ``dtype`` (blocked or ``skinny``) is compiled. Compiling one takes
+    about 100-200 ms, once per process; the first call asks for it in the background and
+    meanwhile uses NumPy's matmul."""
+    key = (np.dtype(dtype), skinny)
     with _background_lock:
-        thread = _background.get(dtype)
+        thread = _background.get(key)
         if thread is None:
-            thread = _background[dtype] = threading.Thread(target=gemm_function, args=(dtype,), daemon=True)
+            thread = _background[key] = threading.Thread(target=gemm_function, args=key, daemon=True)
             thread.start()
     return not thread.is_alive()
 
@@ -569,7 +591,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> Non
 def run(dtype: np.dtype, arrays: tuple, params: np.ndarray, extent: int, parts: int = 1) -> None:
     """The product of ``arrays`` (A, B, C, whose data ``params`` describes) over [0, ``extent``)
     (rows, or panels of columns: ``params[12]``), shared by ``parts`` threads."""
-    _, fn = gemm_function(dtype)
+    _, fn = gemm_function(np.dtype(dtype), is_skinny(params, dtype))
     pointers = (ctypes.c_void_p * 4)(*[data_pointer(x) for x in arrays], params.ctypes.data)
     if parts == 1:
         fn(pointers, 0, extent)
