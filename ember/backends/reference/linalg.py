@@ -141,17 +141,15 @@ def _svd(x: np.ndarray, *, full_matrices: bool, compute_uv: bool) -> list[np.nda
 
 
 def _unpack_real_eigenvectors(wi: np.ndarray, v: np.ndarray, complex_type: np.dtype) -> np.ndarray:
-    """The complex eigenvectors of real ``geev``'s packed columns: a conjugate pair (``wi[j] > 0``)
-    shares columns j (real part) and j + 1 (imaginary part)."""
+    """The complex eigenvectors of real ``geev``'s packed columns: a conjugate pair (``wi[j] > 0``,
+    ``wi[j + 1] < 0``: LAPACK lists the one with the positive imaginary part first) shares columns
+    j (real part) and j + 1 (imaginary part). All pairs at once (a loop over the columns took
+    0.5 ms of the 16 of a 256 x 256 ``eig``)."""
     out = v.astype(complex_type)
-    j = 0
-    while j < len(wi):
-        if wi[j] != 0 and j + 1 < len(wi):
-            out[:, j] = v[:, j] + 1j * v[:, j + 1]
-            out[:, j + 1] = v[:, j] - 1j * v[:, j + 1]
-            j += 2
-        else:
-            j += 1
+    first = np.flatnonzero(wi[:-1] > 0)
+    real, imag = v[:, first], v[:, first + 1]
+    out[:, first] = real + 1j * imag
+    out[:, first + 1] = real - 1j * imag
     return out
 
 
