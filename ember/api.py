@@ -220,9 +220,9 @@ class JitFunction:
             elif self._cache.tree_keys and type(_trace_state.trace) is EvalTrace:
                 # Pytree arguments (a training step's parameters): flattened, then the same path.
                 leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
-                try:
-                    hit = self._fast.get((in_tree, tuple([x.aval for x in leaves])))
-                except (AttributeError, TypeError):  # a leaf that is not an Array
+                try:  # (Python scalar leaves keyed by their type, as above)
+                    hit = self._fast.get((in_tree, tuple([getattr(x, "aval", type(x)) for x in leaves])))
+                except TypeError:  # an unhashable ``aval`` attribute of something else
                     hit = None
                 if hit is not None:
                     run, entry = hit
@@ -276,9 +276,8 @@ class JitFunction:
         # An executable already: a hit (the first call compiles it), where plain calls with Python
         # scalars get a fast path, as calls on Arrays do.
         if entry.executable is not None and entry.fast_key is None and not kwargs and self._sig.plain \
-                and in_tree == _positional_treedef(len(args)) and not is_tracing() \
-                and all(type(x) is Array or type(x) in _SCALARS for x in args):
-            self._enable_scalar_fast_path(entry, in_tree, statics, args)
+                and not is_tracing() and all(type(x) is Array or type(x) in _SCALARS for x in leaves):
+            self._enable_scalar_fast_path(entry, in_tree, statics, leaves, in_tree != _positional_treedef(len(args)))
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = self._stage_call(entry.closed, leaves, entry.donated)
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)
@@ -348,20 +347,22 @@ class JitFunction:
         elif not getattr(executable, "dispatcher_pending", False):  # (pending: a later hit tries again)
             entry.fast_key = ()  # never: the dispatcher cannot run this executable
 
-    def _enable_scalar_fast_path(self, entry: Entry, in_tree: Any, statics: tuple, args: tuple) -> None:
-        """The fast path for plain calls with Python scalar arguments (and Arrays): each scalar
-        becomes an Array of the type it was traced with, then the dispatcher runs the program."""
+    def _enable_scalar_fast_path(self, entry: Entry, in_tree: Any, statics: tuple, leaves: Sequence[Any],
+                                 tree: bool) -> None:
+        """The fast path for plain calls with Python scalar arguments or pytree leaves (and
+        Arrays): each scalar becomes an Array of the type it was traced with, then the dispatcher
+        runs the program. Pytree arguments (``tree``) are keyed by their structure too."""
         runner = getattr(entry.executable, "fast_runner", None)
         runner = runner and runner(entry.out_tree)
         if runner is None:
             if not getattr(entry.executable, "dispatcher_pending", False):  # as in ``_enable_fast_path``
                 entry.fast_key = ()  # never: not asked again per call
             return
-        conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(args, entry.closed.in_avals))
+        conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(leaves, entry.closed.in_avals))
                             if type(x) in _SCALARS)
         key = (in_tree, tuple(entry.closed.in_avals), statics, config.codegen_key())
-        self._cache.add_fast(key, entry, tuple([getattr(x, "aval", type(x)) for x in args]),
-                             _scalar_runner(runner, conversions))
+        fast_key = tuple([getattr(x, "aval", type(x)) for x in leaves])
+        self._cache.add_fast(key, entry, (in_tree, fast_key) if tree else fast_key, _scalar_runner(runner, conversions))
 
     def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""

@@ -448,3 +448,26 @@ def test_the_work_area_is_kept_between_calls_and_calls_from_threads_get_their_ow
     for t in threads:
         t.join()
     assert not errors and program._work_cache.cell[1] == 0
+
+
+@cpu_only
+def test_pytree_arguments_with_python_scalar_leaves_take_the_fast_path(monkeypatch):
+    """``step(i, state)``, a step number and a pytree of Arrays (JAX's examples call their
+    optimizers so): keyed by the structure and the scalar's type, the scalar made an Array of its
+    traced type; another type of scalar is another key."""
+    f = ember.jit(lambda i, state: (state[0] * i + state[1]["b"], i + 1))
+    state = (jnp.arange(3.0), {"b": jnp.ones(3)})
+    f(2, state), f(2, state)
+    assert _fast_entries(f) == 1
+    general = []
+    original = type(f).call_whole
+    monkeypatch.setattr(type(f), "call_whole", lambda self, *a: general.append(1) or original(self, *a))
+    for i in (0, 3, -7):
+        out, j = f(i, state)
+        assert out.tolist() == [1.0, 1.0 + i, 1.0 + 2 * i] and j.tolist() == i + 1
+        assert j.dtype == jnp.int32 and j.weak_type
+    assert not general
+    out, j = f(1.5, state)  # a float: another key, traced anew
+    assert general and out.tolist() == [1.0, 2.5, 4.0] and j.dtype == jnp.float32
+    with pytest.raises(OverflowError):
+        f(2**40, state)  # (the general path's error for an int out of int32's range)
