@@ -167,9 +167,8 @@ def _replace_zero(x: Any) -> Any:
 
 
 def _pow_partial_x(g: Any, ans: Any, x: Any, y: Any) -> Any:
-    # y * x^(y-1), with 0 (not 0 * inf) where y == 0
-    coefficient = lax.mul(_replace_zero(y), lax.pow(x, lax.sub(y, const(y, 1.0))))
-    return lax.mul(g, lax.select(lax.eq(y, const(y, 0.0)), const(x, 0.0), coefficient))
+    # y * x^(y-1), as JAX: 0 * inf = nan at x == 0, y == 0 (the exponent is a float here)
+    return lax.mul(g, lax.mul(y, lax.pow(x, lax.sub(y, const(y, 1.0)))))
 
 
 def _pow_partial_y(g: Any, ans: Any, x: Any, y: Any) -> Any:
