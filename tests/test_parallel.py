@@ -258,6 +258,11 @@ def test_sharding_objects_as_jax():
         np.testing.assert_array_equal(y, np.arange(8.0).reshape(4, 2))
         assert ember.device_put(jnp.ones(2), devs[3]).devices() == {devs[3]}
         assert jnp.ones(2).sharding == SingleDeviceSharding(devs[0])
+        # Array.format: a dense row-major layout with the array's sharding (JAX's repr)
+        assert repr(jnp.ones((2, 3)).format) == ("Format(layout=Layout(major_to_minor=(0, 1), tiling=(), "
+                                                 "sub_byte_element_size_in_bits=0), sharding=SingleDeviceSharding("
+                                                 "device=CpuDevice(id=0), memory_kind=device))")
+        assert x.format.sharding == s and x.format.layout == jnp.zeros((1, 1)).format.layout
         with pytest.raises(ValueError, match="Resource axis: c"):
             NamedSharding(mesh, P("c"))
 

@@ -16,7 +16,9 @@ from ember.core.avals import AvalProperties, ShapedArray, aval_of_value
 from ember.core.sharding import (  # noqa: F401  (CPU: re-exported)
     CPU,
     Device,
+    Format,
     Sharding,
+    format_of,
     is_placed,
     sharding_of,
     shards_of,
@@ -66,6 +68,11 @@ class Array(AvalProperties, metaclass=_ArrayType):
     @property
     def sharding(self) -> Sharding:
         return sharding_of(self)
+
+    @property
+    def format(self) -> Format:
+        """Layout and sharding (``jax.experimental.layout.Format``): dense, row-major."""
+        return format_of(self)
 
     @property
     def addressable_shards(self) -> list:
@@ -371,10 +378,25 @@ def _array_from_sequence(seq: Sequence, dtype: Any) -> Array:
                 raise _not_numeric(leaf)
         if value.dtype.kind in "SU":
             raise _not_numeric(value)
+        _check_python_ints(leaves, dtype or np.dtype(np.int64))  # (past int64: NumPy keeps objects)
         raise ValueError(f"cannot build an array from a ragged or mixed sequence {seq!r}")
     if dtype is None:  # a list of scalars is strongly typed, as in JAX
         dtype = dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype()
+    _check_python_ints(leaves, dtype)
     return Array(np.array(_converted(value, dtype), dtype=dtype), ShapedArray(value.shape, dtype, False))
+
+
+def _check_python_ints(leaves: list, dtype: np.dtype) -> None:
+    """JAX's OverflowError for a Python int that the integer ``dtype`` cannot hold (NumPy's
+    values, ints of other types, wrap when converted; a Python int is a value the user wrote)."""
+    if np.dtype(dtype).kind not in "iu":
+        return
+    ints = [x for x in leaves if type(x) is int]
+    if ints:
+        info = np.iinfo(dtype)
+        for bad in (min(ints), max(ints)):
+            if not info.min <= bad <= info.max:
+                raise OverflowError(f"Python integer {bad} out of bounds for {np.dtype(dtype).name}")
 
 
 def _converted(value: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -518,6 +518,48 @@ def shards_of(x: Any, wrap: Any) -> list[Shard]:
     return out
 
 
-__all__ = ["CPU", "AbstractMesh", "AxisType", "Device", "Mesh", "NamedSharding", "PartitionSpec", "PmapSharding",
-           "Shard", "Sharding", "SingleDeviceSharding", "devices", "get_mesh", "local_devices", "place",
-           "process_count", "process_index", "set_mesh", "set_processes", "sharding_of"]
+class Layout:
+    """An array's memory layout (``jax.experimental.layout``): ember's arrays are dense and
+    row-major, ``major_to_minor == (0, 1, ..., ndim - 1)``, without tiling."""
+
+    def __init__(self, major_to_minor: Any = None, tiling: Any = (), sub_byte_element_size_in_bits: int = 0) -> None:
+        self.major_to_minor = None if major_to_minor is None else tuple(major_to_minor)
+        self.tiling, self.sub_byte_element_size_in_bits = tuple(tiling), sub_byte_element_size_in_bits
+
+    def _key(self) -> tuple:
+        return self.major_to_minor, self.tiling, self.sub_byte_element_size_in_bits
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Layout) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"Layout(major_to_minor={self.major_to_minor}, tiling={self.tiling}, "
+                f"sub_byte_element_size_in_bits={self.sub_byte_element_size_in_bits})")
+
+
+class Format:
+    """A layout with a sharding (``Array.format``, ``jax.experimental.layout.Format``)."""
+
+    def __init__(self, layout: Any = None, sharding: Any = None) -> None:
+        self.layout, self.sharding = layout, sharding
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Format) and (self.layout, self.sharding) == (other.layout, other.sharding)
+
+    def __hash__(self) -> int:
+        return hash((self.layout, self.sharding))
+
+    def __repr__(self) -> str:
+        return f"Format(layout={self.layout!r}, sharding={self.sharding!r})"
+
+
+def format_of(x: Any) -> Format:
+    return Format(Layout(tuple(range(len(x.shape)))), sharding_of(x))
+
+
+__all__ = ["CPU", "AbstractMesh", "AxisType", "Device", "Format", "Layout", "Mesh", "NamedSharding", "PartitionSpec",
+           "PmapSharding", "Shard", "Sharding", "SingleDeviceSharding", "devices", "get_mesh", "local_devices", "place",
+           "format_of", "process_count", "process_index", "set_mesh", "set_processes", "sharding_of"]
