@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from ember.runtime.cache import (
     explain_miss,
     logger,
 )
-from ember.runtime.executable import DECLINED
+from ember.runtime.executable import DECLINED, InvalidOutputValues
 from ember.runtime.stages import Lowered, Traced
 from ember.transforms.programs import eval_closed_by_binding
 
@@ -241,7 +241,10 @@ class JitFunction:
         """A call that the native dispatcher did not take: flatten, look up or trace, run."""
         if self._sharded and not is_tracing() and not config.disable_jit:
             return _sharded_call[0](self, args, kwargs)
-        return self.call_whole(args, kwargs)
+        try:
+            return self.call_whole(args, kwargs)
+        except InvalidOutputValues as e:
+            _rerun_deoptimized(e, self.fun, args, kwargs)
 
     def call_whole(self, args: tuple, kwargs: dict) -> Any:
         """The call as one program on whole arrays (no partitioning)."""
@@ -282,7 +285,15 @@ class JitFunction:
             outs = self._stage_call(entry.closed, leaves, entry.donated)
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)
             executable = entry.get_executable(self._cache, self._sig.fun_name)
-            outs = self._call_donating(executable, _scalars_as_arrays(leaves, executable), entry.donated)
+            try:
+                values = _scalars_as_arrays(leaves, executable)
+            except OverflowError:  # a Python int that its traced type cannot hold: JAX's words
+                i = next(i for i, x in enumerate(leaves) if type(x) is int and _overflows(x, executable.in_avals[i]))
+                raise OverflowError(
+                    "An overflow was encountered while parsing an argument to a jitted computation, whose argument "
+                    f"path is {self._sig.arg_names(args, kwargs)[i]}. Got {type(leaves[i])} with value {leaves[i]}"
+                ) from None
+            outs = self._call_donating(executable, values, entry.donated)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _call_with_refs(self, entry: "_RefEntry", leaves: Sequence[Any], args: tuple, kwargs: dict) -> Any:
@@ -616,6 +627,13 @@ def _scalars_as_arrays(leaves: Sequence[Any], executable: Any) -> Sequence[Any]:
             for x, a in zip(leaves, avals)]
 
 
+def _overflows(x: int, aval: ShapedArray) -> bool:
+    if aval.dtype.kind not in "iu":
+        return False
+    info = np.iinfo(aval.dtype)
+    return not info.min <= x <= info.max
+
+
 def _python_values(leaves: Sequence[Any]) -> list[bool]:
     """Which leaves are Python (or NumPy) scalars: values that could be static, unlike arrays."""
     return [type(x) in (int, float, bool, complex) or isinstance(x, np.generic) for x in leaves]
@@ -818,6 +836,24 @@ def _abstractify(x: Any, fun: Callable) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__") and not isinstance(x, Tracer):
         return ShapedArray(tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), bool(getattr(x, "weak_type", False)))
     return aval_of_value(_check_leaf(x, f"argument of {getattr(fun, '__name__', fun)}"))
+
+
+def _rerun_deoptimized(e: InvalidOutputValues, fun: Callable, args: tuple, kwargs: dict) -> NoReturn:
+    """``debug_nans`` / ``debug_infs`` found an invalid value in a compiled program's output: run
+    the function op by op (as JAX does) so that the error names the operation that made it."""
+    print(f"Invalid {'nan' if 'NaN' in str(e) else 'inf'} value encountered in the output of an ember.jit "
+          "function. Calling the de-optimized version.")
+    try:
+        with disable_jit():
+            fun(*args, **kwargs)
+    except (FloatingPointError, ZeroDivisionError) as op_error:
+        raise op_error from None
+    raise FloatingPointError(
+        f"{e}. Because debug_nans and/or debug_infs is set, the function was run again op by op (as if "
+        "`jit` were removed) to find the operation that made the invalid value, but no operation made one: "
+        "`jit`'s optimizations can make an invalid value that the operations do not, and a NaN or inf "
+        "can come from an input or a literal (`ember.jit(lambda x: jnp.nan)`). Removing `jit` may avoid it."
+    ) from None
 
 
 def disable_jit(disable: bool = True):

@@ -172,3 +172,16 @@ def test_python_ints_convert_straight_to_the_requested_dtype(value, dtype):
 def test_python_ints_out_of_the_requested_range_raise():
     with pytest.raises(OverflowError, match="out of bounds for uint32"):
         jnp.asarray(2**33, dtype=np.uint32)
+
+
+@pytest.mark.parametrize("values, dtype, bad, name", [
+    ([2**31], None, 2**31, "int32"), ([1, 2**40], None, 2**40, "int32"),
+    ([[1], [-2**31 - 1]], None, -2**31 - 1, "int32"),
+    ([2**32], np.uint32, 2**32, "uint32"), ([-1], np.uint8, -1, "uint8"), ([2**70], None, 2**70, "int64")])
+def test_python_ints_in_a_list_out_of_range_raise_as_in_jax(values, dtype, bad, name):
+    # JAX's OverflowError, not NumPy's wrap: a Python int is a value the user wrote
+    with pytest.raises(OverflowError, match=f"Python integer {bad} out of bounds for {name}"):
+        jnp.array(values, dtype=dtype)
+    # ... while NumPy's integers wrap when converted, and floats and bools take any Python int
+    assert jnp.array([np.int64(2**31)]).tolist() == [-2**31]
+    assert jnp.array([2**31, 1.5]).dtype == np.float32 and jnp.array([300], dtype=bool).tolist() == [True]

@@ -160,8 +160,9 @@ def test_python_scalar_arguments_take_the_fast_path_with_their_weak_types():
         results = [f(*args) for _ in range(3)]  # each signature: a first call, then hits
         assert all(r.tolist() == want and str(r.aval) == aval for r in results)
     assert _fast_entries(f) == 5
-    with pytest.raises(OverflowError):  # as the general path says it: the value does not fit int32
-        f(2**40, 1)
+    with pytest.raises(OverflowError, match=r"parsing an argument to a jitted computation, whose argument path is "
+                                            r"a\. Got <class 'int'> with value 1099511627776"):
+        f(2**40, 1)  # as the general path says it (JAX's words): the value does not fit int32
     assert f(np.int32(3), 1).tolist() == 5  # a NumPy scalar is not a Python scalar: strongly typed
     assert str(f(np.int32(3), 1).aval) == "i32[]"
 
@@ -469,5 +470,7 @@ def test_pytree_arguments_with_python_scalar_leaves_take_the_fast_path(monkeypat
     assert not general
     out, j = f(1.5, state)  # a float: another key, traced anew
     assert general and out.tolist() == [1.0, 2.5, 4.0] and j.dtype == jnp.float32
-    with pytest.raises(OverflowError):
+    with pytest.raises(OverflowError, match=r"argument path is i\. Got <class 'int'> with value 1099511627776"):
         f(2**40, state)  # (the general path's error for an int out of int32's range)
+    with pytest.raises(OverflowError, match=r"argument path is state\[1\]\['b'\]\. Got <class 'int'>"):
+        f(1, (state[0], {"b": 2**31}))

@@ -813,6 +813,32 @@ def test_debug_nans_and_infs_check_eager_operations(api, flag, call, message):
     assert np.isnan(np.asarray(api.jnp.divide(0., 0.)))  # off again: IEEE results
 
 
+@pytest.mark.parametrize("call,message", [
+    (lambda a: a.top.jit(lambda x: a.jnp.log(x) * 2)(a.jnp.array(-1.)), "invalid value (nan) encountered in log"),
+    (lambda a: a.top.jit(lambda x: a.jnp.sqrt(x).sum())(a.jnp.array([1., -1.])),
+     "invalid value (nan) encountered in sqrt"),
+    (lambda a: a.top.jit(lambda x: x + 1.)(a.jnp.array(np.nan)), "invalid value (nan) encountered in add"),
+])
+def test_debug_nans_under_jit_reruns_op_by_op_to_name_the_operation(api, call, message, capsys):
+    api.top.config.update("jax_debug_nans", True)
+    try:
+        _raises(FloatingPointError, lambda: call(api), message)
+        assert "Calling the de-optimized version." in capsys.readouterr().out
+        # a NaN made and discarded inside the program is no error (JAX checks the outputs first)
+        np.testing.assert_array_equal(api.top.jit(lambda x: api.jnp.where(x > 0, api.jnp.log(x), 0.))(
+            api.jnp.array([-1., 1.])), [0., 0.])
+    finally:
+        api.top.config.update("jax_debug_nans", False)
+
+
+def test_debug_nans_under_jit_says_so_when_the_operations_make_no_nan():
+    with ember.config.override(debug_nans=True):
+        _raises(FloatingPointError, lambda: ember.jit(lambda x: ejnp.nan + x * 0)(ejnp.array(np.inf)),
+                "invalid value (nan) encountered in mul")
+        _raises(FloatingPointError, lambda: ember.jit(lambda: ejnp.nan)(), "output 0 of <lambda> contains NaN",
+                "no operation made one")
+
+
 def test_debug_infs_checks_jitted_outputs():
     with ember.config.override(debug_infs=True):
         _raises(FloatingPointError, lambda: ember.jit(lambda x: 1 / x)(ejnp.array(0.)), "inf")

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember import tree_util
+from ember import dtypes, tree_util
 from ember.backends.reference import eval_jaxpr, impl_rules, to_numpy
 from ember.compiler.dce import eliminate_dead_code
 from ember.config import config
@@ -266,10 +266,16 @@ def _wrap(name: str, outs: list[np.ndarray], avals: list) -> list[Array]:
     return [Array(o, a) for o, a in zip(outs, avals)]
 
 
+class InvalidOutputValues(FloatingPointError):
+    """``debug_nans`` / ``debug_infs``: a compiled program's output holds a NaN (an infinity).
+    ``jit`` then runs the function op by op, as JAX does, to name the operation."""
+
+
 def _check_nans(name: str, outs: list[np.ndarray]) -> None:
     for i, o in enumerate(outs):
-        if o.dtype.kind == "f" or o.dtype.name == "bfloat16":
-            if config.debug_nans and np.isnan(o.astype(np.float32)).any():
-                raise FloatingPointError(f"debug_nans: output {i} of {name} contains NaN")
-            if config.debug_infs and np.isinf(o.astype(np.float32)).any():
-                raise FloatingPointError(f"debug_infs: output {i} of {name} contains inf")
+        if dtypes.is_inexact(o.dtype):  # (float8 and bfloat16 included)
+            wide = o.astype(np.complex128 if dtypes.is_complex(o.dtype) else np.float64)
+            if config.debug_nans and np.isnan(wide).any():
+                raise InvalidOutputValues(f"debug_nans: output {i} of {name} contains NaN")
+            if config.debug_infs and np.isinf(wide).any():
+                raise InvalidOutputValues(f"debug_infs: output {i} of {name} contains inf")
