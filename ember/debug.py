@@ -26,7 +26,7 @@ from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.evaluation import impl_rules
 from ember.core.ir import Verbatim, print_rules
-from ember.core.primitive import EFFECTFUL, Primitive, abstract_eval_rules
+from ember.core.primitive import EFFECTFUL, REPLAYABLE, Primitive, abstract_eval_rules
 from ember.core.trace import Tracer
 from ember.transforms.batching import batching_rules
 from ember.transforms.jvp import jvp_rules
@@ -113,6 +113,7 @@ def _debug_print_rule(*avals: ShapedArray, **params: Any) -> list:
 debug_print_p = Primitive("debug_print", multiple_results=True)
 abstract_eval_rules[debug_print_p] = _debug_print_rule
 EFFECTFUL.add(debug_print_p)
+REPLAYABLE.add(debug_print_p)
 
 
 def _debug_print_impl(*values: Any, fmt: str, has_placeholders: bool, in_tree: Any, static_args: tuple,

@@ -395,6 +395,34 @@ def test_debug_callbacks_run_again_with_the_recomputation_as_in_jax(case, operan
     assert counts[0] == counts[1]
 
 
+LOOP_CASES = {
+    "scan": lambda m, f: lambda c: m.lax.scan(lambda c, x: (f(c) * x, None), c, m.jnp.arange(1.0, 4.0))[0],
+    "fori_loop": lambda m, f: lambda c: m.lax.fori_loop(0, 3, lambda i, c: f(c), c),
+    "cond": lambda m, f: lambda c: m.lax.cond(c > 0, f, m.jnp.cos, c),
+}
+
+
+@pytest.mark.parametrize("policy", [None, "everything_saveable"])
+@pytest.mark.parametrize("case", list(LOOP_CASES))
+def test_debug_callbacks_in_control_flow_run_again_with_the_recomputation_as_in_jax(case, policy):
+    # A loop (or cond) that calls back is recomputed with its callbacks, as JAX recomputes it.
+    counts = []
+    for m in (EMBER, _load("jax")):
+        calls = []
+
+        def f(c, m=m, calls=calls):
+            m.top.debug.callback(lambda v: calls.append(1), c)
+            return m.jnp.sin(c) * 2
+
+        fun = m.top.checkpoint(LOOP_CASES[case](m, f), policy=None if policy is None else getattr(m.P, policy))
+        for transform in (m.top.grad, lambda g: m.top.jit(m.top.grad(g))):
+            transform(fun)(1.0)
+        if m is not EMBER:  # (ember runs callbacks as they come)
+            m.top.effects_barrier()
+        counts.append(len(calls))
+    assert counts[0] == counts[1]
+
+
 def test_the_recomputed_part_holds_the_debug_callback():
     def g(x):
         ember.debug.callback(lambda v: None, ejnp.cos(x))

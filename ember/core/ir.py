@@ -16,7 +16,7 @@ import numpy as np
 
 from ember.core import pretty as pp
 from ember.core.avals import ShapedArray
-from ember.core.primitive import EFFECTFUL, Primitive
+from ember.core.primitive import EFFECTFUL, REPLAYABLE, Primitive
 
 
 class Var:
@@ -143,6 +143,12 @@ def is_effectful(eqn: Eqn) -> bool:
     """Whether the equation, or any equation in its sub-programs, has an effect."""
     return eqn.primitive in EFFECTFUL or any(
         is_effectful(inner) for sub in subjaxprs(eqn.params) for inner in sub.eqns)
+
+
+def is_replayable(eqn: Eqn) -> bool:
+    """Whether every effect of the equation (sub-programs included) may run again (``REPLAYABLE``)."""
+    return (eqn.primitive not in EFFECTFUL or eqn.primitive in REPLAYABLE) and all(
+        is_replayable(inner) for sub in subjaxprs(eqn.params) for inner in sub.eqns)
 
 
 # --- pretty-printing -----------------------------------------------------------

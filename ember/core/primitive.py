@@ -49,3 +49,7 @@ call_params: dict[Primitive, str] = {}
 # Primitives with effects, i.e. not a pure function of their operands (host callbacks that
 # print): passes never merge, fold or drop them (``ember.core.ir.is_effectful``).
 EFFECTFUL: set[Primitive] = set()
+
+# Effectful primitives that may run again when a checkpoint recomputes what holds them (debug
+# callbacks and prints: JAX reruns them with the recomputation); other effects run once.
+REPLAYABLE: set[Primitive] = set()

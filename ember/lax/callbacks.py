@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ember import tree_util
 from ember.core.avals import ShapedArray
-from ember.core.primitive import EFFECTFUL
+from ember.core.primitive import EFFECTFUL, REPLAYABLE
 from ember.lax.base import primitive
 
 
@@ -38,6 +38,7 @@ def _debug_callback_rule(*avals: ShapedArray, callback: FlatCallback) -> list[Sh
 
 debug_callback_p = primitive("debug_callback", _debug_callback_rule, multiple_results=True)
 EFFECTFUL.add(debug_callback_p)  # it runs at every call: never dropped, merged or folded
+REPLAYABLE.add(debug_callback_p)  # ... and again where a checkpoint recomputes what holds it
 
 
 def _pure_callback_rule(*avals: ShapedArray, callback: FlatCallback, result_avals: tuple[ShapedArray, ...],

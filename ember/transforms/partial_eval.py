@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, is_effectful
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, is_effectful, is_replayable
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, StagingTrace
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace
@@ -266,7 +266,11 @@ def partial_eval_jaxpr_custom(jaxpr: Jaxpr, in_unknowns: Sequence[bool], in_inst
         else:
             known_eqns.append(eqn)
             case = remat_case(policy(eqn.primitive, *(a.aval for a in eqn.invars), **eqn.params))
-            if is_effectful(eqn) or not isinstance(case, RecomputeType):  # (Offloadable: saved as is)
+            # (Offloadable: saved as is. A loop or cond whose effects are debug callbacks is
+            # recomputed with them whatever the policy, as JAX recomputes it; other effects run once.)
+            effectful = is_effectful(eqn)
+            replayed = effectful and is_replayable(eqn)
+            if not replayed and (effectful or not isinstance(case, RecomputeType)):
                 for v in eqn.outvars:
                     write(False, False, v)
             else:
