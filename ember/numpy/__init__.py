@@ -225,6 +225,7 @@ from ember.numpy.integer_functions import *  # noqa: E402,F401,F403
 from ember.numpy.io import *  # noqa: E402,F401,F403
 from ember.numpy.linalg import *  # noqa: E402,F401,F403
 from ember.numpy.nan_quantiles import *  # noqa: E402,F401,F403
+from ember.numpy.padding import *  # noqa: E402,F401,F403
 from ember.numpy.polynomial import *  # noqa: E402,F401,F403
 from ember.numpy.reductions import *  # noqa: E402,F401,F403
 from ember.numpy.sets import *  # noqa: E402,F401,F403

@@ -7,8 +7,9 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.numpy.core import broadcast_shapes, broadcast_to, ensure_array, promote_dtypes
+from ember.numpy.padding import pad
 from ember.numpy.reductions import any as _any, sum as _sum
-from ember.numpy.shape_ops import moveaxis, pad, ravel, reshape
+from ember.numpy.shape_ops import moveaxis, ravel, reshape
 from ember.numpy.static_args import static_int
 from ember.numpy.ufuncs import absolute, left_shift, right_shift, where
 

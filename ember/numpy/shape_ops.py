@@ -25,7 +25,7 @@ from ember.numpy.indexing import getitem
 __all__ = [
     "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "column_stack",
     "concat", "concatenate", "delete", "dsplit", "dstack", "expand_dims", "flip", "fliplr", "flipud", "hsplit",
-    "hstack", "insert", "matrix_transpose", "moveaxis", "ndim", "pad", "permute_dims", "ravel", "repeat",
+    "hstack", "insert", "matrix_transpose", "moveaxis", "ndim", "permute_dims", "ravel", "repeat",
     "reshape", "resize", "roll", "rot90", "shape", "size", "split", "squeeze", "stack", "swapaxes", "tile",
     "transpose", "trim_zeros", "unstack", "view", "vsplit", "vstack",
 ]
@@ -497,83 +497,6 @@ def roll(a: Any, shift: Any, axis: int | Sequence[int] | None = None) -> Any:
         else:
             a = _roll_static(a, int(shifts[k]), ax)
     return a
-
-
-# --- padding ------------------------------------------------------------------------------------
-def _pad_widths(pad_width: Any, ndim: int) -> np.ndarray:
-    widths = _static_ints(pad_width, "jnp.pad: pad_width")
-    try:
-        widths = np.broadcast_to(widths, (ndim, 2))
-    except ValueError:
-        raise ValueError(f"jnp.pad: pad_width {pad_width!r} does not fit an array of {ndim} dimensions: give "
-                         "an int, a (before, after) pair, or one pair per dimension") from None
-    if (widths < 0).any():
-        raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width!r}")
-    return widths
-
-
-def _pad_constant(array: Any, widths: np.ndarray, constant_values: Any) -> Any:
-    values = ensure_array(constant_values)
-    if values.ndim == 0:
-        return lax.pad(array, values, [(int(lo), int(hi), 0) for lo, hi in widths])
-    values = broadcast_to(values, (array.ndim, 2))
-    for axis, (lo, hi) in enumerate(widths):
-        for side, width in enumerate((lo, hi)):
-            value = lax.reshape(lax.slice(values, (axis, side), (axis + 1, side + 1)), ())
-            config = [(0, 0, 0)] * array.ndim
-            config[axis] = (int(width), 0, 0) if side == 0 else (0, int(width), 0)
-            array = lax.pad(array, value, config)
-    return array
-
-
-def _symmetric_index(p: np.ndarray, n: int) -> np.ndarray:
-    t = p % (2 * n)
-    return np.where(t < n, t, 2 * n - 1 - t)
-
-
-def _reflect_index(p: np.ndarray, n: int) -> np.ndarray:
-    if n == 1:
-        return np.zeros_like(p)
-    period = 2 * (n - 1)
-    t = p % period
-    return np.where(t < n, t, period - t)
-
-
-# Source index along an axis of size n for each position p in [-before, n + after).
-_PAD_SOURCE_INDEX = {
-    "edge": lambda p, n: np.clip(p, 0, n - 1),
-    "wrap": lambda p, n: p % n,
-    "symmetric": _symmetric_index,
-    "reflect": _reflect_index,
-}
-
-
-def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
-    """Pad with a constant, or by repeating the edge, wrapping around, or mirroring
-    (``reflect`` excludes the edge, ``symmetric`` repeats it)."""
-    array = ensure_array(array)
-    widths = _pad_widths(pad_width, array.ndim)
-    allowed = {"constant": {"constant_values"}, "empty": set(), "reflect": {"reflect_type"},
-               "symmetric": {"reflect_type"}, "edge": set(), "wrap": set()}
-    if mode not in allowed:
-        raise NotImplementedError(f"jnp.pad: mode {mode!r} is not implemented; use one of {sorted(allowed)}")
-    unexpected = set(kwargs) - allowed[mode]
-    if unexpected:
-        raise ValueError(f"jnp.pad: unsupported keyword arguments for mode {mode!r}: {sorted(unexpected)}")
-    if mode in ("constant", "empty"):
-        return _pad_constant(array, widths, kwargs.get("constant_values", 0))
-    if kwargs.get("reflect_type", "even") != "even":
-        raise NotImplementedError("jnp.pad: only reflect_type='even' is implemented")
-    for axis, (lo, hi) in enumerate(widths):
-        n = array.shape[axis]
-        if lo == hi == 0:
-            continue
-        if n == 0:
-            raise ValueError(f"jnp.pad: cannot apply {mode!r} padding to the empty axis {axis} of shape "
-                             f"{array.shape}")
-        source = _PAD_SOURCE_INDEX[mode](np.arange(-lo, n + hi), n)
-        array = take_static(array, source, axis)
-    return array
 
 
 # --- deleting and inserting -------------------------------------------------------------------------
