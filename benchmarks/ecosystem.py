@@ -1,5 +1,5 @@
 """Per-step time of real JAX client programs under ember (``python -m ember.run``) and under JAX,
-side by side: ``python -m benchmarks.ecosystem``. Each program (``ecosystem_programs/``) runs in
+side by side: ``python -m benchmarks.ecosystem [program ...]`` (all of them by default). Each program (``ecosystem_programs/``) runs in
 a process of its own under each and prints its losses and its median step time (after five
 warm-up steps); ``tests/test_ecosystem.py`` requires the losses to agree."""
 from __future__ import annotations
@@ -28,7 +28,10 @@ def rows(result: dict, name: str) -> dict[str, dict]:
 def main() -> None:
     print("| program | ember per step | JAX per step | ember/JAX | final loss ember | final loss JAX |")
     print("|---|---|---|---|---|---|")
+    wanted = set(sys.argv[1:])
     for program in sorted(p for p in PROGRAMS.glob("*.py") if not p.name.startswith("_")):
+        if wanted and program.stem not in wanted:
+            continue
         jax_rows, ember_rows = rows(run(program, False), program.stem), rows(run(program, True), program.stem)
         for name, want in jax_rows.items():
             got = ember_rows[name]

@@ -23,6 +23,7 @@ import numpy as np
 
 from ember import dtypes, errors, tree_util
 from ember.config import config
+from ember.core import sharding
 from ember.core.array import Array, ShapeDtypeStruct
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.calls import CallName, jit_p
@@ -187,8 +188,9 @@ class JitFunction:
                    self.donate_argnums, self.donate_argnames)
         self._cache = cache_for(fun, options)
         self._traced = False
-        # (shardings: every call takes the general path, which partitions and places: ember.partition)
-        self._sharded = in_shardings is not None or out_shardings is not None
+        # (shardings: every call takes the general path, which partitions and places: ember.partition;
+        # trees of None, as flax.nnx passes, give none: JAX's "unspecified")
+        self._sharded = _names_a_sharding(in_shardings) or _names_a_sharding(out_shardings)
         self._fast = self._cache.fast if not self._sharded else {}
         self._sharded_programs: dict = {}
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
@@ -625,6 +627,12 @@ def _scalars_as_arrays(leaves: Sequence[Any], executable: Any) -> Sequence[Any]:
         return leaves
     return [Array(np.array(x, a.dtype), a) if _convertible(x) and np.shape(x) == a.shape else x
             for x, a in zip(leaves, avals)]
+
+
+def _names_a_sharding(shardings: Any) -> bool:
+    """Whether a jit's ``in_shardings`` / ``out_shardings`` hold anything but None."""
+    return shardings is not None and bool(tree_util.tree_leaves(
+        shardings, is_leaf=lambda x: isinstance(x, (sharding.Sharding, sharding.PartitionSpec))))
 
 
 def _overflows(x: int, aval: ShapedArray) -> bool:

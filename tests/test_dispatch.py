@@ -474,3 +474,16 @@ def test_pytree_arguments_with_python_scalar_leaves_take_the_fast_path(monkeypat
         f(2**40, state)  # (the general path's error for an int out of int32's range)
     with pytest.raises(OverflowError, match=r"argument path is state\[1\]\['b'\]\. Got <class 'int'>"):
         f(1, (state[0], {"b": 2**31}))
+
+
+def test_shardings_that_are_trees_of_none_take_the_fast_path():
+    # flax.nnx passes out_shardings=(None, None, None): JAX's "unspecified", no placement to do
+    f = ember.jit(lambda x: (x + 1, {"y": x * 2}), in_shardings=(None,), out_shardings=(None, {"y": None}))
+    x = jnp.arange(3.0)
+    for _ in range(3):
+        a, b = f(x)
+        assert a.tolist() == [1.0, 2.0, 3.0] and b["y"].tolist() == [0.0, 2.0, 4.0]
+    assert _fast_entries(f) == 1
+    placed = ember.jit(lambda x: x + 1, out_shardings=ember.devices()[0])  # a placement: the general path
+    placed(x), placed(x)
+    assert _fast_entries(placed) == 0
