@@ -1,7 +1,8 @@
 """Per-step time of real JAX client programs under ember (``python -m ember.run``) and under JAX,
-side by side: ``python -m benchmarks.ecosystem [program ...]`` (all of them by default). Each program (``ecosystem_programs/``) runs in
-a process of its own under each and prints its losses and its median step time (after five
-warm-up steps); ``tests/test_ecosystem.py`` requires the losses to agree."""
+side by side: ``python -m benchmarks.ecosystem [program ...]`` (all of them by default). Each
+program (``ecosystem_programs/``) runs in a process of its own under each and prints its losses
+and its median step time once warm (``ecosystem_programs/_timing.py``);
+``tests/test_ecosystem.py`` requires the losses to agree."""
 from __future__ import annotations
 
 import json
