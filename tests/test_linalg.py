@@ -467,10 +467,8 @@ def test_bad_arguments_are_clear_errors(rng):
         jnp.linalg.inv(x.astype(np.float16))
     with pytest.raises(ValueError, match="Unsupported QR decomposition mode 'full'"):
         jnp.linalg.qr(x, "full")
-    with pytest.raises(NotImplementedError, match="mode='raw'"):
-        jnp.linalg.qr(x, "raw")
-    with pytest.raises(NotImplementedError, match="pivoting"):
-        lax.linalg.qr(x, pivoting=True)
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'geqrf' not implemented"):
+        ember.grad(lambda a: jnp.linalg.qr(a, "raw")[1].sum())(x)  # (as in JAX: raw is not differentiable)
     with pytest.raises(ValueError, match="UPLO must be one of None, 'L', or 'U', got X"):
         jnp.linalg.eigh(x, "X")
     with pytest.raises(ValueError, match=r"Invalid shapes for solve: \(2, 3, 3\), \(2, 3\)"):
@@ -499,3 +497,59 @@ def test_bad_arguments_are_clear_errors(rng):
         lax.linalg.triangular_solve(x, np.ones((3, 2), np.float32))
     with pytest.raises(ValueError, match=r"eigh needs square matrices, of shape \(\.\.\., n, n\), got shape \(2, 3\)"):
         lax.linalg.eigh(np.ones((2, 3), np.float32))
+
+
+# --- QR with column pivoting, and the raw Householder form -------------------------------------------------
+@pytest.mark.parametrize("shape", [(5, 4), (4, 6), (3, 5, 4), (2, 3, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_pivoted_qr_is_lapacks_and_orders_the_columns(rng, shape, dtype):
+    import scipy.linalg
+
+    x = rng.standard_normal(shape).astype(dtype)
+    if np.iscomplexobj(x):
+        x = x + 1j * rng.standard_normal(shape).astype(dtype)
+    for full in (True, False):
+        q, r, p = ember.jit(lambda a, full=full: lax.linalg.qr(a, pivoting=True, full_matrices=full))(x)
+        assert p.dtype == np.int32
+        for index in np.ndindex(*shape[:-2]):
+            mode = "full" if full else "economic"
+            want_q, want_r, want_p = scipy.linalg.qr(x[index], mode=mode, pivoting=True)
+            np.testing.assert_array_equal(p[index], want_p)
+            tol = 1e-4
+            assert_allclose(r[index], want_r, rtol=tol, atol=tol)
+            assert_allclose(q[index] @ r[index], x[index][:, want_p], rtol=tol, atol=tol)
+        diagonal = np.abs(np.diagonal(np.asarray(r), axis1=-2, axis2=-1))
+        assert (np.diff(diagonal, axis=-1) <= 1e-5 * diagonal[..., :1]).all()  # geqp3: |r_ii| does not grow
+    # vmap and scipy's form agree with the batch
+    q, r, p = ember.vmap(lambda a: lax.linalg.qr(a, pivoting=True))(x.reshape(-1, *shape[-2:]))
+    assert p.shape == (x.reshape(-1, *shape[-2:]).shape[0], shape[-1])
+    r2, p2 = ember.scipy.linalg.qr(x.reshape(-1, *shape[-2:])[0], mode="r", pivoting=True)
+    np.testing.assert_array_equal(p2, p[0])
+
+
+def test_pivoted_qr_gradients_are_those_of_the_permuted_matrix(rng):
+    # the column order is constant: the derivative is qr's of x[:, p]
+    x = rng.standard_normal((5, 4))
+    weights = np.arange(4.0)
+
+    def loss(a):
+        return jnp.sum(lax.linalg.qr(a, pivoting=True, full_matrices=False)[1] ** 2 * weights)
+
+    _, _, p = lax.linalg.qr(x, pivoting=True)
+    inverse = np.argsort(np.asarray(p))
+
+    def permuted(b):  # the same loss on columns already in the pivoted order
+        return jnp.sum(lax.linalg.qr(b, full_matrices=False)[1] ** 2 * weights)
+
+    assert_allclose(ember.grad(loss)(x), np.asarray(ember.grad(permuted)(x[:, np.asarray(p)]))[:, inverse], rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_raw_qr_is_numpys_householder_form(rng, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    h, tau = ember.jit(lambda a: jnp.linalg.qr(a, mode="raw"))(x)
+    want = [np.linalg.qr(x[i], mode="raw") for i in np.ndindex(*shape[:-2])]
+    assert h.shape == shape[:-2] + shape[-2:][::-1] and tau.shape == shape[:-2] + (min(shape[-2:]),)
+    for (want_h, want_tau), i in zip(want, np.ndindex(*shape[:-2])):
+        assert_allclose(h[i], want_h, rtol=1e-4, atol=1e-5)
+        assert_allclose(tau[i], want_tau, rtol=1e-4, atol=1e-5)

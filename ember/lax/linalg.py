@@ -20,6 +20,8 @@ from ember.core.avals import ShapedArray
 from ember.lax import elementwise, shapes
 from ember.lax.base import aval, primitive
 from ember.lax.elementwise import convert_element_type
+from ember.lax.indexing import GatherDimensionNumbers, gather
+from ember.lax.stop_gradient import stop_gradient
 
 __all__ = ["EigImplementation", "cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"]
 
@@ -175,14 +177,58 @@ def _qr_rule(x: ShapedArray, *, full_matrices: bool) -> list[ShapedArray]:
 qr_p = primitive("qr", _qr_rule, multiple_results=True)
 
 
-def qr(x: Any, *, pivoting: bool = False, full_matrices: bool = True) -> tuple[Any, Any]:
+def qr(x: Any, *, pivoting: bool = False, full_matrices: bool = True) -> tuple[Any, ...]:
     """``(q, r)`` with ``q @ r == x``, ``q`` orthonormal (unitary columns) and ``r`` upper triangular
     (diagonal of either sign, or any phase, as LAPACK gives).
-    ``full_matrices``: ``q`` is m x m and ``r`` m x n; else m x k and k x n."""
-    if pivoting:
-        raise NotImplementedError("lax.linalg.qr with pivoting=True (column pivoting) is not implemented")
-    q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
-    return q, r
+    ``full_matrices``: ``q`` is m x m and ``r`` m x n; else m x k and k x n.
+    ``pivoting``: ``(q, r, p)`` with ``q @ r == x[..., p]``, the columns ordered as LAPACK's geqp3
+    chooses them (largest remaining norm first), so that ``|r|``'s diagonal does not increase;
+    ``q`` and ``r`` are the QR decomposition of the permuted ``x`` (differentiable as it is; the
+    permutation, an int32 array, is constant)."""
+    if not pivoting:
+        q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
+        return q, r
+    _, p, _ = geqp3_p.bind(stop_gradient(x))  # (the order is constant: no derivative to take)
+    q, r = qr_p.bind(_permute_columns(x, p), full_matrices=bool(full_matrices))
+    return q, r, p
+
+
+def _permute_columns(x: Any, p: Any) -> Any:
+    """``x[..., p]`` with one permutation per matrix: a gather batched over the leading dimensions."""
+    *batch, m, n = aval(x).shape
+    b = len(batch)
+    dims = GatherDimensionNumbers(offset_dims=(b,), collapsed_slice_dims=(b + 1,), start_index_map=(b + 1,),
+                                  operand_batching_dims=tuple(range(b)), start_indices_batching_dims=tuple(range(b)))
+    return gather(x, shapes.expand_dims(p, (b + 1,)), dims, (1,) * b + (m, 1), mode="promise_in_bounds")
+
+
+# --- LAPACK's Householder form: geqrf (jnp.linalg.qr(mode='raw')) and geqp3 (column pivots) ------------
+def _householder_rule(name: str, pivots: bool) -> Any:
+    def rule(x: ShapedArray) -> list[ShapedArray]:
+        _check_matrices(name, x)
+        batch, m, n, k = _batch_shape_and_rank(x)
+        taus = ShapedArray(batch + (k,), x.dtype)
+        return [x.strip_weak_type(), ShapedArray(batch + (n,), dtypes.int32), taus] if pivots else \
+            [x.strip_weak_type(), taus]
+    return rule
+
+
+geqrf_p = primitive("geqrf", _householder_rule("geqrf", False), multiple_results=True)
+geqp3_p = primitive("geqp3", _householder_rule("geqp3", True), multiple_results=True)
+
+
+def geqrf(x: Any) -> tuple[Any, Any]:
+    """LAPACK's geqrf: ``(a, taus)``, ``r`` on and above ``a``'s diagonal and the Householder
+    vectors (their leading 1 left out) below it, each reflector ``I - tau v v^H``."""
+    a, taus = geqrf_p.bind(x)
+    return a, taus
+
+
+def geqp3(x: Any) -> tuple[Any, Any, Any]:
+    """LAPACK's geqp3 (QR with column pivoting): ``(a, p, taus)`` as geqrf's of ``x[..., p]``;
+    ``p`` (int32) is the column order, from 0."""
+    a, p, taus = geqp3_p.bind(x)
+    return a, p, taus
 
 
 # --- eigh ----------------------------------------------------------------------------------------------

@@ -660,12 +660,13 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
 def qr(a: Any, mode: str = "reduced") -> Any:
     """The QR decomposition ``a == Q @ R``: ``QRResult(Q, R)`` with ``Q`` (..., m, k) and ``R`` (..., k, n),
     k = min(m, n), for ``mode='reduced'``; ``Q`` (..., m, m) and ``R`` (..., m, n) for ``'complete'``;
-    the reduced ``R`` alone for ``'r'``."""
-    if mode == "raw":
-        raise NotImplementedError("jnp.linalg.qr(mode='raw') (LAPACK's Householder reflectors) is not implemented; "
-                                  "use mode='reduced', 'complete' or 'r'")
-    if mode not in ("reduced", "complete", "r"):
+    the reduced ``R`` alone for ``'r'``; for ``'raw'``, NumPy's ``(h, tau)``: LAPACK geqrf's
+    Householder form, ``h`` transposed (..., n, m), as NumPy returns it (not differentiable)."""
+    if mode not in ("reduced", "complete", "r", "raw"):
         raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    if mode == "raw":
+        h, taus = lax_linalg.geqrf(_matrices("qr", a))
+        return matrix_transpose(h), taus
     q, r = lax_linalg.qr(_matrices("qr", a), full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
 

@@ -132,13 +132,12 @@ def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite:
 def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple[Any, ...]:
     """``(q, r)`` with ``a == q @ r``: ``mode='full'`` (q m x m), ``'economic'`` (q m x k), or
-    ``'r'`` (the full ``r`` alone, as a 1-tuple like SciPy's)."""
+    ``'r'`` (the full ``r`` alone, as a 1-tuple like SciPy's). ``pivoting``: the column order
+    ``p`` (LAPACK's geqp3) comes last, with ``a[:, p] == q @ r``."""
     if mode not in ("full", "r", "economic"):
         raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
-    if pivoting:
-        raise NotImplementedError("scipy.linalg.qr with pivoting=True (column pivoting) is not implemented")
-    q, r = lax_linalg.qr(_inexact(a), full_matrices=mode != "economic")
-    return (r,) if mode == "r" else (q, r)
+    q, r, *p = lax_linalg.qr(_inexact(a), pivoting=bool(pivoting), full_matrices=mode != "economic")
+    return ((r,) if mode == "r" else (q, r)) + tuple(p)
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,

@@ -121,6 +121,32 @@ def _qr(x: np.ndarray, *, full_matrices: bool) -> list[np.ndarray]:
     return [q, r]
 
 
+def _householder(name: str) -> Callable:
+    """LAPACK's geqrf / geqp3 over a batch (SciPy's wrappers); the pivots from 0."""
+    def rule(x: np.ndarray) -> list[np.ndarray]:
+        from scipy.linalg import lapack  # (when a program first needs it, as for eig)
+
+        *batch, m, n = x.shape
+        k = min(m, n)
+        a = np.empty(x.shape, x.dtype)
+        taus = np.empty((*batch, k), x.dtype)
+        pivots = np.empty((*batch, n), np.int32)
+        routine = lapack.get_lapack_funcs(name, (x,))
+        for index in np.ndindex(*batch):
+            if m == 0 or n == 0:
+                pivots[index] = np.arange(n)
+                a[index] = x[index]
+                continue
+            if name == "geqp3":
+                h, jpvt, tau, _, _ = routine(np.array(x[index], order="F"))
+                pivots[index] = jpvt - 1
+            else:
+                h, tau, _, _ = routine(np.array(x[index], order="F"))
+            a[index], taus[index] = h, tau[:k]
+        return [a, pivots, taus] if name == "geqp3" else [a, taus]
+    return rule
+
+
 def _eigh(x: np.ndarray, *, lower: bool) -> list[np.ndarray]:
     n = x.shape[-1]
     real = x.real.dtype
@@ -199,6 +225,8 @@ impl_rules.update({
     linalg.triangular_solve_p: _triangular_solve,
     linalg.lu_p: _lu,
     linalg.qr_p: _qr,
+    linalg.geqrf_p: _householder("geqrf"),
+    linalg.geqp3_p: _householder("geqp3"),
     linalg.eigh_p: _eigh,
     linalg.svd_p: _svd,
     linalg.eig_p: _eig,
