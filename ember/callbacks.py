@@ -149,9 +149,11 @@ def _pure_callback_batch(axis_size: int, values: Sequence[Any], dims: Sequence[B
         vmap_method = "sequential"
     moved = [x if d is None else move_batch_axis(x, d, axis_size) for x, d in zip(values, dims)]
     bind = functools.partial(pure_callback_p.bind, callback=callback, vmap_method=vmap_method)
-    if vmap_method in ("expand_dims", "broadcast_all"):
+    if vmap_method in ("expand_dims", "broadcast_all", "legacy_vectorized"):
+        # (legacy_vectorized, JAX's old vectorized=True: unbatched operands are passed as they are)
         size = axis_size if vmap_method == "broadcast_all" else 1
-        operands = [lax.broadcast(x, (size,)) if d is None else x for x, d in zip(moved, dims)]
+        operands = [lax.broadcast(x, (size,)) if d is None and vmap_method != "legacy_vectorized" else x
+                    for x, d in zip(moved, dims)]
         batched = tuple(a._replace(shape=(axis_size,) + a.shape) for a in result_avals)
         outs = bind(*operands, result_avals=batched)
     elif vmap_method == "sequential":
@@ -160,15 +162,10 @@ def _pure_callback_batch(axis_size: int, values: Sequence[Any], dims: Sequence[B
             return bind(*[x if d is None else next(examples) for x, d in zip(moved, dims)], result_avals=result_avals)
 
         outs = lax.map(one_example, [x for x, d in zip(moved, dims) if d is not None])
-    elif vmap_method == "sequential_unrolled":
+    else:  # sequential_unrolled
         per_example = [bind(*[x if d is None else lax.index_in_dim(x, i, 0, keepdims=False)
                               for x, d in zip(moved, dims)], result_avals=result_avals) for i in range(axis_size)]
         outs = [lax.concatenate([lax.expand_dims(y, (0,)) for y in ys], 0) for ys in zip(*per_example)]
-    else:
-        raise NotImplementedError(
-            f"vmap of pure_callback with vmap_method={vmap_method!r} is not supported by ember (JAX deprecates "
-            "it). Use vmap_method='expand_dims' (the callback then receives unbatched operands with a leading "
-            "axis of size 1) or 'sequential'.")
     return list(outs), [0] * len(result_avals)
 
 

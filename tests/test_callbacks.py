@@ -397,7 +397,7 @@ def _recording(shapes: list):
 
 @pytest.mark.parametrize("method,calls", [
     ("sequential", [((), ())] * 4), ("sequential_unrolled", [((), ())] * 4),
-    ("expand_dims", [((4,), (1,))]), ("broadcast_all", [((4,), (4,))])])
+    ("expand_dims", [((4,), (1,))]), ("broadcast_all", [((4,), (4,))]), ("legacy_vectorized", [((4,), ())])])
 def test_pure_callback_vmap_methods(method, calls):
     shapes: list = []
 
@@ -424,8 +424,6 @@ def test_pure_callback_vmap_method_defaults_and_errors():
     with pytest.warns(DeprecationWarning, match="vmap_method='sequential'"):
         out = ember.vmap(f, in_axes=(0, None))(x, None)
     assert_allclose(out, np.sin(np.arange(3.0, dtype=np.float32)))
-    with pytest.raises(NotImplementedError, match="vmap_method='legacy_vectorized' is not supported"):
-        ember.vmap(f, in_axes=(0, None))(x, "legacy_vectorized")
     with pytest.raises(ValueError, match="vmap_method must be one of the allowed methods .* but got: 'parallel'"):
         f(x, "parallel")
     with pytest.raises(TypeError, match="first argument to ember.pure_callback must be callable"):
