@@ -398,6 +398,31 @@ class finfo(ml_dtypes.finfo):
     """``jnp.finfo`` (knows bfloat16; a complex type's is its parts', as in NumPy and JAX)."""
 
 
+def itemsize_bits(dt: Any) -> int:
+    """The bits of one element of ``dt``: the sub-byte types' own width (int4: 4), else 8 per byte."""
+    dt = np.dtype(dt)
+    if dt.kind == "V" and dt.itemsize == 1 and dt != float0:  # (ml_dtypes' types: int4, float8, ...)
+        try:
+            return ml_dtypes.iinfo(dt).bits
+        except ValueError:
+            return ml_dtypes.finfo(dt).bits
+    return dt.itemsize * 8
+
+
+def scalar_type_of(x: Any) -> type:
+    """The Python scalar type of ``x``'s dtype: bool, int, float or complex."""
+    dt = dtype(x)
+    if dt == bool_:
+        return builtins.bool
+    if is_integer(dt):
+        return builtins.int
+    if is_complex(dt):
+        return builtins.complex
+    if is_inexact(dt):
+        return builtins.float
+    raise TypeError(f"Invalid scalar value {x!r}")
+
+
 def iinfo(dt: Any) -> np.iinfo:
     dt = dtype(dt)
     return ml_dtypes.iinfo(dt) if dt in NARROW_INT else np.iinfo(dt)

@@ -39,8 +39,29 @@ class UnexpectedTracerError(Exception):
     """A tracer escaped the function that was being traced and was used later."""
 
 
-class NonConcreteBooleanIndexError(IndexError):
+class JAXIndexError(IndexError):
+    """Base of ember's index errors (named as in JAX)."""
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
     """Boolean-mask indexing needs a concrete mask, since the result's shape depends on it."""
+
+
+class KeyReuseError(JAXTypeError):
+    """A PRNG key used twice where key-reuse checking asks for each key to be used once."""
+
+
+class JaxprTypeError(TypeError):
+    """A program (jaxpr) that is not well typed (``ember.core.verify``'s checks)."""
+
+
+class JaxRuntimeError(RuntimeError):
+    """An error raised while a compiled program runs (JAX's runtime errors)."""
+
+
+class InconclusiveDimensionOperation(Exception):
+    """A comparison of symbolic dimensions that cannot be decided (JAX's shape polymorphism;
+    ember's shapes are concrete, so it is never raised by ember itself)."""
 
 
 def user_frame() -> traceback.FrameSummary | None:

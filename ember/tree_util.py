@@ -360,6 +360,13 @@ def _register(cls: type, flatten: Callable, unflatten: Callable, flatten_for_pat
         _KEYED_ONLY_FOR_PATHS.add(cls)
 
 
+def is_tree_node(typ: type) -> bool:
+    """Whether instances of ``typ`` are pytree nodes (built in, or registered), not leaves."""
+    if not isinstance(typ, type):
+        raise TypeError(f"is_tree_node takes a type, got {typ!r}")
+    return optree.register_pytree_node.get(typ, namespace=NAMESPACE) is not None
+
+
 def register_pytree_node(cls: type, flatten_func: Callable, unflatten_func: Callable) -> None:
     """JAX's signature: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children) -> x``."""
     _register(cls, flatten_func, lambda aux, children: unflatten_func(aux, children))

@@ -633,3 +633,70 @@ def test_custom_vmap_rule_results_match_jax_on_random_batches(size, axis, seed):
     x = np.random.default_rng(seed).standard_normal((size, 3) if axis == 0 else (3, size)).astype(np.float32)
     f, jf = _custom_vmapped(ember), _custom_vmapped(jax)
     close(ember.vmap(f, (axis, None))(x, np.float32(0.5)), jax.vmap(jf, (axis, None))(x, np.float32(0.5)))
+
+
+# --- small names of jax.errors, jax.stages, jax.tree_util, jax.dtypes, jax.custom_derivatives and jax -----
+def test_error_classes_have_jaxs_bases():
+    import jax.errors
+
+    for name in ("JAXIndexError", "NonConcreteBooleanIndexError", "KeyReuseError", "JaxprTypeError", "JaxRuntimeError",
+                 "InconclusiveDimensionOperation", "ConcretizationTypeError", "TracerBoolConversionError"):
+        ours, theirs = getattr(ember.errors, name), getattr(jax.errors, name)
+        want = [c.__name__ for c in theirs.__mro__ if not c.__name__.startswith("_")]
+        assert [c.__name__ for c in ours.__mro__] == want, name
+    with pytest.raises(ember.errors.JaxprTypeError):  # ember's IR checker raises one
+        from ember.core.verify import IRTypeError
+        raise IRTypeError("x")
+
+
+def test_traced_args_info_is_jaxs():
+    def f(x, y):
+        return x
+
+    got = ember.jit(f, donate_argnums=1).trace(ejnp.ones(3), 2.0).args_info
+    want = jax.jit(f, donate_argnums=1).trace(jnp.ones(3), 2.0).args_info
+    (a, b), _ = got
+    (c, d), _ = want
+    assert (a.shape, a.dtype, a.donated, b.shape, b.dtype, b.donated) == (c.shape, c.dtype, c.donated, d.shape,
+                                                                           d.dtype, d.donated)
+    assert type(a) is compat.stages.ArgInfo
+
+
+@pytest.mark.parametrize("typ", [list, tuple, dict, type(None), int, float, np.ndarray, functools.partial])
+def test_is_tree_node_is_jaxs(typ):
+    assert ember.tree_util.is_tree_node(typ) == jax.tree_util.is_tree_node(typ)
+
+
+def test_dtype_bits_and_scalar_types_are_jaxs():
+    import ml_dtypes
+
+    for t in (np.float32, ml_dtypes.int4, ml_dtypes.uint2, ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e4m3fn, np.bool_,
+              np.complex64, np.int8, ml_dtypes.bfloat16):
+        assert ember.dtypes.itemsize_bits(t) == jax.dtypes.itemsize_bits(t), t
+    for x in (1.0, 2, True, 1 + 2j, np.ones(2, np.int8), np.ones(2, np.float16)):
+        assert ember.dtypes.scalar_type_of(x) is jax.dtypes.scalar_type_of(x), x
+
+
+def test_zero_from_primal_and_custom_derivative_names():
+    from jax.custom_derivatives import zero_from_primal
+
+    ours = compat.custom_derivatives.zero_from_primal({"a": ejnp.ones(2), "b": 3})
+    theirs = zero_from_primal({"a": jnp.ones(2), "b": 3})
+    np.testing.assert_array_equal(ours["a"], theirs["a"])
+    assert ours["b"].dtype == theirs["b"].dtype and ours["b"].shape == theirs["b"].shape == ()
+    assert compat.custom_derivatives.zero_from_primal(1.0, symbolic_zeros=True).aval.shape == ()
+    assert compat.custom_derivatives.closure_convert is ember.closure_convert
+    assert compat.custom_derivatives.custom_gradient is ember.custom_gradient
+
+
+def test_config_states_versions_and_process_indices():
+    assert compat.version.__version__ == jax.version.__version__ == compat.__version__
+    assert compat.process_indices() == jax.process_indices() and compat.host_ids() == [0]
+    for name in ("debug_nans", "debug_infs", "enable_x64", "log_compiles", "explain_cache_misses", "enable_checks"):
+        assert name not in compat.MISSING and hasattr(jax, name)
+        assert compat.__dict__[name].value == getattr(ember.config, "check_ir" if name == "enable_checks" else name)
+    with compat.enable_x64(True):
+        assert ejnp.ones(2, ejnp.float64).dtype == np.float64 and compat.enable_x64.value is True
+    assert compat.enable_x64.value is False
+    with compat.debug_nans(True), pytest.raises(FloatingPointError, match="encountered in log"):
+        ejnp.log(-1.0)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import abstract_eval_rules
+from ember.errors import JaxprTypeError
 
 
-class IRTypeError(TypeError):
+class IRTypeError(JaxprTypeError):
     """The IR is malformed: a variable is unbound or a type disagrees with its rule."""
 
 

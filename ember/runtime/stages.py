@@ -19,6 +19,28 @@ from ember.runtime.cache import warn_unusable_donations
 from ember.runtime.executable import compile_jaxpr
 
 
+class ArgInfo:
+    """One argument of a traced function, as ``Traced.args_info`` gives it: its type and whether
+    it is donated (JAX's ``jax.stages.ArgInfo``)."""
+
+    __slots__ = ("_aval", "donated")
+
+    def __init__(self, _aval: Any, donated: bool) -> None:
+        self._aval, self.donated = _aval, donated
+
+    shape = property(lambda self: self._aval.shape)
+    dtype = property(lambda self: self._aval.dtype)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ArgInfo) and (self._aval, self.donated) == (other._aval, other.donated)
+
+    def __hash__(self) -> int:
+        return hash((self._aval, self.donated))
+
+    def __repr__(self) -> str:
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
 class Traced:
     """A jitted function traced for one signature (``jit(f).trace(*args)``), not yet lowered."""
 
@@ -35,9 +57,10 @@ class Traced:
 
     @property
     def args_info(self) -> Any:
-        """The arguments' types, in the structure of ``(args, kwargs)``."""
-        return tree_util.tree_unflatten(self._parts[1], [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
-                                                         for a in self.jaxpr.in_avals])
+        """The arguments' ``ArgInfo`` (type, donation), in the structure of ``(args, kwargs)``."""
+        donated = self._parts[4]
+        return tree_util.tree_unflatten(self._parts[1], [ArgInfo(a, i in donated)
+                                                         for i, a in enumerate(self.jaxpr.in_avals)])
 
     @property
     def out_info(self) -> Any:

@@ -44,6 +44,7 @@ from ember.compat.jax import (  # noqa: F401
     sharding,
     stages,
     typing,
+    version,
 )
 from ember.compat.jax.parallel import pmap, shard_map  # noqa: F401
 from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P, get_mesh, set_mesh  # noqa: F401
@@ -51,8 +52,8 @@ from ember.core import sharding as sharding_core
 from ember.core.array import Device  # noqa: F401
 from ember.core.sharding import Shard  # noqa: F401
 
-__version__ = "0.10.2"
-__version_info__ = (0, 10, 2)
+__version__ = version.__version__
+__version_info__ = version.__version_info__
 
 # JAX's top-level names that are ember's objects of the same name.
 FROM_EMBER = (
@@ -67,11 +68,11 @@ FROM_EMBER = (
 MISSING = (
     "ad", "allow_f16_reductions", "array_garbage_collection_guard",
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "copy_to_host_async",
-    "debug_infs", "debug_key_reuse", "debug_nans",
+    "debug_key_reuse",
     "default_device", "default_matmul_precision", "default_prng_impl", "ds",
-    "empty_ref", "enable_checks", "enable_custom_prng", "enable_x64", "export",
+    "empty_ref", "enable_custom_prng", "export",
     "ffi", "free_ref", "fwd_and_bwd", "jax2tf_associative_scan_reductions",
-    "legacy_prng_key", "lib", "live_arrays", "log_compiles",
+    "legacy_prng_key", "lib", "live_arrays",
     "make_array_from_single_device_arrays",
     "make_user_context", "memory", "monitoring", "no_execution", "no_tracing",
     "numpy_rank_promotion", "print_environment_info", "profiler",
@@ -132,6 +133,41 @@ def process_index(backend: str | None = None) -> int:
 
 
 host_count, host_id = process_count, process_index
+
+
+def process_indices() -> list[int]:
+    """The indices of the processes of the run (one, unless run over MPI: ember.distributed)."""
+    return list(range(process_count()))
+
+
+host_ids = process_indices
+
+
+class _ConfigState:
+    """One of JAX's configuration states as a top-level name (``jax.debug_nans``): ``.value``
+    reads ember's flag, and a call with a value is a context manager that sets it inside its
+    block, as JAX's are."""
+
+    def __init__(self, name: str, key: str) -> None:
+        self._name, self._key = name, key
+
+    @property
+    def value(self) -> Any:
+        return getattr(ember.config, self._key)
+
+    def __call__(self, new_val: Any = True) -> Any:
+        return ember.config.override(**{self._key: new_val})
+
+    def __repr__(self) -> str:
+        return f"<jax config state {self._name}={self.value!r}>"
+
+
+debug_nans = _ConfigState("debug_nans", "debug_nans")
+debug_infs = _ConfigState("debug_infs", "debug_infs")
+enable_x64 = _ConfigState("enable_x64", "enable_x64")
+log_compiles = _ConfigState("log_compiles", "log_compiles")
+explain_cache_misses = _ConfigState("explain_cache_misses", "explain_cache_misses")
+enable_checks = _ConfigState("enable_checks", "check_ir")
 
 
 @contextlib.contextmanager

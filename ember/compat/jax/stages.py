@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.runtime.stages import Compiled, Lowered, Traced
+from ember.runtime.stages import ArgInfo, Compiled, Lowered, Traced
 
 
 class Wrapped:
@@ -13,4 +13,4 @@ class Wrapped:
 
 CompilerOptions = dict[str, Any]
 
-__all__ = ["Compiled", "CompilerOptions", "Lowered", "Traced", "Wrapped"]
+__all__ = ["ArgInfo", "Compiled", "CompilerOptions", "Lowered", "Traced", "Wrapped"]
