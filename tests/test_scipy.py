@@ -130,6 +130,139 @@ def test_special_against_jax_scipy():
             assert_allclose(got, np.asarray(expected), rtol=1e-5, atol=1e-6)
 
 
+# Gamma-family, entropy and Box-Cox functions: (ember, scipy, argument columns), with poles, zeros,
+# negative and out-of-range points. SciPy's conventions are JAX's here except where noted below.
+GAMMA_FAMILY = [
+    (special.gamma, scipy_special.gamma, ([-3.5, -1.5, -0.5, 0.25, 1.0, 4.5, 20.0, 30.0],)),
+    (special.gammasgn, scipy_special.gammasgn, ([-3.5, -2.5, -1.5, -0.5, 0.0, 0.25, 7.0, np.nan],)),
+    (special.loggamma, scipy_special.loggamma, ([0.01, 0.5, 1.0, 2.0, 4.5, 150.0],)),
+    (special.beta, scipy_special.beta, ([-2.3, 0.5, 1.0, 3.0, 20.0], [1.5, -0.3, 2.0, 0.2, 30.0])),
+    (special.factorial, scipy_special.factorial, ([-1.0, 0.0, 1.0, 4.0, 5.5, 20.0],)),
+    (special.comb, scipy_special.comb, ([5.0, 5.0, 5.0, -1.0, 10.0, 4.5, 30.0], [2.0, 0.0, 6.0, 1.0, -1.0, 2.0, 15.0])),
+    (lambda n, k: special.comb(n, k, repetition=True), lambda n, k: scipy_special.comb(n, k, repetition=True),
+     ([5.0, 5.0, 0.0, 3.0, 10.0], [2.0, 0.0, 0.0, 4.0, 3.0])),
+    (special.poch, scipy_special.poch, ([0.5, 2.0, -1.5, 3.0, 7.0], [0.0, 1.5, 2.0, -0.5, 4.0])),
+    (special.rel_entr, scipy_special.rel_entr, ([0.0, 0.0, 1.0, -1.0, 2.0, 0.5, 0.0],
+                                                [0.0, 1.0, 0.0, 1.0, -1.0, 2.0, -1.0])),
+    (special.kl_div, scipy_special.kl_div, ([0.0, 0.0, 1.0, -1.0, 2.0, 0.5, 3.0],
+                                            [0.0, 1.0, 0.0, 1.0, -1.0, 2.0, 3.0])),
+    (special.boxcox, scipy_special.boxcox, ([0.0, 0.5, 2.0, 3.0, -1.0, 1.0], [0.0, 1.5, 0.0, -2.0, 1.0, 1e-3])),
+    (special.boxcox1p, scipy_special.boxcox1p, ([-1.0, 0.5, 2.0, 1e-6, -2.0, 0.0], [0.0, 1.5, 0.0, -2.0, 1.0, 0.7])),
+]
+
+
+@pytest.mark.parametrize("fn,reference,columns", GAMMA_FAMILY, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("x64", [False, True])
+def test_gamma_family_matches_scipy(fn, reference, columns, x64):
+    with ember.config.override(enable_x64=x64):
+        dtype = np.float64 if x64 else np.float32
+        args = [np.array(c, dtype) for c in columns]
+        expected = np.asarray(reference(*(a.astype(np.float64) for a in args)), np.float64).astype(dtype)
+        # (exp of a sum of gammaln values: float32's relative error grows with their size)
+        check_eager_and_jit(fn, *args, expected=expected, **(dict(rtol=1e-12, atol=1e-13) if x64
+                                                             else dict(rtol=5e-5, atol=1e-6)))
+
+
+def test_gamma_family_poles_and_errors():
+    # At the poles SciPy's gamma is inf or NaN by version; JAX's (and ember's) is NaN, and +-inf at +-0.
+    assert_allclose(special.gamma(np.array([-2.0, -1.0, 0.0, -0.0, np.nan], np.float32)),
+                    np.array([np.nan, np.nan, np.inf, -np.inf, np.nan], np.float32))
+    assert_allclose(special.loggamma(np.array([-0.5, 0.0, -3.0], np.float32)), np.full(3, np.nan, np.float32))
+    assert_allclose(special.gammasgn(np.array([-0.0, -4.0], np.float32)), np.array([-1.0, np.nan], np.float32))
+    assert_allclose(special.poch(np.float32(-2.0), np.float32(0.0)), np.float32(1.0))
+    # A negative integer a + b is a pole of the denominator: NaN, as JAX (SciPy: 0).
+    assert np.isnan(special.beta(np.float32(-2.5), np.float32(1.5)))
+    with pytest.raises(NotImplementedError, match="factorial with exact=True"):
+        special.factorial(3, exact=True)
+    for fn, args in [(special.gamma, (1j,)), (special.beta, (1j, 1.0)), (special.rel_entr, (1j, 1.0)),
+                     (special.i0e, (1j,)), (special.gammasgn, (1j,))]:
+        with pytest.raises(ValueError, match="does not support complex-valued inputs"):
+            fn(*args)
+
+
+BESSEL_POINTS = [-700.0, -30.0, -8.01, -8.0, -3.0, -1e-3, -0.0, 0.0, 1e-20, 0.5, 2.0, 7.99, 8.0, 8.01, 20.0, 85.0,
+                 700.0, np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("name", ["i0e", "i0", "i1e", "i1"])
+@pytest.mark.parametrize("x64", [False, True])
+def test_bessel_matches_scipy(name, x64):
+    fn, reference = getattr(special, name), getattr(scipy_special, name)
+    with ember.config.override(enable_x64=x64):
+        dtype = np.float64 if x64 else np.float32
+        points = np.array(BESSEL_POINTS, dtype)
+        # exp(|x|) overflows float32 past ~88: the reference is formed in float32 from the float64 value.
+        with np.errstate(over="ignore"):
+            expected = reference(points.astype(np.float64)).astype(dtype)
+        check_eager_and_jit(fn, points, expected=expected, **(dict(rtol=2e-15, atol=0) if x64
+                                                               else dict(rtol=2e-6, atol=0)))
+        dense = np.linspace(-40, 40, 4001).astype(dtype)
+        with np.errstate(over="ignore"):
+            dense_expected = reference(dense.astype(np.float64))
+        got = np.asarray(ember.jit(fn)(dense), np.float64)
+        relative = np.abs(got - dense_expected) / np.maximum(np.abs(dense_expected), np.finfo(dtype).tiny)
+        assert relative.max() < (2e-15 if x64 else 2e-6), relative.max()
+
+
+@pytest.mark.parametrize("name", ["i0e", "i1e"])
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_bessel_narrow_floats(name, dtype):
+    x = jnp.array([-9.0, 0.5, 3.0, 20.0], dtype)
+    got = getattr(special, name)(x)
+    assert got.dtype == dtype
+    expected = getattr(scipy_special, name)(np.asarray(x.astype(jnp.float32), np.float64))
+    assert_allclose(got.astype(jnp.float32), expected.astype(np.float32), rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("fn,points", [
+    (special.i0e, [-9.0, -0.7, 0.3, 3.0, 8.5, 20.0]), (special.i1e, [-9.0, -0.7, 0.3, 3.0, 8.5, 20.0]),
+    (special.i0, [-9.0, -0.7, 0.3, 3.0, 8.5]), (special.i1, [-9.0, -0.7, 0.3, 3.0, 8.5]),
+    (special.gamma, [-2.5, 0.3, 1.7, 6.0]), (special.loggamma, [0.3, 2.5]), (special.factorial, [0.5, 4.0]),
+    (lambda v: special.beta(v, 2.5), [0.4, 3.0]), (lambda v: special.poch(v, 1.5), [0.4, 3.0]),
+    (lambda v: special.comb(7.5, v), [1.0, 2.5]), (lambda v: special.rel_entr(v, 1.5), [0.4, 3.0]),
+    (lambda v: special.kl_div(0.7, v), [0.4, 3.0]), (lambda v: special.boxcox(v, 0.7), [0.4, 3.0]),
+    (lambda v: special.boxcox1p(2.0, v), [-0.5, 0.7]),
+])
+def test_gamma_family_and_bessel_gradients(fn, points, x64):
+    check_gradient(fn, np.array(points), rtol=1e-5, atol=1e-7)
+
+
+def test_bessel_derivatives_at_zero(x64):
+    # i0 and i0e are flat at 0 and i1, i1e have slope 1/2 (as i0e' = i1e - sign(x) i0e).
+    x = np.zeros(2)
+    assert_allclose(ember.vmap(ember.grad(special.i0e))(x), np.zeros(2))
+    assert_allclose(ember.vmap(ember.grad(special.i1e))(x), np.full(2, 0.5))
+    assert_allclose(ember.vmap(ember.grad(special.i1))(x), np.full(2, 0.5))
+
+
+def test_new_special_functions_under_vmap():
+    x = np.array([[0.3, 1.5, 9.0], [2.0, 0.7, 4.0]], np.float32)
+    for fn in (special.i0e, special.i1, special.gamma, special.gammasgn, special.loggamma, special.factorial):
+        assert_allclose(ember.vmap(fn)(x), fn(x), rtol=1e-6, atol=0)
+    for fn in (special.beta, special.poch, special.comb, special.rel_entr, special.kl_div, special.boxcox,
+               special.boxcox1p):
+        assert_allclose(ember.vmap(fn, (0, None))(x, x[0]), fn(x, x[0]), rtol=1e-6, atol=0)
+
+
+def test_new_special_functions_against_jax_scipy():
+    pytest.importorskip("jax")
+    import jax.scipy.special as jsp
+    x = np.array([-9.0, -1.5, -0.0, 0.4, 2.0, 8.5], np.float32)
+    y = np.array([0.0, 1.5, 2.0, -0.5, 4.0, 0.3], np.float32)
+    for name in ["gamma", "gammasgn", "loggamma", "factorial", "i0e", "i0", "i1e", "i1"]:
+        for arg in (x, 0.3, np.int32(2)):
+            expected = getattr(jsp, name)(arg)
+            got = ember.jit(getattr(special, name))(arg)
+            assert got.dtype == expected.dtype and got.weak_type == expected.weak_type, name
+            assert_allclose(got, np.asarray(expected), rtol=2e-6, atol=1e-7)
+    for name in ["beta", "comb", "poch", "rel_entr", "kl_div", "boxcox", "boxcox1p"]:
+        for args in ((x, y), (0.3, 2.0), (np.int32(5), np.int32(2))):
+            expected = getattr(jsp, name)(*args)
+            got = ember.jit(getattr(special, name))(*args)
+            assert got.dtype == expected.dtype and got.weak_type == expected.weak_type, name
+            assert_allclose(got, np.asarray(expected), rtol=2e-6, atol=1e-7)
+
+
 # --- stats ------------------------------------------------------------------------------------------
 CONTINUOUS = [  # (ember function, scipy function, x points, extra args)
     (stats.norm.logpdf, scipy_stats.norm.logpdf, [-3.0, 0.0, 1.2], (0.5, 2.0)),
