@@ -6,6 +6,7 @@ broadcast (except that scalars broadcast in elementwise operations); that is
 """
 from ember.lax import linalg  # noqa: E402,F401  (lax.linalg, as jax.lax.linalg)
 from ember.lax.associative_scan import associative_scan  # noqa: E402,F401
+from ember.lax.composites import *  # noqa: E402,F401,F403
 from ember.lax.control_flow import *  # noqa: E402,F401,F403
 from ember.lax.convolution import *  # noqa: E402,F401,F403
 from ember.lax.creation import full, full_like  # noqa: E402,F401
