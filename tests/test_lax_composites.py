@@ -99,3 +99,14 @@ def test_composites_give_jaxs_results():
         assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
         if functools.reduce(operator.mul, ours.shape, 1):
             np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5)
+
+
+def test_convolution_shape_helpers_are_jaxs():
+    assert lax.conv_shape_tuple((8, 3, 32, 32), (16, 3, 5, 5), (2, 2), "SAME") == (8, 16, 16, 16)
+    assert lax.conv_shape_tuple((8, 3, 32, 30), (16, 3, 5, 5), (1, 2), [(1, 1), (0, 2)], 2) == (4, 16, 30, 14)
+    with pytest.raises(TypeError, match="Wrong number of explicit pads for convolution: expected 2, got 1"):
+        lax.conv_shape_tuple((8, 3, 32, 32), (16, 3, 5, 5), (1, 1), [(0, 0)])
+    assert lax.conv_general_permutations(("NHWC", "HWIO", "NHWC")) == ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    assert lax.conv_general_permutations(("NWC", "WIO", "NCW")) == ((0, 2, 1), (2, 1, 0), (0, 1, 2))
+    with pytest.raises(TypeError):
+        lax.conv_general_permutations(("NHWC", "HWIO", "NHWCC"))

@@ -22,8 +22,8 @@ from ember.lax.dot import _precision_param
 from ember.lax.shapes import rev, transpose
 
 __all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
-           "conv_general_dilated_p", "conv_general_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple",
-           "conv_with_general_padding", "padtype_to_pads",
+           "conv_general_dilated_p", "conv_general_permutations", "conv_general_shape_tuple", "conv_shape_tuple",
+           "conv_transpose", "conv_transpose_shape_tuple", "conv_with_general_padding", "padtype_to_pads",
            "reduce_window", "reduce_window_max_p", "reduce_window_min_p", "reduce_window_shape_tuple",
            "reduce_window_sum_p", "sliding_windows_p"]
 
@@ -212,6 +212,31 @@ def conv_general_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
                                             window_strides, padding):
         out[d] = _window_output_size(size, window, stride, tuple(pad), 1, 1)
     return tuple(out)
+
+
+def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides: Sequence[int], pads: Any,
+                     batch_group_count: int = 1) -> tuple[int, ...]:
+    """The shape of a convolution's result in the NCHW / OIHW layout (``pads`` a padding string
+    or one (low, high) pair per spatial dimension)."""
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise TypeError(f"Wrong number of explicit pads for convolution: expected {len(lhs_shape) - 2}, got "
+                        f"{len(pads)}.")
+    padded = [size + lo + hi for size, (lo, hi) in zip(lhs_shape[2:], pads)]
+    if any(p < 0 for p in padded):
+        raise ValueError(f"Negative padding is larger than the size of the corresponding dimension: got "
+                         f"padding={pads} for lhs_shape[2:]={tuple(lhs_shape[2:])}")
+    space = tuple(0 if p < w else (p - w) // s + 1 for p, w, s in zip(padded, rhs_shape[2:], strides))
+    return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + space
+
+
+def conv_general_permutations(dimension_numbers: Any) -> tuple[tuple[int, ...], ...]:
+    """The (lhs, rhs, out) permutations that a triple of layout strings (``('NHWC', 'HWIO',
+    'NHWC')``) stands for: batch / feature dimensions first, then the spatial ones in the kernel's
+    order. (``conv_dimension_numbers`` checks the strings, with shapes of their rank.)"""
+    rank = len(dimension_numbers[0])
+    return tuple(conv_dimension_numbers((1,) * rank, (1,) * rank, tuple(dimension_numbers)))
 
 
 def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any, precision: Any = None,
