@@ -2,6 +2,8 @@
 weak types), eagerly and under jit; gradients against finite differences. Needs SciPy."""
 import pathlib
 import re
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -391,6 +393,203 @@ def test_distribution_gradients(fn, args, x64):
     check_gradient(lambda s: fn(points, *args[:-1], s), np.array(args[-1]), rtol=1e-5, atol=1e-7)
 
 
+# Distributions added with their JAX modules: (ember, scipy, x points, extra args). Points include
+# the support's boundaries and points outside it; the cases where JAX's convention is not SciPy's
+# are in test_new_distributions_follow_jax_at_the_edges.
+def _with_scipy(fn):
+    """``(fn, SciPy's function of the same distribution and name)``."""
+    return fn, getattr(getattr(scipy_stats, fn.__module__.rsplit(".", 1)[-1]), fn.__name__)
+
+
+NEW_CONTINUOUS = [
+    *[(*_with_scipy(fn), [-1e4, -3.0, 0.25, 1.0, 50.0], (0.25, 1.5)) for fn in (
+        stats.cauchy.logpdf, stats.cauchy.pdf, stats.cauchy.cdf, stats.cauchy.logcdf, stats.cauchy.sf,
+        stats.cauchy.logsf)],
+    (stats.cauchy.ppf, scipy_stats.cauchy.ppf, [0.0, 1e-6, 0.1, 0.5, 0.75, 0.999, 1.0], (0.25, 1.5)),
+    (stats.cauchy.isf, scipy_stats.cauchy.isf, [0.0, 1e-6, 0.1, 0.5, 0.75, 0.999, 1.0], (0.25, 1.5)),
+    (stats.norm.isf, scipy_stats.norm.isf, [1e-30, 1e-6, 0.1, 0.5, 0.9, 0.0, 1.0, -0.5, 2.0], (0.5, 2.0)),
+    (stats.gamma.logpdf, scipy_stats.gamma.logpdf, [-1.0, 0.25, 0.2501, 1.0, 4.0, 30.0], (2.5, 0.25, 1.5)),
+    (stats.gamma.pdf, scipy_stats.gamma.pdf, [-1.0, 0.25, 0.2501, 1.0, 4.0, 30.0], (2.5, 0.25, 1.5)),
+    (stats.gamma.logpdf, scipy_stats.gamma.logpdf, [-1.0, 0.5, 3.0], (0.6,)),
+    (stats.gamma.pdf, scipy_stats.gamma.pdf, [-1.0, 0.0, 0.5, 3.0], (1.0,)),
+    (stats.beta.logpdf, scipy_stats.beta.logpdf, [-0.5, 0.25, 0.5, 1.0, 1.75, 1.8], (2.5, 1.7, 0.25, 1.5)),
+    (stats.beta.pdf, scipy_stats.beta.pdf, [-0.5, 0.0, 0.01, 0.5, 0.99, 1.0, 1.2], (1.0, 3.0)),
+    (stats.chi2.logpdf, scipy_stats.chi2.logpdf, [-1.0, 0.25, 0.3, 1.0, 4.0, 40.0], (3.0, 0.25, 1.5)),
+    (stats.chi2.pdf, scipy_stats.chi2.pdf, [-1.0, 0.0, 0.5, 4.0], (2.0,)),
+    *[(*_with_scipy(fn), [-1.0, 1.0, 1.2, 1.75, 3.0, 100.0], (2.5, 0.25, 1.5)) for fn in (
+        stats.pareto.logpdf, stats.pareto.pdf, stats.pareto.cdf, stats.pareto.sf, stats.pareto.logsf,
+        stats.pareto.logcdf)],
+    (stats.pareto.ppf, scipy_stats.pareto.ppf, [-0.5, 0.0, 0.3, 0.9, 1.5], (2.5, 0.25, 1.5)),
+    *[(*_with_scipy(fn), [-30.0, -3.0, 0.25, 1.0, 4.0, 30.0], (0.25, 1.5)) for fn in (
+        stats.gumbel_l.logpdf, stats.gumbel_l.pdf, stats.gumbel_l.cdf, stats.gumbel_l.logcdf, stats.gumbel_l.sf,
+        stats.gumbel_l.logsf, stats.gumbel_r.logpdf, stats.gumbel_r.pdf, stats.gumbel_r.cdf, stats.gumbel_r.logcdf,
+        stats.gumbel_r.sf, stats.gumbel_r.logsf)],
+    (stats.gumbel_l.ppf, scipy_stats.gumbel_l.ppf, [1e-6, 0.1, 0.5, 0.999], (0.25, 1.5)),
+    (stats.gumbel_r.ppf, scipy_stats.gumbel_r.ppf, [1e-6, 0.1, 0.5, 0.999], (0.25, 1.5)),
+]
+
+
+@pytest.mark.parametrize("fn,reference,points,args", NEW_CONTINUOUS,
+                         ids=[f"{f.__module__.rsplit('.', 1)[-1]}.{f.__name__}" for f, *_ in NEW_CONTINUOUS])
+@pytest.mark.parametrize("x64", [False, True])
+def test_new_continuous_distributions_match_scipy(fn, reference, points, args, x64):
+    with ember.config.override(enable_x64=x64):
+        dtype = np.float64 if x64 else np.float32
+        x = np.array(points, dtype)
+        with np.errstate(all="ignore"):
+            expected = np.asarray(reference(x.astype(np.float64), *args)).astype(dtype)
+        check_eager_and_jit(lambda v: fn(v, *args), x, expected=expected, **(dict(rtol=1e-11, atol=1e-13) if x64
+                                                                                else dict(rtol=1e-5, atol=1e-6)))
+
+
+DISCRETE_FUNCTIONS = {  # (logpmf, pmf) of each discrete distribution
+    "geom": (stats.geom.logpmf, stats.geom.pmf), "binom": (stats.binom.logpmf, stats.binom.pmf),
+    "nbinom": (stats.nbinom.logpmf, stats.nbinom.pmf), "betabinom": (stats.betabinom.logpmf, stats.betabinom.pmf),
+}
+DISCRETE = [  # (distribution, SciPy's arguments)
+    ("geom", (0.3,)), ("geom", (1.0,)), ("binom", (7, 0.3)), ("binom", (5, 0.0)), ("binom", (5, 1.0)),
+    ("binom", (0, 0.4)), ("nbinom", (3, 0.4)), ("nbinom", (2.5, 0.9)), ("betabinom", (6, 2.0, 3.0)),
+    ("betabinom", (0, 0.5, 3.0)),
+]
+
+
+@pytest.mark.parametrize("name,args", DISCRETE)
+@pytest.mark.parametrize("x64", [False, True])
+def test_discrete_distributions_match_scipy(name, args, x64):
+    reference = getattr(scipy_stats, name)
+    with ember.config.override(enable_x64=x64):
+        dtype = np.float64 if x64 else np.float32
+        k = np.array([-3, -1, 0, 1, 2, 3, 5, 7, 8, 40], dtype)
+        for loc in (0, 2):
+            for fn in DISCRETE_FUNCTIONS[name]:
+                expected = getattr(reference, fn.__name__)(k.astype(np.float64), *args, loc).astype(dtype)
+                check_eager_and_jit(lambda v, fn=fn: fn(v, *args, loc), k, expected=expected,
+                                    **(dict(rtol=1e-11, atol=1e-13) if x64 else dict(rtol=5e-5, atol=1e-6)))
+        # integer counts promote to the default float
+        assert DISCRETE_FUNCTIONS[name][0](np.arange(3, dtype=np.int32), *args).dtype == dtype
+
+
+def test_multinomial_matches_scipy(x64):
+    p = np.array([0.2, 0.3, 0.5])
+    x = np.array([[1, 2, 3], [0, 0, 6], [6, 0, 0], [1, 1, 1]], np.int64)
+    expected = scipy_stats.multinomial.logpmf(x, 6, p)  # the last row adds up to 3: -inf
+    check_eager_and_jit(stats.multinomial.logpmf, x, 6, p, expected=expected, rtol=1e-12, atol=1e-13)
+    check_eager_and_jit(stats.multinomial.pmf, x[0], 6, p, expected=scipy_stats.multinomial.pmf(x[0], 6, p),
+                        rtol=1e-12)
+    assert_allclose(ember.vmap(stats.multinomial.logpmf, (0, None, None))(x, 6, p), expected, rtol=1e-12)
+    assert stats.multinomial.pmf(x[0], 6, p.astype(np.float32)).dtype == np.float32
+    with pytest.raises(ValueError, match="x and n must be of integer type"):
+        stats.multinomial.logpmf(x.astype(np.float64), 6, p)
+    with pytest.raises(ValueError, match="x and n must be of integer type"):
+        stats.multinomial.logpmf(x, 6.0, p)
+
+
+def test_dirichlet_matches_scipy(x64):
+    alpha = np.array([1.5, 2.0, 3.0])
+    x = np.array([[0.2, 0.5, 0.25], [0.3, 0.1, 0.25], [0.5, 0.4, 0.5]])
+    x = x / x.sum(0)
+    expected = scipy_stats.dirichlet.logpdf(x, alpha)
+    check_eager_and_jit(stats.dirichlet.logpdf, x, alpha, expected=expected, rtol=1e-12, atol=1e-13)
+    check_eager_and_jit(stats.dirichlet.pdf, x, alpha, expected=scipy_stats.dirichlet.pdf(x, alpha), rtol=1e-12)
+    # the last entry may be left out; points off the simplex have density 0
+    assert_allclose(stats.dirichlet.logpdf(x[:2], alpha), expected, rtol=1e-12)
+    off = np.array([[0.5, -0.1], [0.6, 0.6], [0.1, 0.5]])
+    assert_allclose(stats.dirichlet.pdf(off, alpha), np.zeros(2))
+    assert_allclose(ember.vmap(stats.dirichlet.logpdf, (1, None))(x, alpha), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="`alpha` must be one-dimensional"):
+        stats.dirichlet.logpdf(x, alpha[None])
+    with pytest.raises(ValueError, match="one entry fewer"):
+        stats.dirichlet.logpdf(x[:1], alpha)
+
+
+def test_new_distributions_follow_jax_at_the_edges():
+    nan, inf = np.nan, np.inf
+    f32 = lambda *v: np.array(v, np.float32)  # noqa: E731
+    # Quantiles outside (0, 1): NaN for gumbel (SciPy: +-inf at 0 and 1); cauchy's are not checked (as JAX),
+    # but are +-inf at 0 and 1 (as SciPy; JAX's are large finite numbers there).
+    assert_allclose(stats.gumbel_l.ppf(f32(0.0, 1.0, -0.5, 1.5)), f32(nan, nan, nan, nan))
+    assert_allclose(stats.gumbel_r.ppf(f32(0.0, 1.0)), f32(nan, nan))
+    assert_allclose(stats.cauchy.ppf(f32(0.0, 1.0)), f32(-inf, inf))
+    assert_allclose(stats.cauchy.isf(f32(-0.1, 1.1)), f32(-3.0776834, 3.0776834), rtol=1e-6)
+    # A non-positive scale (gumbel) or shape (beta, betabinom) gives NaN.
+    assert np.isnan(stats.gumbel_r.logpdf(1.0, 0.0, -1.0)) and np.isnan(stats.gumbel_l.cdf(1.0, 0.0, 0.0))
+    assert np.isnan(stats.beta.logpdf(0.5, -1.0, 2.0)) and np.isnan(stats.betabinom.logpmf(1.0, 3.0, 0.0, 2.0))
+    # The beta density's end point with a shape below 1 is +inf (SciPy: 0 at the upper end).
+    assert_allclose(stats.beta.pdf(f32(0.0, 1.0), f32(0.5, 2.0), f32(2.0, 0.5)), f32(inf, inf))
+    assert_allclose(stats.gamma.pdf(f32(0.0, -0.0), 0.5), f32(inf, inf))
+
+
+def test_new_distributions_against_jax_scipy():
+    pytest.importorskip("jax")
+    import jax.scipy.stats as jst
+    x = np.array([-2.0, 0.0, 0.3, 1.0, 1.7, 7.0], np.float32)
+    q = np.array([-0.1, 1e-3, 0.3, 0.9, 0.99], np.float32)  # (JAX's cauchy quantiles are finite at 0 and 1)
+    k = np.array([-1.0, 0.0, 1.0, 3.0, 5.0, 9.0], np.float32)
+    table = {"cauchy": (), "gamma": (1.5,), "beta": (2.5, 0.7), "chi2": (3.0,), "pareto": (2.5,), "gumbel_l": (),
+             "gumbel_r": (), "geom": (0.3,), "binom": (5.0, 0.3), "nbinom": (3.0, 0.4), "betabinom": (6.0, 2.0, 3.0)}
+    for module, shape in table.items():
+        for name in getattr(stats, module).__all__:
+            points = q if name in ("ppf", "isf") else k if name.endswith("pmf") else x
+            for args in ((points, *shape), (points, *shape, 0.2, 1.5)[:len(shape) + 1 + (2 if "pdf" in name or
+                                                                                          "c" in name else 1)],
+                         (0.5, *shape)):
+                if name.endswith("pmf") and len(args) > len(shape) + 2:
+                    continue
+                expected = getattr(getattr(jst, module), name)(*args)
+                got = ember.jit(getattr(getattr(stats, module), name))(*args)
+                assert got.dtype == expected.dtype and got.weak_type == expected.weak_type, (module, name, args)
+                assert_allclose(got, np.asarray(expected), rtol=2e-5, atol=1e-6)
+
+
+def test_install_as_jax_imports_the_new_stats_modules():
+    code = ("import ember\nember.install_as_jax()\n"
+            "import jax.scipy.stats.gamma as g, jax.scipy.stats.multinomial\n"
+            "from jax.scipy.stats import cauchy, dirichlet\nimport jax.scipy.special as sp\n"
+            "assert g is ember.scipy.stats.gamma and cauchy is ember.scipy.stats.cauchy\n"
+            "assert jax.scipy.stats.multinomial is ember.scipy.stats.multinomial\n"
+            "assert dirichlet is ember.scipy.stats.dirichlet and sp.i0e is ember.scipy.special.i0e\n"
+            "print(float(g.logpdf(2.0, 3.0)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=pathlib.Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert abs(float(done.stdout) - scipy_stats.gamma.logpdf(2.0, 3.0)) < 1e-6
+
+
+@pytest.mark.parametrize("fn,args", [
+    (stats.gamma.logpdf, (2.5, 0.3, 1.7)), (stats.beta.logpdf, (2.5, 1.7, 0.3, 4.7)),
+    (stats.chi2.logpdf, (3.0, 0.3, 1.7)), (stats.cauchy.logcdf, (0.3, 1.7)), (stats.cauchy.ppf, (0.3, 1.7)),
+    (stats.pareto.logsf, (2.5, 0.3, 0.1)), (stats.gumbel_r.logsf, (0.3, 1.7)), (stats.gumbel_l.logcdf, (0.3, 1.7)),
+    (stats.norm.isf, (0.3, 1.7)),
+])
+def test_new_distribution_gradients(fn, args, x64):
+    points = np.array([0.2, 0.45, 0.8]) if fn.__name__ in ("ppf", "isf") else np.array([0.5, 1.5, 4.0])
+    check_gradient(lambda v: fn(v, *args), points, rtol=1e-5, atol=1e-7)
+    check_gradient(lambda s: fn(points, *args[:-1], s), np.array(args[-1]), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("module,args", [(stats.binom, (8.0,)), (stats.nbinom, (3.0,)), (stats.geom, ())])
+def test_discrete_gradients_in_the_probability(module, args, x64):
+    k = np.array([1.0, 2.0, 3.0, 5.0])
+    check_gradient(lambda p: module.logpmf(k, *args, p), np.array(0.35), rtol=1e-5, atol=1e-7)
+
+
+def test_new_distributions_under_vmap():
+    x = np.array([[0.3, 1.5, 4.0], [2.0, 0.7, 9.0]], np.float32)
+    shapes = np.array([1.5, 2.5], np.float32)
+    for fn in (stats.gamma.logpdf, stats.chi2.pdf, stats.pareto.cdf, stats.geom.logpmf):
+        assert_allclose(ember.vmap(fn)(x, shapes), fn(x, shapes[:, None]), rtol=1e-6, atol=0)
+    for fn in (stats.cauchy.logpdf, stats.gumbel_l.logsf, stats.gumbel_r.pdf, stats.norm.isf):
+        assert_allclose(ember.vmap(fn, (0, None, 0))(x / 10, 0.2, shapes), fn(x / 10, 0.2, shapes[:, None]),
+                        rtol=1e-6, atol=0)
+    for fn in (stats.binom.pmf, stats.nbinom.logpmf):
+        assert_allclose(ember.vmap(fn, (0, 0, None))(np.round(x), shapes * 4, 0.3),
+                        fn(np.round(x), shapes[:, None] * 4, 0.3), rtol=1e-6, atol=0)
+    assert_allclose(ember.vmap(stats.betabinom.logpmf, (0, None, 0, None))(np.round(x), 9.0, shapes, 2.0),
+                    stats.betabinom.logpmf(np.round(x), 9.0, shapes[:, None], 2.0), rtol=1e-6, atol=0)
+    assert_allclose(ember.vmap(stats.beta.pdf, (0, 0, None))(x / 10, shapes, 2.0),
+                    stats.beta.pdf(x / 10, shapes[:, None], 2.0), rtol=1e-6, atol=0)
+
+
 # --- linalg --------------------------------------------------------------------------------------------
 def _spd(rng, n, batch=()):
     root = rng.normal(size=batch + (n, n))
@@ -543,7 +742,8 @@ def test_every_public_scipy_function_is_tested():
     modules = {"special": special, "sla": sla}
     modules.update({f"stats.{name}": getattr(stats, name) for name in
                     ["norm", "uniform", "expon", "laplace", "logistic", "t", "bernoulli", "poisson",
-                     "multivariate_normal"]})
+                     "multivariate_normal", "cauchy", "gamma", "beta", "chi2", "dirichlet", "geom", "pareto",
+                     "gumbel_l", "gumbel_r", "binom", "nbinom", "betabinom", "multinomial"]})
     untested = [f"{prefix}.{name}" for prefix, module in modules.items() for name in _public_functions(module)
                 if not re.search(rf"\b{re.escape(prefix)}\.{name}\b", source)]
     assert not untested, f"public ember.scipy functions no test calls: {untested}"

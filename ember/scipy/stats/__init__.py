@@ -4,4 +4,27 @@ functions of JAX's (``norm.logpdf(x, loc=0, scale=1)``, ...), written with ``emb
 Arguments promote together to one floating dtype as in JAX (float32 by default, weak
 Python scalars); out-of-support points give a density of 0 (log-density -inf).
 """
-from ember.scipy.stats import bernoulli, expon, laplace, logistic, multivariate_normal, norm, poisson, t, uniform  # noqa: F401
+from ember.scipy.stats import (  # noqa: F401
+    bernoulli,
+    beta,
+    betabinom,
+    binom,
+    cauchy,
+    chi2,
+    dirichlet,
+    expon,
+    gamma,
+    geom,
+    gumbel_l,
+    gumbel_r,
+    laplace,
+    logistic,
+    multinomial,
+    multivariate_normal,
+    nbinom,
+    norm,
+    pareto,
+    poisson,
+    t,
+    uniform,
+)

@@ -8,7 +8,7 @@ import ember.numpy as jnp
 from ember.scipy import special
 from ember.scipy.stats._common import promote, standardize
 
-__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
+__all__ = ["cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -41,3 +41,9 @@ def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """The quantile function (inverse of ``cdf``)."""
     q, loc, scale = promote(q, loc, scale)
     return jnp.add(jnp.multiply(special.ndtri(q), scale), loc)
+
+
+def isf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """The inverse of ``sf``: ``loc - scale ndtri(q)`` (``ppf(1 - q)`` without rounding ``1 - q``)."""
+    q, loc, scale = promote(q, loc, scale)
+    return jnp.subtract(loc, jnp.multiply(special.ndtri(q), scale))
