@@ -8,18 +8,21 @@ JAX (arrays are immutable, and nothing is checked at run time).
 """
 from __future__ import annotations
 
+from math import comb
 from typing import Any
 
 import numpy as np
 
 import ember.numpy as jnp
-from ember import lax
+from ember import dtypes, lax
 from ember.lax import linalg as lax_linalg
 from ember.numpy import linalg as np_linalg
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
-__all__ = ["cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu", "lu_factor", "lu_solve",
-           "qr", "solve", "solve_triangular", "svd"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+           "dft", "eigh", "expm", "fiedler", "fiedler_companion", "hadamard", "hankel", "helmert", "hilbert", "inv",
+           "invhilbert", "invpascal", "leslie", "lu", "lu_factor", "lu_solve", "pascal", "qr", "solve",
+           "solve_triangular", "svd", "toeplitz"]
 
 
 def _inexact(*args: Any) -> Any:
@@ -234,3 +237,258 @@ def expm(A: Any, *, upper_triangular: bool = False, max_squarings: int = 16) -> 
 
     result = lax.fori_loop(0, int(max_squarings), square_while_needed, approximation)
     return jnp.where(too_large[..., None, None], np.nan, result)
+
+
+# --- special matrices ------------------------------------------------------------------------------------------
+# Each is a gather from a short vector of entries: a static index array (n is static) says which
+# entry every position holds, so the batch dimensions of the inputs carry through one ``take``.
+def _pick(values: Any, index: np.ndarray) -> Any:
+    """``values[..., index]``: the matrix whose positions hold the entries ``index`` names."""
+    return jnp.take(values, jnp.asarray(np.asarray(index, np.int32)), axis=-1)
+
+
+def _broadcast_leading(*vectors: Any) -> list[Any]:
+    """Vectors (..., k_i) with their leading (batch) dimensions broadcast together."""
+    batch = np.broadcast_shapes(*(v.shape[:-1] for v in vectors))
+    return [jnp.broadcast_to(v, batch + v.shape[-1:]) for v in vectors]
+
+
+def block_diag(*arrs: Any) -> Any:
+    """The block-diagonal matrix of ``arrs`` (scalars and vectors count as 1 x k blocks)."""
+    if not arrs:
+        return jnp.zeros((1, 0))
+    blocks = [jnp.atleast_2d(ensure_array(a)) for a in arrs]
+    for i, block in enumerate(blocks):
+        if block.ndim > 2:
+            raise ValueError("Arguments to ember.scipy.linalg.block_diag must have at most 2 dimensions, "
+                             f"got an array of shape {block.shape} at argument {i}.")
+    dtype = jnp.result_type(*blocks)
+    width = sum(b.shape[1] for b in blocks)
+    rows, before = [], 0
+    for block in blocks:
+        after = width - before - block.shape[1]
+        r = block.shape[0]
+        rows.append(jnp.concatenate([jnp.zeros((r, before), dtype), block.astype(dtype),
+                                     jnp.zeros((r, after), dtype)], axis=1))
+        before += block.shape[1]
+    return jnp.concatenate(rows, axis=0)
+
+
+def toeplitz(c: Any, r: Any = None) -> Any:
+    """The Toeplitz matrix with first column ``c`` and first row ``r`` (``r[0]`` is ignored;
+    by default ``conj(c)``, a Hermitian matrix). Leading dimensions batch."""
+    c = jnp.atleast_1d(ensure_array(c))
+    r = jnp.conj(c) if r is None else jnp.atleast_1d(ensure_array(r))
+    dtype = jnp.result_type(c, r)
+    c, r = _broadcast_leading(c.astype(dtype), r.astype(dtype))
+    m, n = c.shape[-1], r.shape[-1]
+    # entries: c reversed, then r without its first element; (i, j) holds entry m - 1 - i + j
+    values = jnp.concatenate([jnp.flip(c, -1), r[..., 1:]], axis=-1)
+    return _pick(values, m - 1 - np.arange(m)[:, None] + np.arange(n))
+
+
+def circulant(c: Any) -> Any:
+    """The circulant matrix with first column ``c``: ``C[i, j] = c[(i - j) % n]``. Leading dimensions batch."""
+    c = jnp.atleast_1d(ensure_array(c))
+    n = c.shape[-1]
+    return _pick(c, (np.arange(n)[:, None] - np.arange(n)) % max(n, 1))
+
+
+def hankel(c: Any, r: Any = None) -> Any:
+    """The Hankel matrix with first column ``c`` and last row ``r`` (``r[0]`` is ignored; by
+    default zeros, so the matrix is zero below the anti-diagonal). Leading dimensions batch."""
+    c = jnp.atleast_1d(ensure_array(c))
+    r = jnp.zeros_like(c) if r is None else jnp.atleast_1d(ensure_array(r))
+    dtype = jnp.result_type(c, r)
+    c, r = _broadcast_leading(c.astype(dtype), r.astype(dtype))
+    m, n = c.shape[-1], r.shape[-1]
+    values = jnp.concatenate([c, r[..., 1:]], axis=-1)  # (i, j) holds entry i + j
+    return _pick(values, np.arange(m)[:, None] + np.arange(n))
+
+
+def _zero_one_then(*vectors: Any) -> Any:
+    """The entry vector ``[0, 1, *vectors]`` (the constant entries first), of the vectors' dtype."""
+    first = vectors[0]
+    constants = jnp.broadcast_to(jnp.asarray([0, 1], first.dtype), first.shape[:-1] + (2,))
+    return jnp.concatenate([constants, *vectors], axis=-1)
+
+
+def companion(a: Any) -> Any:
+    """The companion matrix of the polynomial with coefficients ``a`` (highest degree first):
+    first row ``-a[1:] / a[0]``, ones on the subdiagonal, so its eigenvalues are the roots."""
+    a = _inexact(jnp.atleast_1d(ensure_array(a)))
+    n = a.shape[-1]
+    if n < 2:
+        raise ValueError(f"The length of `a` along the last axis must be at least 2; got shape {a.shape}.")
+    first_row = -a[..., 1:] / a[..., :1]
+    index = np.zeros((n - 1, n - 1), np.int32)
+    index[0] = 2 + np.arange(n - 1)
+    index[np.arange(1, n - 1), np.arange(n - 2)] = 1
+    return _pick(_zero_one_then(first_row), index)
+
+
+def leslie(f: Any, s: Any) -> Any:
+    """The Leslie matrix of fecundities ``f`` (its first row, length n >= 2) and survival rates
+    ``s`` (its subdiagonal, length n - 1). Leading dimensions batch."""
+    f, s = jnp.atleast_1d(ensure_array(f)), jnp.atleast_1d(ensure_array(s))
+    n = f.shape[-1]
+    if n < 2:
+        raise ValueError(f"The length of f along the last axis must be at least 2; got shape {f.shape}.")
+    if s.shape[-1] != n - 1:
+        raise ValueError(f"The length of s along the last axis must be one less than that of f ({n - 1}); "
+                         f"got shape {s.shape}.")
+    dtype = jnp.result_type(f, s)
+    f, s = _broadcast_leading(f.astype(dtype), s.astype(dtype))
+    index = np.zeros((n, n), np.int32)
+    index[0] = 2 + np.arange(n)
+    index[np.arange(1, n), np.arange(n - 1)] = 2 + n + np.arange(n - 1)
+    return _pick(_zero_one_then(f, s), index)
+
+
+def fiedler(a: Any) -> Any:
+    """The symmetric Fiedler matrix ``F[i, j] = |a[i] - a[j]|``. Leading dimensions batch."""
+    a = jnp.atleast_1d(ensure_array(a))
+    return jnp.abs(a[..., :, None] - a[..., None, :])
+
+
+def fiedler_companion(a: Any) -> Any:
+    """Fiedler's pentadiagonal companion matrix of the polynomial with coefficients ``a`` (highest
+    degree first): the same eigenvalues as ``companion(a)``, with the coefficients spread over two
+    bands. Leading dimensions batch."""
+    a = _inexact(jnp.atleast_1d(ensure_array(a)))
+    if a.shape[-1] == 0:
+        raise ValueError(f"fiedler_companion requires the last axis of 'a' to have nonzero length, but got an "
+                         f"array of shape {a.shape}.")
+    n = a.shape[-1] - 1  # the degree
+    if n < 1:
+        return jnp.zeros(a.shape[:-1] + (0, 0), a.dtype)
+    coefficient = 1 + np.arange(n + 1)  # entry 1 + k holds -a[k] / a[0] (k >= 1); entry 1 holds 1
+    index = np.zeros((n, n), np.int32)
+    index[0, 0] = coefficient[1]
+    if n > 1:
+        index[1, 0] = 1
+    for i in range(0, n, 2):  # even rows: -a[i + 2] right of the diagonal, 1 two to the right
+        if i + 1 < n:
+            index[i, i + 1] = coefficient[i + 2]
+        if i + 2 < n:
+            index[i, i + 2] = 1
+        if i >= 2:  # and -a[i + 1] left of it
+            index[i, i - 1] = coefficient[i + 1]
+    for i in range(3, n, 2):  # odd rows: 1 two to the left
+        index[i, i - 2] = 1
+    values = jnp.concatenate([jnp.zeros(a.shape[:-1] + (1,), a.dtype), -a / a[..., :1]], axis=-1)
+    values = values.at[..., 1].set(1)  # (-a[0] / a[0] never appears: its slot holds the ones)
+    return _pick(values, index)
+
+
+def convolution_matrix(a: Any, n: int, mode: str = "full") -> Any:
+    """The matrix ``A`` with ``A @ v == np.convolve(a, v, mode)`` for vectors ``v`` of length ``n``:
+    'full' (m + n - 1 rows), 'same' (max(m, n): the centred part) or 'valid' (max(m, n) - min(m, n) + 1)."""
+    a = jnp.atleast_1d(ensure_array(a))
+    n = int(n)
+    if n <= 0:
+        raise ValueError(f"n must be a positive integer; got {n}.")
+    if mode not in ("full", "valid", "same"):
+        raise ValueError(f"mode must be one of 'full', 'valid', 'same'; got {mode!r}.")
+    m = a.shape[-1]
+    if m == 0:
+        raise ValueError("convolution_matrix: a must not be empty")
+    rows, start = {"full": (m + n - 1, 0), "same": (max(m, n), (min(m, n) - 1) // 2),
+                   "valid": (max(m, n) - min(m, n) + 1, min(m, n) - 1)}[mode]
+    lag = np.arange(start, start + rows)[:, None] - np.arange(n)  # (i, j) holds a[lag] where 0 <= lag < m
+    index = np.where((lag >= 0) & (lag < m), lag + 1, 0)
+    values = jnp.concatenate([jnp.zeros(a.shape[:-1] + (1,), a.dtype), a], axis=-1)
+    return _pick(values, index)
+
+
+def _float_constant(x: np.ndarray) -> Any:
+    """A host-computed float64 matrix as an array of the default float dtype."""
+    return jnp.asarray(np.asarray(x, np.float64))
+
+
+def hilbert(n: int) -> Any:
+    """The Hilbert matrix ``H[i, j] = 1 / (i + j + 1)``."""
+    i = np.arange(int(n))
+    return _float_constant(1.0 / (i[:, None] + i + 1))
+
+
+def invhilbert(n: int) -> Any:
+    """The inverse of the n x n Hilbert matrix, from its closed form in binomial coefficients
+    (exact integers on the host, then rounded once): ``hilbert(n)`` is too ill-conditioned to invert."""
+    n = int(n)
+    out = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            value = (i + j + 1) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1) * comb(i + j, i) ** 2
+            out[i, j] = float(-value if (i + j) % 2 else value)
+    return _float_constant(out)
+
+
+def _pascal_lower(n: int, signed: bool) -> np.ndarray:
+    """``C(i, j)`` (times ``(-1)^(i - j)`` if ``signed``: the inverse) as exact Python integers."""
+    return np.array([[comb(i, j) * (-1 if signed and (i - j) % 2 else 1) for j in range(n)] for i in range(n)],
+                    dtype=object).reshape(n, n)
+
+
+_PASCAL_KINDS = ("symmetric", "lower", "upper")
+
+
+def _pascal(n: int, kind: str | None, inverse: bool) -> Any:
+    kind = "symmetric" if kind is None else kind
+    if kind not in _PASCAL_KINDS:
+        raise ValueError(f"Expected kind to be one of: {list(_PASCAL_KINDS)}; got {kind}")
+    lower = _pascal_lower(int(n), signed=inverse)
+    if kind == "lower":
+        out = lower
+    elif kind == "upper":
+        out = lower.T
+    else:  # symmetric: L @ L^T, and its inverse L^-T @ L^-1 (exact integer products)
+        out = lower.T.dot(lower) if inverse else lower.dot(lower.T)
+    return _float_constant(out.astype(np.float64))
+
+
+def pascal(n: int, kind: str | None = None) -> Any:
+    """The n x n Pascal matrix: 'symmetric' (``C(i + j, i)``), 'lower' (``C(i, j)``) or 'upper'."""
+    return _pascal(n, kind, inverse=False)
+
+
+def invpascal(n: int, kind: str | None = None) -> Any:
+    """The inverse of ``pascal(n, kind)``, from the signed binomial coefficients (exact on the host)."""
+    return _pascal(n, kind, inverse=True)
+
+
+def helmert(n: int, full: bool = False) -> Any:
+    """The Helmert matrix: orthonormal rows that are orthogonal to the ones vector (its first row,
+    ``1 / sqrt(n)`` everywhere, only if ``full``)."""
+    n = int(n)
+    out = np.zeros((n, n))
+    out[0] = 1 / np.sqrt(n)
+    for i in range(1, n):
+        out[i, :i] = 1 / np.sqrt(i * (i + 1))
+        out[i, i] = -i / np.sqrt(i * (i + 1))
+    return _float_constant(out if full else out[1:])
+
+
+def hadamard(n: int, dtype: Any = int) -> Any:
+    """Sylvester's Hadamard matrix of order ``n`` (a power of 2): ``H[i, j] = (-1)^popcount(i & j)``."""
+    n = int(n)
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"n must be a positive power of 2; got {n}.")
+    i = np.arange(n)
+    bits = np.vectorize(lambda v: bin(v).count("1"))(i[:, None] & i) if n > 1 else np.zeros((1, 1), int)
+    return jnp.asarray(1 - 2 * (bits % 2), dtype=dtype)
+
+
+def dft(n: int, scale: str | None = None, *, dtype: Any = None) -> Any:
+    """The discrete Fourier transform matrix ``W[j, k] = exp(-2 pi i j k / n)`` (``W @ x == fft(x)``),
+    divided by ``sqrt(n)`` (``scale='sqrtn'``) or ``n`` ('n')."""
+    dtype = dtypes.default_complex_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    if not np.issubdtype(dtype, np.complexfloating):
+        raise ValueError(f"dtype must be a complex floating-point type; got {np.dtype(dtype)}.")
+    if scale not in (None, "sqrtn", "n"):
+        raise ValueError(f"scale must be None, 'sqrtn', or 'n'; got {scale!r}.")
+    n = int(n)
+    j = np.arange(n)
+    w = np.exp(-2j * np.pi * ((j[:, None] * j) % max(n, 1)) / max(n, 1))  # (j k mod n: exact angles)
+    w = w / {None: 1, "sqrtn": np.sqrt(n), "n": n}[scale] if n else w
+    return jnp.asarray(w, dtype=dtype)
