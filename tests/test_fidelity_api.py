@@ -699,6 +699,25 @@ def test_full_casts_integers_that_do_not_fit(api):
     _raises(OverflowError, lambda: jnp.full(2, 2**64), "Python int too large to convert to C long")
 
 
+def test_shapes_given_as_scalars_and_traced_shapes(api):
+    """"Thinking in JAX": ``x.reshape(jnp.array(x.shape).prod())`` under jit is a plain TypeError; a
+    NumPy integer is a shape for the reshape method and an int for broadcast_to."""
+    jnp, jit = api.jnp, api.top.jit
+    x = jnp.ones((2, 3))
+    assert x.reshape(np.int64(6)).shape == (6,) and x.reshape(jnp.array(6)).shape == (6,)
+    assert x.reshape(3, 2).shape == (3, 2) and x.reshape([3, -1]).shape == (3, 2)
+    assert jnp.broadcast_to(jnp.ones(3), 3).shape == (3,)
+    assert jnp.broadcast_to(jnp.ones(3), np.int64(3)).shape == (3,)
+    concrete = "Shapes must be 1D sequences of concrete values of integer type, got "
+    _raises(TypeError, lambda: jit(lambda x: x.reshape(jnp.array(x.shape).prod()))(x), concrete + "[")
+    _raises(TypeError, lambda: jit(lambda x: jnp.reshape(x, jnp.array(x.shape).prod()))(x), concrete + "[")
+    _raises(TypeError, lambda: jit(lambda x: x.reshape(3, x.sum().astype(int)))(x), concrete + "(3, ")
+    _raises(TypeError, lambda: jit(lambda x: jnp.broadcast_to(x, (x.sum().astype(int), 2)))(x), concrete + "(")
+    _raises(TypeError, lambda: x.reshape(6.0), concrete + "[6.0].")
+    _raises(TypeError, lambda: jnp.broadcast_to(jnp.ones(3), (3.0,)), concrete + "(3.0,).")
+    _raises(TypeError, lambda: jnp.zeros(2.0), concrete + "(2.0,).")
+
+
 # --- 8. exception classes, continued ----------------------------------------------------------------------
 def test_copysign_and_heaviside_of_shapes_that_do_not_broadcast(api):
     jnp = api.jnp

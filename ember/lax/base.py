@@ -55,16 +55,31 @@ def check_dtype(name: str, dt: np.dtype, allowed: str) -> None:
         raise TypeError(f"{name} does not accept dtype {dt}; it needs {want} operands")
 
 
+def concrete_dims(shape: Any) -> tuple[int, ...]:
+    """The integers of a shape given as an int or a sequence of ints, negative ones kept (for the
+    caller to judge). A traced or float entry is JAX's TypeError, with the tracer's own advice."""
+    if isinstance(shape, (int, float, np.integer, np.floating)) or getattr(shape, "ndim", None) == 0:
+        shape = (shape,)
+    shown = shape if isinstance(shape, list) else tuple(shape)
+    try:
+        return tuple(operator.index(d) for d in shape)
+    except JAXTypeError as e:  # a traced value
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shown!r}.\n{e}") from None
+    except TypeError:
+        if isinstance(shape, (tuple, list)) and any(isinstance(d, (float, np.floating)) for d in shape):
+            raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                            f"{shown!r}.") from None
+        raise
+
+
 def shape_tuple(shape: Any, what: str = "shape") -> tuple[int, ...]:
     """A static shape from an int or sequence of ints (refuses traced values clearly)."""
-    if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", None) == 0:
-        shape = (shape,)
     try:
-        out = tuple(operator.index(d) for d in shape)
-    except JAXTypeError as e:  # a traced value: JAX's TypeError, with what the tracer's own error says to do
-        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
-                        f"{tuple(shape)!r}.\n{e}") from None
-    except TypeError:
+        out = concrete_dims(shape)
+    except TypeError as e:
+        if str(e).startswith("Shapes must be"):
+            raise
         raise TypeError(f"{what} must be a sequence of integers, got {shape!r}") from None
     if any(d < 0 for d in out):
         raise ValueError(f"{what} {out} has a negative dimension")

@@ -53,8 +53,8 @@ def _method(name: str, fn: Callable) -> Callable:
 
 
 def _reshape(self: Any, *shape: Any, order: str = "C") -> Any:
-    if len(shape) == 1 and not isinstance(shape[0], int):
-        shape = tuple(shape[0])
+    if len(shape) == 1:  # x.reshape((2, 3)) as x.reshape(2, 3); a lone scalar (even traced) as jnp.reshape's
+        shape = shape[0]
     return shape_ops.reshape(self, shape, order=order)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from ember import dtypes, lax
 from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
-from ember.lax.base import aval, is_python_scalar, shape_tuple
+from ember.lax.base import aval, concrete_dims, is_python_scalar, shape_tuple
 from ember.numpy.array_api import place
 
 
@@ -96,7 +96,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
     x = x if is_array(x) or is_python_scalar(x) else asarray(x)
     a = aval(x)
-    shape = tuple(int(d) for d in shape)
+    shape = concrete_dims(shape)
     if a.shape == shape:
         return x if is_array(x) else asarray(x)
     if len(shape) < a.ndim:  # JAX's messages

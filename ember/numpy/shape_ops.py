@@ -17,7 +17,7 @@ import numpy as np
 
 from ember import dtypes, errors, lax
 from ember.core.trace import Tracer
-from ember.lax.base import aval, canonical_axes, is_python_scalar, shape_tuple
+from ember.lax.base import aval, canonical_axes, concrete_dims, is_python_scalar, shape_tuple
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, is_array, promote_dtypes
 from ember.numpy.index_functions import take
 from ember.numpy.indexing import getitem
@@ -46,10 +46,8 @@ def _static_ints(values: Any, what: str) -> np.ndarray:
 
 # --- reshaping and permuting -------------------------------------------------------------------
 def _resolve_shape(old_shape: tuple[int, ...], new_shape: Any) -> tuple[int, ...]:
-    if isinstance(new_shape, (tuple, list)) or np.ndim(new_shape) > 0:
-        dims = tuple(operator.index(d) for d in new_shape)
-    else:
-        dims = (operator.index(new_shape),)
+    dims = concrete_dims(new_shape if isinstance(new_shape, (tuple, list)) or np.ndim(new_shape) > 0
+                         else [new_shape])
     if dims.count(-1) > 1:
         raise TypeError(f"reshape: only one dimension can be -1 (unknown), got {dims}")
     if any(d < -1 for d in dims):
