@@ -553,3 +553,84 @@ def test_raw_qr_is_numpys_householder_form(rng, shape):
     for (want_h, want_tau), i in zip(want, np.ndindex(*shape[:-2])):
         assert_allclose(h[i], want_h, rtol=1e-4, atol=1e-5)
         assert_allclose(tau[i], want_tau, rtol=1e-4, atol=1e-5)
+
+
+# --- schur, hessenberg, householder_product, lu_pivots_to_permutation, symmetric_product ---------------------------
+def _random_matrices(rng: Any, shape: tuple, dtype: Any) -> np.ndarray:
+    x = rng.normal(size=shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.normal(size=shape)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_schur_and_hessenberg_reconstruct_and_match_lapack(dtype):
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    x = _random_matrices(np.random.default_rng(0), (3, 5, 5), dtype)
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    for schur in (lax.linalg.schur, ember.jit(lax.linalg.schur), ember.vmap(lax.linalg.schur)):
+        t, vs = (np.asarray(v) for v in schur(x))
+        assert t.dtype == vs.dtype == dtype
+        assert_allclose(vs @ t @ np.conj(np.swapaxes(vs, -1, -2)), x, rtol=1e-4, atol=1e-4)
+        assert_allclose(np.tril(t, -2), np.zeros_like(t), atol=0)
+        for m, tm in zip(x, t):  # the same eigenvalues as SciPy's
+            assert_allclose(np.sort_complex(np.linalg.eigvals(tm)).astype(np.complex64),
+                            np.sort_complex(scipy_linalg.eigvals(m.astype(wide))).astype(np.complex64),
+                            rtol=1e-4, atol=1e-4)
+    [t_only] = lax.linalg.schur(x[0], compute_schur_vectors=False)
+    assert_allclose(t_only, t[0])
+    for hessenberg in (lax.linalg.hessenberg, ember.jit(lax.linalg.hessenberg), ember.vmap(lax.linalg.hessenberg)):
+        packed, taus = hessenberg(x)
+        assert packed.shape == x.shape and taus.shape == (3, 4)
+        h, q = scipy_linalg.hessenberg(x[1].astype(wide), calc_q=True)
+        assert_allclose(np.triu(np.asarray(packed)[1], -1), h.astype(dtype), rtol=1e-4, atol=1e-4)
+    with pytest.raises(NotImplementedError, match="sort feature"):
+        lax.linalg.schur(x[0], sort_eig_vals=True)
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'schur' not implemented"):
+        ember.grad(lambda m: lax.linalg.schur(m)[0].real.sum())(x[0])
+
+
+def test_schur_hessenberg_householder_against_jax():
+    jax_linalg = pytest.importorskip("jax.lax.linalg")
+    x = _random_matrices(np.random.default_rng(1), (5, 5), np.float32)
+    for ours, theirs in zip(lax.linalg.schur(x), jax_linalg.schur(x)):
+        assert_allclose(ours, np.asarray(theirs), rtol=1e-5, atol=1e-5)
+    for ours, theirs in zip(lax.linalg.hessenberg(x), jax_linalg.hessenberg(x)):
+        assert_allclose(ours, np.asarray(theirs), rtol=1e-5, atol=1e-5)
+    a, taus = lax.linalg.geqrf(x[:, :3])
+    assert_allclose(lax.linalg.householder_product(a, taus),
+                    np.asarray(jax_linalg.householder_product(np.asarray(a), np.asarray(taus))), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_householder_product_is_qr_q(dtype):
+    x = _random_matrices(np.random.default_rng(2), (2, 6, 4), dtype)
+    a, taus = lax.linalg.geqrf(x)
+    q_expected = np.stack([np.linalg.qr(m)[0] for m in x])
+    for product in (lax.linalg.householder_product, ember.jit(lax.linalg.householder_product),
+                    ember.vmap(lax.linalg.householder_product)):
+        assert_allclose(product(a, taus), q_expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="tall matrix"):
+        lax.linalg.householder_product(np.ones((2, 3), dtype), np.ones(2, dtype))
+
+
+def test_lu_pivots_to_permutation_as_lapack_swaps():
+    pivots = np.array([[2, 2, 3], [0, 1, 2], [1, 0, 4]], np.int32)
+    expected = np.array([[2, 0, 3, 1, 4], [0, 1, 2, 3, 4], [0, 1, 4, 3, 2]], np.int32)
+    check_eager_and_jit(lambda p: lax.linalg.lu_pivots_to_permutation(p, 5), pivots, expected=expected)
+    assert_allclose(ember.vmap(lambda p: lax.linalg.lu_pivots_to_permutation(p, 5))(pivots), expected)
+    lu_, piv, perm = lax.linalg.lu(np.random.default_rng(3).normal(size=(4, 4)).astype(np.float32))
+    assert_allclose(lax.linalg.lu_pivots_to_permutation(piv, 4), np.asarray(perm))
+    with pytest.raises(ValueError, match="has to exceed"):
+        lax.linalg.lu_pivots_to_permutation(pivots, 2)
+
+
+def test_symmetric_product_as_syrk():
+    rng = np.random.default_rng(4)
+    a, c = rng.normal(size=(2, 3, 4)).astype(np.float32), rng.normal(size=(2, 3, 3)).astype(np.float32)
+    full = 2 * a @ np.swapaxes(a, -1, -2) + 3 * c
+    check_eager_and_jit(lambda a_, c_: lax.linalg.symmetric_product(a_, c_, alpha=2.0, beta=3.0), a, c,
+                        expected=full, rtol=1e-5, atol=1e-5)
+    mirrored = np.tril(full) + np.swapaxes(np.tril(full, -1), -1, -2)
+    assert_allclose(lax.linalg.symmetric_product(a, c, alpha=2.0, beta=3.0, symmetrize_output=True), mirrored,
+                    rtol=1e-5, atol=1e-5)

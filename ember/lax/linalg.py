@@ -19,11 +19,13 @@ from ember import dtypes
 from ember.core.avals import ShapedArray
 from ember.lax import elementwise, shapes
 from ember.lax.base import aval, primitive
+from ember.lax.dot import dot_general
 from ember.lax.elementwise import convert_element_type
 from ember.lax.indexing import GatherDimensionNumbers, gather
 from ember.lax.stop_gradient import stop_gradient
 
-__all__ = ["EigImplementation", "cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"]
+__all__ = ["EigImplementation", "cholesky", "eig", "eigh", "hessenberg", "householder_product", "lu",
+           "lu_pivots_to_permutation", "qr", "schur", "svd", "symmetric_product", "triangular_solve"]
 
 _LAPACK_DTYPES = (dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128)
 
@@ -312,3 +314,99 @@ def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenve
     return list(eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                            compute_right_eigenvectors=bool(compute_right_eigenvectors),
                            enable_eigvec_derivs=bool(enable_eigvec_derivs)))
+
+
+# --- schur, hessenberg (LAPACK's gees, gehrd) ------------------------------------------------------------------
+def _schur_rule(x: ShapedArray, *, compute_schur_vectors: bool) -> list[ShapedArray]:
+    _check_matrices("schur", x, square=True)
+    return [x.strip_weak_type()] * (2 if compute_schur_vectors else 1)
+
+
+schur_p = primitive("schur", _schur_rule, multiple_results=True)
+
+
+def schur(x: Any, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
+          select_callable: Any = None) -> list[Any]:
+    """The Schur decomposition ``x == vs @ t @ vs^H`` (LAPACK's gees): ``[t, vs]``, or ``[t]`` without
+    ``compute_schur_vectors``. ``vs`` is orthogonal (unitary); ``t`` is upper triangular for complex
+    matrices and, for real ones, quasi-triangular: a 2 x 2 block on the diagonal for each pair of
+    complex conjugate eigenvalues. The eigenvalues come unsorted (sorting is not implemented, as in JAX)."""
+    if sort_eig_vals or select_callable is not None:
+        raise NotImplementedError("The sort feature of LAPACK's gees routine is not implemented.")
+    return list(schur_p.bind(x, compute_schur_vectors=bool(compute_schur_vectors)))
+
+
+def _hessenberg_rule(x: ShapedArray) -> list[ShapedArray]:
+    _check_matrices("hessenberg", x, square=True)
+    *batch, n, _ = x.shape
+    return [x.strip_weak_type(), ShapedArray(tuple(batch) + (max(n - 1, 0),), x.dtype)]
+
+
+hessenberg_p = primitive("hessenberg", _hessenberg_rule, multiple_results=True)
+
+
+def hessenberg(a: Any) -> tuple[Any, Any]:
+    """The Hessenberg form in LAPACK's (gehrd's) packing: ``(a, taus)``, the upper Hessenberg ``h``
+    on and above the subdiagonal, and below it the Householder vectors (their leading 1 left out)
+    whose reflectors ``I - tau v v^H`` make ``q`` with ``a == q @ h @ q^H``; ``taus`` is ``(..., n - 1)``."""
+    packed, taus = hessenberg_p.bind(a)
+    return packed, taus
+
+
+# --- householder_product (orgqr / ungqr) ------------------------------------------------------------------------
+def _householder_product_rule(a: ShapedArray, taus: ShapedArray) -> ShapedArray:
+    _check_matrices("householder_product", a)
+    *batch, m, n = a.shape
+    if m < n:
+        raise ValueError(f"householder_product needs a tall matrix (m >= n), got shape {a.shape}")
+    if taus.dtype != a.dtype or taus.shape[:-1] != tuple(batch) or taus.ndim != a.ndim - 1 or taus.shape[-1] > n:
+        raise ValueError(f"householder_product: taus of shape {taus.shape} and dtype {taus.dtype} do not fit a of "
+                         f"shape {a.shape} and dtype {a.dtype}: they need a's dtype, its batch dimensions and at "
+                         f"most {n} reflectors")
+    return a.strip_weak_type()
+
+
+householder_product_p = primitive("householder_product", _householder_product_rule)
+
+
+def householder_product(a: Any, taus: Any) -> Any:
+    """The first n columns of the product of the Householder reflectors ``I - taus[i] v_i v_i^H``
+    that ``a`` (m x n, m >= n) holds below its diagonal (``v_i``'s leading 1 left out), as geqrf
+    leaves them: ``householder_product(*geqrf(x))`` is the ``q`` of ``x``'s reduced QR decomposition."""
+    return householder_product_p.bind(a, taus)
+
+
+# --- lu_pivots_to_permutation ---------------------------------------------------------------------------------
+def _lu_pivots_to_permutation_rule(pivots: ShapedArray, *, permutation_size: int) -> ShapedArray:
+    if pivots.dtype != dtypes.int32 or pivots.ndim < 1:
+        raise TypeError(f"lu_pivots_to_permutation needs int32 pivots of shape (..., k), got {pivots.dtype} "
+                        f"of shape {pivots.shape}")
+    if permutation_size < pivots.shape[-1]:
+        raise ValueError(f"Output permutation size {permutation_size} has to exceed the trailing dimension of "
+                         f"the pivots. Got pivots size {pivots.shape[-1]}")
+    return ShapedArray(pivots.shape[:-1] + (permutation_size,), dtypes.int32)
+
+
+lu_pivots_to_permutation_p = primitive("lu_pivots_to_permutation", _lu_pivots_to_permutation_rule)
+
+
+def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
+    """The permutation (int32, ``(..., permutation_size)``) that LAPACK's sequential row swaps make:
+    step i swaps rows i and ``pivots[..., i]`` (counted from 0) of ``arange(permutation_size)``."""
+    return lu_pivots_to_permutation_p.bind(pivots, permutation_size=int(permutation_size))
+
+
+# --- symmetric_product ------------------------------------------------------------------------------------------
+def symmetric_product(a_matrix: Any, c_matrix: Any, *, alpha: float = 1.0, beta: float = 0.0,
+                      symmetrize_output: bool = False) -> Any:
+    """``alpha * a @ a^T + beta * c`` (BLAS's syrk; ``a^T`` is not conjugated), over the last two
+    dimensions, computed whole; ``symmetrize_output`` mirrors its lower triangle into the upper one."""
+    a_aval = aval(a_matrix)
+    batch, last = tuple(range(a_aval.ndim - 2)), a_aval.ndim - 1
+    product = dot_general(a_matrix, a_matrix, (((last,), (last,)), (batch, batch)))
+    dt = a_aval.dtype
+    out = elementwise.add(elementwise.mul(convert_element_type(alpha, dt), product),
+                          elementwise.mul(convert_element_type(beta, dt), c_matrix))
+    if symmetrize_output:  # the lower triangle mirrored (what syrk writes)
+        out = elementwise.add(triangle(out, 0, lower=True), matrix_transpose(triangle(out, -1, lower=True)))
+    return out

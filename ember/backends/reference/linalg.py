@@ -220,6 +220,72 @@ def _eig(x: np.ndarray, *, compute_left_eigenvectors: bool, compute_right_eigenv
     return [w] + [vl] * compute_left_eigenvectors + [vr] * compute_right_eigenvectors
 
 
+def _schur(x: np.ndarray, *, compute_schur_vectors: bool) -> list[np.ndarray]:
+    """LAPACK's gees over the batch, unsorted; a matrix with inf / NaN or whose QR iteration fails
+    gives NaN (JAX's result)."""
+    from scipy.linalg import lapack  # (when a program first needs it, as for eig)
+
+    *batch, n, _ = x.shape
+    t = np.empty(x.shape, x.dtype)
+    vs = np.empty(x.shape, x.dtype)
+    gees = lapack.get_lapack_funcs("gees", (x,))
+    for index in np.ndindex(*batch):
+        if n == 0:
+            continue
+        a = np.array(x[index], order="F")
+        if not np.isfinite(a).all():
+            t[index], vs[index] = np.nan, np.nan
+            continue
+        outs = gees(lambda *_: False, a, compute_v=int(compute_schur_vectors), sort_t=0, overwrite_a=True)
+        info = outs[-1]
+        t[index], vs[index] = (outs[0], outs[-3]) if info == 0 else (np.nan, np.nan)
+    return [t, vs] if compute_schur_vectors else [t]
+
+
+def _hessenberg(x: np.ndarray) -> list[np.ndarray]:
+    """LAPACK's gehrd over the batch: the packed form and the n - 1 reflector scales."""
+    from scipy.linalg import lapack  # (when a program first needs it, as for eig)
+
+    *batch, n, _ = x.shape
+    packed = np.empty(x.shape, x.dtype)
+    taus = np.zeros((*batch, max(n - 1, 0)), x.dtype)
+    gehrd = lapack.get_lapack_funcs("gehrd", (x,))
+    for index in np.ndindex(*batch):
+        if n <= 1:
+            packed[index] = x[index]
+            continue
+        h, tau, _ = gehrd(np.array(x[index], order="F"), lo=0, hi=n - 1)
+        packed[index], taus[index] = h, tau[:n - 1]
+    return [packed, taus]
+
+
+def _householder_product(a: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """LAPACK's orgqr (complex: ungqr) over the batch: the first n columns of the reflectors' product."""
+    from scipy.linalg import lapack  # (when a program first needs it, as for eig)
+
+    *batch, m, n = a.shape
+    out = np.empty(a.shape, a.dtype)
+    routine = lapack.get_lapack_funcs("ungqr" if np.iscomplexobj(a) else "orgqr", (a,))
+    for index in np.ndindex(*batch):
+        if n == 0:
+            continue
+        k = taus.shape[-1]
+        tau = np.zeros(n, a.dtype)
+        tau[:k] = taus[index]  # (reflectors past k are the identity: tau 0)
+        out[index] = routine(np.array(a[index], order="F"), tau)[0]
+    return out
+
+
+def _lu_pivots_to_permutation(pivots: np.ndarray, *, permutation_size: int) -> np.ndarray:
+    *batch, k = pivots.shape
+    permutation = np.broadcast_to(np.arange(permutation_size, dtype=np.int32), (*batch, permutation_size)).copy()
+    for index in np.ndindex(*batch):
+        row = permutation[index]
+        for i, p in enumerate(pivots[index]):
+            row[i], row[p] = row[p], row[i]
+    return permutation
+
+
 impl_rules.update({
     linalg.cholesky_p: _cholesky,
     linalg.triangular_solve_p: _triangular_solve,
@@ -230,4 +296,8 @@ impl_rules.update({
     linalg.eigh_p: _eigh,
     linalg.svd_p: _svd,
     linalg.eig_p: _eig,
+    linalg.schur_p: _schur,
+    linalg.hessenberg_p: _hessenberg,
+    linalg.householder_product_p: _householder_product,
+    linalg.lu_pivots_to_permutation_p: _lu_pivots_to_permutation,
 })

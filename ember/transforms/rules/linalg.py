@@ -341,4 +341,5 @@ def _batch_at_front(p: Primitive):
 
 batching_rules.update({p: _batch_at_front(p) for p in (
     linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p, linalg.eigh_p, linalg.svd_p,
-    linalg.eig_p, linalg.geqrf_p, linalg.geqp3_p)})
+    linalg.eig_p, linalg.geqrf_p, linalg.geqp3_p, linalg.schur_p, linalg.hessenberg_p, linalg.householder_product_p,
+    linalg.lu_pivots_to_permutation_p)})
