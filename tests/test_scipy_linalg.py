@@ -122,3 +122,33 @@ def test_sla_special_matrices_against_jax():
     for name, args in cases:
         ours, theirs = getattr(sla, name)(*args), getattr(jsla, name)(*args)
         assert_allclose(ours, np.asarray(theirs), rtol=1e-4, atol=1e-4)  # (JAX's pascal is rounded)
+
+
+# --- schur, hessenberg, polar --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_sla_schur_hessenberg_polar_match_scipy(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 4, 4)) + (1j * rng.normal(size=(2, 4, 4)) if dtype == np.complex64 else 0)
+    x = x.astype(dtype)
+    adjoint = lambda m: np.conj(np.swapaxes(np.asarray(m), -1, -2))  # noqa: E731
+    for output in ("real", "complex"):
+        t, z = check_eager_and_jit(lambda m: sla.schur(m, output=output), x[0], rtol=1e-5, atol=1e-5)
+        assert_allclose(np.asarray(z) @ np.asarray(t) @ adjoint(z), x[0], check_dtype=False, rtol=1e-4, atol=1e-4)
+        t_expected, _ = scipy_linalg.schur(x[0], output=output)
+        assert t.dtype == t_expected.dtype
+        if output == "complex":  # (the eigenvalues on the diagonal; their order may differ)
+            assert_allclose(np.sort_complex(np.diag(t)), np.sort_complex(np.diag(t_expected)), rtol=1e-4, atol=1e-4)
+    h, q = check_eager_and_jit(lambda m: sla.hessenberg(m, calc_q=True), x[0], rtol=1e-5, atol=1e-5)
+    h_expected, q_expected = scipy_linalg.hessenberg(x[0], calc_q=True)
+    assert_allclose(h, h_expected, rtol=1e-4, atol=1e-4)
+    assert_allclose(q, q_expected, rtol=1e-4, atol=1e-4)
+    assert_allclose(ember.vmap(sla.hessenberg)(x)[1], scipy_linalg.hessenberg(x[1]), rtol=1e-4, atol=1e-4)
+    for side in ("right", "left"):
+        u, p = check_eager_and_jit(lambda m: sla.polar(m, side), x[0], rtol=1e-5, atol=1e-5)
+        u_expected, p_expected = scipy_linalg.polar(x[0], side)
+        assert_allclose(u, u_expected, rtol=1e-4, atol=1e-4)
+        assert_allclose(p, p_expected, rtol=1e-4, atol=1e-4)
+        u_batch, _ = ember.vmap(lambda m: sla.polar(m, side))(x)
+        assert_allclose(u_batch[1], scipy_linalg.polar(x[1], side)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="'real' or 'complex'"):
+        sla.schur(x[0], output="foo")

@@ -19,10 +19,11 @@ from ember.lax import linalg as lax_linalg
 from ember.numpy import linalg as np_linalg
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
-           "dft", "eigh", "expm", "fiedler", "fiedler_companion", "hadamard", "hankel", "helmert", "hilbert", "inv",
-           "invhilbert", "invpascal", "leslie", "lu", "lu_factor", "lu_solve", "pascal", "qr", "solve",
-           "solve_triangular", "svd", "toeplitz"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
+           "convolution_matrix", "det", "dft", "eigh", "expm", "fiedler", "fiedler_companion", "hadamard",
+           "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu",
+           "lu_factor", "lu_solve", "pascal", "polar", "qr", "schur", "solve", "solve_triangular", "svd",
+           "toeplitz"]
 
 
 def _inexact(*args: Any) -> Any:
@@ -492,3 +493,50 @@ def dft(n: int, scale: str | None = None, *, dtype: Any = None) -> Any:
     w = np.exp(-2j * np.pi * ((j[:, None] * j) % max(n, 1)) / max(n, 1))  # (j k mod n: exact angles)
     w = w / {None: 1, "sqrtn": np.sqrt(n), "n": n}[scale] if n else w
     return jnp.asarray(w, dtype=dtype)
+
+
+# --- decompositions on the Schur and Hessenberg forms ---------------------------------------------------------
+def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
+    """``(t, z)`` with ``a == z @ t @ z^H`` (LAPACK's gees, unsorted): ``output='real'`` keeps a real
+    matrix real, with 2 x 2 diagonal blocks for complex eigenvalue pairs; 'complex' makes ``t`` triangular."""
+    if output not in ("real", "complex"):
+        raise ValueError(f"Expected 'output' to be either 'real' or 'complex', got output={output}.")
+    a = _inexact(a)
+    if output == "complex":
+        a = a.astype(jnp.result_type(a.dtype, jnp.complex64))
+    t, z = lax_linalg.schur(a)
+    return t, z
+
+
+def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> Any:
+    """The upper Hessenberg ``h`` with ``a == q @ h @ q^H`` (LAPACK's gehrd), and ``q`` if ``calc_q``
+    (the product of gehrd's reflectors, which act on rows 1..n-1)."""
+    packed, taus = lax_linalg.hessenberg(_inexact(a))
+    h = jnp.triu(packed, -1)
+    if not calc_q:
+        return h
+    n = packed.shape[-1]
+    q = jnp.broadcast_to(jnp.eye(n, dtype=packed.dtype), packed.shape)
+    if n > 1:
+        q = q.at[..., 1:, 1:].set(lax_linalg.householder_product(packed[..., 1:, :-1], taus))
+    return h, q
+
+
+def polar(a: Any, side: str = "right", *, method: str = "qdwh", eps: float | None = None,
+          max_iterations: int | None = None) -> tuple[Any, Any]:
+    """``(u, p)``: ``a == u @ p`` (``side='right'``) or ``p @ u`` ('left'), ``u`` with orthonormal columns
+    and ``p`` Hermitian positive semi-definite. Both ``method``s read it off one SVD ``a == w s vh``:
+    ``u = w vh``, ``p = v s vh`` (left: ``w s w^H``), so ``eps`` and ``max_iterations`` change nothing."""
+    if side not in ("right", "left"):
+        raise ValueError(f"side={side!r} unrecognized; must be 'right' or 'left'.")
+    if method not in ("qdwh", "svd"):
+        raise ValueError(f"method={method!r} unsupported; must be 'qdwh' or 'svd'.")
+    a = _inexact(a)
+    w, s, vh = np_linalg.svd(a, full_matrices=False)
+    unitary = jnp.matmul(w, vh)
+    s = s.astype(a.dtype)[..., None, :]
+    if side == "right":
+        v = jnp.conj(jnp.swapaxes(vh, -1, -2))
+        return unitary, jnp.matmul(v * s, vh)
+    return unitary, jnp.matmul(w * s, jnp.conj(jnp.swapaxes(w, -1, -2)))
