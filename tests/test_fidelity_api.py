@@ -718,6 +718,26 @@ def test_shapes_given_as_scalars_and_traced_shapes(api):
     _raises(TypeError, lambda: jnp.zeros(2.0), concrete + "(2.0,).")
 
 
+def test_jacobian_blocks_of_integer_values_are_integer_zeros(api):
+    """jacfwd's block for an integer output, and jacrev's (allow_int) for an integer input, are zeros
+    of that value's dtype and weak type (the control-flow tutorial's jacfwd of a while_loop whose
+    carry holds a Python int counter); grad keeps float0."""
+    top, jnp, lax = api.top, api.jnp, api.lax
+    counter, power = top.jacfwd(lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * x),
+                                                         (0, 1.)))(2.)
+    assert (counter.dtype, counter.weak_type, counter.tolist()) == (np.int32, True, 0)
+    assert (power.dtype, power.weak_type, power.tolist()) == (np.float32, True, 12.0)
+    ints, small, same = top.jacfwd(lambda x: (x.astype(int), x.astype(jnp.uint8), x))(jnp.ones(2))
+    assert (ints.dtype, ints.weak_type, ints.tolist()) == (np.int32, False, [[0, 0], [0, 0]])
+    assert (small.dtype, small.shape) == (np.uint8, (2, 2)) and same.tolist() == [[1, 0], [0, 1]]
+    assert top.jit(top.jacfwd(lambda x: {"n": 3, "x": x}))(2.)["n"].dtype == np.int32
+    dx, dn = top.jacrev(lambda x, n: x * n, argnums=(0, 1), allow_int=True)(jnp.ones(2), jnp.arange(2))
+    assert dx.tolist() == [[0, 0], [0, 1]] and (dn.dtype, dn.tolist()) == (np.int32, [[0, 0], [0, 0]])
+    dn = top.jacrev(lambda x, n: x * n, argnums=1, allow_int=True)(2., 3)
+    assert (dn.dtype, dn.weak_type, dn.tolist()) == (np.int32, True, 0)
+    assert top.grad(lambda x, n: x * n, argnums=1, allow_int=True)(2., 3).dtype == top.dtypes.float0
+
+
 # --- 8. exception classes, continued ----------------------------------------------------------------------
 def test_copysign_and_heaviside_of_shapes_that_do_not_broadcast(api):
     jnp = api.jnp

@@ -445,6 +445,15 @@ def _float_leaves_only(fun: Callable, tree_avals: Sequence[ShapedArray]) -> Call
     return floats
 
 
+def _constant_block(shape: tuple, a: ShapedArray) -> Any:
+    """The Jacobian block of a value that has no derivative (an output of ``jacfwd``, an input of
+    ``jacrev``): zeros of its dtype and weak type for an integer (as JAX casts the block to the
+    value's type), else float0 zeros."""
+    if not dtypes.is_integer(a.dtype):
+        return float0_zeros(shape)
+    return Array(np.zeros(shape, a.dtype), ShapedArray(shape, a.dtype, a.weak_type))
+
+
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
            holomorphic: bool = False) -> Callable:
     """The Jacobian of ``fun`` by forward mode (cheap for few inputs): the linearized function,
@@ -485,7 +494,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         blocks = []
         for a in out_avals:
             if not is_differentiable(a.dtype):
-                blocks.append([float0_zeros(a.shape + in_a.shape) for in_a in in_avals])
+                blocks.append([_constant_block(a.shape + in_a.shape, a) for in_a in in_avals])
                 continue
             # (inputs size,) + out.shape -> out.shape + (inputs size,), then split the last axis per input.
             moved = lax.transpose(next(columns), tuple(range(1, a.ndim + 1)) + (0,))
@@ -523,7 +532,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         basis = tree_util.tree_unflatten(out_tree, _standard_basis(out_avals))
         rows = iter(vmap(_float_leaves_only(lambda ct: vjp_fn(ct)[0], in_avals))(basis))  # (outputs size,) + in
         per_input = [_rows_per_value(next(rows), out_avals) if is_differentiable(a.dtype)
-                     else [float0_zeros(o.shape + a.shape) for o in out_avals] for a in in_avals]
+                     else [_constant_block(o.shape + a.shape, a) for o in out_avals] for a in in_avals]
         jac = _jacobian_tree(out_tree, in_tree, [list(blocks) for blocks in zip(*per_input)])
         return (jac, result[2]) if has_aux else jac
 
