@@ -179,6 +179,28 @@ def test_broadcasting_errors_name_the_operation(api, case):
     _raises(cls, lambda: fn(api), fragment)
 
 
+def test_python_scalar_conversions_of_arrays(api):
+    """Control-flow tutorial: ``is_even and (x > 0)`` on an array of three elements is NumPy's
+    ValueError. int() / float() / complex() take only 0-d arrays (even of one element), and
+    __index__ only 0-d integer ones."""
+    jnp = api.jnp
+    x = jnp.array([-1, 2, 5])
+    _raises(ValueError, lambda: (x % 2 == 0) and (x > 0), "The truth value of an array with more than one "
+            "element is ambiguous. Use a.any() or a.all()")
+    _raises(ValueError, lambda: bool(jnp.ones(0)), "The truth value of an empty array is ambiguous. Use "
+            "`array.size > 0` to check that an array is not empty.")
+    assert bool(jnp.ones((1, 1))) is True and int(jnp.array(3.7)) == 3 and complex(jnp.array(2.0)) == 2
+    scalars = "Only scalar arrays can be converted to Python scalars; got arr.ndim="
+    _raises(TypeError, lambda: int(jnp.ones(1)), scalars + "1")
+    _raises(TypeError, lambda: float(jnp.ones((2, 2))), scalars + "2")
+    _raises(TypeError, lambda: complex(jnp.ones(3)), scalars + "1")
+    index = "Only integer scalar arrays can be converted to a scalar index."
+    assert [1, 2, 3][jnp.array(1)] == 2 and list(range(jnp.array(3, jnp.uint8))) == [0, 1, 2]
+    _raises(TypeError, lambda: [1, 2][jnp.array([1])], index)
+    _raises(TypeError, lambda: [1, 2][jnp.array(1.0)], index)
+    _raises(TypeError, lambda: [1, 2][jnp.array(True)], index)
+
+
 # --- 3. exception classes --------------------------------------------------------------------------------
 @pytest.mark.parametrize("index", [1.0, np.array([1.0]), (0, 1.5), np.float16(2), 1j], ids=repr)
 def test_non_integer_indices_are_type_errors(api, index):

@@ -158,14 +158,16 @@ class Array(AvalProperties, metaclass=_ArrayType):
         return (self[i] for i in range(self.shape[0]))
 
     def _scalar(self, what: str) -> Any:
-        if self.size != 1:
-            raise TypeError(f"only single-element arrays can be converted to Python {what}s; "
-                            f"this one has shape {self.shape}")
-        return self._value.reshape(())[()]
+        if self.ndim:  # (even of one element, as JAX)
+            raise TypeError(f"Only scalar arrays can be converted to Python scalars; got arr.ndim={self.ndim}")
+        return self._value[()]
 
     def __bool__(self) -> bool:
+        if self.size == 0:  # NumPy's messages, as JAX's
+            raise ValueError("The truth value of an empty array is ambiguous. Use `array.size > 0` to check "
+                             "that an array is not empty.")
         if self.size != 1:
-            raise ValueError(f"The truth value of an array with shape {self.shape} is ambiguous. "
+            raise ValueError("The truth value of an array with more than one element is ambiguous. "
                              "Use a.any() or a.all()")
         return bool(self._value.reshape(())[()])
 
@@ -185,9 +187,9 @@ class Array(AvalProperties, metaclass=_ArrayType):
         return complex(self._scalar("complex"))
 
     def __index__(self) -> int:
-        if not dtypes.is_integer(self.dtype) and self.dtype != dtypes.bool_:
-            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
-        return int(self._scalar("int"))
+        if not dtypes.is_integer(self.dtype) or self.ndim:
+            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+        return int(self._value[()])
 
     def item(self, *args: Any) -> Any:
         return self._value.item(*args)
