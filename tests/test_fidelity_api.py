@@ -202,6 +202,21 @@ def test_python_scalar_conversions_of_arrays(api):
 
 
 # --- 3. exception classes --------------------------------------------------------------------------------
+def test_float_of_a_differentiated_value_is_a_concretization_error(api):
+    """Under grad / jacfwd, float(), complex() and .tolist() of the value being differentiated refuse
+    (they would drop its derivative: grad of x * float(x) was 2 at 2.0, not 4); bool(), int(),
+    indexing and .item() see the concrete primal, as in JAX."""
+    top = api.top
+    for transform in (top.grad, top.jacfwd):
+        for fn in (lambda x: x * float(x), lambda x: x * complex(x).real, lambda x: x * x.tolist()):
+            _raises(top.errors.ConcretizationTypeError, lambda: transform(fn)(2.0))
+        assert float(transform(lambda x: x * int(x))(2.0)) == 2.0
+        assert float(transform(lambda x: x * x.item())(2.0)) == 2.0
+        assert float(transform(lambda x: x if x > 1 else -x)(2.0)) == 1.0
+        assert float(transform(lambda x: x * [1.0, 2.0, 3.0][x.astype(int)])(2.0)) == 3.0
+        assert float(transform(lambda x: x * float(top.lax.stop_gradient(x)))(2.0)) == 2.0
+
+
 @pytest.mark.parametrize("index", [1.0, np.array([1.0]), (0, 1.5), np.float16(2), 1j], ids=repr)
 def test_non_integer_indices_are_type_errors(api, index):
     x = api.jnp.ones((3, 3))

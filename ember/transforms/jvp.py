@@ -52,7 +52,8 @@ class JVPTracer(Tracer):
         return f"JVPTracer(primal={self.primal!s}, tangent={self.tangent!s})"
 
     # Python control flow on values works when the primal is concrete (eager
-    # differentiation), and fails with the parent trace's error when it is traced.
+    # differentiation), and fails with the parent trace's error when it is traced. float(),
+    # complex() and .tolist() refuse, as in JAX: they would drop the derivative of a real value.
     def _concrete_primal(self) -> Any:
         if not self._trace.alive:
             raise unexpected_tracer_error(self)
@@ -67,14 +68,8 @@ class JVPTracer(Tracer):
     def __index__(self) -> int:
         return operator.index(self._concrete_primal())
 
-    def __float__(self) -> float:
-        return float(self._concrete_primal())
-
     def item(self, *args: Any) -> Any:
         return self._concrete_primal().item(*args)
-
-    def tolist(self) -> Any:
-        return self._concrete_primal().tolist()
 
 
 class JVPTrace(Trace):
