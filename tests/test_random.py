@@ -401,7 +401,7 @@ def test_traced_shapes_refuse_clearly():
     (lambda: random.split(KEY, -1), ValueError, "negative dimension"),
     (lambda: random.bits(KEY, (2,), np.int32), ValueError, "`bits` must be an unsigned int dtype, got int32"),
     (lambda: random.uniform(KEY, (2,), np.int32), ValueError, "`uniform` must be a float dtype, got int32"),
-    (lambda: random.normal(KEY, (2,), np.int32), ValueError, "`normal` must be a float dtype, got int32"),
+    (lambda: random.normal(KEY, (2,), np.int32), ValueError, "`normal` must be a float or complex dtype, got int32"),
     (lambda: random.exponential(KEY, (2,), np.uint8), ValueError, "`exponential` must be a float dtype"),
     (lambda: random.truncated_normal(KEY, -1.0, 1.0, (2,), np.int32), ValueError, "`truncated_normal` must be a float"),
     (lambda: random.uniform(KEY, (2,), minval=np.zeros(3)), ValueError,

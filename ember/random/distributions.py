@@ -113,7 +113,9 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
         real_key, imag_key = split_in_two(key)
         parts = (_real_normal(k, shape_tuple(shape), part_dtype) for k in (real_key, imag_key))
         return lax.div(lax.complex(*parts), lax.convert_element_type(_SQRT2, dt))
-    return _real_normal(key, shape_tuple(shape), _float_dtype("normal", dt))
+    if not dtypes.is_floating(dt):
+        raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, got {dt}")
+    return _real_normal(key, shape_tuple(shape), dt)
 
 
 def _real_normal(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
