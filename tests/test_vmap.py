@@ -353,8 +353,8 @@ def test_vmapped_function_keeps_name():
 def test_inconsistent_sizes_name_the_arguments():
     with pytest.raises(ValueError, match=re.escape(
             "vmap got inconsistent sizes for array axes to be mapped:\n"
-            "  * one axis had size 3: axis 0 of argument x of type f32[3];\n"
-            "  * one axis had size 4: axis 1 of argument y['w'] of type i32[2,4]")):
+            "  * one axis had size 3: axis 0 of argument x of type float32[3];\n"
+            "  * one axis had size 4: axis 1 of argument y['w'] of type int32[2,4]")):
         ember.vmap(lambda x, y: x, in_axes=(0, {"w": 1}))(jnp.ones(3), {"w": jnp.ones((2, 4), jnp.int32)})
 
 
@@ -384,6 +384,11 @@ def test_out_axes_errors():
     with pytest.raises(ValueError, match=re.escape("at vmap out_axes, got axis spec None but output was batched on "
                                                    "axis 0")):
         ember.vmap(lambda x: x, out_axes=None)(jnp.ones(3))
+    # (the automatic-vectorization tutorial's out_axes=(1, None) with a batched second output: JAX names its path)
+    with pytest.raises(ValueError, match=re.escape("at vmap out_axes[1], got axis spec None but output was batched")):
+        ember.vmap(lambda x: (x, x.sum()), out_axes=(1, None))(jnp.ones((2, 3)))
+    with pytest.raises(ValueError, match=re.escape("at vmap out_axes['a'][0], got axis spec None but output was")):
+        ember.vmap(lambda x: {"a": (x, x.sum())}, out_axes=None)(jnp.ones((2, 3)))
     with pytest.raises(ValueError, match="vmap out_axes specification must be a tree prefix"):
         ember.vmap(lambda x: x, out_axes=(0, 1))(jnp.ones(3))
 

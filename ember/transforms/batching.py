@@ -325,7 +325,9 @@ def _axis_size(fun: Callable, args: tuple, kwargs: dict, leaves: list, in_dims: 
         first_with_size.setdefault(n, i)
     for rank, (n, count) in enumerate(collections.Counter(n for _, n in mapped).most_common()):
         i = first_with_size[n]
-        example = f"axis {in_dims[i]} of {names[i]} of type {aval(leaves[i]).str_short()}"
+        a = aval(leaves[i])  # (JAX names the dtype in full here: int32[2,5])
+        typ = f"{'~' if a.weak_type else ''}{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        example = f"axis {in_dims[i]} of {names[i]} of type {typ}"
         if count == 1:
             lines.append(f"one axis had size {n}: {example}")
         else:
@@ -334,10 +336,17 @@ def _axis_size(fun: Callable, args: tuple, kwargs: dict, leaves: list, in_dims: 
                      ";\n".join(f"  * {line}" for line in lines))
 
 
-def _to_out_axis(x: Any, dim: BatchDim, out_axis: BatchDim, axis_size: int, hidden: int = 0) -> Any:
+def _leaf_path(tree: Any, i: int) -> str:
+    """The key path (``['a'][1]``) of leaf ``i`` of a tree structure."""
+    placeholder = tree_util.tree_unflatten(tree, list(range(tree.num_leaves)))
+    return tree_util.keystr(tree_util.tree_flatten_with_path(placeholder)[0][i][0])
+
+
+def _to_out_axis(x: Any, dim: BatchDim, out_axis: BatchDim, axis_size: int, hidden: int = 0,
+                 path: Callable[[], str] = str) -> Any:
     if out_axis is None:
         if dim is not None:
-            raise ValueError(f"at vmap out_axes, got axis spec None but output was batched on axis {dim}")
+            raise ValueError(f"at vmap out_axes{path()}, got axis spec None but output was batched on axis {dim}")
         return x
     rank = aval(x).ndim + (dim is None) - hidden  # (``hidden``: a key array's word axis, not counted)
     if not -rank <= out_axis < rank:
@@ -412,7 +421,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             outs, out_dims = outs[:n], out_dims[:n]
         out_tree = out_tree_box[0]
         targets = _flatten_axes("out_axes", out_tree, out_axes, outs)
-        outs = [_to_out_axis(x, d, t, size, h) for x, d, t, h in zip(outs, out_dims, targets, out_hidden[0])]
+        outs = [_to_out_axis(x, d, t, size, h, functools.partial(_leaf_path, out_tree, i))
+                for i, (x, d, t, h) in enumerate(zip(outs, out_dims, targets, out_hidden[0]))]
         return tree_util.tree_unflatten(out_tree, outs)
 
     return vmapped
