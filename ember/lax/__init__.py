@@ -116,4 +116,5 @@ from ember.lax.shapes import (  # noqa: F401
     squeeze,
     transpose,
 )
+from ember.lax.special import betainc, igamma, igammac  # noqa: E402,F401
 from ember.lax.stop_gradient import stop_gradient, stop_gradient_p  # noqa: E402,F401

@@ -44,7 +44,7 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, trace_to_jaxpr
-from ember.lax import convolution as conv, reductions as red, shapes as sh
+from ember.lax import convolution as conv, reductions as red, shapes as sh, special
 from ember.lax.dot import dot_general_p
 
 
@@ -340,4 +340,8 @@ expansions: dict[Primitive, Expansion] = {
     red.reduce_min_p: _complex_extreme(red.reduce_min_p),
     red.cummax_p: _complex_running(red.cummax_p),
     red.cummin_p: _complex_running(red.cummin_p),
+    # the incomplete gamma and beta functions: the loops the reference runs too (float32 and float64)
+    **{p: Expansion(fn, lambda *avals: avals[0].dtype in (np.float32, np.float64))
+       for p, fn in ((special.igamma_p, special.igamma_value), (special.igammac_p, special.igammac_value),
+                     (special.betainc_p, special.betainc_value))},
 }

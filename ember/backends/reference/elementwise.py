@@ -1,6 +1,7 @@
 """Reference rules for elementwise primitives (NumPy, with XLA's edge-case semantics)."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -8,8 +9,10 @@ import ml_dtypes
 import numpy as np
 
 from ember import dtypes
-from ember.backends.reference import impl_rules
-from ember.lax import elementwise as ew
+from ember.backends.reference import eval_closed, impl_rules
+from ember.core.avals import ShapedArray
+from ember.core.staging import DebugInfo, trace_to_jaxpr
+from ember.lax import elementwise as ew, special
 from ember.lax.stop_gradient import stop_gradient_p
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
@@ -389,3 +392,30 @@ def _select_n(which: np.ndarray, cases: tuple) -> np.ndarray:
     if which.dtype == np.bool_:
         return np.where(which, cases[1] if len(cases) > 1 else cases[0], cases[0])
     return np.choose(np.clip(which, 0, len(cases) - 1).astype(np.intp), np.broadcast_arrays(*cases, which)[:-1])
+
+
+# The incomplete gamma and beta functions run the programs ``ember.lax.special`` writes for them
+# (so the reference and the CPU backend's expansion compute the same thing), traced once per type.
+_SPECIAL_VALUES = {special.igamma_p: special.igamma_value, special.igammac_p: special.igammac_value,
+                   special.betainc_p: special.betainc_value}
+
+
+@functools.lru_cache(maxsize=64)
+def _special_program(p: Any, shape: tuple, dtype: np.dtype, arity: int) -> Any:
+    avals = [ShapedArray(shape, dtype)] * arity
+    return trace_to_jaxpr(lambda *xs: [_SPECIAL_VALUES[p](*xs)], avals,
+                          DebugInfo("reference", p.name, [f"x{i}" for i in range(arity)], False))
+
+
+def _special(p: Any) -> Callable:
+    def impl(*xs: np.ndarray) -> np.ndarray:
+        dt = xs[0].dtype
+        wide = np.dtype(np.float64 if dt == np.float64 else np.float32)
+        shape = np.broadcast_shapes(*(x.shape for x in xs))
+        args = [np.broadcast_to(x.astype(wide), shape) for x in xs]
+        (out,) = eval_closed(_special_program(p, shape, wide, len(xs)), *args)
+        return np.asarray(out).astype(dt)
+    return impl
+
+
+impl_rules.update({p: _special(p) for p in _SPECIAL_VALUES})

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from ember import dtypes, lax
-from ember.lax import elementwise as ew
+from ember.lax import elementwise as ew, special
 from ember.lax.base import aval
 from ember.transforms.jvp import defjvp, deflinear, defzero, jvp_rules
 from ember.transforms.tangents import (
@@ -308,3 +308,39 @@ transpose_rules.update({
     ew.convert_element_type_p: _convert_transpose,
     ew.select_n_p: _select_n_transpose,
 })
+
+
+# The incomplete gamma and beta functions: in x, the densities (formed from the log of the
+# prefactor their values use, so they share its accuracy); in the shape parameters, JAX's errors.
+def _gamma_density(a: Any, x: Any) -> Any:
+    """``x^(a-1) e^-x / Gamma(a)``: 0 at ``x = 0`` for ``a > 1`` (inf for ``a < 1``), 0 outside ``x >= 0``."""
+    positive = lax.gt(x, const(x, 0.0))
+    safe_x = lax.select(positive, x, lax.full_like(x, 1.0))
+    inside = lax.exp(lax.sub(special._log_prefactor(a, safe_x), lax.log(safe_x)))
+    at_zero = lax.exp(lax.sub(lax.mul(lax.sub(a, const(a, 1.0)), lax.log(x)), lax.lgamma(a)))
+    return lax.select(positive, inside, lax.select(lax.eq(x, const(x, 0.0)), at_zero, lax.full_like(x, 0.0)))
+
+
+def _beta_density(a: Any, b: Any, x: Any) -> Any:
+    """``x^(a-1) (1-x)^(b-1) / B(a, b)``, 0 outside [0, 1]."""
+    log_beta = lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b)))
+    log_density = lax.add(lax.mul(lax.sub(a, const(a, 1.0)), lax.log(x)),
+                          lax.mul(lax.sub(b, const(b, 1.0)), lax.log1p(lax.neg(x))))
+    outside = lax.bitwise_or(lax.lt(x, const(x, 0.0)), lax.gt(x, const(x, 1.0)))
+    return lax.select(outside, lax.full_like(x, 0.0), lax.exp(lax.sub(log_density, log_beta)))
+
+
+def _not_in_a(name: str) -> Any:
+    def rule(g: Any, ans: Any, *primals: Any) -> Any:
+        raise ValueError(f"{name} gradient with respect to a not supported.")
+    return rule
+
+
+def _betainc_shape_rule(g: Any, ans: Any, a: Any, b: Any, x: Any) -> Any:
+    raise ValueError("Betainc gradient with respect to a and b not supported.")
+
+
+defjvp(special.igamma_p, _not_in_a("igamma"), lambda g, ans, a, x: lax.mul(g, _gamma_density(a, x)))
+defjvp(special.igammac_p, _not_in_a("igammac"), lambda g, ans, a, x: lax.neg(lax.mul(g, _gamma_density(a, x))))
+defjvp(special.betainc_p, _betainc_shape_rule, _betainc_shape_rule,
+       lambda g, ans, a, b, x: lax.mul(g, _beta_density(a, b, x)))
