@@ -152,3 +152,126 @@ def test_sla_schur_hessenberg_polar_match_scipy(dtype):
         assert_allclose(u_batch[1], scipy_linalg.polar(x[1], side)[0], rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="'real' or 'complex'"):
         sla.schur(x[0], output="foo")
+
+
+# --- matrix functions, Sylvester, Frechet derivative, qr_multiply -------------------------------------------
+def _random(rng, shape, dtype):
+    x = rng.normal(size=shape) + (1j * rng.normal(size=shape) if np.issubdtype(dtype, np.complexfloating) else 0)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_sla_sqrtm_funm_rsf2csf_match_scipy_and_jax(dtype):
+    jsla = pytest.importorskip("jax.scipy.linalg")
+    rng = np.random.default_rng(1)
+    x = _random(rng, (2, 4, 4), dtype)
+    x64 = x[0].astype(np.complex128)
+    # (shifted off the negative real axis, where the principal root's branch depends on a zero's sign)
+    shifted = x + 4 * np.eye(4, dtype=dtype)
+    root = check_eager_and_jit(sla.sqrtm, shifted[0], rtol=1e-5, atol=1e-5)
+    assert root.dtype == np.asarray(jsla.sqrtm(shifted[0])).dtype == np.complex64
+    assert_allclose(root, scipy_linalg.sqrtm(shifted[0].astype(np.complex128)).astype(np.complex64),
+                    rtol=1e-4, atol=1e-4)
+    assert_allclose(root, np.asarray(jsla.sqrtm(shifted[0])), rtol=1e-4, atol=1e-4)
+    assert_allclose(np.asarray(root) @ np.asarray(root), shifted[0], check_dtype=False, rtol=1e-4, atol=1e-4)
+    assert_allclose(ember.vmap(sla.sqrtm)(shifted)[1],
+                    scipy_linalg.sqrtm(shifted[1].astype(np.complex128)).astype(np.complex64), rtol=1e-4, atol=1e-4)
+    squared = np.asarray(sla.sqrtm(x[0]))
+    assert_allclose(squared @ squared, x[0], check_dtype=False, rtol=1e-4, atol=1e-4)
+    with pytest.raises(NotImplementedError, match="Blocked"):
+        sla.sqrtm(x[0], blocksize=2)
+
+    f = check_eager_and_jit(lambda m: sla.funm(m, lambda v: ember.numpy.sin(v) + 2 * ember.numpy.cos(v)), x[0],
+                            rtol=1e-5, atol=1e-5)
+    expected = scipy_linalg.funm(x64, lambda v: np.sin(v) + 2 * np.cos(v))
+    assert_allclose(f, expected.astype(np.complex64), rtol=1e-4, atol=1e-4)
+    f_exp, err = sla.funm(x[0], ember.numpy.exp, disp=False)
+    assert_allclose(f_exp, scipy_linalg.expm(x64).astype(np.complex64), rtol=1e-4, atol=1e-4)
+    _, jax_err = jsla.funm(x[0], __import__("jax").numpy.exp, disp=False)
+    assert_allclose(err, np.asarray(jax_err), rtol=1e-3)
+    with pytest.raises(ValueError, match="expected square"):
+        sla.funm(x, ember.numpy.exp)
+
+    if dtype == np.float32:  # rsf2csf reads SciPy's real Schur form
+        t, z = scipy_linalg.schur(x[0].astype(np.float64))
+        t_expected, z_expected = scipy_linalg.rsf2csf(t, z)
+        tc, zc = check_eager_and_jit(sla.rsf2csf, t.astype(np.float32), z.astype(np.float32), rtol=1e-6, atol=1e-6)
+        assert_allclose(tc, t_expected.astype(np.complex64), rtol=1e-5, atol=1e-5)
+        assert_allclose(zc, z_expected.astype(np.complex64), rtol=1e-5, atol=1e-5)
+        jt, _ = jsla.rsf2csf(t.astype(np.float32), z.astype(np.float32))
+        assert_allclose(tc, np.asarray(jt), rtol=1e-5, atol=1e-5)
+        ts, zs = scipy_linalg.schur(x[1].astype(np.float64))
+        batch_t, _ = ember.vmap(sla.rsf2csf)(np.stack([t, ts]).astype(np.float32), np.stack([z, zs]).astype(np.float32))
+        assert_allclose(batch_t[1], scipy_linalg.rsf2csf(ts, zs)[0].astype(np.complex64), rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match="shapes must match"):
+            sla.rsf2csf(t, z[:3, :3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_sla_solve_sylvester_matches_scipy_and_jax(dtype):
+    jsla = pytest.importorskip("jax.scipy.linalg")
+    rng = np.random.default_rng(2)
+    a, b, c = _random(rng, (2, 4, 4), dtype), _random(rng, (2, 3, 3), dtype), _random(rng, (2, 4, 3), dtype)
+    for method in ("schur", "eigen"):
+        x = check_eager_and_jit(lambda *m: sla.solve_sylvester(*m, method=method), a[0], b[0], c[0],
+                                rtol=1e-5, atol=1e-5)
+        assert x.dtype == np.asarray(jsla.solve_sylvester(a[0], b[0], c[0], method=method)).dtype == dtype
+        expected = scipy_linalg.solve_sylvester(*(m.astype(np.complex128) for m in (a[0], b[0], c[0])))
+        assert_allclose(x, expected.astype(dtype) if dtype == np.complex64 else expected.real.astype(dtype),
+                        rtol=1e-3, atol=1e-4)
+    batched = ember.vmap(sla.solve_sylvester)(a, b, c)
+    assert_allclose(batched, sla.solve_sylvester(a, b, c), rtol=1e-5, atol=1e-5)
+    assert_allclose(np.asarray(a[1]) @ np.asarray(batched[1]) + np.asarray(batched[1]) @ b[1], c[1],
+                    rtol=1e-4, atol=1e-4)
+    singular = sla.solve_sylvester(np.eye(2, dtype=dtype), -np.eye(2, dtype=dtype), np.ones((2, 2), dtype))
+    assert np.isnan(np.asarray(singular)).all()
+    with pytest.raises(ValueError, match="Incompatible shapes"):
+        sla.solve_sylvester(a[0], b[0], c[0].T)
+    with pytest.raises(ValueError, match="Unrecognized method"):
+        sla.solve_sylvester(a[0], b[0], c[0], method="foo")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_sla_expm_frechet_matches_scipy_and_jax(dtype):
+    jsla = pytest.importorskip("jax.scipy.linalg")
+    rng = np.random.default_rng(3)
+    a, e = _random(rng, (2, 3, 3), dtype), _random(rng, (2, 3, 3), dtype)
+    expm_a, frechet = check_eager_and_jit(sla.expm_frechet, a[0], e[0], rtol=1e-5, atol=1e-5)
+    wide = np.complex128 if dtype == np.complex64 else np.float64
+    expm_expected, frechet_expected = scipy_linalg.expm_frechet(a[0].astype(wide), e[0].astype(wide))
+    assert_allclose(expm_a, expm_expected.astype(dtype), rtol=1e-4, atol=1e-4)
+    assert_allclose(frechet, frechet_expected.astype(dtype), rtol=1e-4, atol=1e-4)
+    assert_allclose(frechet, np.asarray(jsla.expm_frechet(a[0], e[0])[1]), rtol=1e-4, atol=1e-4)
+    only = ember.vmap(lambda m, d: sla.expm_frechet(m, d, compute_expm=False))(a, e)
+    assert_allclose(only[1], scipy_linalg.expm_frechet(a[1].astype(wide), e[1].astype(wide))[1].astype(dtype),
+                    rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="same shape"):
+        sla.expm_frechet(a[0], e[0, :2, :2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+def test_sla_qr_multiply_matches_scipy_and_jax(dtype, shape):
+    jsla = pytest.importorskip("jax.scipy.linalg")
+    rng = np.random.default_rng(4)
+    a = _random(rng, shape, dtype)
+    k = min(shape)
+    for mode, c in (("left", _random(rng, (k, 2), dtype)), ("right", _random(rng, (2, shape[0]), dtype)),
+                    ("left", _random(rng, (k,), dtype)), ("right", _random(rng, (shape[0],), dtype))):
+        for pivoting in (False, True):
+            for conjugate in (False, True):
+                got = check_eager_and_jit(lambda a_, c_: sla.qr_multiply(a_, c_, mode, pivoting, conjugate), a, c,
+                                          rtol=1e-5, atol=1e-5)
+                expected = scipy_linalg.qr_multiply(a, c, mode, pivoting, conjugate)
+                theirs = jsla.qr_multiply(a, c, mode, pivoting, conjugate)
+                for ours, want, jax_value in zip(got, expected, theirs):
+                    assert_allclose(ours, np.asarray(want).astype(np.asarray(ours).dtype), rtol=1e-4, atol=1e-4)
+                    assert_allclose(ours, np.asarray(jax_value), rtol=1e-4, atol=1e-4)
+    batch = _random(rng, (2,) + shape, dtype)
+    c = _random(rng, (2, 3, shape[0]), dtype)
+    product, r = ember.vmap(sla.qr_multiply)(batch, c)
+    assert_allclose(product[1], scipy_linalg.qr_multiply(batch[1], c[1])[0].astype(dtype), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="mode must be"):
+        sla.qr_multiply(a, c[0], mode="foo")
+    with pytest.raises(ValueError, match="not compatible for c @ Q"):
+        sla.qr_multiply(a, np.ones((2, shape[0] + 1)))

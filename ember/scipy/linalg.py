@@ -20,10 +20,10 @@ from ember.numpy import linalg as np_linalg
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
-           "convolution_matrix", "det", "dft", "eigh", "expm", "fiedler", "fiedler_companion", "hadamard",
-           "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu",
-           "lu_factor", "lu_solve", "pascal", "polar", "qr", "schur", "solve", "solve_triangular", "svd",
-           "toeplitz"]
+           "convolution_matrix", "det", "dft", "eigh", "expm", "expm_frechet", "fiedler", "fiedler_companion",
+           "funm", "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal",
+           "leslie", "lu", "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur",
+           "solve", "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 
 def _inexact(*args: Any) -> Any:
@@ -540,3 +540,230 @@ def polar(a: Any, side: str = "right", *, method: str = "qdwh", eps: float | Non
         v = jnp.conj(jnp.swapaxes(vh, -1, -2))
         return unitary, jnp.matmul(v * s, vh)
     return unitary, jnp.matmul(w * s, jnp.conj(jnp.swapaxes(w, -1, -2)))
+
+
+# --- matrix functions on the complex Schur form ----------------------------------------------------------------
+# A function of a triangular ``t`` is triangular and commutes with ``t``; that fixes its entries one
+# superdiagonal at a time from the diagonal ``f(t_ii)``. With the entries of diagonals below ``p``
+# known (those on ``p`` and above still zero), ``(x @ y)[i, i + p]`` holds exactly the inner sum
+# over ``i < k < i + p`` that the recurrences need, so each diagonal is a few whole-matrix products
+# (n is static: a Python loop of n - 1 steps, O(n^4) work for matrices small enough to want it).
+def _superdiagonal_mask(n: int, p: int) -> Any:
+    return jnp.asarray(np.eye(n, k=p, dtype=bool))
+
+
+def _diag(x: Any) -> Any:
+    return jnp.diagonal(x, axis1=-2, axis2=-1)
+
+
+def _conj_t(x: Any) -> Any:
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+def _sqrtm_triangular(t: Any) -> Any:
+    """The principal square root ``u`` of upper triangular ``t`` (Bjorck & Hammarling 1983):
+    ``u_ij = (t_ij - sum_k u_ik u_kj) / (u_ii + u_jj)``; an entry whose numerator is exactly zero is
+    zero (so a singular ``t`` with zeros there does not give 0 / 0)."""
+    n = t.shape[-1]
+    d = jnp.sqrt(_diag(t))
+    u = d[..., :, None] * jnp.eye(n, dtype=t.dtype)
+    denominator = d[..., :, None] + d[..., None, :]
+    for p in range(1, n):
+        numerator = t - jnp.matmul(u, u)
+        entry = jnp.where(numerator == 0, 0, numerator / jnp.where(numerator == 0, 1, denominator))
+        u = jnp.where(_superdiagonal_mask(n, p), entry, u)
+    return u
+
+
+def sqrtm(A: Any, blocksize: int = 1) -> Any:
+    """The principal square root of square matrices, complex (the complex Schur method:
+    ``A == z t z^H``, ``sqrtm(A) == z sqrt(t) z^H``). ``blocksize > 1`` is not implemented, as in JAX."""
+    if blocksize > 1:
+        raise NotImplementedError("Blocked version is not implemented yet.")
+    t, z = schur(A, output="complex")
+    return jnp.matmul(jnp.matmul(z, _sqrtm_triangular(t)), _conj_t(z))
+
+
+def _givens_for_block(t: Any, m: int) -> tuple[Any, Any, Any]:
+    """``(c, s, apply)`` of the rotation that makes rows / columns m - 1, m of real Schur form ``t``
+    triangular, and whether that 2 x 2 block has a nonzero subdiagonal worth removing."""
+    a, b = t[..., m - 1, m - 1], t[..., m - 1, m]
+    c_, d = t[..., m, m - 1], t[..., m, m]
+    half = (a - d) / 2
+    root = jnp.sqrt(half * half + b * c_)
+    # an eigenvalue of the block, less d: the one with imag >= 0, which LAPACK lists first (the sign of
+    # a zero imaginary part in the discriminant would otherwise pick the other)
+    mu = half + jnp.where(root.imag < 0, -root, root)
+    r = jnp.sqrt(jnp.abs(mu) ** 2 + jnp.abs(c_) ** 2).astype(t.dtype)
+    eps = jnp.finfo(t.dtype).eps
+    apply = jnp.abs(c_) > eps * (jnp.abs(a) + jnp.abs(d))
+    safe_r = jnp.where(apply, r, 1)
+    return jnp.where(apply, mu / safe_r, 1), jnp.where(apply, c_ / safe_r, 0), apply
+
+
+def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:
+    """The complex Schur form ``(t, z)`` of the real one (``schur(a)``'s ``(T, Z)``): each 2 x 2 diagonal
+    block (a conjugate eigenvalue pair) is made triangular by a complex Givens rotation, applied to ``t``
+    on both sides and to ``z`` on the right. Leading dimensions of ``T`` and ``Z`` broadcast."""
+    t, z = _inexact(T), _inexact(Z)
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
+        raise ValueError("Input 'T' must be square.")
+    if z.ndim < 2 or z.shape[-1] != z.shape[-2]:
+        raise ValueError("Input 'Z' must be square.")
+    if t.shape[-1] != z.shape[-1]:
+        raise ValueError(f"Input array shapes must match: Z: {z.shape} vs. T: {t.shape}")
+    complex_type = jnp.result_type(t.dtype, z.dtype, jnp.complex64)
+    batch = jnp.broadcast_shapes(t.shape[:-2], z.shape[:-2])
+    n = t.shape[-1]
+    t = jnp.broadcast_to(t.astype(complex_type), batch + (n, n))
+    z = jnp.broadcast_to(z.astype(complex_type), batch + (n, n))
+    for m in range(n - 1, 0, -1):
+        c, s, apply = _givens_for_block(t, m)
+        # g acts on rows m - 1, m: [[conj(c), conj(s)], [-s, c]]
+        g = jnp.broadcast_to(jnp.eye(n, dtype=complex_type), batch + (n, n))
+        g = g.at[..., m - 1, m - 1].set(jnp.conj(c)).at[..., m - 1, m].set(jnp.conj(s))
+        g = g.at[..., m, m - 1].set(-s).at[..., m, m].set(c)
+        t = jnp.matmul(jnp.matmul(g, t), _conj_t(g))
+        t = t.at[..., m, m - 1].set(jnp.where(apply, 0, t[..., m, m - 1]))
+        z = jnp.matmul(z, _conj_t(g))
+    return t, z
+
+
+def _parlett(t: Any, f_diagonal: Any) -> tuple[Any, Any]:
+    """``f(t)`` for upper triangular ``t`` from ``f`` of its diagonal (Parlett's recurrence, Golub & Van
+    Loan 11.1.1): ``f_ij (t_jj - t_ii) == (t @ f - f @ t)_ij``, left undivided where ``t_jj == t_ii``;
+    and the smallest ``|t_jj - t_ii|`` (with ``|t_00|``), which bounds the error."""
+    n = t.shape[-1]
+    f = f_diagonal[..., :, None] * jnp.eye(n, dtype=t.dtype)
+    d = _diag(t)
+    gap = d[..., None, :] - d[..., :, None]
+    upper = jnp.asarray(np.triu(np.ones((n, n), bool), 1))
+    smallest = jnp.min(jnp.where(upper, jnp.abs(gap), jnp.inf), axis=(-2, -1)) if n > 1 else jnp.inf
+    smallest = jnp.minimum(jnp.abs(t[..., 0, 0]), smallest)
+    for p in range(1, n):
+        s = jnp.matmul(t, f) - jnp.matmul(f, t)
+        f = jnp.where(_superdiagonal_mask(n, p), jnp.where(gap != 0, s / jnp.where(gap != 0, gap, 1), s), f)
+    return f, smallest
+
+
+def funm(A: Any, func: Any, disp: bool = True) -> Any:
+    """``func`` of a square matrix, complex: on the complex Schur form ``A == z t z^H`` (``rsf2csf`` of the
+    real one), ``func`` (elementwise, traceable) of ``t``'s diagonal extended by Parlett's recurrence.
+    ``disp=False`` also returns an estimate of the relative error (large where ``A`` has close eigenvalues)."""
+    a = ensure_array(A)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected square array_like input")
+    t, z = rsf2csf(*schur(a))
+    f, smallest = _parlett(t, jnp.asarray(func(_diag(t))).astype(t.dtype))
+    f = jnp.matmul(jnp.matmul(z, f), _conj_t(z))
+    if disp:
+        return f
+    tol = float(np.finfo(np.float32 if t.dtype == jnp.complex64 else np.float64).eps)
+    smallest = jnp.where(smallest == 0, tol, smallest)
+    strict = jnp.triu(t, 1)
+    one_norm = jnp.max(jnp.sum(jnp.abs(strict), axis=0))
+    err = jnp.minimum(1, jnp.maximum(tol, (tol / smallest) * one_norm))
+    return f, jnp.where(jnp.any(jnp.isinf(f)), np.inf, err)
+
+
+def _solve_triangular_sylvester(r: Any, s: Any, f: Any) -> Any:
+    """``y`` with ``r @ y + y @ s == f`` for upper triangular ``r`` (m x m) and ``s`` (n x n): column j
+    solves ``(r + s_jj I) y_j == f_j - y[:, :j] @ s[:j, j]``, a triangular system, columns in order."""
+    m, n = f.shape[-2:]
+    identity = jnp.eye(m, dtype=r.dtype)
+    columns: list[Any] = []
+    for j in range(n):
+        rhs = f[..., :, j:j + 1]
+        if j:
+            rhs = rhs - jnp.matmul(jnp.stack(columns, axis=-1), s[..., :j, j:j + 1])
+        shifted = r + s[..., j, j, None, None] * identity
+        columns.append(solve_triangular(shifted, rhs)[..., 0])
+    return jnp.stack(columns, axis=-1) if columns else f
+
+
+def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float = 1e-8) -> Any:
+    """``X`` with ``A @ X + X @ B == C`` (A m x m, B n x n, C m x n; leading dimensions batch).
+
+    'schur' (Bartels-Stewart): with complex Schur forms ``A == u r u^H``, ``B == v s v^H`` the equation
+    becomes the triangular ``r y + y s == u^H C v``, solved column by column; 'eigen' diagonalizes both
+    (faster in principle, inaccurate for non-normal matrices). The equation is singular where an
+    eigenvalue of A and one of B sum to zero: where some sum is under ``tol`` in magnitude, the result
+    is NaN. Real ``C`` (after promotion) gives a real ``X``."""
+    a, b, c = _inexact(A, B, C)
+    m, n = c.shape[-2:]
+    if a.shape[-2:] != (m, m) or b.shape[-2:] != (n, n):
+        raise ValueError(f"Incompatible shapes for Sylvester equation:\nA: {a.shape}\nB: {b.shape}\nC: {c.shape}")
+    if method not in ("schur", "eigen"):
+        raise ValueError(f"Unrecognized method {method}. The two valid methods are either \"schur\" or \"eigen\".")
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
+    a, b, c = (jnp.broadcast_to(x, batch + x.shape[-2:]) for x in (a, b, c))
+    if method == "schur":
+        r, u = schur(a, output="complex")
+        s, v = schur(b, output="complex")
+        y = _solve_triangular_sylvester(r, s, jnp.matmul(jnp.matmul(_conj_t(u), c.astype(r.dtype)), v))
+        x = jnp.matmul(jnp.matmul(u, y), _conj_t(v))
+        eig_a, eig_b = _diag(r), _diag(s)
+    else:
+        eig_a, vectors_a = np_linalg.eig(a)
+        eig_b, vectors_b = np_linalg.eig(b)
+        f = np_linalg.solve(vectors_a, jnp.matmul(c.astype(eig_a.dtype), vectors_b))
+        y = f / (eig_a[..., :, None] + eig_b[..., None, :])
+        x = jnp.matmul(jnp.matmul(vectors_a, y), np_linalg.inv(vectors_b))
+    if not jnp.iscomplexobj(c):
+        x = x.real
+    singular = jnp.any(jnp.abs(eig_a[..., :, None] + eig_b[..., None, :]) < tol, axis=(-2, -1))
+    return jnp.where(singular[..., None, None], np.nan, x)
+
+
+def expm_frechet(A: Any, E: Any, *, method: str | None = None, compute_expm: bool = True) -> Any:
+    """The Frechet derivative of ``expm`` at ``A`` in the direction ``E`` (the jvp of ``expm``), and
+    ``expm(A)`` first if ``compute_expm``: both read off ``expm([[A, E], [0, A]])``, whose upper right
+    block is the derivative (Najfeld & Havel 1995). ``method`` is ignored."""
+    a, e = _inexact(A, E)
+    if a.ndim < 2 or a.shape[-2] != a.shape[-1]:
+        raise ValueError(f"expected A to be a (batched) square matrix, got A.shape={a.shape}")
+    if e.ndim < 2 or e.shape[-2] != e.shape[-1]:
+        raise ValueError(f"expected E to be a (batched) square matrix, got E.shape={e.shape}")
+    if a.shape != e.shape:
+        raise ValueError(f"expected A and E to be the same shape, got A.shape={a.shape} E.shape={e.shape}")
+    n = a.shape[-1]
+    block = jnp.concatenate([jnp.concatenate([a, e], axis=-1),
+                             jnp.concatenate([jnp.zeros_like(a), a], axis=-1)], axis=-2)
+    both = expm(block)
+    derivative = both[..., :n, n:]
+    return (both[..., :n, :n], derivative) if compute_expm else derivative
+
+
+def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False) -> tuple[Any, ...]:
+    """``(q @ c, r)`` (``mode='left'``, ``c`` with k = min(m, n) rows) or ``(c @ q, r)`` ('right', ``c`` with
+    m columns) from the QR decomposition ``a == q @ r`` (``a`` m x n; ``q`` m x k, ``r`` k x n), with
+    ``conj(q)`` if ``conjugate``, and the column order ``p`` (``a[:, p] == q @ r``) third if ``pivoting``.
+    A 1-D ``c`` is a column ('left') or a row ('right'), and the product comes back raveled."""
+    a, c = _inexact(a, c)
+    if mode not in ("right", "left"):
+        raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
+    one_dimensional = c.ndim == 1
+    if one_dimensional:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape {tuple(a.shape)} so "
+                         f"Q has {k} columns, but c has {c.shape[-2]} rows (expected {k}).")
+    if mode == "right" and c.shape[-1] != m:
+        raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape {tuple(a.shape)} so "
+                         f"Q has {m} rows, but c has {c.shape[-1]} columns (expected {m}).")
+    batch = jnp.broadcast_shapes(a.shape[:-2], c.shape[:-2])
+    a, c = jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(c, batch + c.shape[-2:])
+    if pivoting:
+        packed, p, taus = lax_linalg.geqp3(a)
+    else:
+        packed, taus = lax_linalg.geqrf(a)
+    q = lax_linalg.householder_product(packed[..., :, :k], taus)
+    q = jnp.conj(q) if conjugate else q
+    product = jnp.matmul(q, c) if mode == "left" else jnp.matmul(c, q)
+    if one_dimensional:
+        product = product.ravel()
+    r = jnp.triu(packed[..., :k, :])
+    return (product, r, p) if pivoting else (product, r)
