@@ -275,3 +275,34 @@ def test_sla_qr_multiply_matches_scipy_and_jax(dtype, shape):
         sla.qr_multiply(a, c[0], mode="foo")
     with pytest.raises(ValueError, match="not compatible for c @ Q"):
         sla.qr_multiply(a, np.ones((2, shape[0] + 1)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_sla_eigh_tridiagonal_matches_scipy_and_jax(dtype):
+    jsla = pytest.importorskip("jax.scipy.linalg")
+    rng = np.random.default_rng(5)
+    d = rng.normal(size=5).astype(dtype)
+    e = _random(rng, (4,), dtype)
+    d = d.real.astype(dtype)
+    dense = np.diag(d) + np.diag(e, 1) + np.diag(np.conj(e), -1)
+    expected = np.linalg.eigvalsh(dense.astype(np.complex128)).astype(np.float32)
+    w = check_eager_and_jit(lambda a, b: sla.eigh_tridiagonal(a, b, eigvals_only=True), d, e, rtol=1e-5, atol=1e-5)
+    assert_allclose(w, expected, rtol=1e-4, atol=1e-4)
+    assert_allclose(w, np.asarray(jsla.eigh_tridiagonal(d, e, eigvals_only=True)), rtol=1e-4, atol=1e-4)
+    if dtype == np.float32:
+        assert_allclose(w, scipy_linalg.eigh_tridiagonal(d, e, eigvals_only=True), rtol=1e-4, atol=1e-4)
+    w_sel, v = check_eager_and_jit(lambda a, b: sla.eigh_tridiagonal(a, b, select="i", select_range=(1, 3)), d, e,
+                                   rtol=1e-5, atol=1e-5)
+    jw, jv = jsla.eigh_tridiagonal(d, e, select="i", select_range=(1, 3))
+    assert v.shape == np.asarray(jv).shape == (5, 3) and v.dtype == np.asarray(jv).dtype
+    assert_allclose(w_sel, expected[1:4], rtol=1e-4, atol=1e-4)
+    v = np.asarray(v)
+    assert_allclose(dense @ v, v * np.asarray(w_sel)[None, :], check_dtype=False, rtol=1e-4, atol=1e-4)
+    assert_allclose(np.abs(np.vdot(v[:, 0], np.asarray(jv)[:, 0])), np.float32(1), rtol=1e-3)  # (one up to phase)
+    assert_allclose(sla.eigh_tridiagonal(d[:1], e[:0], eigvals_only=True), d[:1].real.astype(np.float32))
+    with pytest.raises(NotImplementedError, match="select='v'"):
+        sla.eigh_tridiagonal(d, e, select="v", select_range=(0.0, 1.0))
+    with pytest.raises(ValueError, match="empty index range"):
+        sla.eigh_tridiagonal(d, e, select="i", select_range=(3, 1))
+    with pytest.raises(TypeError, match="same dtype"):
+        sla.eigh_tridiagonal(np.ones(5, np.float32), np.ones(4, np.complex64))

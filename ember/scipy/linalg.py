@@ -20,8 +20,8 @@ from ember.numpy import linalg as np_linalg
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
-           "convolution_matrix", "det", "dft", "eigh", "expm", "expm_frechet", "fiedler", "fiedler_companion",
-           "funm", "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal",
+           "convolution_matrix", "det", "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler",
+           "fiedler_companion", "funm", "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal",
            "leslie", "lu", "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur",
            "solve", "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
@@ -767,3 +767,39 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
         product = product.ravel()
     r = jnp.triu(packed[..., :k, :])
     return (product, r, p) if pivoting else (product, r)
+
+
+def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str = "a",
+                     select_range: tuple[float, float] | None = None, tol: float | None = None,
+                     key: Any = None) -> Any:
+    """Ascending eigenvalues (and eigenvectors, columns ``(n, k)``) of the Hermitian tridiagonal matrix with
+    diagonal ``d`` (n,) and superdiagonal ``e`` (n - 1,) (subdiagonal ``conj(e)``): the dense eigendecomposition
+    of that matrix, accurate to working precision, so ``tol`` and ``key`` change nothing. ``select='a'``
+    gives all; 'i' those with indices ``select_range[0] <= i <= select_range[1]``; 'v' is not implemented,
+    as in JAX."""
+    alpha, beta = ensure_array(d), ensure_array(e)
+    supported = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
+    if alpha.dtype != beta.dtype:
+        raise TypeError(f"diagonal and off-diagonal values must have same dtype, got {alpha.dtype} and {beta.dtype}")
+    if alpha.dtype not in supported:
+        raise TypeError("Only float32 and float64 inputs are supported as inputs to "
+                        f"jax.scipy.linalg.eigh_tridiagonal, got {alpha.dtype} and {beta.dtype}")
+    n = alpha.shape[0]
+    if n <= 1:
+        return jnp.real(alpha) if eigvals_only else (jnp.real(alpha), jnp.eye(n, dtype=alpha.dtype))
+    if select == "a":
+        first, last = 0, n - 1
+    elif select == "i":
+        if select_range is None:
+            raise ValueError("for select='i', select_range must be specified.")
+        if select_range[0] > select_range[1]:
+            raise ValueError("Got empty index range in select_range.")
+        first, last = int(select_range[0]), int(select_range[1])
+    elif select == "v":
+        raise NotImplementedError("eigh_tridiagonal(..., select='v') is not implemented yet.")
+    else:
+        raise ValueError("'select must have a value in {'a', 'i', 'v'}.")
+    matrix = jnp.diag(alpha) + jnp.diag(beta, 1) + jnp.diag(jnp.conj(beta), -1)
+    v, w = lax_linalg.eigh(matrix, symmetrize_input=False)
+    w, v = w[first:last + 1], v[:, first:last + 1]
+    return w if eigvals_only else (w, v)
