@@ -19,11 +19,11 @@ from ember.lax import linalg as lax_linalg
 from ember.numpy import linalg as np_linalg
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
-           "convolution_matrix", "det", "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler",
-           "fiedler_companion", "funm", "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal",
-           "leslie", "lu", "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur",
-           "solve", "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+           "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "funm",
+           "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu",
+           "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur", "solve",
+           "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 
 def _inexact(*args: Any) -> Any:
