@@ -86,7 +86,9 @@ def _log_prefactor(a: Any, x: Any) -> Any:
     large = ew.ge(a, 10.0)
     big_a = ew.select(large, a, _const(a, 10.0))
     t = ew.div(ew.sub(x, big_a), big_a)
-    uniform = ew.add(ew.mul(big_a, ew.sub(ew.log1p(t), t)),
+    near = ew.lt(ew.abs(t), 0.5)  # (log1p(t) loses 1 + t's digits as t nears -1: log(x / a) there)
+    log_ratio = ew.select(near, ew.log1p(ew.select(near, t, _const(t, 0.0))), ew.log(ew.div(x, big_a)))
+    uniform = ew.add(ew.mul(big_a, ew.sub(log_ratio, t)),
                      ew.sub(ew.mul(0.5, ew.log(ew.div(big_a, 2 * math.pi))), _stirling(big_a)))
     return ew.select(large, uniform, direct)
 
@@ -132,11 +134,12 @@ def _upper_fraction(a: Any, x: Any, active: Any) -> Any:
 
 def _gamma_edges(a: Any, x: Any, value: Any, lower: bool) -> Any:
     """JAX's values off the interior: NaN for NaN, negative ``a`` or ``x``, and ``a = x = 0``;
-    ``P = 1`` at ``a = 0`` and at ``x = inf``, 0 at ``x = 0``; at ``a = inf``, 0 for ``x < 1``
+    ``P = 1`` at ``a = 0`` (for ``x >= 1``) and at ``x = inf``, 0 at ``x = 0``; at ``a = inf``, 0 for ``x < 1``
     and NaN for finite ``x >= 1`` (where ``a log x`` is ``0 * inf``)."""
     p = (lambda v: v) if lower else (lambda v: 1.0 - v)
     nan = ew.bitwise_or(ew.bitwise_or(ew.ne(a, a), ew.ne(x, x)), ew.bitwise_or(ew.lt(a, 0.0), ew.lt(x, 0.0)))
-    nan = ew.bitwise_or(nan, ew.bitwise_and(ew.eq(a, 0.0), ew.eq(x, 0.0)))
+    # (a = 0: P is NaN for x < 1, where JAX takes the series, but Q is 0 for every x > 0)
+    nan = ew.bitwise_or(nan, ew.bitwise_and(ew.eq(a, 0.0), ew.lt(x, 1.0) if lower else ew.eq(x, 0.0)))
     inf_a = ew.bitwise_and(ew.eq(a, np.inf), ew.ne(x, np.inf))
     out = ew.select(inf_a, ew.select(ew.lt(x, 1.0), _const(x, p(0.0)), _const(x, np.nan)), value)
     out = ew.select(ew.eq(x, 0.0), _const(x, p(0.0)), out)
