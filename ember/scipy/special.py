@@ -19,8 +19,9 @@ from ember.nn import functions as nn_functions
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 
 __all__ = [
-    "beta", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfc", "erfinv", "expit",
-    "factorial", "gamma", "gammaln", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax",
+    "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfc", "erfinv", "expit",
+    "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1", "i1e",
+    "kl_div", "log_ndtr", "log_softmax",
     "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "poch", "rel_entr", "softmax",
     "xlog1py", "xlogy",
 ]
@@ -69,6 +70,25 @@ def betaln(a: Any, b: Any) -> Any:
     """``log(abs(beta(a, b)))`` as ``gammaln(a) + gammaln(b) - gammaln(a + b)``."""
     a, b = _inexact(a, b)
     return jnp.subtract(jnp.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(jnp.add(a, b)))
+
+
+def gammainc(a: Any, x: Any) -> Any:
+    """The regularized lower incomplete gamma function ``P(a, x)`` (``lax.igamma``)."""
+    a, x = jnp.broadcast_arrays(*_real("gammainc", a, x))
+    return lax.igamma(a, x)
+
+
+def gammaincc(a: Any, x: Any) -> Any:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)`` (``lax.igammac``:
+    computed directly where it is small)."""
+    a, x = jnp.broadcast_arrays(*_real("gammaincc", a, x))
+    return lax.igammac(a, x)
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """The regularized incomplete beta function ``I_x(a, b)`` (``lax.betainc``)."""
+    a, b, x = jnp.broadcast_arrays(*_real("betainc", a, b, x))
+    return lax.betainc(a, b, x)
 
 
 def _real(name: str, *args: Any) -> Any:

@@ -1,8 +1,4 @@
-"""The beta distribution with shapes ``a`` and ``b`` on [``loc``, ``loc + scale``].
-
-Only the density: the distribution function needs the regularized incomplete beta function,
-which ``ember.scipy.special`` does not have.
-"""
+"""The beta distribution with shapes ``a`` and ``b`` on [``loc``, ``loc + scale``]."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +9,7 @@ import ember.numpy as jnp
 from ember.scipy import special
 from ember.scipy.stats._common import promote
 
-__all__ = ["logpdf", "pdf"]
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 
 def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -32,3 +28,28 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def pdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return jnp.exp(logpdf(x, a, b, loc, scale))
+
+
+def _clipped(x: Any, a: Any, b: Any, loc: Any, scale: Any) -> tuple[Any, Any, Any]:
+    """``(a, b, y)`` with ``y = (x - loc) / scale`` clipped to [0, 1]."""
+    x, a, b, loc, scale = promote(x, a, b, loc, scale)
+    return a, b, jnp.clip(jnp.divide(jnp.subtract(x, loc), scale), 0, 1)
+
+
+def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``betainc(a, b, y)``."""
+    return special.betainc(*_clipped(x, a, b, loc, scale))
+
+
+def logcdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    return jnp.log(cdf(x, a, b, loc, scale))
+
+
+def sf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``betainc(b, a, 1 - y)``, the mirrored distribution's cdf: accurate in the right tail."""
+    a, b, y = _clipped(x, a, b, loc, scale)
+    return special.betainc(b, a, jnp.subtract(1, y))
+
+
+def logsf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    return jnp.log(sf(x, a, b, loc, scale))

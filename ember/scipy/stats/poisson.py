@@ -9,7 +9,7 @@ import ember.numpy as jnp
 from ember.scipy import special
 from ember.scipy.stats._common import promote
 
-__all__ = ["logpmf", "pmf"]
+__all__ = ["cdf", "logpmf", "pmf"]
 
 
 def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
@@ -22,3 +22,10 @@ def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
 
 def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     return jnp.exp(logpmf(k, mu, loc))
+
+
+def cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    """``P(X <= k)`` as ``gammaincc(floor(k - loc) + 1, mu)``; 0 below ``loc``."""
+    k, mu, loc = promote(k, mu, loc)
+    x = jnp.subtract(k, loc)
+    return jnp.where(x < 0, 0, special.gammaincc(jnp.add(jnp.floor(jnp.maximum(x, 0)), 1), mu))
