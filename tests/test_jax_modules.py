@@ -700,3 +700,56 @@ def test_config_states_versions_and_process_indices():
     assert compat.enable_x64.value is False
     with compat.debug_nans(True), pytest.raises(FloatingPointError, match="encountered in log"):
         ejnp.log(-1.0)
+
+
+# --- what ember lacks of JAX's modules is listed exactly (and the README's list is generated) -----------
+CHECKED_MODULES = [
+    "jax.lax", "jax.lax.linalg", "jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.nn", "jax.nn.initializers",
+    "jax.random", "jax.scipy", "jax.scipy.special", "jax.scipy.linalg", "jax.scipy.stats", "jax.scipy.stats.norm",
+    "jax.tree_util", "jax.tree", "jax.debug", "jax.experimental", "jax.dtypes", "jax.image", "jax.ops",
+    "jax.custom_derivatives", "jax.custom_batching", "jax.sharding", "jax.stages", "jax.typing", "jax.flatten_util",
+    "jax.ad_checkpoint", "jax.test_util", "jax.errors", "jax.dlpack", "jax.example_libraries.stax",
+    "jax.scipy.signal", "jax.scipy.optimize", "jax.scipy.ndimage", "jax.scipy.integrate", "jax.scipy.sparse",
+    "jax.scipy.fft", "jax.scipy.interpolate", "jax.scipy.spatial", "jax.scipy.cluster", "jax.experimental.ode",
+    "jax.experimental.sparse", "jax.profiler",
+]
+
+
+def _public(module) -> list[str]:
+    names = []
+    for name in dir(module):
+        if name.startswith("_") or name.endswith("_p"):
+            continue
+        try:
+            value = getattr(module, name)
+        except Exception:  # (a deprecated name that raises when used)
+            continue
+        if not inspect.ismodule(value):
+            names.append(name)
+    return names
+
+
+def test_the_missing_names_of_jaxs_modules_are_listed_exactly():
+    import importlib
+    import pathlib
+    import pprint
+
+    from ember import jax_import
+
+    modules, names = [], {}
+    for name in CHECKED_MODULES:
+        theirs = importlib.import_module(name)
+        target = jax_import._target(name)
+        if target is None:
+            modules.append(name)
+            continue
+        ours = importlib.import_module(target)
+        missing = tuple(sorted(n for n in _public(theirs) if not hasattr(ours, n)))
+        if missing:
+            names[name] = missing
+    assert tuple(sorted(modules)) == compat.MISSING_MODULES, f"MISSING_MODULES should be {tuple(sorted(modules))}"
+    assert names == compat.MISSING_IN_MODULES, "MISSING_IN_MODULES should be:\n" + pprint.pformat(names, width=116)
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    listed = readme.split("<!-- missing-jax-module-names -->\n")[1].split("\n  <!-- /missing-jax-module-names -->")[0]
+    assert listed == compat.missing_in_modules_markdown(), (
+        "README.md's list is out of date; replace it with:\n" + compat.missing_in_modules_markdown())

@@ -83,16 +83,59 @@ MISSING = (
 
 
 
-def missing_names_markdown(width: int = 96) -> str:
-    """``MISSING`` as the README lists it: backquoted names, wrapped, two spaces indented."""
-    lines, line = [], " "
-    for name in sorted(MISSING):
+# JAX 0.10.2's modules that ember does not have: importing one under the switch is a
+# ModuleNotFoundError that says so.
+MISSING_MODULES = (
+    "jax.experimental.ode", "jax.experimental.sparse", "jax.profiler", "jax.scipy.interpolate", "jax.scipy.spatial",
+)
+# The public names of JAX 0.10.2's modules that ember's stand-ins lack (primitive objects, ``*_p``,
+# aside: ember's primitives are its own). ``tests/test_jax_modules.py`` holds this equal to what
+# JAX has and ember does not, module by module.
+MISSING_IN_MODULES: dict[str, tuple[str, ...]] = {
+    "jax.custom_derivatives": ("custom_vjp_primal_tree_values", "linear_call"),
+    "jax.debug": ("DebugEffect", "OrderedDebugEffect", "inspect_array_sharding", "log", "visualize_array_sharding",
+                  "visualize_sharding"),
+    "jax.experimental": ("EArray", "cur_qdd", "primal_tangent_dtype"),
+    "jax.lax": ("AccuracyMode", "ConvGeneralDilatedDimensionNumbers", "DotAlgorithm", "DotAlgorithmPreset",
+                "PrecisionLike", "RaggedDotDimensionNumbers", "RandomAlgorithm", "Tolerance", "after_all",
+                "approx_max_k", "approx_min_k", "bessel_i0e", "bessel_i1e", "composite",
+                "conv_general_dilated_local", "conv_general_dilated_patches", "create_token",
+                "custom_linear_solve", "custom_root", "dce_sink", "igamma_grad_a", "index_take", "mulhi",
+                "pbroadcast", "platform_dependent", "polygamma", "precv", "psend", "pswapaxes",
+                "ragged_all_to_all", "ragged_dot", "ragged_dot_general", "random_gamma_grad", "reduce_precision",
+                "rng_bit_generator", "rng_uniform", "scaled_dot", "scatter_apply", "shape_as_value", "stage",
+                "zeta"),
+    "jax.lax.linalg": ("EighImplementation", "SvdAlgorithm", "cholesky_update", "ormqr", "qdwh", "tridiagonal",
+                       "tridiagonal_solve"),
+    "jax.nn": ("get_scaled_dot_general_config", "scaled_dot_general", "scaled_matmul"),
+    "jax.scipy.signal": ("csd", "istft", "stft", "welch"),
+    "jax.scipy.special": ("bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
+                          "hyp2f1", "owens_t", "polygamma", "sici", "spence", "sph_harm_y", "wofz", "zeta"),
+    "jax.scipy.stats": ("gaussian_kde", "mode", "rankdata", "sem"),
+    "jax.sharding": ("AbstractDevice", "ManualAxisType", "auto_axes", "explicit_axes", "get_abstract_mesh",
+                     "make_single_device_sharding", "use_abstract_mesh"),
+    "jax.tree_util": ("default_registry",),
+}
+
+
+def missing_names_markdown(width: int = 96, names: Any = None, indent: str = "  ") -> str:
+    """Names as the README lists them (``MISSING`` by default): backquoted, wrapped, indented."""
+    lines, line = [], indent[:-1]
+    for name in sorted(MISSING if names is None else names):
         word = f" `{name}`"
         if len(line) + len(word) > width:
             lines.append(line)
-            line = " "
+            line = indent[:-1]
         line += word
     return "\n".join(lines + [line])
+
+
+def missing_in_modules_markdown(width: int = 96) -> str:
+    """``MISSING_MODULES`` and ``MISSING_IN_MODULES`` as the README lists them: a line per module."""
+    items = [f"  - `{m}` (the whole module)" for m in MISSING_MODULES]
+    for module, names in sorted(MISSING_IN_MODULES.items()):
+        items.append(f"  - `{module}`:\n" + missing_names_markdown(width, names, indent="      "))
+    return "\n".join(items)
 
 def make_mesh(axis_shapes: Any, axis_names: Any, axis_types: Any = None, *, devices: Any = None) -> Any:
     """A mesh of the first ``prod(axis_shapes)`` devices, in order."""

@@ -29,7 +29,7 @@ from ember.lax import linalg
 from ember.lax.base import aval
 from ember.lax.linalg import adjoint, conj_if_complex, matrix_transpose
 from ember.transforms.batching import batching_rules, move_batch_axis
-from ember.transforms.jvp import defjvp, jvp_rules
+from ember.transforms.jvp import defjvp, defzero, jvp_rules
 from ember.transforms.rules.reductions import take_along_axis
 from ember.transforms.tangents import Zero
 from ember.transforms.transpose import is_undefined, transpose_rules
@@ -343,3 +343,4 @@ batching_rules.update({p: _batch_at_front(p) for p in (
     linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p, linalg.eigh_p, linalg.svd_p,
     linalg.eig_p, linalg.geqrf_p, linalg.geqp3_p, linalg.schur_p, linalg.hessenberg_p, linalg.householder_product_p,
     linalg.lu_pivots_to_permutation_p)})
+defzero(linalg.lu_pivots_to_permutation_p)  # (integers in, integers out)
