@@ -74,7 +74,13 @@ def _expansion(eqn: Eqn) -> ClosedJaxpr | None:
     if rule is None or not rule.applies(*avals, **eqn.params):
         return None
     multiple = eqn.primitive.multiple_results
-    body = trace_to_jaxpr(lambda *xs: list(rule(*xs, **eqn.params)) if multiple else [rule(*xs, **eqn.params)], avals,
+
+    def body_fn(*xs: Any) -> list:
+        outs = list(rule(*xs, **eqn.params)) if multiple else [rule(*xs, **eqn.params)]
+        # (the equation's own output types, weak types included: what it feeds was traced with them)
+        return [o if o.aval == v.aval else lax.convert_element_type(o, v.aval.dtype, v.aval.weak_type)
+                for o, v in zip(outs, eqn.outvars)]
+    body = trace_to_jaxpr(body_fn, avals,
                           DebugInfo("expansion", eqn.primitive.name, [f"x{i}" for i in range(len(avals))], False))
     # (what a rule traces may hold equations with expansions too: a user primitive's lowering
     # that runs loops of other user primitives)

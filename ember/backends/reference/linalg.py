@@ -121,11 +121,17 @@ def _qr(x: np.ndarray, *, full_matrices: bool) -> list[np.ndarray]:
     return [q, r]
 
 
+def _lapack():
+    """SciPy's LAPACK wrappers, imported when a program first needs one (eig, schur, geqrf, ...):
+    importing SciPy's linalg takes ~0.45 s, which ember's import does not pay."""
+    from scipy.linalg import lapack
+    return lapack
+
+
 def _householder(name: str) -> Callable:
     """LAPACK's geqrf / geqp3 over a batch (SciPy's wrappers); the pivots from 0."""
     def rule(x: np.ndarray) -> list[np.ndarray]:
-        from scipy.linalg import lapack  # (when a program first needs it, as for eig)
-
+        lapack = _lapack()
         *batch, m, n = x.shape
         k = min(m, n)
         a = np.empty(x.shape, x.dtype)
@@ -181,9 +187,7 @@ def _unpack_real_eigenvectors(wi: np.ndarray, v: np.ndarray, complex_type: np.dt
 
 def _eig(x: np.ndarray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
          enable_eigvec_derivs: bool) -> list[np.ndarray]:
-    # Imported here, when a program first needs eig: importing SciPy's linalg takes ~0.45 s.
-    from scipy.linalg import lapack
-
+    lapack = _lapack()
     *batch, n, _ = x.shape
     complex_type = np.result_type(x.dtype, np.complex64)
     w = np.empty((*batch, n), complex_type)
@@ -223,8 +227,7 @@ def _eig(x: np.ndarray, *, compute_left_eigenvectors: bool, compute_right_eigenv
 def _schur(x: np.ndarray, *, compute_schur_vectors: bool) -> list[np.ndarray]:
     """LAPACK's gees over the batch, unsorted; a matrix with inf / NaN or whose QR iteration fails
     gives NaN (JAX's result)."""
-    from scipy.linalg import lapack  # (when a program first needs it, as for eig)
-
+    lapack = _lapack()
     *batch, n, _ = x.shape
     t = np.empty(x.shape, x.dtype)
     vs = np.empty(x.shape, x.dtype)
@@ -244,8 +247,7 @@ def _schur(x: np.ndarray, *, compute_schur_vectors: bool) -> list[np.ndarray]:
 
 def _hessenberg(x: np.ndarray) -> list[np.ndarray]:
     """LAPACK's gehrd over the batch: the packed form and the n - 1 reflector scales."""
-    from scipy.linalg import lapack  # (when a program first needs it, as for eig)
-
+    lapack = _lapack()
     *batch, n, _ = x.shape
     packed = np.empty(x.shape, x.dtype)
     taus = np.zeros((*batch, max(n - 1, 0)), x.dtype)
@@ -261,8 +263,7 @@ def _hessenberg(x: np.ndarray) -> list[np.ndarray]:
 
 def _householder_product(a: np.ndarray, taus: np.ndarray) -> np.ndarray:
     """LAPACK's orgqr (complex: ungqr) over the batch: the first n columns of the reflectors' product."""
-    from scipy.linalg import lapack  # (when a program first needs it, as for eig)
-
+    lapack = _lapack()
     *batch, m, n = a.shape
     out = np.empty(a.shape, a.dtype)
     routine = lapack.get_lapack_funcs("ungqr" if np.iscomplexobj(a) else "orgqr", (a,))
