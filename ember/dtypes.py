@@ -423,6 +423,23 @@ def scalar_type_of(x: Any) -> type:
     raise TypeError(f"Invalid scalar value {x!r}")
 
 
+def lowest(dt: Any) -> Any:
+    """The identity of ``max`` over ``dt``: False, -inf (complex: -inf + 0j, XLA's), or the
+    least integer."""
+    dt = dtype(dt)
+    if dt == bool_:
+        return False
+    return -np.inf if is_inexact(dt) else iinfo(dt).min
+
+
+def highest(dt: Any) -> Any:
+    """The identity of ``min`` over ``dt``: True, inf, or the greatest integer."""
+    dt = dtype(dt)
+    if dt == bool_:
+        return True
+    return np.inf if is_inexact(dt) else iinfo(dt).max
+
+
 def iinfo(dt: Any) -> np.iinfo:
     dt = dtype(dt)
     return ml_dtypes.iinfo(dt) if dt in NARROW_INT else np.iinfo(dt)

@@ -134,24 +134,13 @@ def clz(x: Any) -> Any:
 _MONOIDS = {  # computation -> (reduction, the init value it needs: the identity)
     elementwise.add: (reductions.reduce_sum, lambda dt: 0),
     elementwise.mul: (reductions.reduce_prod, lambda dt: 1),
-    elementwise.max: (reductions.reduce_max, lambda dt: _lowest(dt)),
-    elementwise.min: (reductions.reduce_min, lambda dt: _highest(dt)),
+    elementwise.max: (reductions.reduce_max, dtypes.lowest),
+    elementwise.min: (reductions.reduce_min, dtypes.highest),
     elementwise.bitwise_and: (reductions.reduce_and, lambda dt: True if dt == dtypes.bool_ else -1),
     elementwise.bitwise_or: (reductions.reduce_or, lambda dt: 0),
     elementwise.bitwise_xor: (reductions.reduce_xor, lambda dt: 0),
 }
 
-
-def _lowest(dt: np.dtype) -> Any:
-    if dt == dtypes.bool_:
-        return False
-    return -np.inf if dtypes.is_inexact(dt) else np.iinfo(dt).min
-
-
-def _highest(dt: np.dtype) -> Any:
-    if dt == dtypes.bool_:
-        return True
-    return np.inf if dtypes.is_inexact(dt) else np.iinfo(dt).max
 
 
 def _is_identity(init: Any, value: Any, dt: np.dtype) -> bool:

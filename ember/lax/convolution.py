@@ -353,12 +353,7 @@ def window_identity(p: Any, dtype: np.dtype) -> Any:
     """The identity of the monoid of a reduce_window primitive (also its padding value)."""
     if p is reduce_window_sum_p:
         return np.zeros((), dtype)[()]
-    if dtype == dtypes.bool_:
-        return np.bool_(p is reduce_window_min_p)
-    info = np.iinfo(dtype) if dtype.kind in "iu" else None
-    if p is reduce_window_max_p:
-        return info.min if info else np.array(-np.inf, dtype)[()]
-    return info.max if info else np.array(np.inf, dtype)[()]
+    return np.array(dtypes.lowest(dtype) if p is reduce_window_max_p else dtypes.highest(dtype), dtype)[()]
 
 
 _MONOIDS = {elementwise.add: reduce_window_sum_p, elementwise.max: reduce_window_max_p,

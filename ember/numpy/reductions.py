@@ -96,18 +96,10 @@ class _Monoid(NamedTuple):
     has_identity: bool = True  # max/min have none: their empty reduction is an error
 
 
-def _lowest(dt: np.dtype) -> Any:
-    return False if dt == dtypes.bool_ else -np.inf if dtypes.is_inexact(dt) else dtypes.iinfo(dt).min
-
-
-def _highest(dt: np.dtype) -> Any:
-    return True if dt == dtypes.bool_ else np.inf if dtypes.is_inexact(dt) else dtypes.iinfo(dt).max
-
-
 _SUM = _Monoid("sum", lax.reduce_sum, lax.add, lambda dt: 0)
 _PROD = _Monoid("prod", lax.reduce_prod, lax.mul, lambda dt: 1)
-_MAX = _Monoid("max", lax.reduce_max, lax.max, _lowest, has_identity=False)
-_MIN = _Monoid("min", lax.reduce_min, lax.min, _highest, has_identity=False)
+_MAX = _Monoid("max", lax.reduce_max, lax.max, dtypes.lowest, has_identity=False)
+_MIN = _Monoid("min", lax.reduce_min, lax.min, dtypes.highest, has_identity=False)
 _ANY = _Monoid("any", lax.reduce_or, lax.bitwise_or, lambda dt: False)
 _ALL = _Monoid("all", lax.reduce_and, lax.bitwise_and, lambda dt: True)
 # Sums and products computed in bool (dtype=bool) are ``or`` and ``and``.

@@ -574,20 +574,9 @@ def _scatter_step(e: lowering.Emitter, p, dt: np.dtype, current: ir.Value, updat
     return lowering.lower_rules[rule](e, [dt, dt], dt, current, update)
 
 
-def _lowest(dt: np.dtype):
-    if lowering.is_float(dt) or lowering.is_complex(dt):  # (complex: -inf + 0j, XLA's identity)
-        return -np.inf
-    return False if dt == dtypes.bool_ else np.iinfo(dt).min
-
-
-def _highest(dt: np.dtype):
-    if lowering.is_float(dt) or lowering.is_complex(dt):
-        return np.inf
-    return True if dt == dtypes.bool_ else np.iinfo(dt).max
-
-
 # Running reductions that kernels compute natively, and their starting values.
-SCANS = {red.cumsum_p: lambda dt: 0, red.cumprod_p: lambda dt: 1, red.cummax_p: _lowest, red.cummin_p: _highest}
+SCANS = {red.cumsum_p: lambda dt: 0, red.cumprod_p: lambda dt: 1, red.cummax_p: dtypes.lowest,
+         red.cummin_p: dtypes.highest}
 SCATTERS = ix.SCATTERS
 
 

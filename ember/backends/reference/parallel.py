@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ember import dtypes
 from ember.core.evaluation import impl_rules
 from ember.lax import parallel as par
 
@@ -65,15 +66,7 @@ def _groups(context: Any, axes: tuple) -> list[list[int]]:
     return groups
 
 
-_IDENTITY = {"sum": lambda dt: 0, "max": lambda dt: _lowest(dt), "min": lambda dt: _highest(dt)}
-
-
-def _lowest(dtype: np.dtype) -> Any:
-    return -np.inf if np.issubdtype(dtype, np.floating) else (False if dtype == np.bool_ else np.iinfo(dtype).min)
-
-
-def _highest(dtype: np.dtype) -> Any:
-    return np.inf if np.issubdtype(dtype, np.floating) else (True if dtype == np.bool_ else np.iinfo(dtype).max)
+_IDENTITY = {"sum": lambda dt: 0, "max": dtypes.lowest, "min": dtypes.highest}
 
 
 def _reduce_across(context: Any, x: np.ndarray, axes: tuple, op: str, reduce: Any, collective: str) -> np.ndarray:

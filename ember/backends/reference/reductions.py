@@ -17,28 +17,16 @@ from ember.backends.reference.elementwise import _float_math as in_float32, comp
 from ember.lax import reductions as red
 
 
-def _lowest(dt: np.dtype) -> Any:
-    if dt == np.bool_:
-        return False
-    return -np.inf if dtypes.is_inexact(dt) else np.iinfo(dt).min  # complex: -inf + 0j, XLA's identity
-
-
-def _highest(dt: np.dtype) -> Any:
-    if dt == np.bool_:
-        return True
-    return np.inf if dtypes.is_inexact(dt) else np.iinfo(dt).max
-
-
 def _reduce_max(x: np.ndarray, *, axes: tuple) -> np.ndarray:
     if dtypes.is_complex(x.dtype):
-        return complex_reduce(x, axes, _lowest(x.dtype), keep=complex_greater)
-    return np.max(x, axis=axes, initial=_lowest(x.dtype))  # np.maximum propagates NaN
+        return complex_reduce(x, axes, dtypes.lowest(x.dtype), keep=complex_greater)
+    return np.max(x, axis=axes, initial=dtypes.lowest(x.dtype))  # np.maximum propagates NaN
 
 
 def _reduce_min(x: np.ndarray, *, axes: tuple) -> np.ndarray:
     if dtypes.is_complex(x.dtype):
-        return complex_reduce(x, axes, _highest(x.dtype), keep=lambda acc, v: complex_greater(v, acc))
-    return np.min(x, axis=axes, initial=_highest(x.dtype))
+        return complex_reduce(x, axes, dtypes.highest(x.dtype), keep=lambda acc, v: complex_greater(v, acc))
+    return np.min(x, axis=axes, initial=dtypes.highest(x.dtype))
 
 
 # XLA's CPU pipeline, whose evaluation order decides complex max / min wherever a NaN or a tie
@@ -208,8 +196,8 @@ impl_rules.update({
     red.argmin_p: _arg_reduce(np.argmin),
     red.cumsum_p: _scan(lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype)),
     red.cumprod_p: _scan(lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype)),
-    red.cummax_p: _complex_cumulative(np.maximum.accumulate, _lowest, complex_greater),
-    red.cummin_p: _complex_cumulative(np.minimum.accumulate, _highest, lambda acc, v: complex_greater(v, acc)),
+    red.cummax_p: _complex_cumulative(np.maximum.accumulate, dtypes.lowest, complex_greater),
+    red.cummin_p: _complex_cumulative(np.minimum.accumulate, dtypes.highest, lambda acc, v: complex_greater(v, acc)),
     red.cumlogsumexp_p: _scan(np.logaddexp.accumulate),
     red.sort_p: _sort,
     red.top_k_p: _top_k,
