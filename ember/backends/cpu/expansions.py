@@ -45,6 +45,7 @@ from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.lax import convolution as conv, reductions as red, shapes as sh, special
+from ember.lax.base import aval
 from ember.lax.dot import dot_general_p
 
 
@@ -78,7 +79,7 @@ def _expansion(eqn: Eqn) -> ClosedJaxpr | None:
     def body_fn(*xs: Any) -> list:
         outs = list(rule(*xs, **eqn.params)) if multiple else [rule(*xs, **eqn.params)]
         # (the equation's own output types, weak types included: what it feeds was traced with them)
-        return [o if o.aval == v.aval else lax.convert_element_type(o, v.aval.dtype, v.aval.weak_type)
+        return [o if aval(o) == v.aval else lax.convert_element_type(o, v.aval.dtype, v.aval.weak_type)
                 for o, v in zip(outs, eqn.outvars)]
     body = trace_to_jaxpr(body_fn, avals,
                           DebugInfo("expansion", eqn.primitive.name, [f"x{i}" for i in range(len(avals))], False))
