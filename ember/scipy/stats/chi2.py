@@ -8,6 +8,7 @@ import numpy as np
 
 import ember.numpy as jnp
 from ember.scipy import special
+from ember.scipy.stats import gamma
 from ember.scipy.stats._common import promote
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
@@ -29,26 +30,20 @@ def pdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return jnp.exp(logpdf(x, df, loc, scale))
 
 
-def _standard(x: Any, df: Any, loc: Any, scale: Any) -> tuple[Any, Any]:
-    """``(df / 2, y / 2)``, the gamma distribution's arguments, ``y`` clipped below at 0."""
-    x, df, loc, scale = promote(x, df, loc, scale)
-    y = jnp.maximum(jnp.divide(jnp.subtract(x, loc), scale), 0)
-    return jnp.multiply(0.5, df), jnp.multiply(0.5, y)
-
-
+# The distribution functions are the gamma distribution's, with shape df / 2 and scale 2 * scale.
 def cdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``gammainc(df / 2, y / 2)``."""
-    return special.gammainc(*_standard(x, df, loc, scale))
+    """``gammainc(df / 2, (x - loc) / (2 scale))``."""
+    return gamma.cdf(x, jnp.multiply(0.5, df), loc, jnp.multiply(2, scale))
 
 
 def logcdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    return jnp.log(cdf(x, df, loc, scale))
+    return gamma.logcdf(x, jnp.multiply(0.5, df), loc, jnp.multiply(2, scale))
 
 
 def sf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``gammaincc(df / 2, y / 2)``: accurate in the right tail, not ``1 - cdf``."""
-    return special.gammaincc(*_standard(x, df, loc, scale))
+    """``gammaincc(df / 2, (x - loc) / (2 scale))``: accurate in the right tail, not ``1 - cdf``."""
+    return gamma.sf(x, jnp.multiply(0.5, df), loc, jnp.multiply(2, scale))
 
 
 def logsf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    return jnp.log(sf(x, df, loc, scale))
+    return gamma.logsf(x, jnp.multiply(0.5, df), loc, jnp.multiply(2, scale))
