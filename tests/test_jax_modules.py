@@ -644,9 +644,9 @@ def test_error_classes_have_jaxs_bases():
         ours, theirs = getattr(ember.errors, name), getattr(jax.errors, name)
         want = [c.__name__ for c in theirs.__mro__ if not c.__name__.startswith("_")]
         assert [c.__name__ for c in ours.__mro__] == want, name
-    with pytest.raises(ember.errors.JaxprTypeError):  # ember's IR checker raises one
-        from ember.core.verify import IRTypeError
-        raise IRTypeError("x")
+    from ember.core.verify import IRTypeError
+
+    assert issubclass(IRTypeError, ember.errors.JaxprTypeError)  # (ember's IR checker raises one)
 
 
 def test_traced_args_info_is_jaxs():
