@@ -87,27 +87,31 @@ def _repeat_along(x: Any, count: int, axis: int) -> Any:
 
 
 def _odd_mirror(array: Any, axis: int, lo: int, hi: int, mode: str) -> Any:
-    """``reflect_type='odd'``: each mirrored block is ``2 * edge - block``, where the edge is the
-    outermost value so far, block after block (a block is at most the axis long), as NumPy's."""
+    """``reflect_type='odd'``: NumPy mirrors block after block, each ``2 * edge - block`` about
+    the outermost value so far. That is the odd extension g(-t) = 2 x[0] - g(t) (``reflect``;
+    ``symmetric`` mirrors about -1/2), which repeats with period P = 2 (n - 1) (``symmetric``:
+    2 n) shifted by D = 2 (x[n-1] - x[0]) each period. So each position is one gathered value
+    with static coefficients: g(p) = sign x[i] + c0 x[0] + c1 x[n-1], whatever the pad's width
+    (a pad built block by block would nest a block per period)."""
     n = aval(array).shape[axis]
-    skip = 1 if mode == "reflect" and n > 1 else 0  # (reflect leaves the edge out of the mirror)
-    for before, width in ((True, lo), (False, hi)):
-        def edge_of(x: Any) -> Any:
-            size = aval(x).shape[axis]
-            return lax.slice_in_dim(x, 0, 1, axis=axis) if before else lax.slice_in_dim(x, size - 1, size, axis=axis)
-        edge = edge_of(array)
-        while width > 0:
-            k = min(width, n - skip)
-            width -= k
-            size = aval(array).shape[axis]
-            start = skip if before else size - skip - k
-            block = lax.rev(lax.slice_in_dim(array, start, start + k, axis=axis), (axis,))
-            two = lax.full((), 2, aval(array).dtype)
-            block = lax.sub(lax.mul(two, _repeat_along(edge, k, axis)), block)
-            if n > 1:
-                edge = edge_of(block)
-            array = _concat([block, array] if before else [array, block], axis)
-    return array
+    p = np.arange(-lo, n + hi)
+    if n == 1:  # (every mirror of one value is that value)
+        return take_static(array, np.zeros_like(p), axis)
+    period = 2 * (n - 1) if mode == "reflect" else 2 * n
+    q, t = np.divmod(p, period)
+    inside = t < n  # g = x[t] + q D, else 2 x[n-1] - x[period - t (- 1)] + q D
+    index = np.where(inside, t, period - t - (mode == "symmetric"))
+    sign, c0, c1 = np.where(inside, 1, -1), -2 * q, 2 * q + np.where(inside, 0, 2)
+    dt = aval(array).dtype
+    shape = aval(array).shape[:axis] + (len(p),) + aval(array).shape[axis + 1:]
+
+    def along(values: np.ndarray) -> Any:  # a static vector along ``axis``, broadcast
+        return lax.broadcast_in_dim(ensure_array(values.astype(dt)), shape, (axis,))
+
+    first = _repeat_along(lax.slice_in_dim(array, 0, 1, axis=axis), len(p), axis)
+    last = _repeat_along(lax.slice_in_dim(array, n - 1, n, axis=axis), len(p), axis)
+    out = lax.mul(along(sign), take_static(array, index, axis))
+    return lax.add(out, lax.add(lax.mul(along(c0), first), lax.mul(along(c1), last)))
 
 
 def _linear_ramp(array: Any, axis: int, lo: int, hi: int, end_values: np.ndarray) -> Any:
