@@ -149,6 +149,15 @@ def test_parts_by_parts_functions_as_jax():
     _as_jax(lambda np_, x: (np_.iscomplex(x), np_.isreal(x), np_.sign(x)), Z)
 
 
+def test_sinc_near_zero_is_one_where_division_would_overflow():
+    """A subnormal complex argument: sin(y) / y would be inf + nan j (the reciprocal of |y|^2
+    overflows); the series gives 1, which is also JAX's answer (it flushes the argument to 0)."""
+    x = np.array([6.11223e-40j, 1e-45 + 0j, -3e-39 - 2e-39j, 1e-4 + 1e-4j], np.complex64)
+    want = np.sinc(x.astype(np.complex128))
+    for got in (jnp.sinc(x), ember.jit(jnp.sinc)(x)):
+        assert_complex_close(np.asarray(got), want, 1e-6, "sinc")
+
+
 def test_logs_powers_and_logaddexp_as_jax():
     _as_jax(lambda np_, x: (np_.log2(x), np_.log10(x), np_.exp2(x), np_.sinc(x), np_.deg2rad(x),
                             np_.rad2deg(x), np_.radians(x), np_.degrees(x)), np.append(Z, 0j))

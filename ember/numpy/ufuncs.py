@@ -525,10 +525,19 @@ def hypot(x1: Any, x2: Any, /) -> Any:
 
 
 def sinc(x: Any, /) -> Any:
+    """sin(pi x) / (pi x), and 1 at 0 (as JAX). A complex argument below sqrt(eps) in modulus is
+    1 - (pi x)^2 / 6 instead, the series' exact rounding there: complex division by a subnormal
+    overflows in the reciprocal of its modulus (inf + nan j), which JAX's flush-to-zero hides."""
     (x,) = promote_dtypes_inexact(ensure_array(x))
     pix = lax.mul(x, np.pi)
-    safe = lax.select(lax.eq(x, 0), lax.add(pix, 1), pix)
-    return lax.select(lax.eq(x, 0), lax.add(lax.mul(x, 0), 1), lax.div(lax.sin(safe), safe))
+    small = lax.eq(x, 0)
+    dtype = aval(x).dtype
+    if dtypes.is_complex(dtype):
+        small = lax.lt(lax.abs(pix), float(np.sqrt(np.finfo(dtype).eps)))
+    safe = lax.select(small, lax.add(lax.mul(pix, 0), 1), pix)
+    one = lax.add(lax.mul(x, 0), 1)
+    near_zero = lax.sub(one, lax.div(lax.mul(pix, pix), 6.0)) if dtypes.is_complex(dtype) else one
+    return lax.select(small, near_zero, lax.div(lax.sin(safe), safe))
 
 
 def heaviside(x1: Any, x2: Any, /) -> Any:
