@@ -411,6 +411,17 @@ def test_broadcast_and_transpose_chains_compose():
     assert names(out) == []
 
 
+def test_a_transpose_that_moves_only_unit_dimensions_is_a_reshape():
+    """(as the transpose rule of a product leaves them: [n, 1, k] -> [n, k, 1])"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    out = simplified(lambda x: lax.transpose(x, (0, 2, 1)), x)
+    assert names(out) == ["reshape"] and out.eqns[0].params["new_sizes"] == (2, 3, 1)
+    assert_identical(evaluate(out, (x,))[0], np.transpose(x, (0, 2, 1)))
+    out = simplified(lambda x: lax.reshape(lax.transpose(x, (1, 0, 2)), (6,)), x)  # then merges with the reshape
+    assert names(out) == ["reshape"] and out.eqns[0].invars[0] is out.jaxpr.invars[0]
+    assert names(simplified(lambda x: lax.transpose(x, (2, 1, 0)), x)) == ["transpose"]  # 2 and 3 swap
+
+
 # --- control flow -----------------------------------------------------------------------------------
 def test_passes_work_inside_control_flow_bodies():
     twice = ember.jit(lambda v: v * 2.0)

@@ -285,3 +285,10 @@ def _transpose(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
         # transpose(transpose(x, p), q) -> transpose(x, p[q])
         first = inner.params["permutation"]
         yield eqn.replace(invars=inner.invars, params={"permutation": tuple(first[i] for i in permutation)})
+    shape = eqn.invars[0].aval.shape
+    moved = [d for d in permutation if shape[d] != 1]
+    if moved == sorted(moved):
+        # transpose(x, p) -> reshape(x) when p moves only dimensions of size 1 (the elements keep
+        # their order: index arithmetic reads it as a reshape that adds and drops unit dimensions)
+        yield Eqn(sh.reshape_p, eqn.invars, {"new_sizes": eqn.outvars[0].aval.shape, "dimensions": None},
+                  eqn.outvars)
