@@ -481,6 +481,84 @@ def test_products_are_computed_in_the_layout_their_users_read(rng):
         check_backends_agree(f, *args, rtol=1e-5, atol=1e-5)
 
 
+def _primitives(f, *args) -> list[str]:
+    from ember.backends.cpu.expansions import expand
+    return [e.primitive.name for e in expand(ember.make_jaxpr(f)(*args)).eqns]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.int32, np.uint8, np.bool_])
+def test_products_of_one_term_are_multiplies_of_the_same_bits(rng, dtype):
+    """Contractions over dimensions of size 1 (outer products, batched: what ``vmap`` of ``grad``
+    leaves for per-example gradients) become a multiply in the accumulation type, which fuses;
+    bit for bit what the product computes, in every layout."""
+    def draw(*shape):
+        x = rng.standard_normal(shape) * 4
+        return (x > 0) if dtype == np.bool_ else x.astype(dtype)
+    a, b = draw(5, 1, 3), draw(5, 4, 1)
+    cases = [
+        (lambda a, b: lax.dot_general(a, b, (((1,), (2,)), ((0,), (0,)))), (a, b)),        # batched outer
+        (lambda a, b: lax.dot_general(b, a, (((2,), (1,)), ((0,), (0,)))), (a, b)),        # operands swapped
+        (lambda a, b: lax.dot_general(a, b, (((1,), (2,)), ((), ()))), (a, b)),            # no batch
+        (lambda x, y: lax.dot_general(x, y, (((0,), (0,)), ((), ()))), (draw(1, 6), draw(1, 7))),
+        (lambda x, y: lax.dot_general(x, y, (((1, 2), (0, 1)), ((), ()))), (draw(3, 1, 1), draw(1, 1, 2))),
+    ]
+    for f, args in cases:
+        assert "dot_general" not in _primitives(f, *args)
+        check_backends_agree(f, *args, exact=True)
+    if dtype == np.float16:  # accumulated in float32, rounded once (as the product)
+        f = lambda a, b: lax.dot_general(a, b, (((1,), (2,)), ((0,), (0,))), preferred_element_type=np.float32)
+        check_backends_agree(f, a, b, exact=True)
+    big = draw(4, 8)
+    assert "dot_general" in _primitives(lambda x: x @ x.T, big)  # (two terms: the product)
+
+
+def test_sums_over_unit_dimensions_are_elementwise_and_turn_negative_zero_positive():
+    x = np.array([[[-0.0, 1.5, -2.0]], [[np.nan, -np.inf, 3.0]]], np.float32)  # (2, 1, 3)
+    f = lambda x: jnp.sum(x, axis=1)
+    assert "reduce_sum" not in _primitives(f, x)
+    got = check_backends_agree(f, x, exact=True)[0]
+    assert not np.signbit(got[0, 0])  # 0 + (-0.0) = +0.0, as a reduction computes it
+    check_backends_agree(lambda x: jnp.sum(x, axis=(1,)), np.full((2, 1, 1), -3, np.int8), exact=True)
+    assert "reduce_sum" in _primitives(lambda x: jnp.sum(x, axis=2), x)
+
+
+def test_per_example_gradients_keep_row_values_out_of_the_inner_loops(rng):
+    """vmap of grad of a logistic loss: the product per row, expensive per-row values read
+    through reshapes that add and drop unit dimensions, a row norm and a mean over rows, one
+    fused kernel. Reshapes map index components group by group, so the per-row values depend on
+    the row loop only (through a linear offset they were recomputed per element: 60x slower)."""
+    w, x = rng.standard_normal(64).astype(np.float32) * 0.1, rng.standard_normal((32, 64)).astype(np.float32)
+    y = (rng.uniform(size=32) < 0.5).astype(np.float32)
+
+    def loss(w, x, y):
+        return -(y * nn.log_sigmoid(x @ w) + (1 - y) * nn.log_sigmoid(-(x @ w)))
+
+    def f(w, x, y):
+        grads = ember.vmap(ember.grad(loss), in_axes=(None, 0, 0))(w, x, y)
+        norms = jnp.sqrt(jnp.sum(grads ** 2, axis=1, keepdims=True))
+        return jnp.mean(grads / jnp.maximum(norms, 1.0), axis=0)
+    got = check_backends_agree(f, w, x, y, rtol=1e-5, atol=1e-6)[0]
+    z = x @ w
+    g = ((1 / (1 + np.exp(-z))) - y)[:, None] * x
+    np.testing.assert_allclose(got, np.mean(g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1), 0),
+                               rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [((6, 4), (2, 3, 4)), ((2, 3, 4), (6, 4)), ((2, 3, 4), (3, 8)),
+                                    ((4, 1, 6), (4, 6, 1)), ((1, 24), (2, 1, 3, 4, 1)), ((3, 2, 4), (2, 12)),
+                                    ((5, 1, 1), (1, 5)), ((2, 6, 1, 2), (4, 3, 2))])
+def test_reshapes_inside_kernels_map_indices_group_by_group(rng, shapes):
+    """Each reshape between a broadcast (its index by components) and an elementwise consumer, with
+    groups that split, merge, regroup and add or drop unit dimensions."""
+    src, dst = shapes
+    x = rng.standard_normal(src).astype(np.float32)
+    row = rng.standard_normal(dst[-1:]).astype(np.float32)
+    f = lambda x, r: jnp.exp(jnp.reshape(x * 2.0, dst)) + r + jnp.reshape(jnp.sin(x), dst).sum(axis=0)
+    check_backends_agree(f, x, row, rtol=1e-6, atol=1e-6)
+    g = lambda x: jnp.reshape(jnp.broadcast_to(jnp.reshape(x, dst)[None], (2, *dst)) * 3.0, (2, *src))
+    check_backends_agree(g, x, exact=True)
+
+
 @pytest.mark.parametrize("gemm", ["blas", "own"])
 def test_large_products_on_blas_and_on_gemm_in_every_layout(rng, monkeypatch, gemm):
     """``EMBER_GEMM`` chooses BLAS (NumPy's) or ember's own product for large ones: the same answers for

@@ -295,6 +295,44 @@ def _complex_running(p: Primitive) -> Expansion:
     return Expansion(fn, applies)
 
 
+# --- products of one term ----------------------------------------------------------------------
+def _single_term_applies(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, **params: Any) -> bool:
+    """Every contracted dimension has size 1 (a product of one term: an outer product, batched),
+    of real operands (a complex one is rounded as the blocked product rounds it)."""
+    (lhs_contract, _), _ = dimension_numbers
+    return (all(lhs.shape[d] == 1 for d in lhs_contract) and not dtypes.is_complex(lhs.dtype)
+            and not dtypes.is_complex(rhs.dtype))
+
+
+def _single_term(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: Any, preferred_element_type: Any) -> Any:
+    """A product whose sum has one term is an elementwise multiply of the operands broadcast to the
+    result (XLA's strength reduction of such dots, as ``vmap`` of ``grad`` leaves them for
+    per-example gradients): one fused kernel with its producers and consumers instead of a
+    product per batch element. Computed in the accumulation type, as the product is."""
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    acc = accumulation_dtype(np.dtype(preferred_element_type or lhs.aval.dtype))
+    lhs_free = [d for d in range(lhs.aval.ndim) if d not in lhs_contract + lhs_batch]
+    rhs_free = [d for d in range(rhs.aval.ndim) if d not in rhs_contract + rhs_batch]
+    nb, nl = len(lhs_batch), len(lhs_free)
+    out_shape = (*(lhs.aval.shape[d] for d in (*lhs_batch, *lhs_free)), *(rhs.aval.shape[d] for d in rhs_free))
+
+    def spread(x: Any, batch: tuple, free: list, out_dims: range) -> Any:
+        x = lax.transpose(lax.convert_element_type(x, acc), (*batch, *free, *(d for d in range(x.aval.ndim)
+                                                                               if d not in (*batch, *free))))
+        x = lax.reshape(x, x.aval.shape[:len(batch) + len(free)])  # (the contracted dimensions have size 1)
+        return lax.broadcast_in_dim(x, out_shape, (*range(nb), *out_dims))
+    return lax.mul(spread(lhs, lhs_batch, lhs_free, range(nb, nb + nl)),
+                   spread(rhs, rhs_batch, rhs_free, range(nb + nl, len(out_shape))))
+
+
+def _single_element_sum(x: Any, *, axes: tuple, **params: Any) -> Any:
+    """A sum over dimensions of size 1 (as transposed products leave them) is its one element plus
+    the sum's zero (-0.0 becomes +0.0, as in the reduction): elementwise, so it fuses; as a
+    reduction its innermost loop would run once per element."""
+    shape = tuple(d for i, d in enumerate(x.aval.shape) if i not in axes)
+    return lax.add(lax.reshape(x, shape), np.zeros((), x.aval.dtype))
+
+
 # --- products in the layout their users read --------------------------------------------------------
 def transposed_products(closed: ClosedJaxpr) -> ClosedJaxpr:
     """``transpose(dot_general(a, b))`` that swaps the free dimensions of the two operands, where
@@ -339,6 +377,9 @@ def _swaps_free_dimensions(product: Eqn, transpose: Eqn) -> bool:
 
 
 expansions: dict[Primitive, Expansion] = {
+    dot_general_p: Expansion(_single_term, _single_term_applies),
+    red.reduce_sum_p: Expansion(_single_element_sum,
+                                lambda x, *, axes, **params: bool(axes) and all(x.shape[a] == 1 for a in axes)),
     conv.conv_general_dilated_p: Expansion(_conv, lambda *avals, **params: True),
     conv.reduce_window_sum_p: _reduce_window(conv.reduce_window_sum_p, lax.reduce_sum),
     conv.reduce_window_max_p: _reduce_window(conv.reduce_window_max_p, lax.reduce_max),

@@ -76,7 +76,47 @@ def _broadcast_in_dim(k, eqn, index, scope):
 
 
 def _reshape(k, eqn, index, scope):
-    return (yield from _operand_at(k, eqn, index, scope, linear=index.linear))
+    comps, linear = index.known
+    if comps is not None:
+        comps = _reshaped_comps(k, comps, index.shape, eqn.invars[0].aval.shape)
+    return (yield from _operand_at(k, eqn, index, scope, comps, linear if linear is not None or comps is not None
+                                   else index.linear))
+
+
+def _reshaped_comps(k: KernelBuilder, comps: list[Scalar], shape: tuple, to: tuple) -> list[Scalar] | None:
+    """The components of the same element in the reshape of ``shape`` to ``to``, group by group:
+    the shortest runs of dimensions of the two shapes with equal products (size-1 dimensions are
+    index 0). A dimension that is its own group keeps its component, so a value that depends on
+    the outer loops only stays out of the inner ones (through a linear offset every component
+    would depend on the innermost loop)."""
+    if 0 in shape:
+        return None
+    src = [d for d, n in enumerate(shape) if n != 1]
+    dst = [d for d, n in enumerate(to) if n != 1]
+    out = [int_const(0)] * len(to)
+    i = j = 0
+    while i < len(src):
+        group, parts = [src[i]], [dst[j]]
+        size, part_size = shape[src[i]], to[dst[j]]
+        i, j = i + 1, j + 1
+        while size != part_size:
+            if size < part_size:
+                group.append(src[i])
+                size, i = size * shape[src[i]], i + 1
+            else:
+                parts.append(dst[j])
+                part_size, j = part_size * to[dst[j]], j + 1
+        if len(group) == 1 and len(parts) == 1:
+            out[parts[0]] = comps[group[0]]
+            continue
+        offset = int_const(0)
+        for d in group:
+            offset = k.add(k.mul(offset, shape[d]), comps[d])
+        for n, d in enumerate(parts):
+            size //= to[d]
+            q = k.div(offset, size)
+            out[d] = q if n == 0 else k.rem(q, to[d])
+    return out
 
 
 def _squeeze(k, eqn, index, scope):

@@ -77,6 +77,11 @@ class Index:
         return self._linear
 
     @property
+    def known(self) -> tuple[list[Scalar] | None, Scalar | None]:
+        """The components and the linear offset, each None unless computed already."""
+        return self._comps, self._linear
+
+    @property
     def key(self) -> Any:
         if self._comps is not None:
             return tuple(c.key for c in self._comps)
