@@ -20,6 +20,10 @@ order XLA evaluates them in (the reference's ``complex_reduce`` and ``complex_sc
 order spelled out in slices, in-order reductions of at most ``TREE_WINDOW`` elements a dimension
 and running ones of at most ``SCAN_BASE``, which kernels compute natively.
 
+A product whose contracted dimensions all have size 1 (an outer product, batched: per-example
+gradients) becomes a multiply of its operands broadcast to the result, and a sum over dimensions
+of size 1 an add of the sum's zero: elementwise, so they fuse with what surrounds them.
+
 Expanding before the passes lets them simplify what it leaves (identity transposes, conversions)
 and lets fusion join the patches with their producers and the output layout with its consumers.
 Sub-programs (loop bodies, branches, calls) are expanded too.
