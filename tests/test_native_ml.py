@@ -559,6 +559,29 @@ def test_reshapes_inside_kernels_map_indices_group_by_group(rng, shapes):
     check_backends_agree(g, x, exact=True)
 
 
+@st.composite
+def _factorizations(draw):
+    """Two shapes of one size: the size's prime factors dealt into dimensions, with unit ones."""
+    factors = draw(st.lists(st.sampled_from([2, 3, 5]), min_size=0, max_size=5))
+
+    def shape():
+        dims = [1] * draw(st.integers(1, 4))
+        for f in factors:
+            dims[draw(st.integers(0, len(dims) - 1))] *= f
+        return tuple(dims)
+    return shape(), shape()
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes=_factorizations(), seed=st.integers(0, 2**16))
+def test_reshapes_between_any_factorizations_inside_kernels(shapes, seed):
+    src, dst = shapes
+    note(f"{src} -> {dst}")
+    x = np.random.default_rng(seed).standard_normal(src).astype(np.float32)
+    check_backends_agree(lambda x: jnp.reshape(jnp.exp(x) * 2.0, dst) + jnp.reshape(x, dst)[..., :1], x,
+                         rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("gemm", ["blas", "own"])
 def test_large_products_on_blas_and_on_gemm_in_every_layout(rng, monkeypatch, gemm):
     """``EMBER_GEMM`` chooses BLAS (NumPy's) or ember's own product for large ones: the same answers for
