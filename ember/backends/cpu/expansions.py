@@ -308,7 +308,7 @@ def _single_term_applies(lhs: ShapedArray, rhs: ShapedArray, *, dimension_number
             and not dtypes.is_complex(rhs.dtype))
 
 
-def _single_term(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: Any, preferred_element_type: Any) -> Any:
+def _single_term(lhs: Any, rhs: Any, *, dimension_numbers: Any, preferred_element_type: Any, **params: Any) -> Any:
     """A product whose sum has one term is an elementwise multiply of the operands broadcast to the
     result (XLA's strength reduction of such dots, as ``vmap`` of ``grad`` leaves them for
     per-example gradients): one fused kernel with its producers and consumers instead of a
