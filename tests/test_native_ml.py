@@ -501,6 +501,7 @@ def test_products_of_one_term_are_multiplies_of_the_same_bits(rng, dtype):
         (lambda a, b: lax.dot_general(a, b, (((1,), (2,)), ((), ()))), (a, b)),            # no batch
         (lambda x, y: lax.dot_general(x, y, (((0,), (0,)), ((), ()))), (draw(1, 6), draw(1, 7))),
         (lambda x, y: lax.dot_general(x, y, (((1, 2), (0, 1)), ((), ()))), (draw(3, 1, 1), draw(1, 1, 2))),
+        (lambda x, y: lax.dot_general(x, y, (((), ()), ((0,), (0,)))), (draw(3, 4), draw(3, 5))),  # no sum at all
     ]
     for f, args in cases:
         assert "dot_general" not in _primitives(f, *args)
