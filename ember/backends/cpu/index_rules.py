@@ -79,8 +79,9 @@ def _reshape(k, eqn, index, scope):
     comps, linear = index.known
     if comps is not None:
         comps = _reshaped_comps(k, comps, index.shape, eqn.invars[0].aval.shape)
-    return (yield from _operand_at(k, eqn, index, scope, comps, linear if linear is not None or comps is not None
-                                   else index.linear))
+    if comps is None and linear is None:
+        linear = index.linear  # (the same offset in both shapes)
+    return (yield from _operand_at(k, eqn, index, scope, comps, linear))
 
 
 def _reshaped_comps(k: KernelBuilder, comps: list[Scalar], shape: tuple, to: tuple) -> list[Scalar] | None:
