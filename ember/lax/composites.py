@@ -142,7 +142,6 @@ _MONOIDS = {  # computation -> (reduction, the init value it needs: the identity
 }
 
 
-
 def _is_identity(init: Any, value: Any, dt: np.dtype) -> bool:
     try:
         concrete = np.asarray(init)
