@@ -530,13 +530,14 @@ def sinc(x: Any, /) -> Any:
     overflows in the reciprocal of its modulus (inf + nan j), which JAX's flush-to-zero hides."""
     (x,) = promote_dtypes_inexact(ensure_array(x))
     pix = lax.mul(x, np.pi)
-    small = lax.eq(x, 0)
+    one = lax.add(lax.mul(x, 0), 1)
     dtype = aval(x).dtype
     if dtypes.is_complex(dtype):
         small = lax.lt(lax.abs(pix), float(np.sqrt(np.finfo(dtype).eps)))
-    safe = lax.select(small, lax.add(lax.mul(pix, 0), 1), pix)
-    one = lax.add(lax.mul(x, 0), 1)
-    near_zero = lax.sub(one, lax.div(lax.mul(pix, pix), 6.0)) if dtypes.is_complex(dtype) else one
+        near_zero = lax.sub(one, lax.div(lax.mul(pix, pix), 6.0))
+    else:
+        small, near_zero = lax.eq(x, 0), one
+    safe = lax.select(small, one, pix)
     return lax.select(small, near_zero, lax.div(lax.sin(safe), safe))
 
 
