@@ -26,11 +26,11 @@ from ember.core.array import (
     Array,  # noqa: F401
     ShapeDtypeStruct,  # noqa: F401
 )
+from ember.core.caches import clear_caches  # noqa: F401
 from ember.distributed import make_array_from_process_local_data  # noqa: F401
 from ember.jax_import import install_as_jax  # noqa: F401
 from ember.lax.refs import Ref, freeze, new_ref  # noqa: F401  (mutable array references: docs/refs.md)
 from ember.parallel import make_array_from_callback, pmap, reshard, shard_map  # noqa: F401
-from ember.runtime.cache import clear_caches  # noqa: F401
 from ember.transforms.api import (  # noqa: F401
     closure_convert,
     custom_gradient,

@@ -226,7 +226,7 @@ import numpy as np, ember, ember.numpy as jnp
 from ember.backends.cpu import entry
 f = ember.jit(lambda x, y: jnp.exp(x) * y - 1.0)
 f(jnp.arange(5.0), jnp.full(5, 2.0))
-entry._background.join()  # (the first compile starts building the dispatcher)
+entry.prepare_dispatcher().wait()  # (the first compile started building the dispatcher)
 x, y = jnp.arange(5.0), jnp.full(5, 2.0)
 outs = [np.asarray(f(x, y)) for _ in range(3)]
 print(len(f._fast), all((o == outs[0]).all() for o in outs), outs[0].tolist())
@@ -263,7 +263,7 @@ x = jnp.arange(4.0)
 before = [np.asarray(f(x)).tolist() for _ in range(4)]
 pending = (entry.ready_dispatcher() is None, len(f._fast))
 release.set()
-entry._background.join()
+entry.prepare_dispatcher().wait()
 after = [np.asarray(f(x)).tolist() for _ in range(2)]
 print(pending, len(f._fast), before == [[1.0, 3.0, 5.0, 7.0]] * 4, after == before[:2])
 """
@@ -365,8 +365,7 @@ want = np.tanh(np.full((64, 64), 0.01, np.float32))
 before = [np.asarray(f(a, b)) for _ in range(4)]
 pending = len(f._fast)
 release.set()
-for thread in gemm._background.values():
-    thread.join()
+ember.wait_for_compiles()  # (the products compiling in the background)
 after = [np.asarray(f(a, b)) for _ in range(3)]
 same = all(np.allclose(o, want, rtol=1e-6) for o in before + after)
 print(pending, len(f._fast), same)

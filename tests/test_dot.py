@@ -529,8 +529,7 @@ def _gemm_compiled(dtype):
 
     dtype = np.dtype(dtype)
     for skinny in (False, True):  # (the blocked product and the narrow one)
-        gemm.ready(dtype, skinny)
-        gemm._background[dtype, skinny].join()
+        gemm.warm_up(dtype, skinny).wait()
     return gemm
 
 

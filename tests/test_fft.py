@@ -696,7 +696,6 @@ def test_native_rows_on_either_vector_width(monkeypatch, vector_bytes, dtype):
     called directly on partial groups, every type, lengths from 2 to the longest."""
     monkeypatch.setattr(native_fft, "VECTOR_BYTES", vector_bytes)
     monkeypatch.setattr(native_fft, "_compiled", {})
-    monkeypatch.setattr(native_fft, "_background", {})
     native_fft.transform_function(dtype)  # (compiled now, for this width)
     lanes = native_fft.lanes(dtype)
     with ember.config.override(enable_x64=dtype == np.float64):

@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ember.config import config
+from ember.core.caches import register_cache
 
 FORMAT_VERSION = 2  # 2: the header holds the entry's key
 _MAGIC = b"EMBERBIN"
@@ -198,6 +199,17 @@ def clear() -> None:
     for path in folder.iterdir():
         if path.name.endswith(_SUFFIX):
             _remove(path)
+
+
+def entries() -> int:
+    """How many entries the disk cache holds."""
+    folder = directory()
+    if folder is None or not folder.is_dir():
+        return 0
+    return sum(1 for path in folder.iterdir() if path.name.endswith(_SUFFIX))
+
+
+register_cache("disk: machine code of compiled modules", clear, entries, on_disk=True)
 
 
 def _path(folder: Path, key: str) -> Path:

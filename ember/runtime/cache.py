@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import itertools
 import logging
-import sys
 import threading
 import time
 import warnings
 import weakref
 from typing import Any, Callable, NamedTuple, Sequence
 
-from ember.backends import disk_cache
 from ember.config import CODEGEN_FLAGS, config
 from ember.core.array import type_string
+from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr
 from ember.runtime import compile_cache
 from ember.runtime.tiers import compile_jaxpr
@@ -236,20 +235,20 @@ def cache_for(fun: Callable, options: tuple) -> FunctionCache:
         return per_options.setdefault(options, FunctionCache())
 
 
-def clear_caches(*, disk: bool = True) -> None:
-    """Empty every jit cache (traced programs and executables) and, unless ``disk=False``, the
-    disk cache of native code (with it kept, the next compiles load machine code from disk)."""
+def _clear_function_caches() -> None:
     with _registry_lock:
         caches = [c for per in _function_caches.values() for c in per.values()]
     for c in caches:
         c.clear()
-    compile_cache.clear()
-    for name in ("ember.backends.cpu.jit", "ember.backends.cpu.program"):  # (not imported: nothing compiled)
-        native = sys.modules.get(name)
-        if native is not None:
-            native.clear()
-    if disk:
-        disk_cache.clear()
+
+
+def _function_cache_entries() -> int:
+    with _registry_lock:
+        return sum(len(c.entries) for per in _function_caches.values() for c in per.values())
+
+
+register_cache("jit: traced programs and executables, per function", _clear_function_caches,
+               _function_cache_entries)
 
 
 # --- explanations ------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from ember.config import config
 from ember.core import fingerprint as fingerprints
+from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr
 
 
@@ -56,3 +57,6 @@ def clear() -> None:
 
 def size() -> int:
     return len(_entries)
+
+
+register_cache("jit: executables shared by equal programs", clear, size)

@@ -18,21 +18,20 @@ The cost model is deliberately coarse (measured on the 2-core machine of the ben
 ``while_loop`` counts ``WHILE_TRIPS`` trips) plus the arithmetic at NumPy's speed (products
 by BLAS, convolutions by ``einsum`` over window views).
 
-The background thread is one for the process (LLVM is serialized anyway), fed first in, first
-out. At interpreter exit the queue is dropped and the compile in flight finished (an LLVM call
-cannot be interrupted, and the interpreter must not tear down LLVM under it).
+The compiles run on the ``tiers`` queue of the background service (``core/background.py``):
+one at a time (LLVM is serialized anyway), first in, first out. At interpreter exit the queue is
+dropped and the compile in flight finished.
 """
 from __future__ import annotations
 
-import atexit
 import logging
 import math
-import queue
 import threading
 import time
 from typing import Any, Callable
 
 from ember.config import config
+from ember.core.background import Job, background
 from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, subjaxprs
 from ember.lax.control_flow import cond_p, scan_p, while_p
 from ember.lax.convolution import conv_general_dilated_p
@@ -122,8 +121,8 @@ class TieredExecutable:
         self.native_seconds = 0.0
         self.error: BaseException | None = None  # why the native compile failed, if it did
         self._reference: ReferenceExecutable | None = ReferenceExecutable(closed, name)
-        self._ready = threading.Event()
-        self._callbacks: list[Callable[[TieredExecutable], None]] = []
+        self._job: Job | None = None  # the background compile, once submitted
+        self._callbacks: list[Callable[[TieredExecutable], None]] = []  # added before it was
         self._lock = threading.Lock()
         self._closed: ClosedJaxpr | None = closed  # until the background compile is submitted
 
@@ -152,29 +151,35 @@ class TieredExecutable:
             if self._closed is not None:
                 self._start()
 
-    def _start(self) -> None:
+    def _start(self) -> Job:
         with self._lock:
             closed, self._closed = self._closed, None
-        if closed is not None:
-            _background.submit(self, closed)
+            if closed is None:
+                return self._job  # type: ignore[return-value]  (set with ``_closed`` cleared)
+            self._job = background.submit(background.unique_name(f"tiered compile of {self.name}"),
+                                          self._compile, closed, queue="tiers", once=False)
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            self._job.add_done_callback(lambda _job, callback=callback: callback(self))
+        return self._job
 
     @property
     def compiling(self) -> bool:
-        return not self._ready.is_set()
+        job = self._job
+        return job is None or not job.done
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the background compile (starting it, if no call has); whether it has
         finished (successfully or not)."""
-        self._start()
-        return self._ready.wait(timeout)
+        return self._start().wait(timeout)
 
     def add_done_callback(self, callback: Callable[[TieredExecutable], None]) -> None:
         """Call ``callback(self)`` when the background compile finishes (now, if it has)."""
         with self._lock:
-            if not self._ready.is_set():
+            if self._job is None:
                 self._callbacks.append(callback)
                 return
-        callback(self)
+        self._job.add_done_callback(lambda _job: callback(self))
 
     # --- the native executable's interface, once there is one ---
     @property
@@ -183,7 +188,8 @@ class TieredExecutable:
         asks again): while compiling, or while the native executable's dispatcher is built."""
         native = self.native
         if native is None:
-            return self.error is None
+            job = self._job
+            return self.error is None and not (job is not None and job.dropped)
         return native.dispatcher_pending
 
     def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
@@ -200,7 +206,7 @@ class TieredExecutable:
             native = CpuExecutable(closed, self.name)
         except Exception as error:  # the reference tier goes on serving the calls
             self.error = error
-            if _background.closing:  # (at exit, threads and atexit hooks can no longer start)
+            if background.closing:  # (at exit, threads and atexit hooks can no longer start)
                 return
             logger.warning("ember: the native compile of %s failed (%s: %s); it runs on the reference "
                            "interpreter", self.name, type(error).__name__, error)
@@ -212,76 +218,8 @@ class TieredExecutable:
                 logger.warning("ember: native code for %s ready after %.1f ms (%s, %d calls ran on the "
                                "reference tier meanwhile); calls switch to it", self.name,
                                self.native_seconds * 1e3, native.code, self.quick_calls)
-        finally:
-            with self._lock:
-                self._ready.set()
-                callbacks, self._callbacks = self._callbacks, []
-            for callback in callbacks:
-                callback(self)
-
-
-class _Background:
-    """The one thread that compiles tiered programs, first in, first out."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._pending: list[TieredExecutable] = []
-        self.closing = False
-        self.current: TieredExecutable | None = None  # the one compiling now
-
-    def submit(self, executable: TieredExecutable, closed: ClosedJaxpr) -> None:
-        with self._lock:
-            if self.closing:  # (at exit: the reference tier serves it)
-                executable.error = RuntimeError("the interpreter is exiting")
-                executable._ready.set()
-                return
-            self._pending.append(executable)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ember-compile", daemon=True)
-                self._thread.start()
-        self._queue.put((executable, closed))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            executable, closed = item
-            if self.closing:
-                executable.error = RuntimeError("the interpreter is exiting")
-                executable._ready.set()
-            else:
-                self.current = executable
-                executable._compile(closed)
-                self.current = None
-            with self._lock:
-                self._pending.remove(executable)
-
-    def pending(self) -> list[TieredExecutable]:
-        with self._lock:
-            return list(self._pending)
-
-    def close(self) -> None:
-        """At exit: drop what has not started, finish what has."""
-        with self._lock:
-            self.closing = True
-            thread = self._thread
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
-
-
-_background = _Background()
-atexit.register(_background.close)
 
 
 def wait_for_compiles(timeout: float | None = None) -> bool:
     """Wait until the background compiles started so far have finished; whether they have."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for executable in _background.pending():
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        if not executable.wait(left):
-            return False
-    return True
+    return background.drain(timeout)

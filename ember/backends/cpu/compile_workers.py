@@ -53,6 +53,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ember.config import config
+from ember.core.background import background
 
 DEFAULT_MAX = 2
 MIN_SOURCE_CHARS = 1_000
@@ -82,7 +83,7 @@ try:
 except ImportError:
     import site
     site.main()
-for name in ("ember", "ember.backends", "ember.backends.cpu"):
+for name in ("ember", "ember.core", "ember.backends", "ember.backends.cpu"):
     package = types.ModuleType(name)
     package.__path__ = [os.path.join(root, *name.split(".")[1:])]
     sys.modules[name] = package
@@ -308,7 +309,7 @@ def start(identity: Callable[[], str]) -> None:
     """Start the workers that are not running, in a background thread that also waits for their
     greetings (``run`` may take them meanwhile: it waits for the greeting itself)."""
     if count() > len(workers()):
-        threading.Thread(target=_warm, args=(identity(),), name="ember-compile-workers", daemon=True).start()
+        background.submit("cpu: start the compile workers", _warm, identity(), once=False)
 
 
 def _warm(identity: str) -> None:
@@ -378,9 +379,8 @@ def run(jobs: list[tuple[str, bool]], here: Callable[[int], None], load: Callabl
         _release(worker)
 
     for worker in helpers:
-        try:
-            threading.Thread(target=serve_jobs, args=(worker,), name="ember-compile-request", daemon=True).start()
-        except RuntimeError:  # no thread to spare: this one compiles without the worker
+        job = background.submit(background.unique_name("cpu: compile requests"), serve_jobs, worker, once=False)
+        if job.dropped:  # no thread to spare (or the interpreter exits): this one compiles without the worker
             _release(worker)
     try:
         while True:

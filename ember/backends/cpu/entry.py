@@ -37,7 +37,6 @@ False and programs run by the general path only.
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import threading
@@ -51,6 +50,7 @@ from llvmlite import ir
 from ember.backends.cpu import jit, threads
 from ember.backends.cpu.threads import PIECES_PER_THREAD
 from ember.core.array import Array
+from ember.core.background import Job, background
 
 METH_FASTCALL = 0x0080
 NPY_C_CONTIGUOUS = 0x0001
@@ -386,9 +386,7 @@ class _Dispatcher:
 # of a jitted function waits for it (about 40 ms to compile, a few to load from the disk cache).
 _built: Any = None
 _build_lock = threading.Lock()  # held while building
-_background: threading.Thread | None = None
-_background_lock = threading.Lock()
-_failed = False
+BUILD_JOB = "cpu: build the dispatcher"
 
 
 def dispatcher() -> Any:
@@ -407,24 +405,12 @@ def ready_dispatcher() -> Any:
 
 def dispatcher_pending() -> bool:
     """Whether the dispatcher is not built yet but will be (its build has not failed)."""
-    return _built is None and not _failed
+    if _built is not None:
+        return False
+    job = background.job(BUILD_JOB)
+    return job is None or job.error is None  # (failed: calls keep the general path, slower, never wrong)
 
 
-def prepare_dispatcher() -> None:
-    """Start building the dispatcher in a background thread, once per process."""
-    global _background
-    if _built is not None or _background is not None:
-        return
-    with _background_lock:
-        if _background is None:
-            _background = threading.Thread(target=_build_in_background, name="ember-dispatcher", daemon=True)
-            _background.start()
-            atexit.register(_background.join)  # not torn down at exit in the middle of LLVM
-
-
-def _build_in_background() -> None:
-    global _failed
-    try:
-        dispatcher()
-    except Exception:  # calls keep the general path: slower, never wrong
-        _failed = True
+def prepare_dispatcher() -> Job:
+    """The background job that builds the dispatcher, started now if it was not (once per process)."""
+    return background.submit(BUILD_JOB, dispatcher)

@@ -44,7 +44,6 @@ does any length that is not a power of two).
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import math
@@ -61,6 +60,7 @@ from ember.backends.cpu.lowering import F32, F64, I64
 from ember.backends.reference import impl_rules
 from ember.compiler.fusion import fusion_p
 from ember.core.avals import ShapedArray
+from ember.core.background import Job, background
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.lax.fft import FftType, fft_p
 from ember.lax.shapes import transpose_p
@@ -583,8 +583,11 @@ def transform_function(dtype: np.dtype) -> tuple[jit.CompiledModule, ctypes._CFu
         return _compiled[dtype]
 
 
-_background: dict[np.dtype, threading.Thread] = {}
-_background_lock = threading.Lock()
+def warm_up(dtype: np.dtype) -> Job:
+    """The background job that compiles the transforms of ``dtype``, started now if it was not:
+    once per process."""
+    dtype = np.dtype(dtype)
+    return background.submit(f"cpu: compile the {dtype.name} transforms", transform_function, dtype)
 
 
 def ready(dtype: np.dtype) -> bool:
@@ -593,11 +596,7 @@ def ready(dtype: np.dtype) -> bool:
     dtype = np.dtype(dtype)
     if dtype in _compiled:
         return True
-    with _background_lock:
-        if dtype not in _background:
-            thread = _background[dtype] = threading.Thread(target=transform_function, args=(dtype,), daemon=True)
-            thread.start()
-            atexit.register(thread.join)  # (not torn down at exit in the middle of LLVM)
+    warm_up(dtype)
     return dtype in _compiled
 
 

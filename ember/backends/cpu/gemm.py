@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,6 +38,7 @@ from llvmlite import ir
 from ember.backends.cpu import jit, threads
 from ember.backends.cpu.entry import data_pointer
 from ember.backends.cpu.lowering import F32, F64, I64
+from ember.core.background import Job, background
 
 # Tile shapes measured (float32, one thread, 512^3 / 1024^3), AVX-512 (znver5): 6 rows x 2
 # vectors 1.29 / 9.18 ms, 8x2 1.21 / 9.20, 12x2 1.29 / 9.35, 4x4 1.29 / 9.46: about 220 GFLOP/s,
@@ -540,21 +540,19 @@ def function_table(needed: set[tuple[np.dtype, bool]] | frozenset = frozenset())
     return ctypes.addressof(FUNCTION_TABLE)
 
 
-_background: dict[tuple[np.dtype, bool], threading.Thread] = {}
-_background_lock = threading.Lock()
+def warm_up(dtype: np.dtype, skinny: bool = False) -> Job:
+    """The background job that compiles the product for ``dtype`` (blocked or ``skinny``), started
+    now if it was not: once per process."""
+    dtype = np.dtype(dtype)
+    return background.submit(f"cpu: compile the {'skinny' if skinny else 'blocked'} {dtype.name} product",
+                             gemm_function, dtype, skinny)
 
 
 def ready(dtype: np.dtype, skinny: bool = False) -> bool:
     """Whether the product for ``dtype`` (blocked or ``skinny``) is compiled. Compiling one takes
     about 100-200 ms, once per process; the first call asks for it in the background and
     meanwhile uses NumPy's matmul."""
-    key = (np.dtype(dtype), skinny)
-    with _background_lock:
-        thread = _background.get(key)
-        if thread is None:
-            thread = _background[key] = threading.Thread(target=gemm_function, args=key, daemon=True)
-            thread.start()
-    return not thread.is_alive()
+    return warm_up(dtype, skinny).done
 
 
 def alpha_bits(alpha: float) -> int:

@@ -48,6 +48,7 @@ from llvmlite import ir
 from ember.backends import disk_cache
 from ember.backends.cpu import compile_workers, object_code
 from ember.config import config
+from ember.core.caches import register_cache
 from ember.version import __version__
 
 OPT_LEVEL = 2
@@ -443,3 +444,6 @@ def clear() -> None:
     """Forget the compiled modules (``ember.clear_caches``); code still in use lives on."""
     with _lock:
         _compiled.clear()
+
+
+register_cache("cpu: compiled modules, by IR text", clear, lambda: len(_compiled))

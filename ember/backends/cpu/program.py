@@ -39,6 +39,7 @@ from ember.backends.cpu.index_rules import index_rules
 from ember.backends.reference import impl_rules, to_numpy
 from ember.compiler.fusion import FUSIBLE, fusion_p
 from ember.core.avals import ShapedArray
+from ember.core.caches import register_cache
 from ember.core.fingerprint import fingerprint
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, count_eqns
 from ember.lax import elementwise as ew, indexing as ix, reductions, shapes as sh
@@ -341,6 +342,9 @@ def clear() -> None:
     with _lent_lock:
         _lent.clear()
         _freed.clear()
+
+
+register_cache("cpu: functions lent to equal kernels", clear, lambda: len(_lent))
 
 
 def _kernel_key(flat: Jaxpr) -> tuple[str, list]:
