@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 import numpy as np
 
 from ember import dtypes, errors, tree_util
+from ember.backends.protocols import DECLINED, Executable, InvalidOutputValues
 from ember.config import config
 from ember.core import sharding
 from ember.core.array import Array, ShapeDtypeStruct
@@ -44,7 +45,6 @@ from ember.runtime.cache import (
     explain_miss,
     logger,
 )
-from ember.runtime.executable import DECLINED, InvalidOutputValues
 from ember.runtime.stages import Lowered, Traced
 from ember.transforms.programs import eval_closed_by_binding
 
@@ -352,12 +352,11 @@ class JitFunction:
         name = CallName(self._sig.fun_name, donated_invars, self.keep_unused)
         return jit_p.bind(*closed.consts, *values, jaxpr=consts_as_inputs([closed])[0][0], name=name)
 
-    def _enable_fast_path(self, key: tuple, entry: Entry, executable: Any, tree: bool = False) -> None:
-        runner = getattr(executable, "fast_runner", None)
-        runner = runner and runner(entry.out_tree)
+    def _enable_fast_path(self, key: tuple, entry: Entry, executable: Executable, tree: bool = False) -> None:
+        runner = executable.fast_runner(entry.out_tree)
         if runner is not None:  # (pytree arguments: keyed by their structure too)
             self._cache.add_fast(key, entry, (key[0], key[1]) if tree else key[1], runner)
-        elif not getattr(executable, "dispatcher_pending", False):  # (pending: a later hit tries again)
+        elif not executable.fast_runner_pending:  # (pending: a later hit tries again)
             entry.fast_key = ()  # never: the dispatcher cannot run this executable
 
     def _enable_scalar_fast_path(self, entry: Entry, in_tree: Any, statics: tuple, leaves: Sequence[Any],
@@ -365,10 +364,10 @@ class JitFunction:
         """The fast path for plain calls with Python scalar arguments or pytree leaves (and
         Arrays): each scalar becomes an Array of the type it was traced with, then the dispatcher
         runs the program. Pytree arguments (``tree``) are keyed by their structure too."""
-        runner = getattr(entry.executable, "fast_runner", None)
-        runner = runner and runner(entry.out_tree)
+        executable = entry.executable
+        runner = executable.fast_runner(entry.out_tree)
         if runner is None:
-            if not getattr(entry.executable, "dispatcher_pending", False):  # as in ``_enable_fast_path``
+            if not executable.fast_runner_pending:  # as in ``_enable_fast_path``
                 entry.fast_key = ()  # never: not asked again per call
             return
         conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(leaves, entry.closed.in_avals))
@@ -377,7 +376,7 @@ class JitFunction:
         fast_key = tuple([getattr(x, "aval", type(x)) for x in leaves])
         self._cache.add_fast(key, entry, (in_tree, fast_key) if tree else fast_key, _scalar_runner(runner, conversions))
 
-    def _call_donating(self, executable: Any, leaves: list, donated: frozenset[int]) -> list:
+    def _call_donating(self, executable: Executable, leaves: Sequence[Any], donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""
         try:
             outs = executable(*leaves)
@@ -617,13 +616,13 @@ def _convertible(x: Any) -> bool:
         (isinstance(x, np.ndarray) and x.nbytes <= COPY_FOR_DISPATCH_BYTES)
 
 
-def _scalars_as_arrays(leaves: Sequence[Any], executable: Any) -> Sequence[Any]:
+def _scalars_as_arrays(leaves: Sequence[Any], executable: Executable) -> Sequence[Any]:
     """``leaves`` with Python and NumPy scalars, and small NumPy arrays (copied: the caller may
     write to them), made Arrays of the types the program takes, so that the native dispatcher
     runs the call (it declines other arguments; the program's steps run from Python then, which
     costs a few microseconds per kernel)."""
-    avals = getattr(executable, "in_avals", None)
-    if avals is None or not any(_convertible(x) for x in leaves):
+    avals = executable.in_avals
+    if not any(_convertible(x) for x in leaves):
         return leaves
     return [Array(np.array(x, a.dtype), a) if _convertible(x) and np.shape(x) == a.shape else x
             for x, a in zip(leaves, avals)]

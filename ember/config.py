@@ -39,8 +39,12 @@ _DEFAULTS: dict[str, Any] = {
     # JAX's type promotion mode: "standard" (the lattice, implicit promotions allowed) is the one
     # ember implements; "strict" (a TypePromotionError for every implicit promotion) is refused.
     "numpy_dtype_promotion": "standard",
-    # Which backend runs jitted programs: "cpu" (native, LLVM) or "reference" (the NumPy interpreter).
-    "backend": os.environ.get("EMBER_BACKEND", "cpu"),
+    # Which backend runs jitted programs (ember.backends.registry), by JAX's rules for JAX_PLATFORMS: a
+    # comma-separated list of backend names (or platforms) in priority order, whose first available one runs
+    # them: "cpu" (native, LLVM), "reference" (the NumPy interpreter), or one registered by a plugin. Empty:
+    # every registered backend by its priority (an accelerator whose plugin is found, else "cpu").
+    # JAX's name for it is jax_platforms.
+    "backend": os.environ.get("EMBER_PLATFORMS") or os.environ.get("EMBER_BACKEND", ""),
     # Run a large program's first calls on the reference interpreter while its native code
     # compiles in the background (see ember.runtime.tiers).
     "tiered_compilation": os.environ.get("EMBER_TIERED_COMPILATION", "1") not in ("0", "", "false", "False"),
@@ -51,6 +55,9 @@ _DEFAULTS: dict[str, Any] = {
     # it raises a clear error instead of hanging (a process died, or one skipped the collective).
     "collective_timeout": float(os.environ.get("EMBER_COLLECTIVE_TIMEOUT", "60") or 60),
 }
+
+# JAX's names of flags that ember names otherwise (after the jax_ prefix).
+_JAX_NAMES = {"platforms": "backend"}
 
 # Flags whose value changes the compiled result, hence part of the cache key.
 CODEGEN_FLAGS = ("enable_x64", "debug_nans", "debug_infs", "backend", "disabled_passes")
@@ -67,8 +74,10 @@ class _Config:
         object.__setattr__(self, "_codegen_key", tuple(_DEFAULTS[k] for k in CODEGEN_FLAGS))
 
     def __getattr__(self, name: str) -> Any:  # only reached for names that are not flags
-        if name.startswith("jax_") and name[4:] in self._values:  # (JAX's names: config.jax_enable_x64)
-            return self._values[name[4:]]
+        if name.startswith("jax_"):  # (JAX's names: config.jax_enable_x64)
+            flag = _JAX_NAMES.get(name[4:], name[4:])
+            if flag in self._values:
+                return self._values[flag]
         raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -77,7 +86,7 @@ class _Config:
     def update(self, name: str, value: Any) -> None:
         """Set flag ``name`` (``jax_`` prefixes are accepted for drop-in compatibility)."""
         if name.startswith("jax_"):
-            name = name[4:]
+            name = _JAX_NAMES.get(name[4:], name[4:])
         if name not in self._values:
             raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
         if name == "numpy_dtype_promotion" and value != "standard":

@@ -19,6 +19,7 @@ import numpy as np
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember.backends import registry
 
 
 def median_seconds(fn: Callable[[], Any], repeats: int = 7) -> float:
@@ -39,7 +40,7 @@ def section(title: str) -> None:
 
 
 def main() -> None:
-    print(f"ember {ember.__version__}: jit backend = {ember.config.backend!r}")
+    print(f"ember {ember.__version__}: jit backend = {registry.get().name!r}")
 
     section("1. selu on 10^6 float32 values: eager vs jit")
     x = jnp.asarray(np.random.default_rng(0).standard_normal(1_000_000, dtype=np.float32))

@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ember import tree_util
+from ember.backends import registry
+from ember.backends.protocols import Backend
 from ember.core import sharding
 from ember.core.array import Array, Device
 from ember.core.primitive import Primitive
@@ -22,14 +24,33 @@ __all__ = ["block_until_ready", "default_backend", "device_get", "device_put", "
 
 
 def devices(backend: str | None = None) -> list[Device]:
-    return sharding.devices()
+    """The devices of ``backend`` (a registered name or platform), or of the default backend."""
+    if backend is None and registry.get().host_buffers:
+        return sharding.devices()
+    return registry.get(backend).devices()
 
 
 def device_put(x: Any, device: Any = None) -> Any:
-    """Copy a pytree of arrays / scalars onto a device, or place them as a sharding says (as Arrays)."""
+    """Copy a pytree of arrays / scalars onto a device, or place them as a sharding says (as Arrays).
+    A device of a backend whose memory is not the host's gets a copy in that memory (an array of
+    such a device put on a host device is copied to the host)."""
+    if device is not None and not isinstance(device, (Device, sharding.Sharding)):
+        backend = registry.of_device(device)
+        if not backend.host_buffers:
+            return tree_util.map_for_trace(lambda leaf: _put_on_device(leaf, backend, device), x)
     return tree_util.map_for_trace(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
                               sharding.put(Array(np.asarray(leaf), leaf.aval) if type(leaf) is Array else
                                            asarray(leaf), device), x)
+
+
+def _put_on_device(leaf: Any, backend: Backend, device: Any) -> Any:
+    if isinstance(leaf, Tracer):  # (inside a trace there are no buffers to move)
+        return leaf
+    array = leaf if type(leaf) is Array else asarray(leaf)
+    buffer = array.device_buffer
+    if buffer is not None and buffer.backend == backend.name and buffer.device == device:
+        return array
+    return Array.from_buffer(backend.put(np.asarray(array), device), array.aval)
 
 
 def block_until_ready(x: Any) -> Any:
@@ -58,8 +79,9 @@ def device_get(x: Any) -> Any:
 
 
 def default_backend() -> str:
-    """The platform name of the default backend: ember runs on the CPU."""
-    return "cpu"
+    """The platform of the backend that runs programs now (``config.backend``): "cpu" unless an
+    accelerator's backend is registered and available."""
+    return registry.get().platform
 
 
 class _CompileTimeEvalTrace(Trace):

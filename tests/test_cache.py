@@ -14,6 +14,7 @@ from hypothesis import given, settings
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember.backends import registry
 from ember.backends.cpu.program import QUICK_WORK
 
 
@@ -63,7 +64,7 @@ def test_cache_info_counts_traces_and_compiles():
     assert info.compile_seconds >= 0
 
 
-@pytest.mark.skipif(ember.config.backend != "cpu", reason="native code is the CPU backend's")
+@pytest.mark.skipif(registry.get().name != "cpu", reason="native code is the CPU backend's")
 def test_a_new_shape_retraces_but_reuses_the_compiled_code(caplog):
     f = ember.jit(lambda x: jnp.tanh(x) * 3.171875 - 0.40625)  # constants no other test uses
     shapes = [(1000,), (1500,), (30, 50), (7, 11, 13)]
@@ -78,7 +79,7 @@ def test_a_new_shape_retraces_but_reuses_the_compiled_code(caplog):
     assert text.count("reused compiled code for <lambda>") == len(shapes) - 1
 
 
-@pytest.mark.skipif(ember.config.backend != "cpu", reason="native code is the CPU backend's")
+@pytest.mark.skipif(registry.get().name != "cpu", reason="native code is the CPU backend's")
 def test_row_kernels_share_code_across_row_counts_not_row_lengths():
     def softmax(x):
         e = jnp.exp(x - x.max(-1, keepdims=True) + 0.015625)
@@ -149,7 +150,7 @@ def test_many_threads_compile_each_signature_once():  # (and, after the first hi
         t.join()
     assert not errors
     assert sorted(calls) == sorted(shapes)  # each signature traced exactly once
-    if ember.config.backend == "cpu":  # one kernel for every shape (its size is an argument), compiled
+    if registry.get().name == "cpu":  # one kernel for every shape (its size is an argument), compiled
         assert f.cache_info().compiles <= 1  # at most once (an earlier test may have compiled it)
     else:
         assert f.cache_info().compiles == len(shapes)
@@ -250,7 +251,7 @@ def test_jit_wrappers_created_in_a_loop_warn_once_naming_the_line():
     assert "outside the loop" in str(churn[0].message)
 
 
-@pytest.mark.skipif(ember.config.backend != "cpu", reason="native code is the CPU backend's")
+@pytest.mark.skipif(registry.get().name != "cpu", reason="native code is the CPU backend's")
 @settings(max_examples=15)
 @given(shapes=st.lists(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=9), min_size=2, max_size=5),
        scalar=st.floats(-2, 2, width=32))

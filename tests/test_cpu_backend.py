@@ -19,7 +19,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember.backends.cpu import vecmath
 from ember.backends.cpu.vecmath_kernels import compile_kernel
-from ember.runtime.executable import CpuExecutable
+from ember.backends.cpu_backend import CpuExecutable
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -10,17 +10,18 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember.backends import registry
 from ember.backends.cpu import entry
 from ember.core.array import Array
 
-cpu_only = pytest.mark.skipif(ember.config.backend != "cpu", reason="the native dispatcher is the CPU backend's")
+cpu_only = pytest.mark.skipif(registry.get().name != "cpu", reason="the native dispatcher is the CPU backend's")
 
 
 @pytest.fixture(autouse=True, scope="module")
 def built_dispatcher():
     """The dispatcher, built before these tests count fast-path entries (in a running program it
     is built in the background: until then, calls take the general path)."""
-    if ember.config.backend == "cpu":
+    if registry.get().name == "cpu":
         entry.dispatcher()
 
 
@@ -69,7 +70,7 @@ def test_the_hit_path_matches_the_reference_interpreter(name, rng):
     f(*args)
     outs, hits = _hits(f, *args)
     assert hits == len(outs)
-    if ember.config.backend == "cpu":
+    if registry.get().name == "cpu":
         assert _fast_entries(f) == 1  # every step native: the calls went through the dispatcher
     for out in outs:
         assert isinstance(out, Array) and out.dtype == want.dtype and out.shape == want.shape
@@ -246,7 +247,7 @@ def test_a_new_process_loads_the_dispatcher_from_the_disk_cache(tmp_path):
         fast, same, values = run.stdout.split(" ", 2)
         assert same == "True"
         np.testing.assert_allclose(eval(values), want, rtol=1e-6)
-        assert fast == ("1" if ember.config.backend == "cpu" else "0")
+        assert fast == ("1" if registry.get().name == "cpu" else "0")
 
 
 _PENDING = """

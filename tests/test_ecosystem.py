@@ -176,8 +176,8 @@ def _primitive_results(jax, lowered: bool) -> list:
 @pytest.mark.parametrize("lowered", [True, False])
 def test_user_primitives_work_under_every_transformation_as_in_jax(lowered):
     import ember
+    from ember.backends.cpu_backend import CpuExecutable
     from ember.compat import jax as ember_jax
-    from ember.runtime.executable import CpuExecutable
     got = _primitive_results(ember_jax, lowered)
     expected = [14.0, [5.0, 9.0, 15.0], (14.0, 5.0), 4.0, 4.0, [5.0, 9.0, 15.0], [12.0, 60.0, 168.0]]
     for g, e in zip(got, expected):

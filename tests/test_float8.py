@@ -150,7 +150,7 @@ def test_a_loop_over_float8_values():
 
 
 def test_compiled_programs_leave_float8_equations_to_the_reference():
-    from ember.runtime.executable import CpuExecutable
+    from ember.backends.cpu_backend import CpuExecutable
     f8 = np.dtype(ml_dtypes.float8_e4m3fn)
 
     def f(x, y):

@@ -16,12 +16,13 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember.backends import registry
 
-pytestmark = pytest.mark.skipif(ember.config.backend != "cpu", reason="sharing native code is the CPU backend's")
+pytestmark = pytest.mark.skipif(registry.get().name != "cpu", reason="sharing native code is the CPU backend's")
 
-if ember.config.backend == "cpu":
+if registry.get().name == "cpu":
     from ember.backends.cpu import entry, jit as llvm_jit, program
-    from ember.runtime.executable import CpuExecutable
+    from ember.backends.cpu_backend import CpuExecutable
 
 
 @pytest.fixture(autouse=True)

@@ -21,11 +21,11 @@ import ember.numpy as jnp
 from ember import grad, jit, lax
 from ember.backends.cpu import kernel
 from ember.backends.cpu.program import can_fuse
+from ember.backends.cpu_backend import CpuExecutable
 from ember.backends.reference import eval_closed
 from ember.compiler import optimize
 from ember.compiler.fusion import fuse, fusion_p
 from ember.core.verify import check_jaxpr
-from ember.runtime.executable import CpuExecutable
 
 STEPS = 5_000  # steps of x * a + b: ten thousand equations
 

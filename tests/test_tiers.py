@@ -14,9 +14,11 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember.runtime import executable as executables, tiers
+from ember.backends import registry
+from ember.backends.cpu_backend import CpuExecutable
+from ember.runtime import tiers
 
-pytestmark = pytest.mark.skipif(ember.config.backend != "cpu", reason="tiers lead to the CPU backend's code")
+pytestmark = pytest.mark.skipif(registry.get().name != "cpu", reason="tiers lead to the CPU backend's code")
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +66,7 @@ def test_first_call_runs_on_the_reference_then_calls_switch_to_native_code(grad)
     executable = next(iter(jf._cache.entries.values())).executable
     assert isinstance(executable, tiers.TieredExecutable) and executable.tier == "native"
     # The native tier is the code an untiered compile makes: the same answers, bit for bit.
-    untiered = executables.CpuExecutable(ember.make_jaxpr(g)(*args), "g")
+    untiered = CpuExecutable(ember.make_jaxpr(g)(*args), "g")
     np.testing.assert_array_equal(np.asarray(untiered(*args)[0]), np.asarray(jf(*args)))
 
 
@@ -83,7 +85,7 @@ def test_small_programs_compile_natively_at_once():
     jf = ember.jit(lambda x: jnp.tanh(x) * 3.25 + 1.0)
     jf(jnp.ones(4))
     assert jf.cache_info().quick_tier_calls == 0
-    assert isinstance(next(iter(jf._cache.entries.values())).executable, executables.CpuExecutable)
+    assert isinstance(next(iter(jf._cache.entries.values())).executable, CpuExecutable)
 
 
 def test_what_is_not_tiered():

@@ -1,7 +1,11 @@
 """Backends: the NumPy reference interpreter (``reference``: the rule tables that define every
 primitive) and the native CPU backend (``cpu``: LLVM kernels, BLAS, native loops, and the
-reference for whatever it does not lower), with the disk cache of compiled code. The
-executables that run them are ``ember.runtime.executable``'s."""
+reference for whatever it does not lower), with the disk cache of compiled code.
+
+What a backend and its executables are is ``protocols``; ``registry`` holds the backends by
+name and says which one runs programs (``config.backend``). Each backend registers itself:
+``reference.executable`` and ``cpu_backend`` (light: the ``cpu`` package, which loads LLVM,
+is imported at the first native compile)."""
 import os
 
 

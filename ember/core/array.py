@@ -1,13 +1,15 @@
-"""``ember.Array``: an immutable array living on the CPU.
+"""``ember.Array``: an immutable array, in host memory or on a backend's device.
 
-It wraps a read-only NumPy buffer plus its abstract value (which carries the
-weak-type flag). Operators and methods are attached by ``ember.numpy``, the
-same functions that tracers use, so eager and traced code behave alike.
+It wraps its data plus its abstract value (which carries the weak-type flag). The data of an
+array of a host backend is a read-only NumPy buffer (``_value``); that of a device backend is
+the backend's buffer (``device_buffer``, a ``DeviceBuffer``), copied to the host the first time
+the host needs the value and kept there (``_value`` then). Operators and methods are attached
+by ``ember.numpy``, the same functions that tracers use, so eager and traced code behave alike.
 """
 from __future__ import annotations
 
 import warnings
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -18,12 +20,29 @@ from ember.core.sharding import (  # noqa: F401  (CPU: re-exported)
     Device,
     Format,
     Sharding,
+    SingleDeviceSharding,
     format_of,
     is_placed,
     sharding_of,
     shards_of,
 )
 from ember.core.trace import Tracer
+
+
+class DeviceBuffer(Protocol):
+    """The data of an array that a device backend holds (``ember.backends.protocols.Backend``)."""
+
+    backend: str  # the name of the backend that holds it (``ember.backends.registry``)
+    device: Any  # the device it lives on (one of the backend's ``devices()``)
+
+    def to_host(self) -> np.ndarray:
+        """A copy of the data in host memory (C-contiguous, of the array's dtype)."""
+
+    def delete(self) -> None:
+        """Free the device memory; the buffer is not used again."""
+
+    def block_until_ready(self) -> None:
+        """Wait until the computation that writes it has finished."""
 
 
 class _ArrayType(type):
@@ -38,8 +57,9 @@ class _ArrayType(type):
 class Array(AvalProperties, metaclass=_ArrayType):
     """A concrete array: a NumPy buffer and its abstract value (``aval``). ``isinstance(x,
     Array)`` is also true of tracers (``_ArrayType``); ``type(x) is Array`` is not."""
-    # ``_deleted`` is set only when the array is deleted (then ``_value`` is unset).
-    __slots__ = ("_value", "aval", "_deleted", "__weakref__")
+    # ``_value``: the host buffer; unset while the data lives only on a device (``_device``, set for
+    # device arrays only) and once the array is deleted (``_deleted``, set only then).
+    __slots__ = ("_value", "aval", "_device", "_deleted", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value: np.ndarray, aval: ShapedArray | None = None) -> None:
@@ -54,20 +74,36 @@ class Array(AvalProperties, metaclass=_ArrayType):
         self._value = value
         self.aval = aval
 
+    @classmethod
+    def from_buffer(cls, buffer: DeviceBuffer, aval: ShapedArray) -> "Array":
+        """An array whose data is a device backend's ``buffer`` (copied to the host when needed)."""
+        array = cls.__new__(cls)
+        array._device, array.aval = buffer, aval
+        return array
+
+    @property
+    def device_buffer(self) -> DeviceBuffer | None:
+        """The device backend's buffer holding the data; None for an array in host memory."""
+        return getattr(self, "_device", None)
+
     # --- metadata (shape, dtype, ndim, size, ... come from AvalProperties) ------------
     @property
     def device(self) -> Device:
+        buffer = self.device_buffer
+        if buffer is not None:
+            return buffer.device
         placement = sharding_of(self)
         if len(placement.device_set) != 1:
             raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
         return next(iter(placement.device_set))
 
     def devices(self) -> set[Device]:
-        return sharding_of(self).device_set
+        return self.sharding.device_set
 
     @property
     def sharding(self) -> Sharding:
-        return sharding_of(self)
+        buffer = self.device_buffer
+        return sharding_of(self) if buffer is None else SingleDeviceSharding(buffer.device)
 
     @property
     def format(self) -> Format:
@@ -103,7 +139,8 @@ class Array(AvalProperties, metaclass=_ArrayType):
         return self.nbytes
 
     def platform(self) -> str:
-        return "cpu"
+        buffer = self.device_buffer
+        return "cpu" if buffer is None else buffer.device.platform
 
     def is_ready(self) -> bool:
         return True  # (ember computes synchronously)
@@ -113,7 +150,7 @@ class Array(AvalProperties, metaclass=_ArrayType):
         return self._value.ctypes.data
 
     def copy(self) -> "Array":
-        """A new Array with a copy of the buffer."""
+        """A new Array with a copy of the buffer (in host memory)."""
         return Array(self._value.copy(), self.aval)
 
     clone = copy
@@ -219,6 +256,9 @@ class Array(AvalProperties, metaclass=_ArrayType):
 
     # --- lifecycle ------------------------------------------------------------------
     def block_until_ready(self) -> "Array":
+        buffer = self.device_buffer
+        if buffer is not None:
+            buffer.block_until_ready()
         return self
 
     def copy_to_host_async(self) -> None:
@@ -233,13 +273,28 @@ class Array(AvalProperties, metaclass=_ArrayType):
 
     def _mark_deleted(self, reason: str) -> None:
         if not self.is_deleted():
+            buffer = self.device_buffer
+            try:
+                del self._value
+            except AttributeError:  # (on a device, never copied to the host)
+                pass
+            if buffer is not None:
+                del self._device
+                buffer.delete()
             self._deleted = reason
-            del self._value
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for unset slots: ``_value`` is unset once the array is deleted.
-        if name == "_value" and self.is_deleted():
-            raise RuntimeError(f"Array has been deleted with shape={type_string(self.aval)}.{self._deleted}")
+        # Only reached for unset slots: ``_value`` is unset once the array is deleted, and until
+        # the host first needs the data of an array on a device (copied then, once).
+        if name == "_value":
+            if self.is_deleted():
+                raise RuntimeError(f"Array has been deleted with shape={type_string(self.aval)}.{self._deleted}")
+            buffer = self.device_buffer
+            if buffer is not None:
+                value = np.asarray(buffer.to_host(), dtype=self.aval.dtype).reshape(self.aval.shape)
+                value.flags.writeable = False
+                self._value = value
+                return value
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __reduce__(self):

@@ -16,12 +16,13 @@ import warnings
 import weakref
 from typing import Any, Callable, NamedTuple, Sequence
 
+from ember.backends.protocols import Executable
 from ember.config import CODEGEN_FLAGS, config
 from ember.core.array import type_string
 from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr
 from ember.runtime import compile_cache
-from ember.runtime.tiers import compile_jaxpr
+from ember.runtime.tiers import TieredExecutable, compile_jaxpr
 from ember.tree_util import PyTreeDef as PyTreeSpec
 
 logger = logging.getLogger("ember")
@@ -60,12 +61,12 @@ class Entry:
         self.closed = closed
         self.out_tree = out_tree
         self.donated = donated
-        self.executable = None
+        self.executable: Executable | None = None
         self.fast_key: tuple | None = None  # its key in the function's FastTable, once it has one
         self.used = next(clock)  # when it was last used (the LRU order)
         self._lock = threading.Lock()
 
-    def get_executable(self, cache: "FunctionCache", name: str) -> Any:
+    def get_executable(self, cache: "FunctionCache", name: str) -> Executable:
         executable = self.executable
         if executable is None:
             with self._lock:
@@ -76,7 +77,7 @@ class Entry:
                     seconds = time.perf_counter() - start
                     # A compile: a new executable whose machine code LLVM generated (or, on the
                     # reference backend, that has none); not code loaded from disk or reused.
-                    code = getattr(self.executable, "code", "compiled") if built else "shared"
+                    code = self.executable.code if built else "shared"
                     if code in ("compiled", "none"):
                         cache.record_compile(seconds)
                     elif code == "tiered":  # a compile once the background thread has done it
@@ -105,9 +106,9 @@ _BUILT = {
 }
 
 
-def warn_unusable_donations(executable: Any, stacklevel: int) -> None:
+def warn_unusable_donations(executable: Executable, stacklevel: int) -> None:
     """One warning listing the donated arguments whose buffers no output can take."""
-    unusable = getattr(executable, "unusable_donations", ())
+    unusable = executable.unusable_donations
     if unusable:
         warnings.warn(f"Some donated buffers were not usable: {', '.join(map(type_string, unusable))}. "
                       "A donated buffer is reused only for an output of the same shape and dtype that is "
@@ -199,8 +200,7 @@ class FunctionCache:
         event.set()
 
     def info(self) -> CacheInfo:
-        executables = [e.executable for e in list(self.entries.values())]
-        tiered = [x for x in executables if getattr(x, "code", None) == "tiered"]
+        tiered = [e.executable for e in list(self.entries.values()) if isinstance(e.executable, TieredExecutable)]
         return CacheInfo(self.hits, self.misses, self.traces, self.compiles, self.compile_seconds,
                          len(self.entries), sum(x.quick_calls for x in tiered),
                          sum(x.compiling for x in tiered))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import tree_util
+from ember.backends.protocols import Executable
 from ember.compiler import optimize
 from ember.compiler.cost import cost_analysis
 from ember.core.array import ShapeDtypeStruct
@@ -101,12 +102,11 @@ class Lowered:
         return optimize(self._closed)
 
     def as_text(self, dialect: str | None = None) -> str:
-        """The optimized IR; ``dialect="llvm"`` gives the native backend's LLVM IR."""
+        """The optimized IR; another dialect is the compiled program's text in it, if its backend
+        has one (``dialect="llvm"``: the native CPU backend's LLVM IR)."""
         if dialect in (None, "ir", "jaxpr"):
             return str(self.optimized())
-        if dialect == "llvm":
-            return self.compile().as_text("llvm")
-        raise ValueError(f"unknown dialect {dialect!r}: use None (the IR) or 'llvm'")
+        return self.compile().as_text(dialect)
 
     def compile(self) -> "Compiled":
         executable = compile_jaxpr(self._closed, name=self._jitted.__name__, donated=self._donated)
@@ -118,7 +118,7 @@ class Lowered:
 
 
 class Compiled:
-    def __init__(self, lowered: Lowered, executable: Any) -> None:
+    def __init__(self, lowered: Lowered, executable: Executable) -> None:
         self._lowered = lowered
         self._executable = executable
 
@@ -141,14 +141,13 @@ class Compiled:
         return tree_util.tree_unflatten(lowered._out_tree, outs)
 
     def as_text(self, dialect: str | None = None) -> str:
-        if dialect == "llvm":
-            text = getattr(self._executable, "llvm_ir", None)
-            if text is None:
-                raise ValueError("this executable has no LLVM IR (it runs on the reference backend); "
-                                 "use ember.config.update('backend', 'cpu')")
-            return text() if callable(text) else text
-        return self._lowered.as_text(dialect)
+        """The optimized IR, or the program in one of its backend's dialects ("llvm" on the CPU)."""
+        if dialect in (None, "ir", "jaxpr"):
+            return self._lowered.as_text(dialect)
+        return self._executable.as_text(dialect)
 
     def cost_analysis(self) -> dict[str, float]:
-        """Static estimate: ``flops``, ``transcendentals`` and ``bytes accessed``."""
-        return self._lowered.cost_analysis()
+        """The backend's estimate, or the static one of the IR: ``flops``, ``transcendentals`` and
+        ``bytes accessed``."""
+        own = self._executable.cost_analysis()
+        return self._lowered.cost_analysis() if own is None else own

@@ -30,13 +30,17 @@ import threading
 import time
 from typing import Any, Callable
 
+from ember.backends import registry
+from ember.backends.cpu_backend import CpuBackend, CpuExecutable
+from ember.backends.protocols import Executable
+from ember.backends.reference.executable import ReferenceExecutable
 from ember.config import config
 from ember.core.background import Job, background
 from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, subjaxprs
 from ember.lax.control_flow import cond_p, scan_p, while_p
 from ember.lax.convolution import conv_general_dilated_p
 from ember.lax.dot import dot_general_p
-from ember.runtime.executable import CpuExecutable, ReferenceExecutable, compile_jaxpr as compile_now
+from ember.runtime.executable import compile_jaxpr as compile_now
 
 logger = logging.getLogger("ember")
 
@@ -50,10 +54,11 @@ REFERENCE_NS_PER_CONV_FLOP = 1.0  # convolutions: 0.8-1.7 ns measured (16x64x64x
 WHILE_TRIPS = 1000
 
 
-def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Any:
+def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Executable:
     """``executable.compile_jaxpr``, tiered where the cost model says the first calls would
-    otherwise wait (see the module docstring)."""
-    if config.backend == "cpu" and config.tiered_compilation and not donated:
+    otherwise wait (see the module docstring): on the native CPU backend, whose quick tier is
+    the reference interpreter."""
+    if config.tiered_compilation and not donated and isinstance(registry.get(), CpuBackend):
         static = count_eqns(closed.jaxpr)
         if static >= MIN_EQNS:
             compile_ms = COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * static
@@ -96,7 +101,7 @@ def _reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
     return ms
 
 
-class TieredExecutable:
+class TieredExecutable(Executable):
     """Runs on the reference interpreter until the native executable, compiled in the
     background, is ready; then runs that. ``tier``: which one a call runs now.
 
@@ -182,23 +187,27 @@ class TieredExecutable:
         self._job.add_done_callback(lambda _job: callback(self))
 
     # --- the native executable's interface, once there is one ---
+    dialects = CpuExecutable.dialects
+
     @property
-    def dispatcher_pending(self) -> bool:
+    def fast_runner_pending(self) -> bool:
         """Whether a later call may get the native dispatcher's fast path (so the jit hit path
         asks again): while compiling, or while the native executable's dispatcher is built."""
         native = self.native
         if native is None:
             job = self._job
             return self.error is None and not (job is not None and job.dropped)
-        return native.dispatcher_pending
+        return native.fast_runner_pending
 
     def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
         native = self.native
         return None if native is None else native.fast_runner(out_tree)
 
-    def llvm_ir(self) -> str:
+    def as_text(self, dialect: str) -> str:
         self.wait()
-        return "" if self.native is None else self.native.llvm_ir()
+        if self.native is None:
+            return super().as_text(dialect)
+        return self.native.as_text(dialect)
 
     def _compile(self, closed: ClosedJaxpr) -> None:
         start = time.perf_counter()

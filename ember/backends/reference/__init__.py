@@ -3,7 +3,8 @@
 Each module here fills ``impl_rules`` (in ``ember.core.evaluation``) for one family of
 primitives: ``impl_rules[p](*numpy_arrays, **params)`` returns NumPy arrays. Eager
 operations call ``apply_primitive`` (shape/dtype rule, then the impl); jitted programs
-run ``eval_jaxpr`` over their IR. Every other backend is tested against this one.
+run ``eval_jaxpr`` over their IR (``executable``: the backend registered as "reference", whose
+rule for ``jit`` runs a call's live part). Every other backend is tested against this one.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember.compiler.fusion import fusion_p
-from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p, custom_vmap_call_p, jit_p
+from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p, custom_vmap_call_p
 from ember.core.evaluation import (  # noqa: F401  (the interpreter's public names)
     apply_primitive,
     eval_closed,
@@ -35,7 +36,6 @@ def _forward_through_custom_vjp(*args: Any, **params: Any) -> Any:
     raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
 
 
-impl_rules[jit_p] = _call
 impl_rules[fusion_p] = _call  # a fused kernel runs as its sub-program
 impl_rules[custom_jvp_call_p] = _custom_call
 impl_rules[custom_vjp_call_p] = _custom_call
@@ -48,6 +48,7 @@ from ember.backends.reference import (  # noqa: E402,F401  (each module register
     convolution,
     dot,
     elementwise,
+    executable,
     fft,
     indexing,
     linalg,

@@ -1,0 +1,160 @@
+"""The seam between the runtime and its backends: what a backend is, and what it compiles.
+
+A ``Backend`` turns a traced program (a ``ClosedJaxpr``) into an ``Executable``; the runtime
+(``ember.runtime``: the jit cache, the hit path, AOT stages) holds executables and calls them,
+and knows nothing else of the backend. Backends register by name (``ember.backends.registry``),
+and ``config.backend`` chooses among them.
+
+Buffers: an ``Array``'s data is its backend's buffer. Host backends (``reference``, ``cpu``)
+keep a NumPy array in host memory (``Array._value``, read directly by the hot paths); a backend
+whose memory is elsewhere gives ``Array.from_buffer`` an object with the ``DeviceBuffer``
+protocol (``ember.core.array``), which is copied to the host when the host needs the value.
+An executable takes arguments wherever they live: its backend's own buffers as they are,
+anything else moved through the host (``device_arguments``), never read in the wrong place.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ember import dtypes
+from ember.config import config
+from ember.core.array import Array, DeviceBuffer
+from ember.core.avals import ShapedArray
+from ember.core.evaluation import to_numpy
+from ember.core.ir import ClosedJaxpr
+
+# What a fast runner returns when it turns the arguments down (the general path takes the call).
+DECLINED = object()
+
+
+class CompileOptions(NamedTuple):
+    """What the runtime asks of a compile besides the program."""
+
+    name: str = "fn"  # the function's name, for logs and generated symbols
+    donated: frozenset[int] = frozenset()  # argument positions whose buffers outputs may take over
+
+
+class Executable(abc.ABC):
+    """A compiled program: call it with the flat arguments (Arrays, NumPy arrays or scalars of
+    the types ``in_avals`` says), get the list of output Arrays (``out_avals``).
+
+    The defaults describe an executable with no fast path, no text but the IR's, and no cost
+    model of its own; a backend overrides what it has."""
+
+    name: str
+    in_avals: Sequence[ShapedArray]
+    out_avals: Sequence[ShapedArray]
+    # How its code came to be, for the compile log and ``cache_info().compiles``: "compiled"
+    # (generated now), "disk" (loaded from the disk cache), "reused" (an earlier program's code),
+    # "none" (interpreted: no machine code) or "tiered" (compiling in the background).
+    code: str = "compiled"
+    # The donated arguments (their avals) whose buffers no output could take.
+    unusable_donations: tuple = ()
+    # The text forms ``as_text`` gives besides the IR ("llvm" for native code).
+    dialects: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def __call__(self, *args: Any) -> list[Array]:
+        """Run on flat arguments; the outputs as Arrays."""
+
+    def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
+        """For the jit hit path: ``run(args)`` -> the output pytree (by ``out_tree``) for a tuple of
+        argument Arrays, or ``DECLINED`` when it turns them down. None: no fast path."""
+        return None
+
+    @property
+    def fast_runner_pending(self) -> bool:
+        """Whether a later ``fast_runner`` may succeed where this one returned None (its code is
+        still being compiled or its dispatcher built): the hit path asks again then."""
+        return False
+
+    def as_text(self, dialect: str) -> str:
+        """The program in ``dialect``, one of ``dialects``."""
+        raise ValueError(f"this executable ({type(self).__name__}) has no {dialect!r} text; it has "
+                         f"{', '.join(map(repr, self.dialects)) or 'only the IR'}")
+
+    def cost_analysis(self) -> dict[str, float] | None:
+        """The backend's own cost estimate; None: the runtime's static model of the IR stands."""
+        return None
+
+
+class Backend(abc.ABC):
+    """A platform that runs programs: its name in the registry, its devices, how it compiles,
+    and how it holds buffers and moves them to and from the host."""
+
+    name: str  # the registry's key, what ``config.backend`` names: "cpu", "reference", ...
+    platform: str  # the platform it serves (``default_backend()``, ``Array.platform()``): "cpu", "tpu", ...
+    # Among the available backends of an unset ``config.backend``, the highest priority is the default.
+    priority: int = 0
+    # Whether its buffers are NumPy arrays in host memory (``Array._value``); if not, ``put`` makes them.
+    host_buffers: bool = True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} (platform {self.platform!r}, priority {self.priority})>"
+
+    def is_available(self) -> bool:
+        """Whether it can run here (a plugin found, a device present). Asked when it is chosen."""
+        return True
+
+    @abc.abstractmethod
+    def devices(self) -> list[Any]:
+        """Its devices (objects with ``platform`` and ``id``)."""
+
+    @abc.abstractmethod
+    def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:
+        """An executable for ``closed``."""
+
+    def cannot_run(self, closed: ClosedJaxpr) -> str | None:
+        """Why it cannot run ``closed`` (a sentence for the error), or None if it can."""
+        return None
+
+    def put(self, value: np.ndarray, device: Any) -> DeviceBuffer:
+        """A buffer on ``device`` holding a copy of the host ``value`` (device backends only)."""
+        raise NotImplementedError(f"backend {self.name!r} keeps its buffers in host memory")
+
+
+def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
+    """The buffer of each argument on ``backend`` (a device backend): an Array on it passes its
+    own; any other value (on the host or on another backend) is copied there through the host."""
+    device = backend.devices()[0]
+    buffers = []
+    for x, a in zip(args, avals):
+        buffer = x.device_buffer if type(x) is Array else None
+        if buffer is None or buffer.backend != backend.name:
+            buffer = backend.put(to_numpy(x, a), device)
+        buffers.append(buffer)
+    return buffers
+
+
+def host_outputs(name: str, outs: Sequence[np.ndarray], avals: Sequence[ShapedArray]) -> list[Array]:
+    """A host executable's NumPy outputs as Arrays (checked under ``debug_nans`` / ``debug_infs``)."""
+    if config.debug_nans or config.debug_infs:
+        _check_nans(name, outs)
+    return [Array(o, a) for o, a in zip(outs, avals)]
+
+
+def device_outputs(name: str, buffers: Sequence[DeviceBuffer], avals: Sequence[ShapedArray]) -> list[Array]:
+    """A device executable's output buffers as Arrays (their values checked on the host under
+    ``debug_nans`` / ``debug_infs``, the only time they are copied there)."""
+    outs = [Array.from_buffer(b, a) for b, a in zip(buffers, avals)]
+    if config.debug_nans or config.debug_infs:
+        _check_nans(name, [o._value for o in outs])
+    return outs
+
+
+class InvalidOutputValues(FloatingPointError):
+    """``debug_nans`` / ``debug_infs``: a compiled program's output holds a NaN (an infinity).
+    ``jit`` then runs the function op by op, as JAX does, to name the operation."""
+
+
+def _check_nans(name: str, outs: Sequence[np.ndarray]) -> None:
+    for i, o in enumerate(outs):
+        if dtypes.is_inexact(o.dtype):  # (float8 and bfloat16 included)
+            wide = o.astype(np.complex128 if dtypes.is_complex(o.dtype) else np.float64)
+            if config.debug_nans and np.isnan(wide).any():
+                raise InvalidOutputValues(f"debug_nans: output {i} of {name} contains NaN")
+            if config.debug_infs and np.isinf(wide).any():
+                raise InvalidOutputValues(f"debug_infs: output {i} of {name} contains inf")
