@@ -1,0 +1,1150 @@
+"""ember's IR lowered to StableHLO text (MLIR, generic operation form), for PJRT plugins.
+
+One rule per primitive in ``lower_rules``: ``rule(ctx, out_avals, *operands, **params)`` emits
+operations through ``ctx`` (a ``Builder``) and returns the result values. The program is walked by
+the environment loop every IR consumer has (``lower_jaxpr``); calls (``jit``, custom derivative and
+batching calls, ``remat2``, ``add_any``'s body: ``core.primitive.call_params``) are inlined.
+``REFUSED`` names each primitive that is not lowered and why; compiling a program holding one
+raises ``LoweringError`` with that reason.
+
+Semantics are JAX's (and the reference interpreter's): NaN-propagating max/min, sort in JAX's total
+order (-0 equal to 0, NaN last), argmax/argmin taking the first of equal values (and the first NaN),
+gathers clamped or filled, scatters dropped or clamped per ``mode``, ``cond``'s out-of-range index
+taking the last branch.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from ember import dtypes
+from ember.backends.reference.indexing import default_fill_value
+from ember.compiler.fusion import fusion_p
+from ember.config import config
+from ember.core.avals import ShapedArray
+from ember.core.calls import checkpoint_p, custom_vjp_lin_p, name_p, optimization_barrier_p
+from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ember.core.primitive import Primitive, abstract_eval_rules, call_params
+from ember.lax import (
+    callbacks as cb,
+    control_flow as cf,
+    convolution as conv,
+    elementwise as ew,
+    indexing as ix,
+    linalg,
+    parallel,
+    reductions as red,
+    shapes as sh,
+    special,
+)
+from ember.lax.dot import Precision, dot_general_p
+from ember.lax.fft import FftType, fft_p
+from ember.lax.stop_gradient import stop_gradient_p
+
+
+class LoweringError(NotImplementedError):
+    """A program holds a primitive this backend does not lower (the message says which and why)."""
+
+
+# --- types and values ----------------------------------------------------------------------------------------
+_ELEMENT = {
+    np.dtype(np.bool_): "i1", np.dtype(np.int8): "i8", np.dtype(np.int16): "i16", np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64", np.dtype(np.uint8): "ui8", np.dtype(np.uint16): "ui16",
+    np.dtype(np.uint32): "ui32", np.dtype(np.uint64): "ui64", np.dtype(np.float16): "f16",
+    np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", dtypes.bfloat16: "bf16",
+    np.dtype(np.complex64): "complex<f32>", np.dtype(np.complex128): "complex<f64>",
+    np.dtype(ml_dtypes.float8_e5m2): "f8E5M2", np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN",
+    np.dtype(ml_dtypes.float8_e4m3b11fnuz): "f8E4M3B11FNUZ", np.dtype(ml_dtypes.float8_e5m2fnuz): "f8E5M2FNUZ",
+    np.dtype(ml_dtypes.float8_e4m3fnuz): "f8E4M3FNUZ", np.dtype(ml_dtypes.float8_e4m3): "f8E4M3",
+    np.dtype(ml_dtypes.float8_e3m4): "f8E3M4",
+}
+
+
+def element_type(dt: np.dtype) -> str:
+    try:
+        return _ELEMENT[np.dtype(dt)]
+    except KeyError:
+        raise LoweringError(f"StableHLO has no element type for dtype {dt} here") from None
+
+
+def tensor_type(a: ShapedArray) -> str:
+    return "tensor<" + "".join(f"{n}x" for n in a.shape) + element_type(a.dtype) + ">"
+
+
+class Value:
+    """An SSA value of the module being built, with its type."""
+
+    __slots__ = ("name", "aval")
+
+    def __init__(self, name: str, aval: ShapedArray) -> None:
+        self.name, self.aval = name, aval
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {tensor_type(self.aval)}"
+
+
+def _aval(shape: Sequence[int], dtype: Any) -> ShapedArray:
+    return ShapedArray(tuple(int(n) for n in shape), np.dtype(dtype))
+
+
+def _array(values: Sequence[int], kind: str = "i64") -> str:
+    values = list(values)
+    return f"array<{kind}: {', '.join(map(str, values))}>" if values else f"array<{kind}>"
+
+
+def _scalar_literal(value: Any, dt: np.dtype) -> str:
+    """A scalar as MLIR writes it in ``dense<...>``: integers in decimal, booleans as words,
+    floats as the hex of their bits (exact, NaN and infinities included), complex as a pair."""
+    dt = np.dtype(dt)
+    if dt == dtypes.bool_:
+        return "true" if bool(value) else "false"
+    if dt.kind in "iu":
+        return str(int(np.asarray(value).astype(dt)))
+    if dt.kind == "c":
+        v = np.asarray(value).astype(dt)
+        part = dtypes.real_dtype(dt)
+        return f"({_scalar_literal(v.real, part)}, {_scalar_literal(v.imag, part)})"
+    bits = np.asarray(value).astype(dt).reshape(1).view(f"u{dt.itemsize}")[0]
+    return f"0x{int(bits):0{2 * dt.itemsize}X}"
+
+
+# --- the builder ---------------------------------------------------------------------------------------------
+class Builder:
+    """Writes the operations of one region (a function body, a loop body, a comparator) in generic
+    form; the value counter is the module's, so names never clash across regions."""
+
+    def __init__(self, module: "Module", indent: int = 2) -> None:
+        self.module, self.indent, self.lines = module, indent, []
+        self._constants: dict[tuple, Value] = {}
+
+    def fresh(self) -> str:
+        return self.module.fresh()
+
+    def ops(self, op: str, operands: Sequence[Value], out: Sequence[ShapedArray], props: str = "",
+            regions: Sequence[str] = ()) -> list[Value]:
+        name = self.fresh()
+        results = [Value(name if len(out) == 1 else f"{name}#{i}", a) for i, a in enumerate(out)]
+        lhs = f"{name} = " if len(out) == 1 else f"{name}:{len(out)} = " if out else ""
+        args = ", ".join(v.name for v in operands)
+        props = f" <{{{props}}}>" if props else ""
+        regs = " (" + ", ".join(regions) + ")" if regions else ""
+        in_types = ", ".join(tensor_type(v.aval) for v in operands)
+        out_types = tensor_type(out[0]) if len(out) == 1 else "(" + ", ".join(map(tensor_type, out)) + ")"
+        self.lines.append(" " * self.indent + f'{lhs}"{op}"({args}){props}{regs} : ({in_types}) -> {out_types}')
+        return results
+
+    def op(self, op: str, operands: Sequence[Value], out: ShapedArray, props: str = "",
+           regions: Sequence[str] = ()) -> Value:
+        return self.ops(op, operands, [out], props, regions)[0]
+
+    def region(self, arg_avals: Sequence[ShapedArray], body: Callable[..., Sequence[Value]]) -> str:
+        """A region whose block takes ``arg_avals`` and returns what ``body(builder, *args)`` gives."""
+        inner = Builder(self.module, self.indent + 2)
+        args = [Value(inner.fresh(), a) for a in arg_avals]
+        results = list(body(inner, *args))
+        inner.ret(results)
+        pad = " " * self.indent
+        head = f"{pad}^bb0({', '.join(f'{a.name}: {tensor_type(a.aval)}' for a in args)}):\n" if args else ""
+        return "{\n" + head + "\n".join(inner.lines) + "\n" + pad + "}"
+
+    def ret(self, values: Sequence[Value], op: str = "stablehlo.return") -> None:
+        types = ", ".join(tensor_type(v.aval) for v in values)
+        self.lines.append(" " * self.indent + f'"{op}"({", ".join(v.name for v in values)}) : ({types}) -> ()')
+
+    # Helpers rules share --------------------------------------------------------------------------------
+    def constant(self, value: Any, dtype: Any, shape: Sequence[int] = ()) -> Value:
+        """A constant: a scalar broadcast to ``shape``, or an array of that shape."""
+        dt = np.dtype(dtype)
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            key = (_scalar_literal(arr, dt), dt.str, tuple(shape))
+            hit = self._constants.get(key)
+            if hit is not None:
+                return hit
+            scalar = self.op("stablehlo.constant", [], _aval((), dt),
+                             f"value = dense<{key[0]}> : tensor<{element_type(dt)}>")
+            result = scalar if not shape else self.broadcast(scalar, shape)
+            self._constants[key] = result
+            return result
+        arr = arr.astype(dt)
+        if arr.shape != tuple(shape) and shape:
+            arr = np.broadcast_to(arr, shape)
+        a = _aval(arr.shape, dt)
+        flat = ", ".join(_scalar_literal(v, dt) for v in arr.reshape(-1))
+        text = _nested(arr.shape, flat.split(", ") if dt.kind != "c" else
+                       [_scalar_literal(v, dt) for v in arr.reshape(-1)])
+        return self.op("stablehlo.constant", [], a, f"value = dense<{text}> : {tensor_type(a)}")
+
+    def broadcast(self, v: Value, shape: Sequence[int], dims: Sequence[int] | None = None) -> Value:
+        shape = tuple(shape)
+        if v.aval.shape == shape and dims is None:
+            return v
+        if dims is None:  # a scalar, or trailing dimensions
+            dims = range(len(shape) - v.aval.ndim, len(shape))
+        return self.op("stablehlo.broadcast_in_dim", [v], _aval(shape, v.aval.dtype),
+                       f"broadcast_dimensions = {_array(dims)}")
+
+    def convert(self, v: Value, dtype: Any) -> Value:
+        dt = np.dtype(dtype)
+        if v.aval.dtype == dt:
+            return v
+        return self.op("stablehlo.convert", [v], _aval(v.aval.shape, dt))
+
+    def reshape(self, v: Value, shape: Sequence[int]) -> Value:
+        if v.aval.shape == tuple(shape):
+            return v
+        return self.op("stablehlo.reshape", [v], _aval(shape, v.aval.dtype))
+
+    def binary(self, op: str, a: Value, b: Value, out_dtype: Any = None) -> Value:
+        return self.op(op, [a, b], _aval(a.aval.shape, out_dtype or a.aval.dtype))
+
+    def compare(self, direction: str, a: Value, b: Value, kind: str | None = None) -> Value:
+        kind = kind or _compare_type(a.aval.dtype)
+        return self.op("stablehlo.compare", [a, b], _aval(a.aval.shape, np.bool_),
+                       f"compare_type = #stablehlo<comparison_type {kind}>, "
+                       f"comparison_direction = #stablehlo<comparison_direction {direction}>")
+
+    def select(self, pred: Value, on_true: Value, on_false: Value) -> Value:
+        return self.op("stablehlo.select", [pred, on_true, on_false], on_true.aval)
+
+    def slice(self, v: Value, start: Sequence[int], limit: Sequence[int],
+              strides: Sequence[int] | None = None) -> Value:
+        strides = tuple(strides) if strides is not None else (1,) * v.aval.ndim
+        shape = [max(0, -(-(hi - lo) // s)) for lo, hi, s in zip(start, limit, strides)]
+        return self.op("stablehlo.slice", [v], _aval(shape, v.aval.dtype),
+                       f"limit_indices = {_array(limit)}, start_indices = {_array(start)}, strides = {_array(strides)}")
+
+    def transpose(self, v: Value, permutation: Sequence[int]) -> Value:
+        if list(permutation) == list(range(v.aval.ndim)):
+            return v
+        shape = [v.aval.shape[d] for d in permutation]
+        return self.op("stablehlo.transpose", [v], _aval(shape, v.aval.dtype), f"permutation = {_array(permutation)}")
+
+    def iota(self, shape: Sequence[int], dimension: int, dtype: Any = np.int32) -> Value:
+        return self.op("stablehlo.iota", [], _aval(shape, dtype), f"iota_dimension = {int(dimension)} : i64")
+
+    def reduce(self, operands: Sequence[Value], inits: Sequence[Value], axes: Sequence[int],
+               body: Callable[..., Sequence[Value]]) -> list[Value]:
+        """``stablehlo.reduce`` over ``axes``; ``body(builder, *accumulators, *elements)``."""
+        axes = sorted(axes)
+        shape = [n for d, n in enumerate(operands[0].aval.shape) if d not in axes]
+        scalars = [_aval((), v.aval.dtype) for v in operands]
+        region = self.region(scalars + scalars, body)
+        return self.ops("stablehlo.reduce", [*operands, *inits], [_aval(shape, v.aval.dtype) for v in operands],
+                        f"dimensions = {_array(axes)}", [region])
+
+
+def _nested(shape: tuple, flat: list[str]) -> str:
+    """Elements in MLIR's nested-bracket form for a dense array of ``shape``."""
+    if not shape:
+        return flat[0]
+    if 0 in shape:
+        return "[]" if len(shape) == 1 else "[" + ", ".join(["[]"] * shape[0]) + "]"
+    step = len(flat) // shape[0]
+    return "[" + ", ".join(_nested(shape[1:], flat[i * step:(i + 1) * step]) for i in range(shape[0])) + "]"
+
+
+def _compare_type(dt: np.dtype) -> str:
+    if dt == dtypes.bool_ or dt in dtypes.UNSIGNED:
+        return "UNSIGNED"
+    if dt in dtypes.SIGNED:
+        return "SIGNED"
+    return "FLOAT"
+
+
+class Module:
+    """One StableHLO module: ``@main`` and its value counter."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+
+    def fresh(self) -> str:
+        return f"%{next(self._counter)}"
+
+
+# --- the environment loop ------------------------------------------------------------------------------------
+Rule = Callable[..., Any]
+lower_rules: dict[Primitive, Rule] = {}
+
+# Primitives not lowered, with the reason a user sees (by name: those defined in rooms above this one).
+REFUSED: dict[Primitive, str] = {}
+REFUSED_BY_NAME: dict[str, str] = {}
+
+
+def lower_jaxpr(ctx: Builder, jaxpr: Jaxpr, consts: Sequence[Value], args: Sequence[Value]) -> list[Value]:
+    """Emit ``jaxpr`` applied to ``consts`` and ``args``; return its outputs' values."""
+    env: dict[int, Value] = {}
+
+    def read(a: Any) -> Value:
+        if isinstance(a, Literal):
+            return ctx.constant(a.val, a.aval.dtype)
+        return env[id(a)]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+    for eqn in jaxpr.eqns:
+        p = eqn.primitive
+        operands = [read(a) for a in eqn.invars]
+        out_avals = [v.aval for v in eqn.outvars]
+        rule = lower_rules.get(p)
+        if rule is not None:
+            outs = rule(ctx, out_avals, *operands, **eqn.params)
+        elif p in call_params:  # inlined (add_any's body included, a call with one result)
+            outs = lower_closed(ctx, eqn.params[call_params[p]], operands)
+        else:
+            raise refusal(p)
+        if not p.multiple_results and not isinstance(outs, list):
+            outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[id(v)] = o
+    return [read(a) for a in jaxpr.outvars]
+
+
+def lower_closed(ctx: Builder, closed: ClosedJaxpr | Jaxpr, args: Sequence[Value]) -> list[Value]:
+    """A sub-program inlined: its constants become constants of the module."""
+    if isinstance(closed, Jaxpr):
+        return lower_jaxpr(ctx, closed, [], args)
+    consts = [ctx.constant(np.asarray(getattr(c, "_value", c)), v.aval.dtype, v.aval.shape)
+              for c, v in zip(closed.consts, closed.jaxpr.constvars)]
+    return lower_jaxpr(ctx, closed.jaxpr, consts, args)
+
+
+def refusal(p: Primitive) -> LoweringError:
+    reason = REFUSED.get(p) or REFUSED_BY_NAME.get(p.name, "no lowering rule is written for it yet")
+    return LoweringError(f"the PJRT backend cannot compile the primitive `{p.name}`: {reason}. "
+                         f"Run this program on ember's CPU backend (EMBER_BACKEND=cpu, the default).")
+
+
+def lower_module(closed: ClosedJaxpr, name: str = "main", donated: Sequence[int] = (),
+                 consts_as_parameters: bool = True) -> str:
+    """The StableHLO module of ``closed``: ``@main`` takes the program's constants (when
+    ``consts_as_parameters``) then its inputs. ``donated``: input positions (not counting the
+    constants) whose buffers the outputs may reuse (``tf.aliasing_output``)."""
+    jaxpr = closed.jaxpr
+    module = Module()
+    body = Builder(module, 4)
+    params: list[Value] = []
+    if consts_as_parameters:
+        const_values = [Value(f"%arg{i}", v.aval) for i, v in enumerate(jaxpr.constvars)]
+        params.extend(const_values)
+    else:
+        const_values = [body.constant(np.asarray(getattr(c, "_value", c)), v.aval.dtype, v.aval.shape)
+                        for c, v in zip(closed.consts, jaxpr.constvars)]
+    offset = len(params)
+    args = [Value(f"%arg{offset + i}", v.aval) for i, v in enumerate(jaxpr.invars)]
+    params.extend(args)
+    outs = lower_jaxpr(body, jaxpr, const_values, args)
+    aliases = _aliases([a.aval for a in args], [o.aval for o in outs], donated)
+    signature = []
+    for i, p in enumerate(params):
+        alias = aliases.get(i - offset)
+        attrs = f" {{tf.aliasing_output = {alias} : i32}}" if alias is not None else ""
+        signature.append(f"{p.name}: {tensor_type(p.aval)}{attrs}")
+    body.lines.append(f"    return {', '.join(o.name for o in outs)} : {', '.join(tensor_type(o.aval) for o in outs)}"
+                      if outs else "    return")
+    results = ", ".join(tensor_type(o.aval) for o in outs)
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "main"
+    return (f"module @{safe} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
+            f"  func.func public @main({', '.join(signature)}) -> ({results}) {{\n"
+            + "\n".join(body.lines) + "\n  }\n}\n")
+
+
+def _aliases(ins: list[ShapedArray], outs: list[ShapedArray], donated: Sequence[int]) -> dict[int, int]:
+    """Donated inputs paired with outputs of their type, each output at most once."""
+    taken: set[int] = set()
+    out: dict[int, int] = {}
+    for i in sorted(donated):
+        for k, o in enumerate(outs):
+            if k not in taken and o.shape == ins[i].shape and o.dtype == ins[i].dtype:
+                out[i] = k
+                taken.add(k)
+                break
+    return out
+
+
+# --- elementwise -----------------------------------------------------------------------------------------------
+def _shaped(ctx: Builder, out: ShapedArray, args: Sequence[Value]) -> list[Value]:
+    """Operands broadcast to the result's shape (rank-0 operands of elementwise operations)."""
+    return [a if a.aval.shape == out.shape else ctx.broadcast(a, out.shape) for a in args]
+
+
+def _elementwise(op: str) -> Rule:
+    def rule(ctx: Builder, out: list, *args: Value) -> Value:
+        return ctx.op(op, _shaped(ctx, out[0], args), out[0])
+    return rule
+
+
+_DIRECT = {
+    "neg": "stablehlo.negate", "sign": "stablehlo.sign", "floor": "stablehlo.floor", "ceil": "stablehlo.ceil",
+    "abs": "stablehlo.abs", "not": "stablehlo.not", "population_count": "stablehlo.popcnt",
+    "is_finite": "stablehlo.is_finite", "real": "stablehlo.real", "imag": "stablehlo.imag",
+    "exp": "stablehlo.exponential", "log": "stablehlo.log", "log1p": "stablehlo.log_plus_one",
+    "expm1": "stablehlo.exponential_minus_one", "tanh": "stablehlo.tanh", "logistic": "stablehlo.logistic",
+    "sin": "stablehlo.sine", "cos": "stablehlo.cosine", "tan": "stablehlo.tan", "sqrt": "stablehlo.sqrt",
+    "rsqrt": "stablehlo.rsqrt", "cbrt": "stablehlo.cbrt",
+    "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh", "cosh": "chlo.cosh",
+    "asinh": "chlo.asinh", "acosh": "chlo.acosh", "atanh": "chlo.atanh", "erf": "chlo.erf", "erfc": "chlo.erfc",
+    "erf_inv": "chlo.erf_inv", "lgamma": "chlo.lgamma", "digamma": "chlo.digamma",
+    "add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply", "div": "stablehlo.divide",
+    "rem": "stablehlo.remainder", "pow": "stablehlo.power", "atan2": "stablehlo.atan2",
+    "nextafter": "chlo.next_after", "and": "stablehlo.and", "or": "stablehlo.or", "xor": "stablehlo.xor",
+    "shift_left": "stablehlo.shift_left", "shift_right_arithmetic": "stablehlo.shift_right_arithmetic",
+    "shift_right_logical": "stablehlo.shift_right_logical",
+}
+_PRIMITIVES = {p.name: p for p in abstract_eval_rules}
+for _name, _op in _DIRECT.items():
+    lower_rules[_PRIMITIVES[_name]] = _elementwise(_op)
+
+
+def _compare_rule(direction: str) -> Rule:
+    def rule(ctx: Builder, out: list, x: Value, y: Value) -> Value:
+        x, y = _shaped(ctx, out[0], (x, y))
+        return ctx.compare(direction, x, y)
+    return rule
+
+
+for _p, _dir in ((ew.eq_p, "EQ"), (ew.ne_p, "NE"), (ew.lt_p, "LT"), (ew.le_p, "LE"), (ew.gt_p, "GT"),
+                 (ew.ge_p, "GE")):
+    lower_rules[_p] = _compare_rule(_dir)
+
+
+def _max_min(op: str, bool_op: str, greater: bool) -> Rule:
+    def rule(ctx: Builder, out: list, x: Value, y: Value) -> Value:
+        x, y = _shaped(ctx, out[0], (x, y))
+        dt = out[0].dtype
+        if dt == dtypes.bool_:
+            return ctx.binary(bool_op, x, y)
+        if dtypes.is_complex(dt):  # lexicographic on (real, imaginary), as JAX
+            part = dtypes.real_dtype(dt)
+            rx, ry = (ctx.op("stablehlo.real", [v], _aval(v.aval.shape, part)) for v in (x, y))
+            ix_, iy = (ctx.op("stablehlo.imag", [v], _aval(v.aval.shape, part)) for v in (x, y))
+            d = "GT" if greater else "LT"
+            pick = ctx.binary("stablehlo.or", ctx.compare(d, rx, ry), ctx.binary(
+                "stablehlo.and", ctx.compare("EQ", rx, ry), ctx.compare(d, ix_, iy)))
+            return ctx.select(pick, x, y)
+        return ctx.binary(op, x, y)
+    return rule
+
+
+lower_rules[ew.max_p] = _max_min("stablehlo.maximum", "stablehlo.or", True)
+lower_rules[ew.min_p] = _max_min("stablehlo.minimum", "stablehlo.and", False)
+
+
+def _exp2(ctx: Builder, out: list, x: Value) -> Value:
+    """``2 ** x`` (exact at integers; narrow floats computed in float32); complex: exp(x log 2)."""
+    dt = x.aval.dtype
+    if dtypes.is_complex(dt):
+        ln2 = ctx.constant(np.log(2.0), dt, x.aval.shape)
+        return ctx.op("stablehlo.exponential", [ctx.binary("stablehlo.multiply", x, ln2)], out[0])
+    wide = ctx.convert(x, np.float32) if dt.itemsize < 4 else x
+    two = ctx.constant(2, wide.aval.dtype, wide.aval.shape)
+    return ctx.convert(ctx.binary("stablehlo.power", two, wide), dt)
+
+
+def _integer_pow(ctx: Builder, out: list, x: Value, *, y: int) -> Value:
+    """Repeated squaring (as JAX): exact for integers, the same roundings for floats."""
+    acc, base, n = None, x, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else ctx.binary("stablehlo.multiply", acc, base)
+        n >>= 1
+        if n:
+            base = ctx.binary("stablehlo.multiply", base, base)
+    if acc is None:
+        acc = ctx.constant(1, x.aval.dtype, x.aval.shape)
+    if y < 0:
+        acc = ctx.binary("stablehlo.divide", ctx.constant(1, x.aval.dtype, x.aval.shape), acc)
+    return acc
+
+
+def _round(ctx: Builder, out: list, x: Value, *, rounding_method: int) -> Value:
+    op = "stablehlo.round_nearest_even" if int(rounding_method) == 1 else "stablehlo.round_nearest_afz"
+    return ctx.op(op, [x], out[0])
+
+
+def _convert(ctx: Builder, out: list, x: Value, *, new_dtype: Any, weak_type: bool = False) -> Value:
+    new, old = np.dtype(new_dtype), x.aval.dtype
+    if new == old:
+        return x
+    if dtypes.is_complex(old) and not dtypes.is_complex(new):
+        x = ctx.op("stablehlo.real", [x], _aval(x.aval.shape, dtypes.real_dtype(old)))
+        old = x.aval.dtype
+    if new == dtypes.bool_:
+        return ctx.compare("NE", x, ctx.constant(0, old, x.aval.shape))
+    return ctx.convert(x, new)
+
+
+def _bitcast(ctx: Builder, out: list, x: Value, *, new_dtype: Any) -> Value:
+    return ctx.op("stablehlo.bitcast_convert", [x], out[0])
+
+
+def _select_n(ctx: Builder, out: list, which: Value, *cases: Value) -> Value:
+    cases = _shaped(ctx, out[0], cases)
+    which = _shaped(ctx, _aval(out[0].shape, which.aval.dtype), [which])[0]
+    if which.aval.dtype == dtypes.bool_:
+        return ctx.select(which, cases[1], cases[0]) if len(cases) == 2 else cases[0]
+    result = cases[-1]
+    for i in range(len(cases) - 2, -1, -1):
+        result = ctx.select(ctx.compare("EQ", which, ctx.constant(i, which.aval.dtype, out[0].shape)), cases[i], result)
+    return result
+
+
+def _clamp(ctx: Builder, out: list, lo: Value, x: Value, hi: Value) -> Value:
+    return ctx.op("stablehlo.clamp", _shaped(ctx, out[0], (lo, x, hi)), out[0])
+
+
+def _complex(ctx: Builder, out: list, x: Value, y: Value) -> Value:
+    return ctx.op("stablehlo.complex", _shaped(ctx, _aval(out[0].shape, x.aval.dtype), (x, y)), out[0])
+
+
+def _conj(ctx: Builder, out: list, x: Value, *, input_dtype: Any = None) -> Value:
+    if not dtypes.is_complex(x.aval.dtype):
+        return ctx.convert(x, out[0].dtype)
+    part = _aval(x.aval.shape, dtypes.real_dtype(x.aval.dtype))
+    re = ctx.op("stablehlo.real", [x], part)
+    im = ctx.op("stablehlo.negate", [ctx.op("stablehlo.imag", [x], part)], part)
+    return ctx.op("stablehlo.complex", [re, im], out[0])
+
+
+lower_rules.update({
+    ew.exp2_p: _exp2, ew.integer_pow_p: _integer_pow, ew.round_p: _round,
+    ew.convert_element_type_p: _convert, ew.bitcast_convert_type_p: _bitcast, ew.select_n_p: _select_n,
+    ew.clamp_p: _clamp, ew.complex_p: _complex, ew.conj_p: _conj,
+})
+
+
+# --- shapes ----------------------------------------------------------------------------------------------------
+def _broadcast_in_dim(ctx: Builder, out: list, x: Value, *, shape: tuple, broadcast_dimensions: tuple,
+                      **_: Any) -> Value:
+    return ctx.broadcast(x, shape, broadcast_dimensions)
+
+
+def _reshape(ctx: Builder, out: list, x: Value, *, new_sizes: tuple, dimensions: Any, **_: Any) -> Value:
+    if dimensions is not None:
+        x = ctx.transpose(x, dimensions)
+    return ctx.reshape(x, new_sizes)
+
+
+def _pad(ctx: Builder, out: list, x: Value, value: Value, *, padding_config: tuple) -> Value:
+    lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
+    return ctx.op("stablehlo.pad", [x, value], out[0], f"edge_padding_high = {_array(hi)}, edge_padding_low = "
+                  f"{_array(lo)}, interior_padding = {_array(interior)}")
+
+
+def _index_scalars(ctx: Builder, starts: Sequence[Value]) -> list[Value]:
+    """Start indices of one integer type (StableHLO's dynamic slices want one)."""
+    if not starts:
+        return []
+    kinds = {s.aval.dtype for s in starts}
+    target = next(iter(kinds)) if len(kinds) == 1 else np.dtype(np.int64)
+    return [ctx.convert(s, target) for s in starts]
+
+
+def _dynamic_slice(ctx: Builder, out: list, x: Value, *starts: Value, slice_sizes: tuple) -> Value:
+    return ctx.op("stablehlo.dynamic_slice", [x, *_index_scalars(ctx, starts)], out[0],
+                  f"slice_sizes = {_array(slice_sizes)}")
+
+
+def _dynamic_update_slice(ctx: Builder, out: list, x: Value, update: Value, *starts: Value) -> Value:
+    return ctx.op("stablehlo.dynamic_update_slice", [x, update, *_index_scalars(ctx, starts)], out[0])
+
+
+def _concatenate(ctx: Builder, out: list, *xs: Value, dimension: int) -> Value:
+    return ctx.op("stablehlo.concatenate", list(xs), out[0], f"dimension = {int(dimension)} : i64")
+
+
+def _iota(ctx: Builder, out: list, *, dtype: Any, shape: tuple, dimension: int, **_: Any) -> Value:
+    if out[0].dtype == dtypes.bool_:
+        return ctx.convert(ctx.iota(shape, dimension), np.bool_)
+    return ctx.iota(shape, dimension, out[0].dtype)
+
+
+lower_rules.update({
+    sh.broadcast_in_dim_p: _broadcast_in_dim,
+    sh.reshape_p: _reshape,
+    sh.transpose_p: lambda ctx, out, x, *, permutation: ctx.transpose(x, permutation),
+    sh.squeeze_p: lambda ctx, out, x, *, dimensions: ctx.reshape(x, out[0].shape),
+    sh.rev_p: lambda ctx, out, x, *, dimensions: ctx.op("stablehlo.reverse", [x], out[0],
+                                                       f"dimensions = {_array(dimensions)}"),
+    sh.slice_p: lambda ctx, out, x, *, start_indices, limit_indices, strides: ctx.slice(
+        x, start_indices, limit_indices, strides),
+    sh.concatenate_p: _concatenate,
+    sh.pad_p: _pad,
+    sh.iota_p: _iota,
+    sh.dynamic_slice_p: _dynamic_slice,
+    sh.dynamic_update_slice_p: _dynamic_update_slice,
+})
+
+# Identities: values pass through.
+for _p in (stop_gradient_p, parallel.sharding_constraint_p):
+    lower_rules[_p] = lambda ctx, out, x, **_: x
+lower_rules[name_p] = lambda ctx, out, x, *, name: x
+lower_rules[optimization_barrier_p] = lambda ctx, out, *xs: (
+    ctx.ops("stablehlo.optimization_barrier", xs, out) if xs else [])
+
+
+# --- reductions ------------------------------------------------------------------------------------------------
+def _monoid(op: str, bool_op: str | None = None) -> Callable[[np.dtype], str]:
+    return lambda dt: bool_op if dt == dtypes.bool_ and bool_op else op
+
+
+_REDUCTIONS = {
+    red.reduce_sum_p: (_monoid("stablehlo.add", "stablehlo.or"), lambda dt: 0),
+    red.reduce_prod_p: (_monoid("stablehlo.multiply", "stablehlo.and"), lambda dt: 1),
+    red.reduce_max_p: (_monoid("stablehlo.maximum", "stablehlo.or"), dtypes.lowest),
+    red.reduce_min_p: (_monoid("stablehlo.minimum", "stablehlo.and"), dtypes.highest),
+    red.reduce_and_p: (_monoid("stablehlo.and"), lambda dt: True if dt == dtypes.bool_ else -1),
+    red.reduce_or_p: (_monoid("stablehlo.or"), lambda dt: 0),
+    red.reduce_xor_p: (_monoid("stablehlo.xor"), lambda dt: 0),
+}
+
+
+def _reduction(p: Primitive) -> Rule:
+    op_of, identity = _REDUCTIONS[p]
+
+    def rule(ctx: Builder, out: list, x: Value, *, axes: tuple, **_: Any) -> Value:
+        dt = x.aval.dtype
+        if dtypes.is_complex(dt) and p in (red.reduce_max_p, red.reduce_min_p):
+            return _complex_extremum_reduce(ctx, out, x, axes, p is red.reduce_max_p)
+        init = ctx.constant(identity(dt), dt)
+        op = op_of(dt)
+        [r] = ctx.reduce([x], [init], axes, lambda b, acc, v: [b.binary(op, acc, v)])
+        return r
+    return rule
+
+
+def _complex_extremum_reduce(ctx: Builder, out: list, x: Value, axes: tuple, greater: bool) -> Value:
+    dt = x.aval.dtype
+    init = ctx.constant(complex(dtypes.lowest(dt) if greater else dtypes.highest(dt), 0), dt)
+    rule = lower_rules[ew.max_p if greater else ew.min_p]
+    [r] = ctx.reduce([x], [init], axes, lambda b, acc, v: [rule(b, [acc.aval], acc, v)])
+    return r
+
+
+for _p in _REDUCTIONS:
+    lower_rules[_p] = _reduction(_p)
+
+
+def _argminmax(greater: bool) -> Rule:
+    def rule(ctx: Builder, out: list, x: Value, *, axis: int, index_dtype: Any) -> Value:
+        dt, idt = x.aval.dtype, np.dtype(index_dtype)
+        index = ctx.iota(x.aval.shape, axis, idt)
+        value_init = ctx.constant(dtypes.lowest(dt) if greater else dtypes.highest(dt), dt)
+        if dtypes.is_complex(dt):
+            value_init = ctx.constant(complex(dtypes.lowest(dt) if greater else dtypes.highest(dt), 0), dt)
+        index_init = ctx.constant(0, idt)
+
+        def body(b: Builder, av: Value, ai: Value, bv: Value, bi: Value) -> list[Value]:
+            # a wins when it is strictly better, or a NaN against a number; equal values (NaN and
+            # NaN included) go to the smaller index: the first occurrence, as JAX's.
+            better = _better(b, av, bv, greater)
+            a_nan, b_nan = _is_nan(b, av), _is_nan(b, bv)
+            a_wins = b.binary("stablehlo.or", better, b.binary("stablehlo.and", a_nan, b.op(
+                "stablehlo.not", [b_nan], b_nan.aval)))
+            same = b.binary("stablehlo.or", _equal(b, av, bv), b.binary("stablehlo.and", a_nan, b_nan))
+            take_a_index = b.binary("stablehlo.or", a_wins, b.binary("stablehlo.and", same, b.compare("LT", ai, bi)))
+            return [b.select(a_wins, av, bv), b.select(take_a_index, ai, bi)]
+
+        _, idx = ctx.reduce([x, index], [value_init, index_init], [axis], body)
+        return idx
+    return rule
+
+
+def _is_nan(b: Builder, v: Value) -> Value:
+    if v.aval.dtype.kind in "biu" or v.aval.dtype == dtypes.bool_:
+        return b.constant(False, np.bool_, v.aval.shape)
+    return b.compare("NE", v, v, "FLOAT")
+
+
+def _equal(b: Builder, x: Value, y: Value) -> Value:
+    return b.compare("EQ", x, y)
+
+
+def _better(b: Builder, x: Value, y: Value, greater: bool) -> Value:
+    d = "GT" if greater else "LT"
+    if dtypes.is_complex(x.aval.dtype):
+        part = dtypes.real_dtype(x.aval.dtype)
+        rx, ry = (b.op("stablehlo.real", [v], _aval(v.aval.shape, part)) for v in (x, y))
+        ix_, iy = (b.op("stablehlo.imag", [v], _aval(v.aval.shape, part)) for v in (x, y))
+        return b.binary("stablehlo.or", b.compare(d, rx, ry),
+                        b.binary("stablehlo.and", b.compare("EQ", rx, ry), b.compare(d, ix_, iy)))
+    return b.compare(d, x, y)
+
+
+lower_rules[red.argmax_p] = _argminmax(True)
+lower_rules[red.argmin_p] = _argminmax(False)
+
+
+def _reduce_window(ctx: Builder, x: Value, init: Value, out: ShapedArray, body: Callable[..., Sequence[Value]],
+                   window_dimensions: Sequence[int], window_strides: Sequence[int], padding: Sequence,
+                   base_dilation: Sequence[int], window_dilation: Sequence[int]) -> Value:
+    scalar = _aval((), x.aval.dtype)
+    region = ctx.region([scalar, scalar], body)
+    pads = _padding_attr(padding)
+    return ctx.op("stablehlo.reduce_window", [x, init], out,
+                  f"base_dilations = {_array(base_dilation)}, padding = {pads}, window_dilations = "
+                  f"{_array(window_dilation)}, window_dimensions = {_array(window_dimensions)}, "
+                  f"window_strides = {_array(window_strides)}", [region])
+
+
+def _padding_attr(padding: Sequence) -> str:
+    pairs = [f"[{int(lo)}, {int(hi)}]" for lo, hi in padding]
+    return f"dense<[{', '.join(pairs)}]> : tensor<{len(pairs)}x2xi64>" if pairs else "dense<> : tensor<0x2xi64>"
+
+
+def _cumulative(p: Primitive) -> Rule:
+    def rule(ctx: Builder, out: list, x: Value, *, axis: int, reverse: bool) -> Value:
+        dt, n = x.aval.dtype, x.aval.shape[axis]
+        if p is red.cumlogsumexp_p:
+            init, body = dtypes.lowest(dt), _logaddexp
+        else:
+            reduction = {red.cumsum_p: red.reduce_sum_p, red.cumprod_p: red.reduce_prod_p,
+                         red.cummax_p: red.reduce_max_p, red.cummin_p: red.reduce_min_p}[p]
+            op_of, identity = _REDUCTIONS[reduction]
+            init, op = identity(dt), op_of(dt)
+            body = lambda b, acc, v: [b.binary(op, acc, v)]
+            if dtypes.is_complex(dt) and p in (red.cummax_p, red.cummin_p):
+                init = complex(dtypes.lowest(dt) if p is red.cummax_p else dtypes.highest(dt), 0)
+                extremum = lower_rules[ew.max_p if p is red.cummax_p else ew.min_p]
+                body = lambda b, acc, v: [extremum(b, [acc.aval], acc, v)]
+        rank = x.aval.ndim
+        window = [1] * rank
+        window[axis] = max(n, 1)
+        padding = [(0, 0)] * rank
+        padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
+        return _reduce_window(ctx, x, ctx.constant(init, dt), out[0], body, window, [1] * rank, padding,
+                              [1] * rank, [1] * rank)
+    return rule
+
+
+def _logaddexp(b: Builder, x: Value, y: Value) -> list[Value]:
+    """log(exp(x) + exp(y)) without overflow; infinite maxima (and NaN) pass through."""
+    hi = b.binary("stablehlo.maximum", x, y)
+    lo = b.binary("stablehlo.minimum", x, y)
+    term = b.op("stablehlo.log_plus_one", [b.op("stablehlo.exponential", [b.binary("stablehlo.subtract", lo, hi)],
+                                                 hi.aval)], hi.aval)
+    finite = b.op("stablehlo.is_finite", [hi], _aval((), np.bool_))
+    return [b.select(finite, b.binary("stablehlo.add", hi, term), hi)]
+
+
+for _p in (red.cumsum_p, red.cumprod_p, red.cummax_p, red.cummin_p, red.cumlogsumexp_p):
+    lower_rules[_p] = _cumulative(_p)
+
+
+def _reduce_window_rule(p: Primitive) -> Rule:
+    def rule(ctx: Builder, out: list, x: Value, *, window_dimensions: tuple, window_strides: tuple, padding: tuple,
+             base_dilation: tuple, window_dilation: tuple) -> Value:
+        dt = x.aval.dtype
+        identity = conv.window_identity(p, dt)
+        op = {conv.reduce_window_sum_p: _monoid("stablehlo.add", "stablehlo.or"),
+              conv.reduce_window_max_p: _monoid("stablehlo.maximum", "stablehlo.or"),
+              conv.reduce_window_min_p: _monoid("stablehlo.minimum", "stablehlo.and")}[p](dt)
+        return _reduce_window(ctx, x, ctx.constant(identity, dt), out[0], lambda b, acc, v: [b.binary(op, acc, v)],
+                              window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    return rule
+
+
+for _p in (conv.reduce_window_sum_p, conv.reduce_window_max_p, conv.reduce_window_min_p):
+    lower_rules[_p] = _reduce_window_rule(_p)
+
+
+def _sliding_windows(ctx: Builder, out: list, x: Value, *, window_dimensions: tuple, window_strides: tuple,
+                     window_dilation: tuple) -> Value:
+    """Every window as strided slices, one per window offset, stacked on a last dimension."""
+    rank = x.aval.ndim
+    positions = out[0].shape[:rank]
+    pieces = []
+    for offset in itertools.product(*(range(w) for w in window_dimensions)):
+        start = [o * d for o, d in zip(offset, window_dilation)]
+        limit = [s + (p - 1) * st + 1 if p else s for s, p, st in zip(start, positions, window_strides)]
+        piece = ctx.slice(x, start, limit, window_strides)
+        pieces.append(ctx.reshape(piece, tuple(positions) + (1,)))
+    if not pieces:
+        return ctx.constant(0, x.aval.dtype, out[0].shape)
+    stacked = pieces[0] if len(pieces) == 1 else ctx.op(
+        "stablehlo.concatenate", pieces, _aval(tuple(positions) + (len(pieces),), x.aval.dtype),
+        f"dimension = {rank} : i64")
+    return ctx.reshape(stacked, out[0].shape)
+
+
+lower_rules[conv.sliding_windows_p] = _sliding_windows
+
+
+# --- sort and top_k ----------------------------------------------------------------------------------------------
+def _canonical_for_sort(b: Builder, v: Value) -> Value:
+    """-0 as 0 and every NaN as one positive NaN, so the total order sorts as JAX's does."""
+    dt = v.aval.dtype
+    if not dtypes.is_floating(dt):
+        return v
+    zero = b.constant(0, dt)
+    v = b.select(b.compare("EQ", v, zero, "FLOAT"), zero, v)
+    return b.select(b.compare("NE", v, v, "FLOAT"), b.constant(np.nan, dt), v)
+
+
+def _key_parts(b: Builder, v: Value) -> list[Value]:
+    if dtypes.is_complex(v.aval.dtype):
+        part = _aval((), dtypes.real_dtype(v.aval.dtype))
+        return [_canonical_for_sort(b, b.op("stablehlo.real", [v], part)),
+                _canonical_for_sort(b, b.op("stablehlo.imag", [v], part))]
+    return [_canonical_for_sort(b, v)]
+
+
+def _order(b: Builder, direction: str, x: Value, y: Value) -> Value:
+    kind = "TOTALORDER" if dtypes.is_floating(x.aval.dtype) else _compare_type(x.aval.dtype)
+    return b.compare(direction, x, y, kind)
+
+
+def _lexicographic(b: Builder, pairs: list[tuple[Value, Value]], direction: str) -> Value:
+    """``direction`` (LT or GT) on the keys in order, later keys breaking ties."""
+    result = None
+    for x, y in reversed(pairs):
+        strict = _order(b, direction, x, y)
+        result = strict if result is None else b.binary(
+            "stablehlo.or", strict, b.binary("stablehlo.and", _order(b, "EQ", x, y), result))
+    return result
+
+
+def _sort_region(ctx: Builder, operands: Sequence[Value], num_keys: int, direction: str) -> str:
+    scalars = [_aval((), v.aval.dtype) for v in operands]
+    n = len(operands)
+
+    def body(b: Builder, *args: Value) -> list[Value]:
+        pairs = []
+        for k in range(num_keys):
+            for x, y in zip(_key_parts(b, args[2 * k]), _key_parts(b, args[2 * k + 1])):
+                pairs.append((x, y))
+        return [_lexicographic(b, pairs, direction)]
+
+    interleaved = [a for k in range(n) for a in (scalars[k], scalars[k])]
+    return ctx.region(interleaved, body)
+
+
+def _sort(ctx: Builder, out: list, *operands: Value, dimension: int, is_stable: bool, num_keys: int) -> list[Value]:
+    region = _sort_region(ctx, operands, num_keys, "LT")
+    return ctx.ops("stablehlo.sort", operands, out, f"dimension = {int(dimension)} : i64, is_stable = "
+                   f"{'true' if is_stable else 'false'}", [region])
+
+
+def _top_k(ctx: Builder, out: list, x: Value, *, k: int, axis: int) -> list[Value]:
+    """A stable sort in descending order with the positions, then the first k."""
+    index = ctx.iota(x.aval.shape, axis, out[1].dtype)
+    region = _sort_region(ctx, [x, index], 1, "GT")
+    values, indices = ctx.ops("stablehlo.sort", [x, index], [x.aval, index.aval],
+                              f"dimension = {int(axis)} : i64, is_stable = true", [region])
+    limit = list(x.aval.shape)
+    limit[axis] = k
+    zeros = [0] * x.aval.ndim
+    return [ctx.slice(values, zeros, limit), ctx.slice(indices, zeros, limit)]
+
+
+lower_rules[red.sort_p] = _sort
+lower_rules[red.top_k_p] = _top_k
+
+
+# --- contractions ------------------------------------------------------------------------------------------------
+def _precision_config(precision: Any) -> str:
+    """``precision_config`` for a contraction: the operands' precisions as given, else
+    ``default_matmul_precision`` if set, else DEFAULT (the plugin's choice: on a TPU, bfloat16
+    passes; on CPUs and GPUs, full float32)."""
+    if precision is None:
+        precision = getattr(config, "default_matmul_precision", None)
+        if precision is None:
+            return ""
+    pair = precision if isinstance(precision, (tuple, list)) else (precision, precision)
+    names = [Precision(p).name if not isinstance(p, Precision) else p.name for p in pair]
+    return "precision_config = [" + ", ".join(f"#stablehlo<precision {n}>" for n in names) + "]"
+
+
+def _dot_general(ctx: Builder, out: list, lhs: Value, rhs: Value, *, dimension_numbers: Any, precision: Any,
+                 preferred_element_type: Any, **_: Any) -> Value:
+    (lc, rc), (lb, rb) = dimension_numbers
+    dt = out[0].dtype
+    compute = np.dtype(np.int32) if dt == dtypes.bool_ else dt
+    lhs, rhs = ctx.convert(lhs, compute), ctx.convert(rhs, compute)
+    numbers = (f"#stablehlo.dot<lhs_batching_dimensions = [{', '.join(map(str, lb))}], rhs_batching_dimensions = "
+               f"[{', '.join(map(str, rb))}], lhs_contracting_dimensions = [{', '.join(map(str, lc))}], "
+               f"rhs_contracting_dimensions = [{', '.join(map(str, rc))}]>")
+    props = f"dot_dimension_numbers = {numbers}"
+    config_text = _precision_config(precision)
+    if config_text:
+        props += ", " + config_text
+    result = ctx.op("stablehlo.dot_general", [lhs, rhs], _aval(out[0].shape, compute), props)
+    return _convert(ctx, out, result, new_dtype=dt)
+
+
+lower_rules[dot_general_p] = _dot_general
+
+
+def _conv(ctx: Builder, out: list, lhs: Value, rhs: Value, *, window_strides: tuple, padding: tuple,
+          lhs_dilation: tuple, rhs_dilation: tuple, dimension_numbers: Any, feature_group_count: int,
+          batch_group_count: int, precision: Any, preferred_element_type: Any) -> Value:
+    dt = out[0].dtype
+    lhs, rhs = ctx.convert(lhs, dt), ctx.convert(rhs, dt)
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+
+    def labels(spec: Sequence[int], first: str, second: str) -> str:
+        names = [""] * len(spec)
+        names[spec[0]], names[spec[1]] = first, second
+        for i, d in enumerate(spec[2:]):
+            names[d] = str(i)
+        return "[" + ", ".join(names) + "]"
+
+    numbers = (f"#stablehlo.conv<{labels(lhs_spec, 'b', 'f')}x{labels(rhs_spec, 'o', 'i')}->"
+               f"{labels(out_spec, 'b', 'f')}>")
+    props = (f"batch_group_count = {int(batch_group_count)} : i64, dimension_numbers = {numbers}, "
+             f"feature_group_count = {int(feature_group_count)} : i64, lhs_dilation = {_array(lhs_dilation)}, "
+             f"padding = {_padding_attr(padding)}, rhs_dilation = {_array(rhs_dilation)}, "
+             f"window_strides = {_array(window_strides)}")
+    config_text = _precision_config(precision)
+    if config_text:
+        props += ", " + config_text
+    return ctx.op("stablehlo.convolution", [lhs, rhs], out[0], props)
+
+
+lower_rules[conv.conv_general_dilated_p] = _conv
+
+
+# --- gather and scatter ------------------------------------------------------------------------------------------
+def _dims(values: Sequence[int]) -> str:
+    return "[" + ", ".join(map(str, values)) + "]"
+
+
+def _gather(ctx: Builder, out: list, operand: Value, indices: Value, *, dimension_numbers: Any, slice_sizes: tuple,
+            mode: Any, fill_value: Any, indices_are_sorted: bool, unique_indices: bool) -> Value:
+    dn = dimension_numbers
+    index_vector_dim = indices.aval.ndim - 1
+    numbers = (f"#stablehlo.gather<offset_dims = {_dims(dn.offset_dims)}, collapsed_slice_dims = "
+               f"{_dims(dn.collapsed_slice_dims)}, operand_batching_dims = {_dims(dn.operand_batching_dims)}, "
+               f"start_indices_batching_dims = {_dims(dn.start_indices_batching_dims)}, start_index_map = "
+               f"{_dims(dn.start_index_map)}, index_vector_dim = {index_vector_dim}>")
+    result = ctx.op("stablehlo.gather", [operand, indices], out[0],
+                    f"dimension_numbers = {numbers}, indices_are_sorted = {'true' if indices_are_sorted else 'false'}, "
+                    f"slice_sizes = {_array(slice_sizes)}")
+    if mode != ix.GatherScatterMode.FILL_OR_DROP:
+        return result  # StableHLO clamps start indices, as 'clip' and 'promise_in_bounds' ask
+    in_bounds = _windows_in_bounds(ctx, operand, indices, dn.start_index_map, slice_sizes)
+    batch_dims = [d for d in range(out[0].ndim) if d not in dn.offset_dims]
+    mask = ctx.broadcast(in_bounds, out[0].shape, batch_dims)
+    fill = default_fill_value(operand.aval.dtype) if fill_value is None else fill_value
+    return ctx.select(mask, result, ctx.constant(fill, operand.aval.dtype, out[0].shape))
+
+
+def _windows_in_bounds(ctx: Builder, operand: Value, indices: Value, index_map: Sequence[int],
+                       window_sizes: Sequence[int]) -> Value:
+    """Per index vector: whether its window lies inside the operand (shape: indices' batch shape)."""
+    idt = indices.aval.dtype
+    batch = indices.aval.shape[:-1]
+    rank = indices.aval.ndim
+    ok = ctx.constant(True, np.bool_, batch)
+    for k, d in enumerate(index_map):
+        start = [0] * rank
+        limit = list(indices.aval.shape)
+        start[-1], limit[-1] = k, k + 1
+        component = ctx.reshape(ctx.slice(indices, start, limit), batch)
+        upper = operand.aval.shape[d] - window_sizes[d]
+        fits = ctx.binary("stablehlo.and", ctx.compare("GE", component, ctx.constant(0, idt, batch)),
+                          ctx.compare("LE", component, ctx.constant(upper, idt, batch)))
+        ok = ctx.binary("stablehlo.and", ok, fits)
+    return ok
+
+
+def _clamped_indices(ctx: Builder, operand: Value, indices: Value, index_map: Sequence[int],
+                     window_sizes: Sequence[int]) -> Value:
+    """Each index vector moved inside the operand ('clip')."""
+    idt = indices.aval.dtype
+    highs = [max(operand.aval.shape[d] - window_sizes[d], 0) for d in index_map]
+    lo = ctx.constant(0, idt, indices.aval.shape)
+    hi = ctx.constant(np.array(highs, dtype=idt), idt, indices.aval.shape)
+    return ctx.op("stablehlo.clamp", [lo, indices, hi], indices.aval)
+
+
+_SCATTER_COMBINE = {
+    ix.scatter_p: lambda dt: None, ix.scatter_add_p: _monoid("stablehlo.add", "stablehlo.or"),
+    ix.scatter_sub_p: lambda dt: "stablehlo.subtract", ix.scatter_mul_p: _monoid("stablehlo.multiply", "stablehlo.and"),
+    ix.scatter_min_p: _monoid("stablehlo.minimum", "stablehlo.and"),
+    ix.scatter_max_p: _monoid("stablehlo.maximum", "stablehlo.or"),
+}
+
+
+def _scatter(p: Primitive) -> Rule:
+    def rule(ctx: Builder, out: list, operand: Value, indices: Value, updates: Value, *, dimension_numbers: Any,
+             mode: Any, indices_are_sorted: bool, unique_indices: bool) -> Value:
+        dn = dimension_numbers
+        dt = operand.aval.dtype
+        if mode == ix.GatherScatterMode.CLIP:
+            window_dims = [d for d in range(operand.aval.ndim)
+                           if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims]
+            sizes = [1] * operand.aval.ndim
+            for ud, od in zip(dn.update_window_dims, window_dims):
+                sizes[od] = updates.aval.shape[ud]
+            indices = _clamped_indices(ctx, operand, indices, dn.scatter_dims_to_operand_dims, sizes)
+        op = _SCATTER_COMBINE[p](dt)
+        if dtypes.is_complex(dt) and p in (ix.scatter_min_p, ix.scatter_max_p):
+            extremum = lower_rules[ew.max_p if p is ix.scatter_max_p else ew.min_p]
+            combine = lambda b, old, new: [extremum(b, [old.aval], old, new)]
+        elif op is None:
+            combine = lambda b, old, new: [new]
+        else:
+            combine = lambda b, old, new: [b.binary(op, old, new)]
+        scalar = _aval((), dt)
+        region = ctx.region([scalar, scalar], combine)
+        numbers = (f"#stablehlo.scatter<update_window_dims = {_dims(dn.update_window_dims)}, inserted_window_dims = "
+                   f"{_dims(dn.inserted_window_dims)}, input_batching_dims = {_dims(dn.operand_batching_dims)}, "
+                   f"scatter_indices_batching_dims = {_dims(dn.scatter_indices_batching_dims)}, "
+                   f"scatter_dims_to_operand_dims = {_dims(dn.scatter_dims_to_operand_dims)}, "
+                   f"index_vector_dim = {indices.aval.ndim - 1}>")
+        return ctx.op("stablehlo.scatter", [operand, indices, updates], out[0],
+                      f"indices_are_sorted = {'true' if indices_are_sorted else 'false'}, scatter_dimension_numbers = "
+                      f"{numbers}, unique_indices = {'true' if unique_indices else 'false'}", [region])
+    return rule
+
+
+lower_rules[ix.gather_p] = _gather
+for _p in _SCATTER_COMBINE:
+    lower_rules[_p] = _scatter(_p)
+
+
+# --- control flow ------------------------------------------------------------------------------------------------
+def _while(ctx: Builder, out: list, *operands: Value, body_jaxpr: ClosedJaxpr, body_nconsts: int,
+           cond_jaxpr: ClosedJaxpr, cond_nconsts: int) -> list[Value]:
+    """The constants ride along as loop-carried values (the regions capture nothing)."""
+    avals = [v.aval for v in operands]
+    c, b = cond_nconsts, body_nconsts
+
+    def cond(r: Builder, *args: Value) -> list[Value]:
+        return lower_closed(r, cond_jaxpr, [*args[:c], *args[c + b:]])
+
+    def body(r: Builder, *args: Value) -> list[Value]:
+        carry = lower_closed(r, body_jaxpr, [*args[c:c + b], *args[c + b:]])
+        return [*args[:c + b], *carry]
+
+    results = ctx.ops("stablehlo.while", operands, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return results[c + b:]
+
+
+def _cond(ctx: Builder, out: list, index: Value, *operands: Value, branches: tuple) -> list[Value]:
+    """``case``: an index outside the branches takes the last one (StableHLO's rule and the reference's)."""
+    n = len(branches)
+    if index.aval.dtype == dtypes.bool_:
+        index = ctx.convert(index, np.int32)
+    elif index.aval.dtype != np.int32:
+        dt = index.aval.dtype
+        outside = ctx.compare("GE", index, ctx.constant(n, dt))
+        if not dtypes.is_unsigned(dt):
+            outside = ctx.binary("stablehlo.or", outside, ctx.compare("LT", index, ctx.constant(0, dt)))
+        index = ctx.convert(ctx.select(outside, ctx.constant(n - 1, dt), index), np.int32)
+    regions = [ctx.region([], lambda r, branch=branch: lower_closed(r, branch, operands)) for branch in branches]
+    if not out:
+        return []
+    return ctx.ops("stablehlo.case", [index], out, "", regions)
+
+
+def _scan(ctx: Builder, out: list, *operands: Value, jaxpr: ClosedJaxpr, length: int, num_carry: int,
+          num_consts: int, reverse: bool, unroll: Any = 1, **_: Any) -> list[Value]:
+    """A ``while`` over a counter: step i reads xs[i] with dynamic slices and writes ys[i] with
+    dynamic update slices (i counts down when ``reverse``)."""
+    consts = list(operands[:num_consts])
+    carry = list(operands[num_consts:num_consts + num_carry])
+    xs = list(operands[num_consts + num_carry:])
+    y_avals = out[num_carry:]
+    ys = [ctx.constant(0, a.dtype, a.shape) for a in y_avals]
+    counter = ctx.constant(0, np.int32)
+    state = [counter, *consts, *carry, *xs, *ys]
+    avals = [v.aval for v in state]
+    nc, nk, nx = num_consts, num_carry, len(xs)
+
+    def cond(r: Builder, i: Value, *rest: Value) -> list[Value]:
+        return [r.compare("LT", i, r.constant(length, np.int32))]
+
+    def body(r: Builder, i: Value, *rest: Value) -> list[Value]:
+        c_in, k_in = rest[:nc], rest[nc:nc + nk]
+        x_in, y_in = rest[nc + nk:nc + nk + nx], rest[nc + nk + nx:]
+        step = r.binary("stablehlo.subtract", r.constant(length - 1, np.int32), i) if reverse else i
+        zero = r.constant(0, np.int32)
+        x_t = []
+        for x in x_in:
+            piece = r.op("stablehlo.dynamic_slice", [x, step, *[zero] * (x.aval.ndim - 1)],
+                         _aval((1,) + x.aval.shape[1:], x.aval.dtype),
+                         f"slice_sizes = {_array((1,) + x.aval.shape[1:])}")
+            x_t.append(r.reshape(piece, x.aval.shape[1:]))
+        results = lower_closed(r, jaxpr, [*c_in, *k_in, *x_t])
+        new_carry, y_t = results[:nk], results[nk:]
+        new_ys = [r.op("stablehlo.dynamic_update_slice", [y, r.reshape(v, (1,) + v.aval.shape), step,
+                                                         *[zero] * (y.aval.ndim - 1)], y.aval)
+                  for y, v in zip(y_in, y_t)]
+        return [r.binary("stablehlo.add", i, r.constant(1, np.int32)), *c_in, *new_carry, *x_in, *new_ys]
+
+    results = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return [*results[1 + nc:1 + nc + nk], *results[1 + nc + nk + nx:]]
+
+
+lower_rules[cf.while_p] = _while
+lower_rules[cf.cond_p] = _cond
+lower_rules[cf.scan_p] = _scan
+lower_rules[fusion_p] = lambda ctx, out, *args, jaxpr, name: lower_closed(ctx, jaxpr, args)
+lower_rules[checkpoint_p] = lambda ctx, out, *args, jaxpr, **_: lower_closed(ctx, jaxpr, args)
+
+
+# --- FFT and linear algebra -----------------------------------------------------------------------------------
+def _fft(ctx: Builder, out: list, x: Value, *, fft_type: Any, fft_lengths: tuple) -> Value:
+    kind = FftType(int(fft_type)).name
+    return ctx.op("stablehlo.fft", [x], out[0], f"fft_length = {_array(fft_lengths)}, fft_type = "
+                  f"#stablehlo<fft_type {kind}>")
+
+
+def _triangle_mask(ctx: Builder, shape: Sequence[int], lower: bool) -> Value:
+    rows, cols = ctx.iota(shape, len(shape) - 2), ctx.iota(shape, len(shape) - 1)
+    return ctx.compare("GE" if lower else "LE", rows, cols)
+
+
+def _cholesky(ctx: Builder, out: list, x: Value, **_: Any) -> Value:
+    """The lower factor, the other triangle zero (as the reference and JAX)."""
+    factor = ctx.op("stablehlo.cholesky", [x], out[0], "lower = true")
+    return ctx.select(_triangle_mask(ctx, out[0].shape, True), factor, ctx.constant(0, out[0].dtype, out[0].shape))
+
+
+def _triangular_solve(ctx: Builder, out: list, a: Value, b: Value, *, left_side: bool, lower: bool,
+                      transpose_a: bool, conjugate_a: bool, unit_diagonal: bool) -> Value:
+    complex_ = dtypes.is_complex(a.aval.dtype)
+    if conjugate_a and not transpose_a and complex_:
+        a = _conj(ctx, [a.aval], a)
+    mode = "ADJOINT" if transpose_a and conjugate_a and complex_ else "TRANSPOSE" if transpose_a else "NO_TRANSPOSE"
+    flag = lambda v: "true" if v else "false"
+    return ctx.op("stablehlo.triangular_solve", [a, b], out[0],
+                  f"left_side = {flag(left_side)}, lower = {flag(lower)}, transpose_a = #stablehlo<transpose {mode}>, "
+                  f"unit_diagonal = {flag(unit_diagonal)}")
+
+
+lower_rules[fft_p] = _fft
+lower_rules[linalg.cholesky_p] = _cholesky
+lower_rules[linalg.triangular_solve_p] = _triangular_solve
+
+
+# --- refused, with the reason ----------------------------------------------------------------------------------
+_DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
+                  "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
+for _p in (linalg.lu_p, linalg.qr_p, linalg.eigh_p, linalg.svd_p, linalg.schur_p, linalg.hessenberg_p,
+           linalg.geqrf_p, linalg.geqp3_p, linalg.householder_product_p):
+    REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
+REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
+REFUSED[linalg.lu_pivots_to_permutation_p] = ("it comes with LU, which is not lowered (its loop over the pivots "
+                                              "is not written yet)")
+for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
+    REFUSED[_p] = ("StableHLO has no operation for it; JAX lowers it as a series evaluated in a while loop, "
+                   "which is not written here yet")
+_CALLBACK = ("a host callback, which needs the plugin's host send/receive callbacks or the program split "
+             "around it (not built yet)")
+REFUSED_BY_NAME["debug_print"] = _CALLBACK  # (defined in ember.debug, above this room)
+for _p in (cb.pure_callback_p, cb.io_callback_p, cb.debug_callback_p):
+    REFUSED[_p] = _CALLBACK
+for _p in (parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.ppermute_p, parallel.all_gather_p,
+           parallel.psum_scatter_p, parallel.all_to_all_p, parallel.axis_index_p):
+    REFUSED[_p] = ("a collective over named axes, which needs a program over several devices (pmap, shard_map); "
+                   "this backend compiles single-device programs")
+REFUSED[custom_vjp_lin_p] = ("the linear part of a custom_vjp under differentiation, which has no forward meaning "
+                             "(it never reaches a compiled program)")
