@@ -278,7 +278,8 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
         div = lax.select(fix, lax.sub(div, 1), div)
         floored = lax.floor(div)
         div = lax.select(lax.gt(lax.sub(div, floored), 0.5), lax.add(floored, 1), floored)
-        return lax.select(lax.eq(x2, 0), lax.div(x1, x2), div)
+        # (x / 0 is NumPy's +-inf or NaN; the derivative stays 0 there, as everywhere, as in JAX)
+        return lax.select(lax.eq(x2, 0), lax.stop_gradient(lax.div(x1, x2)), div)
     if dtypes.is_unsigned(x1.dtype):
         return lax.div(x1, x2)
     quotient = lax.div(x1, x2)

@@ -6,8 +6,8 @@ output feature roles are swapped and whose strides become input dilation; with
 respect to the kernel it is a convolution of the input with the cotangent, batch
 and feature roles swapped and strides becoming kernel dilation (XLA's formulas).
 ``reduce_window_sum`` is linear (its transpose spreads each cotangent over its
-window: a strided pad and a windowed sum); max and min differentiate an
-implementation that folds the strided slices of the window offsets.
+window: a strided pad and a windowed sum); the tangent of max and min is that of one
+selected element per window, as XLA's select-and-scatter selects it.
 """
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from typing import Any
 import numpy as np
 
 from ember import lax
-from ember.core.primitive import abstract_eval_rules
 from ember.lax import convolution as conv
 from ember.lax.base import aval
 from ember.transforms.batching import batching_rules, move_batch_axis
-from ember.transforms.jvp import defjvp, deflinear, jvp_of, jvp_rules
+from ember.transforms.jvp import defjvp, deflinear, jvp_rules
 from ember.transforms.transpose import is_undefined, transpose_rules
 
 ConvDimensionNumbers = conv.ConvDimensionNumbers
@@ -180,28 +179,43 @@ def _reduce_window_sum_transpose(ct: Any, x: Any, *, window_dimensions: tuple, w
 transpose_rules[conv.reduce_window_sum_p] = _reduce_window_sum_transpose
 
 
-def _fold_window_slices(p: Any, combine: Any) -> Any:
-    """``p`` in simpler primitives: pad with the identity, then combine one strided slice per window offset."""
-    def implementation(x: Any, *, window_dimensions: tuple, window_strides: tuple, padding: tuple,
-                       base_dilation: tuple, window_dilation: tuple) -> Any:
+def _select_in_windows(p: Any, prefer: Any) -> Any:
+    """The jvp of windowed max/min: each window's tangent is that of ONE selected element, as XLA's
+    select-and-scatter picks it (so the gradient sends each window's cotangent to one element).
+
+    The window's elements, padding included (it holds the identity), are visited in row-major
+    order; the selection starts at the first and moves to a later element ``e`` unless
+    ``prefer(selected, e)`` (``>=`` for max, ``<=`` for min). Ties therefore keep the first
+    extremum, and a NaN is replaced by the next element: the selected element is the first extremum
+    after the last NaN (or that NaN, if it is last). The fold runs over the strided slices of the
+    window offsets.
+    """
+    def rule(primals: tuple, tangents: tuple, *, window_dimensions: tuple, window_strides: tuple, padding: tuple,
+             base_dilation: tuple, window_dilation: tuple) -> tuple[Any, Any]:
+        [x], [t] = primals, tangents
+        out = p.bind(x, window_dimensions=window_dimensions, window_strides=window_strides, padding=padding,
+                     base_dilation=base_dilation, window_dilation=window_dilation)
         x_type = aval(x)
-        identity = np.asarray(conv.window_identity(p, x_type.dtype), x_type.dtype)
-        padded = lax.pad(x, identity, tuple((lo, hi, d - 1) for (lo, hi), d in zip(padding, base_dilation)))
-        out_shape = abstract_eval_rules[p](x_type, window_dimensions=window_dimensions, window_strides=window_strides,
-                                           padding=padding, base_dilation=base_dilation,
-                                           window_dilation=window_dilation).shape
-        result = None
+        pads = tuple((lo, hi, d - 1) for (lo, hi), d in zip(padding, base_dilation))
+        padded = lax.pad(x, np.asarray(conv.window_identity(p, x_type.dtype), x_type.dtype), pads)
+        padded_t = lax.pad(t, np.zeros((), aval(t).dtype), pads)
+        selected = selected_t = None
         for offset in itertools.product(*(range(w) for w in window_dimensions)):
             start = tuple(o * d for o, d in zip(offset, window_dilation))
-            limit = tuple(b + (n - 1) * s + 1 if n else b for b, n, s in zip(start, out_shape, window_strides))
+            limit = tuple(b + (n - 1) * s + 1 if n else b for b, n, s in zip(start, aval(out).shape, window_strides))
             piece = lax.slice(padded, start, limit, window_strides)
-            result = piece if result is None else combine(result, piece)
-        return result
-    return implementation
+            piece_t = lax.slice(padded_t, start, limit, window_strides)
+            if selected is None:
+                selected, selected_t = piece, piece_t
+                continue
+            take = lax.bitwise_not(prefer(selected, piece))
+            selected, selected_t = lax.select(take, piece, selected), lax.select(take, piece_t, selected_t)
+        return out, selected_t
+    return rule
 
 
-jvp_rules[conv.reduce_window_max_p] = jvp_of(_fold_window_slices(conv.reduce_window_max_p, lax.max))
-jvp_rules[conv.reduce_window_min_p] = jvp_of(_fold_window_slices(conv.reduce_window_min_p, lax.min))
+jvp_rules[conv.reduce_window_max_p] = _select_in_windows(conv.reduce_window_max_p, lax.ge)
+jvp_rules[conv.reduce_window_min_p] = _select_in_windows(conv.reduce_window_min_p, lax.le)
 
 
 def _batch_reduce_window(p: Any) -> Any:

@@ -77,8 +77,8 @@ defjvp(ew.atan_p, lambda g, ans, x: lax.div(g, lax.add(const(x, 1.0), lax.mul(x,
 defjvp(ew.sinh_p, lambda g, ans, x: lax.mul(g, lax.cosh(x)))
 defjvp(ew.cosh_p, lambda g, ans, x: lax.mul(g, lax.sinh(x)))
 defjvp(ew.asinh_p, lambda g, ans, x: lax.mul(g, lax.rsqrt(lax.add(lax.mul(x, x), const(x, 1.0)))))
-defjvp(ew.acosh_p, lambda g, ans, x: lax.mul(
-    g, lax.rsqrt(lax.mul(lax.sub(x, const(x, 1.0)), lax.add(x, const(x, 1.0))))))
+defjvp(ew.acosh_p, lambda g, ans, x: lax.mul(  # x^2 - 1 (JAX's): +inf, not -inf, at x = -1
+    g, lax.rsqrt(lax.sub(lax.mul(x, x), const(x, 1.0)))))
 defjvp(ew.atanh_p, lambda g, ans, x: lax.div(g, one_minus_square(x)))
 defjvp(ew.sqrt_p, lambda g, ans, x: lax.mul(g, lax.div(const(x, 0.5), ans)))
 defjvp(ew.rsqrt_p, lambda g, ans, x: lax.mul(g, lax.mul(const(x, -0.5), lax.div(ans, x))))
@@ -114,6 +114,8 @@ def trigamma(x: Any) -> Any:
     positive_value = lax.add(total, asymptotic)
     sin_pi_x = lax.sin(lax.mul(const(x, math.pi), x))
     reflected = lax.sub(lax.div(const(x, math.pi ** 2), lax.mul(sin_pi_x, sin_pi_x)), positive_value)
+    # a pole at each non-positive integer (and -inf), where sin(pi x) is only nearly 0 (or NaN)
+    reflected = lax.select(lax.eq(x, lax.floor(x)), const(x, math.inf), reflected)
     return lax.select(negative, reflected, positive_value)
 
 

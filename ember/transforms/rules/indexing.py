@@ -151,7 +151,8 @@ def _extremal_scatter_jvp(p: Any):
                                        dtype)
         contenders = ix.scatter_add_p.bind(kept, indices, won, **params)
         total = ix.scatter_add_p.bind(lax.mul(t_operand, kept), indices, lax.mul(t_updates, won), **params)
-        return ans, lax.div(total, contenders)
+        # (no contender where the result is a NaN that no operand equals: the tangent is 0 there, as in JAX)
+        return ans, lax.div(total, lax.max(contenders, lax.full_like(contenders, 1)))
     return rule
 
 

@@ -79,32 +79,44 @@ def _reduce_prod_jvp(primals: tuple, tangents: tuple, *, axes: tuple) -> tuple:
 jvp_rules[red.reduce_prod_p] = _reduce_prod_jvp
 
 
-# --- cumulative reductions: a log-depth (Hillis-Steele) prefix scan ---------------------------------
+# --- cumulative reductions: JAX's rule, the jvp of an associative scan --------------------------------
+# (its combine tree decides how tied elements share a derivative, so it is the same tree as JAX's)
 def _logaddexp(a: Any, b: Any) -> Any:
     delta = lax.sub(a, b)
     stable = lax.add(lax.max(a, b), lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
     return lax.select(lax.ne(delta, delta), lax.add(a, b), stable)  # delta is NaN for equal infinities
 
 
-def _prefix_scan(combine: Callable, identity: float) -> Callable:
-    def scan(x: Any, *, axis: int, reverse: bool) -> Any:
-        if reverse:
-            x = lax.rev(x, (axis,))
-        n, rank = aval(x).shape[axis], aval(x).ndim
-        shift = 1
-        while shift < n:  # x[i] <- x[i] (+) x[i - shift], where x[i - shift] is the identity if i < shift
-            config = [(0, 0, 0)] * rank
-            config[axis] = (shift, -shift, 0)
-            x = combine(x, lax.pad(x, const(x, identity), config))
-            shift *= 2
-        return lax.rev(x, (axis,)) if reverse else x
-    return scan
+def _logaddexp_with_tangents(a: tuple, b: tuple) -> tuple:
+    """log(e^a + e^b) and its tangent ``ta e^(a - out) + tb e^(b - out)``, +inf read as 0 in the
+    exponents (JAX's rule for logaddexp): tied operands share the tangent equally, which
+    differentiating the max inside the stable formula would not give."""
+    (a, ta), (b, tb) = a, b
+    out = _logaddexp(a, b)
+
+    def finite(v: Any) -> Any:
+        return lax.select(lax.eq(v, const(v, np.inf)), const(v, 0.0), v)
+
+    def weight(v: Any) -> Any:
+        return lax.exp(lax.sub(finite(v), finite(out)))
+
+    return out, lax.add(lax.mul(ta, weight(a)), lax.mul(tb, weight(b)))
 
 
-jvp_rules[red.cumprod_p] = jvp_of(_prefix_scan(lax.mul, 1.0))
-jvp_rules[red.cummax_p] = jvp_of(_prefix_scan(lax.max, -np.inf))
-jvp_rules[red.cummin_p] = jvp_of(_prefix_scan(lax.min, np.inf))
-jvp_rules[red.cumlogsumexp_p] = jvp_of(_prefix_scan(_logaddexp, -np.inf))
+def _cumlogsumexp_jvp(primals: tuple, tangents: tuple, *, axis: int, reverse: bool) -> tuple:
+    [x], [t] = primals, tangents
+    _, out_t = lax.associative_scan(_logaddexp_with_tangents, (x, t), reverse=reverse, axis=axis)
+    return red.cumlogsumexp_p.bind(x, axis=axis, reverse=reverse), out_t
+
+
+def _scan_of(combine: Callable) -> Callable:
+    return lambda x, *, axis, reverse: lax.associative_scan(combine, x, reverse=reverse, axis=axis)
+
+
+jvp_rules[red.cumprod_p] = jvp_of(_scan_of(lax.mul))
+jvp_rules[red.cummax_p] = jvp_of(_scan_of(lax.max))
+jvp_rules[red.cummin_p] = jvp_of(_scan_of(lax.min))
+jvp_rules[red.cumlogsumexp_p] = _cumlogsumexp_jvp
 
 
 # --- sort and top_k: tangents follow their elements ---------------------------------------------------
