@@ -110,6 +110,52 @@ def test_full_like_broadcasts_an_array_fill():
                         expected=np.full_like(x, np.arange(3)))
 
 
+class _ShapeAndDtype:
+    """Any object with a shape and a dtype, as JAX's ``*_like`` functions take."""
+    shape, dtype = (2, 1), np.dtype(np.int16)
+
+
+@pytest.mark.parametrize("like", [
+    ember.ShapeDtypeStruct((3, 2), np.float32), ember.ShapeDtypeStruct((4,), np.int32, weak_type=True),
+    ember.core.avals.ShapedArray((2,), np.dtype(np.uint8), False), _ShapeAndDtype()])
+def test_like_family_takes_anything_with_a_shape_and_dtype(like):
+    """``zeros_like(jax.eval_shape(...))``: optax builds its states so. The result has the
+    described shape, dtype and weak type, eagerly and under jit, with or without a new shape."""
+    jax = pytest.importorskip("jax")
+    want = np.dtype(like.dtype)
+    for fn, value in [(jnp.zeros_like, 0), (jnp.ones_like, 1), (jnp.empty_like, 0)]:
+        for jitted in (False, True):
+            out = (ember.jit(lambda: fn(like)) if jitted else (lambda: fn(like)))()
+            np.testing.assert_array_equal(out, np.full(like.shape, value, want))
+            assert out.dtype == want and out.aval.weak_type == getattr(like, "weak_type", False)
+    full = jnp.full_like(like, 7, shape=(5,))
+    np.testing.assert_array_equal(full, np.full((5,), 7, want))
+    np.testing.assert_array_equal(ember.lax.full_like(like, 2), np.full(like.shape, 2, want))
+    shaped = jax.ShapeDtypeStruct(like.shape, want)  # (JAX's own answer for the same description)
+    np.testing.assert_array_equal(jnp.full_like(like, 3), np.asarray(jax.numpy.full_like(shaped, 3)))
+
+
+def test_like_family_of_typed_keys_and_of_eval_shape():
+    key = ember.random.key(3)
+    zeros = jnp.zeros_like(key)
+    assert zeros.dtype == key.dtype and zeros.shape == ()
+    np.testing.assert_array_equal(ember.random.key_data(zeros), np.zeros(2, np.uint32))
+    assert jnp.ones_like(key, shape=(2,)).shape == (2,)
+    described = ember.eval_shape(lambda x: x * 2, jnp.ones((2, 3), jnp.bfloat16))
+    assert repr(ember.eval_shape(lambda: jnp.zeros_like(described))) == \
+        "ShapeDtypeStruct(shape=(2, 3), dtype=bfloat16)"
+
+
+def test_like_family_still_refuses_lists_and_a_description_as_fill():
+    with pytest.raises(TypeError, match=r"zeros_like requires ndarray or scalar arguments, got <class 'list'> at "
+                                        r"position 0\."):
+        jnp.zeros_like([1, 2])
+    described = ember.ShapeDtypeStruct((2,), np.float32)
+    with pytest.raises(TypeError, match="full_like requires ndarray or scalar arguments, got .*ShapeDtypeStruct.* "
+                                        "at position 1"):
+        jnp.full_like(described, described)
+
+
 @given(data=st.data(), dtype=st.sampled_from(NUMBERS + [np.int64, np.float64]))
 def test_frombuffer(data, dtype):
     values = data.draw(arrays(dtype, (data.draw(st.integers(0, 6)),)))

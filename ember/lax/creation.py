@@ -11,12 +11,24 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes
-from ember.core.array import ensure_array
+from ember.core.array import Array, ensure_array
+from ember.core.avals import ShapedArray
+from ember.core.trace import Tracer
 from ember.lax.base import aval, shape_tuple
 from ember.lax.elementwise import convert_element_type
 from ember.lax.shapes import broadcast
 
 __all__ = ["full", "full_like"]
+
+
+def like_aval(x: Any) -> ShapedArray:
+    """The shape, dtype and weak type that a ``*_like`` function copies: an array's (or a scalar's),
+    or those of any object with ``shape`` and ``dtype``, such as a ``ShapeDtypeStruct`` or an
+    abstract value, as JAX takes them (optax calls ``zeros_like`` on ``eval_shape``'s results)."""
+    if not isinstance(x, (Array, Tracer, np.ndarray, np.generic)) and hasattr(x, "shape") and hasattr(x, "dtype"):
+        weak = bool(getattr(x, "weak_type", False))
+        return ShapedArray(shape_tuple(x.shape), dtypes.canonicalize_dtype(x.dtype), weak)
+    return aval(x)
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -54,10 +66,10 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sha
     if key_data is not None and dtype is None:  # (keys: ``ember.random.prng``, a node over its data)
         data_shape = tuple(np.shape(x) if shape is None else _shape(shape)) + tuple(np.shape(key_data)[-1:])
         return x._new(full(data_shape, fill_value, aval(key_data).dtype))
-    fill_shape = tuple(np.shape(x)) if shape is None else _shape(shape)
+    like = like_aval(x)
+    fill_shape = like.shape if shape is None else _shape(shape)
     if dtype is None:
-        a = aval(x)
-        dtype, weak = a.dtype, a.weak_type
+        dtype, weak = like.dtype, like.weak_type
     else:
         weak = False
     if np.shape(fill_value):

@@ -50,7 +50,7 @@ ARRAYLIKE_ARGS: dict[str, str] = {
     **{n: "a" for n in """argmax argmin nanargmax nanargmin cumsum cumprod nancumsum nancumprod count_nonzero ptp
         median nanmedian argsort sort argpartition partition argwhere nonzero flatnonzero round copy diagonal trace
         expand_dims moveaxis rollaxis swapaxes packbits unpackbits ravel reshape resize roll squeeze
-        transpose permute_dims ones_like zeros_like apply_over_axes""".split()},
+        transpose permute_dims apply_over_axes""".split()},
     **{n: "x" for n in """cumulative_sum cumulative_prod matrix_transpose nan_to_num unstack vander unique_all
         unique_counts unique_inverse unique_values astype bincount""".split()},
     **{n: "m" for n in "flip fliplr flipud rot90 tril triu".split()},
@@ -70,8 +70,8 @@ ARRAYLIKE_ARGS: dict[str, str] = {
     "compress": "condition a fill_value", "extract": "condition arr fill_value", "convolve": "a v",
     "correlate": "a v", "corrcoef": "x y", "cov": "m y | fweights | aweights", "delete": "arr obj",
     "insert": "arr obj values", "diff": "a | prepend | append", "digitize": "x bins", "vecdot": "jnp.vecdot: x1 x2",
-    "ediff1d": "ary | to_end | to_begin", "einsum": "*operands", "full": "fill_value", "full_like": "a fill_value",
-    "empty_like": "prototype",
+    "ediff1d": "ary | to_end | to_begin", "einsum": "*operands", "full": "fill_value", "full_like": "~a fill_value",
+    "empty_like": "~prototype", "ones_like": "~a", "zeros_like": "~a",
     "histogram": "a bins weights", "histogram_bin_edges": "a bins", "interp": "x xp fp",
     "isin": "element test_elements", "ix_": "ix: *args", "lexsort": "*keys", "linspace": "start stop",
     "logspace": "start stop", "geomspace": "start stop", "gradient": "f", "meshgrid": "*xi",
@@ -122,6 +122,8 @@ class _Slot(NamedTuple):
     varargs: bool                # the function's ``*args`` itself
     sequence: bool               # count each element (``*param``)
     none_skipped: bool           # None is its default, so None means "not given"
+    shaped: bool                 # (``~param``) also anything with ``shape`` and ``dtype``, as the
+                                 # ``*_like`` functions take a ShapeDtypeStruct in JAX
 
 
 def _slots(fn: Callable, group: str) -> list[_Slot]:
@@ -130,15 +132,15 @@ def _slots(fn: Callable, group: str) -> list[_Slot]:
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
     slots = []
     for token in group.split():
-        sequence = token.startswith("*")
-        names = tuple(token.lstrip("*").split("/"))
+        sequence, shaped = token.startswith("*"), token.startswith("~")
+        names = tuple(token.lstrip("*~").split("/"))
         for n in names:
             if n not in params:
                 raise ValueError(f"arraylike spec of {fn.__name__}: no parameter {n!r}")
         p = params[names[0]]
         varargs = p.kind is p.VAR_POSITIONAL
         index = positional.index(names[0]) if names[0] in positional else None
-        slots.append(_Slot(names, index, varargs, sequence or varargs, p.default is None))
+        slots.append(_Slot(names, index, varargs, sequence or varargs, p.default is None, shaped))
     return slots
 
 
@@ -188,7 +190,7 @@ def _checked(fn: Callable, spec: str, default_name: str) -> Callable:
         n_args = len(args)
         for name, none_ok, slots in groups:
             pos = 0
-            for names, index, varargs, sequence, none_skipped in slots:
+            for names, index, varargs, sequence, none_skipped, shaped in slots:
                 if varargs:
                     values = args[index:]
                 else:
@@ -206,7 +208,8 @@ def _checked(fn: Callable, spec: str, default_name: str) -> Callable:
                     values = value if sequence and type(value) in (list, tuple) else (value,)
                 for x in values:
                     if type(x) not in _FAST and not (is_arraylike(x) or (none_ok and x is None)) \
-                            and not (names[0] == "obj" and isinstance(x, slice)):  # delete / insert take slices
+                            and not (names[0] == "obj" and isinstance(x, slice)) \
+                            and not (shaped and hasattr(x, "shape") and hasattr(x, "dtype")):  # (obj: delete, insert)
                         raise _error(name, x, pos, none_ok)
                     pos += 1
         return fn(*args, **kwargs)

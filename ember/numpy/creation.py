@@ -10,6 +10,7 @@ from ember import dtypes, errors, lax
 from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval, shape_tuple
+from ember.lax.creation import like_aval
 from ember.numpy.array_api import place
 from ember.numpy.core import asarray, broadcast_to, ensure_array, full
 from ember.numpy.shape_ops import moveaxis
@@ -33,18 +34,20 @@ def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     return zeros(shape, dtype, device=device)
 
 
-def _like_shape(a: Any, shape: Any) -> tuple[int, ...]:
-    return aval(ensure_array(a)).shape if shape is None else _shape(shape)
-
-
-def _like_dtype(a: Any, dtype: Any) -> Any:
-    return aval(ensure_array(a)).dtype if dtype is None else dtype
+def _like(a: Any) -> Any:
+    """The abstract value a ``*_like`` function copies: an array's, or any object's with ``shape``
+    and ``dtype`` (a ``ShapeDtypeStruct``: ``lax.creation.like_aval``)."""
+    return like_aval(a if hasattr(a, "shape") and hasattr(a, "dtype") else ensure_array(a))
 
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    """``full`` with ``a``'s shape and dtype; a weakly typed ``a`` gives a weak result (as in JAX)."""
-    out = full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
-    if dtype is None and aval(ensure_array(a)).weak_type:
+    """``full`` with ``a``'s shape and dtype; a weakly typed ``a`` gives a weak result (as in JAX), and
+    a typed key array gives keys whose data words all hold ``fill_value`` (``lax.full_like``)."""
+    if dtype is None and hasattr(a, "_key_data"):
+        return place(lax.full_like(a, fill_value, shape=shape), device)
+    like = _like(a)
+    out = full(like.shape if shape is None else _shape(shape), fill_value, like.dtype if dtype is None else dtype)
+    if dtype is None and like.weak_type:
         out = lax.convert_element_type(out, aval(out).dtype, weak_type=True)
     return place(out, device)
 
