@@ -144,6 +144,23 @@ def test_jvp_returns_primal_and_tangent_like_jax() -> None:
     assert float(t) == 6.0 and aux == "aux"
 
 
+def test_an_output_that_does_not_depend_on_the_input_has_zero_derivatives() -> None:
+    """A float output computed through a comparison (optax's ``safe_norm(x, 0., ord=0)``, a count of
+    nonzeros) has a known-zero tangent: linearize's function, jacfwd and jacrev give zeros of its
+    type, as JAX does (jacfwd once failed on the missing column)."""
+    x = jnp.array([0.0, 1.0, 2.0])
+    count = lambda x: jnp.linalg.norm(x, ord=0)
+    out, f_jvp = ember.linearize(count, x)
+    assert float(out) == 2.0
+    tangent = f_jvp(x)
+    assert tangent.dtype == np.float32 and tangent.shape == () and float(tangent) == 0.0
+    for jacobian in (ember.jacfwd, ember.jacrev):
+        np.testing.assert_array_equal(jacobian(count)(x), np.zeros(3, np.float32))
+        both = jacobian(lambda x: (count(x), 2 * x))(x)
+        np.testing.assert_array_equal(both[0], np.zeros(3, np.float32))
+        np.testing.assert_array_equal(both[1], 2 * np.eye(3, dtype=np.float32))
+
+
 def test_linearize_runs_the_function_once_and_matches_jvp() -> None:
     calls = []
 

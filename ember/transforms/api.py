@@ -175,6 +175,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         inputs = [t for t in checked if not isinstance(t, Zero)]  # integer inputs have no tangent
         out_tangents = eval_closed_by_binding(linear, *inputs)
         out_tangents = merge_by(out_nonzero, out_tangents, [None] * out_nonzero.count(False))[:len(out_avals)]
+        out_tangents = [Zero(a) if t is None else t for t, a in zip(out_tangents, out_avals)]  # (known zeros)
         return tree_util.tree_unflatten(out_tree, [_public_tangent(t, a) for t, a in zip(out_tangents, out_avals)])
 
     result = (tree_util.tree_unflatten(out_tree, outs), f_jvp)
