@@ -103,3 +103,17 @@ def test_pickle():
 def test_float64_input_is_canonicalized_without_x64():
     x = jnp.asarray(np.array([1.5], np.float64))
     assert x.dtype == jnp.float32
+
+
+def test_copy_of_a_traced_value_is_the_value() -> None:
+    """``x.copy()`` and ``copy.copy(x)`` work on tracers as on Arrays (optax copies its states
+    under ``jit``): the same values, derivatives and batching as without the copy."""
+    import copy
+
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(ember.jit(lambda x: x.copy() * 2)(x), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(ember.grad(lambda x: (copy.copy(x) ** 2).sum())(x), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(ember.vmap(lambda x: x.copy() + 1)(x), [1.0, 2.0, 3.0])
+    eager = x.copy()
+    assert eager is not x and eager.aval == x.aval
+    np.testing.assert_array_equal(eager, x)

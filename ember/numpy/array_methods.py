@@ -276,6 +276,15 @@ attach(Array)
 attach(Tracer)
 
 
+def _traced_copy(self: Any) -> Any:
+    """``x.copy()`` of a traced value is the value itself: arrays are immutable, so nothing can tell
+    a copy from its original (``Array.copy`` copies the buffer, which a caller may hand on)."""
+    return self
+
+
+Tracer.copy = Tracer.__copy__ = _traced_copy
+
+
 def use_staged(namespace: dict) -> None:
     """Attach again the operators and methods whose functions ``namespace`` stages as named
     sub-programs (``ember.numpy.staging``), so that ``x // 2`` and ``x.var()`` are traced as
