@@ -16,6 +16,7 @@ from ember import (  # noqa: F401
     partition,  # noqa: F401  (jit with in_shardings: one partitioned program per device)
     random,  # noqa: F401  (jax.random's API: same keys, same values)
     scipy,  # noqa: F401  (jax.scipy: special, stats, linalg)
+    sharding,  # noqa: F401  (jax.sharding: meshes, partition specs, shardings)
     tree,
     tree_util,
 )

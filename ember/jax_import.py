@@ -35,6 +35,7 @@ ALIASES = {
     "jax.dtypes": "ember.dtypes",
     "jax.debug": "ember.debug",
     "jax.errors": "ember.errors",
+    "jax.sharding": "ember.sharding",
     "jax.example_libraries": "ember.example_libraries",
     "jax.test_util": "ember.test_util",
 }

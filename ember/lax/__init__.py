@@ -4,7 +4,20 @@ lax functions are thin: they bind a primitive. They do not promote dtypes or
 broadcast (except that scalars broadcast in elementwise operations); that is
 ``ember.numpy``'s job.
 """
-from ember.lax import linalg  # noqa: E402,F401  (lax.linalg, as jax.lax.linalg)
+from ember.core.calls import optimization_barrier_p  # noqa: E402,F401
+from ember.core.primitive import Primitive as _Primitive  # noqa: E402
+from ember.lax import (  # noqa: E402  (the modules whose primitives ``lax`` names)
+    control_flow as _control_flow,
+    convolution as _convolution,
+    dot as _dot,
+    elementwise as _elementwise,
+    indexing as _indexing,
+    linalg,  # noqa: E402,F401  (lax.linalg, as jax.lax.linalg)
+    parallel as _parallel,
+    reductions as _reductions,
+    shapes as _shapes,
+    special as _special,
+)
 from ember.lax.associative_scan import associative_scan  # noqa: E402,F401
 from ember.lax.composites import *  # noqa: E402,F401,F403
 from ember.lax.control_flow import *  # noqa: E402,F401,F403
@@ -88,7 +101,11 @@ from ember.lax.elementwise import (  # noqa: F401  # noqa: F401
     tanh,
     xor,
 )
-from ember.lax.fft import FftType, fft  # noqa: E402,F401
+from ember.lax.fft import (  # noqa: E402,F401
+    FftType,
+    fft,
+    fft_p,  # noqa: E402,F401  (``lax.fft`` is the function, not the module)
+)
 from ember.lax.indexing import *  # noqa: E402,F401,F403
 from ember.lax.parallel import *  # noqa: E402,F401,F403
 from ember.lax.reductions import *  # noqa: E402,F401,F403
@@ -118,3 +135,12 @@ from ember.lax.shapes import (  # noqa: F401
 )
 from ember.lax.special import betainc, igamma, igammac  # noqa: E402,F401
 from ember.lax.stop_gradient import stop_gradient, stop_gradient_p  # noqa: E402,F401
+
+# The primitive objects, under the names JAX's lax gives them (``lax.add_p``, ``lax.scatter_add_p``
+# for "scatter-add"): libraries compare an equation's primitive with them, or bind them.
+globals().update({
+    value.name.replace("-", "_") + "_p": value
+    for module in (_control_flow, _convolution, _dot, _elementwise, _indexing, _parallel, _reductions, _shapes,
+                   _special)
+    for name, value in vars(module).items() if name.endswith("_p") and isinstance(value, _Primitive)
+})

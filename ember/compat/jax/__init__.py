@@ -23,6 +23,7 @@ from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are
     numpy,
     random,
     scipy,
+    sharding,
     tree,
     tree_util,
 )
@@ -39,18 +40,18 @@ from ember.compat.jax import (  # noqa: F401
     flatten_util,
     image,
     interpreters,
+    lib,
     ops,
     ref,
-    sharding,
     stages,
     typing,
     version,
 )
 from ember.compat.jax.parallel import pmap, shard_map  # noqa: F401
-from ember.compat.jax.sharding import NamedSharding, PartitionSpec as P, get_mesh, set_mesh  # noqa: F401
 from ember.core import sharding as sharding_core
 from ember.core.array import Device  # noqa: F401
 from ember.core.sharding import Shard  # noqa: F401
+from ember.sharding import NamedSharding, PartitionSpec as P, get_mesh, set_mesh  # noqa: F401
 
 __version__ = version.__version__
 __version_info__ = version.__version_info__
@@ -72,7 +73,7 @@ MISSING = (
     "default_device", "default_matmul_precision", "default_prng_impl", "ds",
     "empty_ref", "enable_custom_prng", "export",
     "ffi", "free_ref", "fwd_and_bwd", "jax2tf_associative_scan_reductions",
-    "legacy_prng_key", "lib", "live_arrays",
+    "legacy_prng_key", "live_arrays",
     "make_array_from_single_device_arrays",
     "make_user_context", "memory", "monitoring", "no_execution", "no_tracing",
     "numpy_rank_promotion", "print_environment_info", "profiler",

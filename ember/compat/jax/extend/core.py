@@ -92,6 +92,12 @@ def get_opaque_trace_state(convention: Any = None) -> OpaqueTraceState:
     return OpaqueTraceState(current_trace())
 
 
+def find_top_trace(xs: Any) -> Any:
+    """The trace that is current (the one a primitive bound now goes to), as in JAX 0.10, where
+    the argument is no longer read."""
+    return current_trace()
+
+
 def get_aval(x: Any) -> ShapedArray:
     """The abstract value of an array, a tracer or a Python / NumPy value."""
     return aval(x)
@@ -108,4 +114,4 @@ def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:
 
 
 __all__ = ["ClosedJaxpr", "Effect", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "ShapedArray", "Var", "eval_jaxpr",
-           "get_aval", "get_opaque_trace_state", "jaxpr_as_fun", "mapped_aval", "unmapped_aval"]
+           "find_top_trace", "get_aval", "get_opaque_trace_state", "jaxpr_as_fun", "mapped_aval", "unmapped_aval"]

@@ -1,4 +1,6 @@
-"""``jax.sharding``: meshes, partition specs and shardings (``ember.core.sharding``)."""
+"""``ember.sharding`` (``jax.sharding``): meshes, partition specs and shardings, beside
+``ember.numpy`` as JAX's is beside ``jax.numpy`` (``import ember as jax; from jax.sharding
+import Mesh``). The types are ``ember.core.sharding``'s; ``reshard`` is ``ember.parallel``'s."""
 from ember.core.sharding import (  # noqa: F401
     AbstractMesh,
     AxisType,
