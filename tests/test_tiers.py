@@ -109,7 +109,7 @@ def test_a_long_loop_waits_for_native_code_rather_than_run_on_the_reference():
         return c, c.sum()
 
     closed = ember.make_jaxpr(lambda c, xs: lax.scan(body, c, xs))(jnp.ones(8), jnp.ones((4000, 8)))
-    assert tiers._reference_ms(closed.jaxpr) > 10 * tiers._reference_ms(
+    assert tiers.reference_ms(closed.jaxpr) > 10 * tiers.reference_ms(
         ember.make_jaxpr(lambda c, xs: lax.scan(body, c, xs))(jnp.ones(8), jnp.ones((40, 8))).jaxpr)
     jf = ember.jit(lambda c, xs: lax.scan(body, c, xs))
     jf(jnp.ones(8), jnp.ones((4000, 8)))

@@ -13,13 +13,30 @@ that an id can never be reused for another object meanwhile.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
 
 _PLAIN = (bool, int, float, complex, str, type(None), np.dtype, np.generic)
+
+
+# Digests of recent programs, by identity (programs are never changed once built).
+_memo: OrderedDict[int, tuple[ClosedJaxpr, str, list]] = OrderedDict()
+_memo_lock = threading.Lock()
+_MEMO_KEPT = 1024
+
+
+def _clear_memo() -> None:
+    with _memo_lock:
+        _memo.clear()
+
+
+register_cache("fingerprints of sub-programs, by identity", _clear_memo, lambda: len(_memo))
 
 
 class Fingerprinter:
@@ -48,7 +65,23 @@ class Fingerprinter:
             self.add("object", id(value))
 
     def closed(self, closed: ClosedJaxpr) -> None:
-        self.jaxpr(closed.jaxpr, closed.consts)
+        """A sub-program enters by its own digest, computed once per program object: a program
+        that holds the same callee again and again (each trace of a loop body calling one jitted
+        function) is fingerprinted in the time of its new equations."""
+        with _memo_lock:
+            hit = _memo.get(id(closed))
+            if hit is not None and hit[0] is closed:
+                _memo.move_to_end(id(closed))
+        if hit is None or hit[0] is not closed:
+            inner = Fingerprinter()
+            inner.jaxpr(closed.jaxpr, closed.consts)
+            hit = (closed, inner.digest.hexdigest(), inner.refs)
+            with _memo_lock:
+                _memo[id(closed)] = hit  # (the program is kept with its digest: its id is not reused)
+                if len(_memo) > _MEMO_KEPT:
+                    _memo.popitem(last=False)
+        self.add("closed", hit[1])
+        self.refs += hit[2]
 
     def jaxpr(self, jaxpr: Jaxpr, consts: list) -> None:
         names: dict[int, int] = {}

@@ -4,12 +4,18 @@ parallel-prefix network of strided slices, combines and interleaves (no primitiv
 For n elements it makes O(log n) levels of batched ``fn`` calls (about 2n combines in all),
 so it is the tool when ``fn`` is cheap and vectorized and ``lax.scan``'s n sequential steps
 are the bottleneck. Built from ordinary lax ops, it works eagerly and under jit, vmap and grad.
+Called eagerly, the network is traced into one program, bound as a ``jit`` call: eager
+programs compile once per fingerprint (``ember.runtime.eager``) instead of running op by op.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from ember import tree_util
+from ember.config import config
+from ember.core.calls import CallName, jit_p
+from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
+from ember.core.trace import is_tracing
 from ember.lax import shapes
 from ember.lax.base import aval, canonical_axes
 
@@ -65,9 +71,17 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
                          for x, p in zip(xs, even_prefixes)]
         return [_interleave(e, o, axis) for e, o in zip(even_prefixes, odd_prefixes)]
 
-    if reverse:
-        leaves = [shapes.rev(leaf, (axis,)) for leaf in leaves]
-    scanned = scan(leaves)
-    if reverse:
-        scanned = [shapes.rev(leaf, (axis,)) for leaf in scanned]
-    return tree_util.tree_unflatten(treedef, scanned)
+    def whole(*leaves: Any) -> list:
+        if reverse:
+            leaves = tuple(shapes.rev(leaf, (axis,)) for leaf in leaves)
+        scanned = scan(list(leaves))
+        return [shapes.rev(leaf, (axis,)) for leaf in scanned] if reverse else scanned
+
+    if is_tracing() or config.disable_jit:
+        return tree_util.tree_unflatten(treedef, whole(*leaves))
+    closed = trace_to_jaxpr(whole, [aval(leaf) for leaf in leaves],
+                            DebugInfo("lax.associative_scan", getattr(fn, "__name__", "fn"),
+                                      [f"elems[{i}]" for i in range(len(leaves))], static_hint=False))
+    [program], consts = consts_as_inputs([closed])
+    return tree_util.tree_unflatten(treedef, jit_p.bind(*consts, *leaves, jaxpr=program,
+                                                        name=CallName("associative_scan")))

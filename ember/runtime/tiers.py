@@ -59,32 +59,36 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
     otherwise wait (see the module docstring): on the native CPU backend, whose quick tier is
     the reference interpreter."""
     if config.tiered_compilation and not donated and isinstance(registry.get(), CpuBackend):
-        static = count_eqns(closed.jaxpr)
-        if static >= MIN_EQNS:
-            compile_ms = COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * static
-            if _reference_ms(closed.jaxpr) < compile_ms:
-                return TieredExecutable(closed, name, compile_ms / 1e3)
+        if count_eqns(closed.jaxpr) >= MIN_EQNS:
+            estimate = compile_ms(closed.jaxpr)
+            if reference_ms(closed.jaxpr) < estimate:
+                return TieredExecutable(closed, name, estimate / 1e3)
     return compile_now(closed, name, donated)
 
 
-def _reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
+def compile_ms(jaxpr: Jaxpr) -> float:
+    """The estimated time of the native compile of ``jaxpr``."""
+    return COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * count_eqns(jaxpr)
+
+
+def reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
     """The estimated time of one run of ``jaxpr`` on the reference interpreter."""
     ms = 0.0
     for eqn in jaxpr.eqns:
         p = eqn.primitive
         if p is scan_p:
-            ms += _reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"])
+            ms += reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"])
             continue
         if p is while_p:
-            ms += _reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS)
-            ms += _reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS)
+            ms += reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS)
+            ms += reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS)
             continue
         if p is cond_p:
-            ms += max(_reference_ms(b.jaxpr, trips) for b in eqn.params["branches"])
+            ms += max(reference_ms(b.jaxpr, trips) for b in eqn.params["branches"])
             continue
         subs = list(subjaxprs(eqn.params))
         if subs:  # calls (jit, custom rules) run their sub-program once
-            ms += sum(_reference_ms(s, trips) for s in subs)
+            ms += sum(reference_ms(s, trips) for s in subs)
             continue
         elements = sum(math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape"))
         ns = REFERENCE_NS_PER_ELEMENT * elements

@@ -1,0 +1,168 @@
+"""Eager operations on native code: what runs when a primitive is bound outside any trace.
+
+Outside ``jit`` and the transformations, ``Primitive.bind`` applies each operation at once
+(``core.trace.EvalTrace``). The reference interpreter (``core.evaluation.apply_primitive``)
+defines what every operation computes and runs whatever is not worth compiling; this module,
+which installs ``apply`` as ``EvalTrace.apply`` when it loads, decides where compiled code pays:
+
+- **Programs**: control flow (``scan``, ``while``, ``cond``: ``lax.scan``, ``fori_loop``,
+  ``map``, ``while_loop``, ``switch`` ...) and ``jit`` calls bound eagerly (``associative_scan``
+  binds one) hold a whole sub-program, which the reference interpreter would run one equation
+  at a time, from Python, once per iteration. An eager call of one is the one-equation program
+  ``outs = p[params](*args)``, compiled once and cached on its fingerprint
+  (``core.fingerprint``): the equation, its sub-programs and the arguments' types. A loop body
+  closes over values as operands (``lax.control_flow``), so a new closure of the same code with
+  other captured values traces to the same program: the body is traced again on each call
+  (cheap), and compiled once. A ``jit`` function called in the body is inlined into the loop.
+  A one-off program that would run on the reference interpreter faster than it compiles
+  (``runtime.tiers``' cost model) runs there; when it comes again it compiles, tiered (its calls
+  run on the reference until the native code is ready).
+
+The reference backend (``config.backend = "reference"``), ``debug_nans`` and ``debug_infs`` keep every eager operation
+on the reference interpreter (the NaN check names the operation that made the NaN).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, NamedTuple, Sequence
+
+from ember.backends import registry
+from ember.backends.cpu_backend import CpuBackend
+from ember.backends.reference.executable import ReferenceBackend
+from ember.config import config
+from ember.core.avals import ShapedArray, aval_of_value
+from ember.core.caches import register_cache
+from ember.core.calls import jit_p
+from ember.core.evaluation import apply_primitive
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ember.core.primitive import Primitive, abstract_eval_rules
+from ember.core.trace import EvalTrace
+from ember.lax.control_flow import cond_p, scan_p, while_p
+from ember.runtime import compile_cache, tiers
+
+logger = logging.getLogger("ember")
+
+# Primitives that hold a whole program, compiled once per fingerprint when they run eagerly.
+PROGRAMS: frozenset[Primitive] = frozenset({scan_p, while_p, cond_p, jit_p})
+
+
+class EagerCacheInfo(NamedTuple):
+    """Eager programs: calls that ran compiled code, compiles (of new executables, including the
+    ones an equal ``jit`` program shared), calls that ran on the reference interpreter, and the
+    programs held."""
+
+    native_calls: int
+    compiles: int
+    reference_calls: int
+    currsize: int
+
+
+class _Program:
+    """What the cache knows of one eager program: how often it came, and its executable once
+    compiled (and the objects its fingerprint refers to by identity, kept alive with it)."""
+
+    __slots__ = ("executable", "sightings", "refs")
+
+    def __init__(self, refs: list) -> None:
+        self.executable: Any = None
+        self.sightings = 0
+        self.refs = refs
+
+
+_programs: OrderedDict[str, _Program] = OrderedDict()
+_lock = threading.Lock()
+_counts = {"native": 0, "compiles": 0, "reference": 0}
+
+
+def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """``EvalTrace.apply``: one eager operation, on native code where it pays."""
+    if p in PROGRAMS and not (config.debug_nans or config.debug_infs) \
+            and not isinstance(registry.get(), ReferenceBackend):
+        return _run_program(p, args, params)
+    return apply_primitive(p, args, params)
+
+
+def _run_program(p: Primitive, args: Sequence[Any], params: dict) -> list:
+    avals = [aval_of_value(a) for a in args]
+    closed = _one_equation(p, avals, params)
+    key, refs = compile_cache.fingerprint(closed)
+    with _lock:
+        program = _programs.get(key)
+        if program is None:
+            program = _programs[key] = _Program(refs)
+            while len(_programs) > max(int(config.jit_cache_max_entries), 1):
+                _programs.popitem(last=False)
+        else:
+            _programs.move_to_end(key)
+        program.sightings += 1
+        executable = program.executable
+    if executable is None:
+        if program.sightings == 1 and tiers.reference_ms(closed.jaxpr) < tiers.compile_ms(closed.jaxpr):
+            _counts["reference"] += 1  # a one-off that runs faster than it would compile
+            if config.log_compiles:
+                logger.warning("ember: ran eager %s for (%s) on the reference interpreter (cheaper than "
+                               "compiling it); it compiles if it comes again", p.name, _format(avals))
+            return apply_primitive(p, args, params)
+        executable = program.executable = _compile(p, closed, avals, again=program.sightings > 1)
+    _counts["native"] += 1
+    return executable(*args)
+
+
+def _one_equation(p: Primitive, avals: list[ShapedArray], params: dict) -> ClosedJaxpr:
+    """The program ``outs = p[params](*args)`` for arguments of the types ``avals``."""
+    outs = abstract_eval_rules[p](*avals, **params)
+    invars = [Var(a) for a in avals]
+    outvars = [Var(a) for a in (outs if p.multiple_results else [outs])]
+    return ClosedJaxpr(Jaxpr([], invars, [Eqn(p, invars, params, outvars)], outvars), [])
+
+
+def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again: bool) -> Any:
+    """The executable of an eager program. A program that comes again although it runs faster on
+    the reference interpreter than it compiles is tiered: its calls run there until the native
+    code, compiled in the background, is ready."""
+    name = f"eager_{p.name}"
+    start = time.perf_counter()
+
+    def build(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Any:
+        if again and config.tiered_compilation and isinstance(registry.get(), CpuBackend) \
+                and tiers.reference_ms(closed.jaxpr) < tiers.compile_ms(closed.jaxpr):
+            return tiers.TieredExecutable(closed, name, tiers.compile_ms(closed.jaxpr) / 1e3)
+        return tiers.compile_jaxpr(closed, name, donated)
+
+    executable, built = compile_cache.compile_shared(closed, name, build)
+    if built:
+        _counts["compiles"] += 1
+    if config.log_compiles:
+        how = {"tiered": "tiered (its calls run on the reference interpreter until the native code, compiling "
+                         "in the background, is ready)", "disk": "loaded from the disk cache"}
+        what = how.get(getattr(executable, "code", ""), "compiled") if built else "reused the executable of an " \
+            "equal program"
+        logger.warning("ember: eager %s for (%s): %s in %.1f ms", p.name, _format(avals), what,
+                       (time.perf_counter() - start) * 1e3)
+    return executable
+
+
+def _format(avals: Sequence[ShapedArray]) -> str:
+    return ", ".join(map(str, avals))
+
+
+def cache_info() -> EagerCacheInfo:
+    """Counts of the eager programs' calls and compiles since the process started (or ``clear``)."""
+    return EagerCacheInfo(_counts["native"], _counts["compiles"], _counts["reference"], len(_programs))
+
+
+def clear() -> None:
+    """Forget every eager program (``ember.clear_caches``) and reset the counts."""
+    with _lock:
+        _programs.clear()
+        for k in _counts:
+            _counts[k] = 0
+
+
+register_cache("eager: programs of control flow and calls run outside jit", clear, lambda: len(_programs))
+
+
+EvalTrace.apply = staticmethod(apply)
