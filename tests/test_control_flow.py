@@ -85,10 +85,11 @@ def test_cond_eagerly_runs_only_the_chosen_branch(monkeypatch):
     calls = []
     sin_impl = impl_rules[sin_p]
     monkeypatch.setitem(impl_rules, sin_p, lambda *a, **k: calls.append(1) or sin_impl(*a, **k))
-    out = lax.cond(True, lambda a: a * 2.0, lambda a: jnp.sin(a), X)
-    assert_allclose(out, X * 2)
-    assert calls == []  # traced for type checking, never evaluated
-    lax.cond(False, lambda a: a * 2.0, lambda a: jnp.sin(a), X)
+    with ember.config.override(backend="reference"):  # (on the CPU backend the second call runs compiled code)
+        out = lax.cond(True, lambda a: a * 2.0, lambda a: jnp.sin(a), X)
+        assert_allclose(out, X * 2)
+        assert calls == []  # traced for type checking, never evaluated
+        lax.cond(False, lambda a: a * 2.0, lambda a: jnp.sin(a), X)
     assert calls == [1]
 
 
