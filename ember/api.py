@@ -1,7 +1,9 @@
-"""``jit`` and ``make_jaxpr``: argument handling, static arguments, the cache, dispatch.
+"""``jit`` and ``make_jaxpr``: signatures (static and donated arguments), pytrees, refs, and the
+messages about them; the hit path is ``ember.runtime.dispatch``'s, the cache ``runtime.cache``'s.
 
 One call, end to end::
 
+    the hit path (plain calls whose argument types ran before): one fast runner call, or
     flatten args -> split static / dynamic -> abstract values
       -> cache lookup on (treedef, avals, static values, codegen config)
            hit : run the executable
@@ -30,7 +32,7 @@ from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.calls import CallName, jit_p
 from ember.core.ir import ClosedJaxpr
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
-from ember.core.trace import EvalTrace, Tracer, _state as _trace_state, current_trace, is_tracing
+from ember.core.trace import EvalTrace, Tracer, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
 from ember.lax import refs as _refs
 from ember.lax.elementwise import convert_element_type
@@ -41,10 +43,10 @@ from ember.runtime.cache import (
     Entry,
     FunctionCache,
     cache_for,
-    clock as _lru_clock,
     explain_miss,
     logger,
 )
+from ember.runtime.dispatch import PYTHON_SCALARS, Dispatcher, positional_structure
 from ember.runtime.stages import Lowered, Traced
 from ember.transforms.programs import eval_closed_by_binding
 
@@ -147,10 +149,9 @@ class _Signature:
 _LEAF = tree_util.tree_structure(0)
 
 
-@functools.lru_cache(maxsize=64)
-def _positional_treedef(n: int) -> tree_util.PyTreeDef:
-    """The tree structure of ``(args, {})`` for ``n`` positional array arguments."""
-    return tree_util.tree_structure(((0,) * n, {}))
+def _general_path_only(args: tuple) -> Any:
+    """The hit path of a function whose calls all take the general path (jit with shardings)."""
+    return DECLINED
 
 
 def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dict]:
@@ -191,7 +192,9 @@ class JitFunction:
         # (shardings: every call takes the general path, which partitions and places: ember.partition;
         # trees of None, as flax.nnx passes, give none: JAX's "unspecified")
         self._sharded = _names_a_sharding(in_shardings) or _names_a_sharding(out_shardings)
-        self._fast = self._cache.fast if not self._sharded else {}
+        self._dispatcher = Dispatcher(self._cache)
+        self._dispatch = _general_path_only if self._sharded else self._dispatcher
+        self._fast = {} if self._sharded else self._dispatcher.table  # (what the hit path runs, for inspection)
         self._sharded_programs: dict = {}
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
         functools.update_wrapper(self, fun, updated=())
@@ -201,38 +204,10 @@ class JitFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
-            # The fastest path: positional Arrays of a signature hit before, whose program the
-            # native dispatcher runs (``FastTable``): one native call. The dispatcher declines
-            # (and the general path below takes the call) unless every argument is a live Array.
-            # A Python scalar argument is keyed by its type (its type is its aval, under the config
-            # the table was filled in) and becomes an Array on the way in (``_scalar_runner``).
-            try:  # (no exception for other arguments: raising one would cost them a microsecond)
-                hit = self._fast.get(tuple([getattr(x, "aval", type(x)) for x in args]))
-            except TypeError:  # an unhashable ``aval`` attribute of something else
-                hit = None
-            if hit is not None:
-                run, entry = hit
-                if type(_trace_state.trace) is EvalTrace:
-                    result = run(args)
-                    if result is not DECLINED:
-                        self._cache.hits += 1
-                        entry.used = next(_lru_clock)
-                        return result
-            elif self._cache.tree_keys and type(_trace_state.trace) is EvalTrace:
-                # Pytree arguments (a training step's parameters): flattened, then the same path.
-                leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
-                try:  # (Python scalar leaves keyed by their type, as above)
-                    hit = self._fast.get((in_tree, tuple([getattr(x, "aval", type(x)) for x in leaves])))
-                except TypeError:  # an unhashable ``aval`` attribute of something else
-                    hit = None
-                if hit is not None:
-                    run, entry = hit
-                    result = run(tuple(leaves))
-                    if result is not DECLINED:
-                        self._cache.hits += 1
-                        entry.used = next(_lru_clock)
-                        return result
+        if not kwargs:  # the hit path (``ember.runtime.dispatch``): one native call on the CPU
+            result = self._dispatch(args)
+            if result is not DECLINED:
+                return result
         try:
             return self._call(args, kwargs)
         except Exception as e:  # the user's frames only (ember's are filtered out: errors.api_boundary)
@@ -254,7 +229,7 @@ class JitFunction:
             return self.fun(*args, **kwargs)
         if not kwargs and self._sig.plain and all(type(x) is Array for x in args):
             # The commonest call, f(array, ...): no pytree to flatten.
-            leaves, in_tree, statics, all_arrays = args, _positional_treedef(len(args)), (), True
+            leaves, in_tree, statics, all_arrays = args, positional_structure(len(args)), (), True
         else:
             dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
             # A cache key (equal to the sorted structure; a trace sorts it before unflattening).
@@ -268,8 +243,7 @@ class JitFunction:
                 entry = self._lookup(leaves, in_tree, statics, args, kwargs)
             elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain \
                     and type(entry) is not _RefEntry:
-                # (at the first hit, not the first call; pytree arguments keyed by their structure)
-                self._enable_fast_path(key, entry, entry.executable, in_tree != _positional_treedef(len(args)))
+                self._dispatcher.enable(entry, key, leaves, in_tree)  # (at the first hit, not the first call)
             if type(entry) is _RefEntry:  # (a program that reads or writes refs: never the fast path)
                 return self._call_with_refs(entry, leaves, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
@@ -281,8 +255,9 @@ class JitFunction:
         # An executable already: a hit (the first call compiles it), where plain calls with Python
         # scalars get a fast path, as calls on Arrays do.
         if entry.executable is not None and entry.fast_key is None and not kwargs and self._sig.plain \
-                and not is_tracing() and all(type(x) is Array or type(x) in _SCALARS for x in leaves):
-            self._enable_scalar_fast_path(entry, in_tree, statics, leaves, in_tree != _positional_treedef(len(args)))
+                and not is_tracing() and all(type(x) is Array or type(x) in PYTHON_SCALARS for x in leaves):
+            key = (in_tree, tuple(entry.closed.in_avals), statics, config.codegen_key())
+            self._dispatcher.enable(entry, key, leaves, in_tree)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = self._stage_call(entry.closed, leaves, entry.donated)
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)
@@ -351,30 +326,6 @@ class JitFunction:
         donated_invars = (False,) * len(closed.consts) + tuple(i in donated for i in range(len(values)))
         name = CallName(self._sig.fun_name, donated_invars, self.keep_unused)
         return jit_p.bind(*closed.consts, *values, jaxpr=consts_as_inputs([closed])[0][0], name=name)
-
-    def _enable_fast_path(self, key: tuple, entry: Entry, executable: Executable, tree: bool = False) -> None:
-        runner = executable.fast_runner(entry.out_tree)
-        if runner is not None:  # (pytree arguments: keyed by their structure too)
-            self._cache.add_fast(key, entry, (key[0], key[1]) if tree else key[1], runner)
-        elif not executable.fast_runner_pending:  # (pending: a later hit tries again)
-            entry.fast_key = ()  # never: the dispatcher cannot run this executable
-
-    def _enable_scalar_fast_path(self, entry: Entry, in_tree: Any, statics: tuple, leaves: Sequence[Any],
-                                 tree: bool) -> None:
-        """The fast path for plain calls with Python scalar arguments or pytree leaves (and
-        Arrays): each scalar becomes an Array of the type it was traced with, then the dispatcher
-        runs the program. Pytree arguments (``tree``) are keyed by their structure too."""
-        executable = entry.executable
-        runner = executable.fast_runner(entry.out_tree)
-        if runner is None:
-            if not executable.fast_runner_pending:  # as in ``_enable_fast_path``
-                entry.fast_key = ()  # never: not asked again per call
-            return
-        conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(leaves, entry.closed.in_avals))
-                            if type(x) in _SCALARS)
-        key = (in_tree, tuple(entry.closed.in_avals), statics, config.codegen_key())
-        fast_key = tuple([getattr(x, "aval", type(x)) for x in leaves])
-        self._cache.add_fast(key, entry, (in_tree, fast_key) if tree else fast_key, _scalar_runner(runner, conversions))
 
     def _call_donating(self, executable: Executable, leaves: Sequence[Any], donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""
@@ -604,15 +555,13 @@ def _returned_ref_error(fun: Callable, ref: Any, scope: Any) -> ValueError:
                       f"array {origin}.")
 
 
-_NO_KWARGS: dict = {}
-
 # NumPy arguments up to this size are copied into Arrays for the native dispatcher (a copy of
 # 256 KB costs about what running a few kernels from Python instead does).
 COPY_FOR_DISPATCH_BYTES = 1 << 18
 
 
 def _convertible(x: Any) -> bool:
-    return type(x) in _SCALARS or isinstance(x, np.generic) or \
+    return type(x) in PYTHON_SCALARS or isinstance(x, np.generic) or \
         (isinstance(x, np.ndarray) and x.nbytes <= COPY_FOR_DISPATCH_BYTES)
 
 
@@ -648,30 +597,6 @@ def _python_values(leaves: Sequence[Any]) -> list[bool]:
 
 def _format_avals(avals: Iterable[ShapedArray]) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
-
-
-_SCALARS = (int, float, complex, bool)  # exactly these types: weakly typed (bool strongly), as in JAX
-
-
-def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
-    """``runner`` for arguments whose Python scalars (at the positions ``conversions`` names,
-    with their traced type) are made Arrays first; a value that does not fit its type (an int
-    out of range) declines, and the general path reports it as it would have."""
-    new = Array.__new__
-
-    def run(args: tuple) -> Any:
-        args = list(args)
-        for i, scalar_type, aval in conversions:
-            try:
-                value = np.array(scalar_type(args[i]))
-            except (OverflowError, ValueError):
-                return DECLINED
-            value.flags.writeable = False
-            array = new(Array)
-            array._value, array.aval = value, aval
-            args[i] = array
-        return runner(tuple(args))
-    return run
 
 
 # --- public entry points --------------------------------------------------------------------

@@ -1,0 +1,117 @@
+"""The jit hit path: a call whose arguments' types a function's fast table knows runs its
+executable's fast runner (on the CPU, the native dispatcher: one native call), with nothing
+flattened, split or looked up besides.
+
+One key serves every call (``key_of``): the abstract value of each Array leaf, the type of each
+Python scalar (under the config the table was filled in, a scalar's type is its aval; it becomes
+an Array of the traced type on the way in). Positional arguments are keyed by their own tuple;
+pytree arguments (a training step's parameters) by their structure and their leaves' key. Only
+plain calls come here (no keywords, static or donated arguments: ``ember.api`` decides), and a
+fast runner declines (``DECLINED``, the general path takes the call) unless every argument is a
+live Array of the program's types in the memory it reads.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember import tree_util
+from ember.backends.protocols import DECLINED
+from ember.core.array import Array
+from ember.core.trace import EvalTrace, _state as _trace_state
+from ember.runtime.cache import Entry, FunctionCache, clock
+
+PYTHON_SCALARS = (int, float, complex, bool)  # exactly these types: weakly typed (bool strongly), as in JAX
+_NO_KWARGS: dict = {}
+
+
+def key_of(leaves: Sequence[Any]) -> tuple:
+    """The fast table's key of flat arguments: each one's abstract value, or a scalar's type."""
+    return tuple([getattr(x, "aval", type(x)) for x in leaves])
+
+
+@functools.lru_cache(maxsize=64)
+def positional_structure(n: int) -> tree_util.PyTreeDef:
+    """The tree structure of ``(args, {})`` for ``n`` positional array arguments."""
+    return tree_util.tree_structure(((0,) * n, {}))
+
+
+class Dispatcher:
+    """The hit path of one jitted function (over its cache's ``FastTable``)."""
+
+    __slots__ = ("cache", "table")
+
+    def __init__(self, cache: FunctionCache) -> None:
+        self.cache = cache
+        self.table = cache.fast
+
+    def __call__(self, args: tuple) -> Any:
+        """The result of a plain call on ``args`` by its fast runner, or ``DECLINED``."""
+        try:  # (no exception for other arguments: raising one would cost them a microsecond)
+            hit = self.table.get(key_of(args))
+        except TypeError:  # an unhashable ``aval`` attribute of something else
+            hit = None
+        if hit is None:
+            if not self.cache.tree_keys or type(_trace_state.trace) is not EvalTrace:
+                return DECLINED
+            leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
+            try:
+                hit = self.table.get((in_tree, key_of(leaves)))
+            except TypeError:
+                hit = None
+            if hit is None:
+                return DECLINED
+            args = tuple(leaves)
+        elif type(_trace_state.trace) is not EvalTrace:  # (Arrays closed over by a function being traced)
+            return DECLINED
+        run, entry = hit
+        result = run(args)
+        if result is not DECLINED:
+            self.cache.hits += 1
+            entry.used = next(clock)
+        return result
+
+    def enable(self, entry: Entry, key: tuple, leaves: Sequence[Any], in_tree: Any) -> None:
+        """Give ``entry`` (stored under ``key`` in the function's cache, its executable built) the
+        fast path for calls whose flat arguments are like ``leaves`` (Arrays and Python scalars)
+        and structured as ``in_tree``; or, if its executable has no fast runner and will not get
+        one, mark it so that no later hit asks again."""
+        executable = entry.executable
+        assert executable is not None
+        runner = executable.fast_runner(entry.out_tree)
+        if runner is None:
+            if not executable.fast_runner_pending:  # (pending: a later hit asks again)
+                entry.fast_key = ()
+            return
+        in_avals = entry.closed.in_avals
+        conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(leaves, in_avals))
+                            if type(x) in PYTHON_SCALARS)
+        if conversions:
+            runner = _scalar_runner(runner, conversions)
+        fast_key = key_of(leaves)
+        if in_tree != positional_structure(len(leaves)):
+            fast_key = (in_tree, fast_key)
+        self.cache.add_fast(key, entry, fast_key, runner)
+
+
+def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
+    """``runner`` for arguments whose Python scalars (at the positions ``conversions`` names,
+    with their traced type) are made Arrays first; a value that does not fit its type (an int
+    out of range) declines, and the general path reports it as it would have."""
+    new = Array.__new__
+
+    def run(args: tuple) -> Any:
+        args = list(args)
+        for i, scalar_type, aval in conversions:
+            try:
+                value = np.array(scalar_type(args[i]))
+            except (OverflowError, ValueError):
+                return DECLINED
+            value.flags.writeable = False
+            array = new(Array)
+            array._value, array.aval = value, aval
+            args[i] = array
+        return runner(tuple(args))
+    return run
