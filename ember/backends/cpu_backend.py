@@ -37,7 +37,7 @@ class CpuExecutable(Executable):
         if self.program.plan is not None or self.program.plan_pending:
             cpu.entry.prepare_dispatcher()
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
-        self.unusable_donations = self.program.unusable_donations
+        self.unusable_donations = tuple(self.program.unusable_donations)
         self._native: Callable[[tuple], Any] | None = None  # the dispatcher's runner, once set up
         self._called = False
 
@@ -79,6 +79,7 @@ class CpuExecutable(Executable):
             return None
         fresh = [(aval.shape, aval.dtype) for _, aval in program.allocations]
         sources = program.output_sources()
+        assert sources is not None  # (known wherever there is a dispatch plan)
         new = Array.__new__
         if all(kind == "fresh" for kind, _ in sources):
             picks = [(j, aval) for (_, j), aval in zip(sources, self.out_avals)]
@@ -106,6 +107,7 @@ class CpuExecutable(Executable):
             if call(plan, *args, *outs) is not None:
                 return DECLINED
             results = []
+            result: Array | None
             for kind, value, aval, constant in mixed:
                 if kind == "fresh":
                     result = new(Array)
@@ -133,8 +135,9 @@ class CpuExecutable(Executable):
         if runner is None or config.debug_nans or config.debug_infs:
             return None
         program = self.program
+        sources = program.output_sources()
         if len(program.allocations) == 1 and len(program.out_atoms) == 1 and out_tree == _LEAF \
-                and program.output_sources()[0][0] == "fresh":
+                and sources is not None and sources[0][0] == "fresh":
             call, plan, new = self._entry.ready_dispatcher(), program.plan, Array.__new__
             (_, aval), = program.allocations
             shape, dtype, out_aval = aval.shape, aval.dtype, self.out_avals[0]

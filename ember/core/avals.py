@@ -47,7 +47,8 @@ class ShapedArray(NamedTuple):
     def __str__(self) -> str:
         return self.str_short() + ("{weak}" if self.weak_type else "")
 
-    __repr__ = __str__
+    def __repr__(self) -> str:  # (a method: an assignment in a NamedTuple's body reads as a field to type checkers)
+        return str(self)
 
 
 class AvalProperties:

@@ -84,6 +84,7 @@ class Entry:
                         def count(done: Any, seconds: float = seconds) -> None:
                             if done.native is not None and done.native.code == "compiled":
                                 cache.record_compile(seconds + done.native_seconds)
+                        assert isinstance(self.executable, TieredExecutable)
                         self.executable.add_done_callback(count)
                     if config.log_compiles:
                         what = _BUILT[code].format(name=name, avals=", ".join(map(str, self.closed.in_avals)))

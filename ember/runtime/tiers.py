@@ -148,7 +148,9 @@ class TieredExecutable(Executable):
                 and self.native is not None:
             reference = None  # (waited: the native code is ready)
         if reference is None:  # (the native executable was set just now)
-            return self.native(*args)
+            native = self.native
+            assert native is not None
+            return native(*args)
         self.quick_calls += 1
         start = time.perf_counter()
         try:
@@ -164,13 +166,14 @@ class TieredExecutable(Executable):
         with self._lock:
             closed, self._closed = self._closed, None
             if closed is None:
-                return self._job  # type: ignore[return-value]  (set with ``_closed`` cleared)
-            self._job = background.submit(background.unique_name(f"tiered compile of {self.name}"),
-                                          self._compile, closed, queue="tiers", once=False)
+                assert self._job is not None  # (submitted when ``_closed`` was cleared)
+                return self._job
+            job = self._job = background.submit(background.unique_name(f"tiered compile of {self.name}"),
+                                                self._compile, closed, queue="tiers", once=False)
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            self._job.add_done_callback(lambda _job, callback=callback: callback(self))
-        return self._job
+            self.add_done_callback(callback)
+        return job
 
     @property
     def compiling(self) -> bool:

@@ -159,8 +159,9 @@ class Worker:
         self.process = subprocess.Popen([sys.executable, "-S", "-c", _BOOTSTRAP, root, *map(str, sys.path)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         close_fds=True)
-        self._requests = self.process.stdin.fileno()
-        self._replies = self.process.stdout.fileno()
+        assert self.process.stdin is not None and self.process.stdout is not None  # (both are PIPEs)
+        self._pipes = (self.process.stdin, self.process.stdout)
+        self._requests, self._replies = (pipe.fileno() for pipe in self._pipes)
         os.set_blocking(self._requests, False)  # writes wait in ``poll``, under the time limit
         self.ready = False
         self.start_seconds = 0.0  # from start to ready
@@ -268,7 +269,7 @@ class Worker:
 
     def _close(self) -> None:
         self._closed = True
-        for pipe in (self.process.stdin, self.process.stdout):
+        for pipe in self._pipes:
             try:
                 pipe.close()
             except OSError:
@@ -379,8 +380,8 @@ def run(jobs: list[tuple[str, bool]], here: Callable[[int], None], load: Callabl
         _release(worker)
 
     for worker in helpers:
-        job = background.submit(background.unique_name("cpu: compile requests"), serve_jobs, worker, once=False)
-        if job.dropped:  # no thread to spare (or the interpreter exits): this one compiles without the worker
+        serving = background.submit(background.unique_name("cpu: compile requests"), serve_jobs, worker, once=False)
+        if serving.dropped:  # no thread to spare (or the interpreter exits): this one compiles without the worker
             _release(worker)
     try:
         while True:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -195,7 +195,7 @@ def product_functions(eqn: Eqn) -> set[tuple[np.dtype, bool]]:
     return found
 
 
-def _accumulations(body: Jaxpr, carried: list[tuple[int, int]]) -> dict[int, tuple[Var, float]]:
+def _accumulations(body: Jaxpr, carried: Sequence[tuple[int, int]]) -> dict[int, tuple[Var, float]]:
     """A loop body's accumulations ``carry_out = carry_in + c * product`` (``c`` a literal, or
     -1 for ``carry - product``: an SGD step, a gradient's sum), which the product can do in the
     carry's buffer (gemm's ``C += alpha * A @ B``), so that neither the sum kernel nor the copy
@@ -327,7 +327,7 @@ class LoopFunction:
         return slot
 
     # --- blocks of equations ---
-    def emit_block(self, jaxpr: Jaxpr, env: dict, carried: list[tuple[int, int]] = ()) -> list[ir.Value]:
+    def emit_block(self, jaxpr: Jaxpr, env: dict, carried: Sequence[tuple[int, int]] = ()) -> list[ir.Value]:
         """Run the equations of ``jaxpr`` (its inputs bound in ``env``); pointers to its outputs.
         ``carried``: (input position, output position) pairs of a loop body's carries, whose
         ``carry + product`` is accumulated in the carry's own buffer (``_accumulations``)."""
@@ -399,6 +399,7 @@ class LoopFunction:
         """``gemm`` on the operands' buffers, split over a team when large, or zeros for an empty
         sum; ``accumulate``: ``out += accumulate * product`` (nothing for an empty sum)."""
         layout = dot.gemm_layout(eqn)
+        assert layout is not None  # (loops call gemm on the products that have a layout: ``dot.gemm_layout``)
         batch, m, n, k = layout[:4]
         if k == 0 and accumulate is not None:
             return

@@ -16,7 +16,6 @@ is 1.6-2.7x faster than ``gemm`` on large square products, and no faster on thin
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 
@@ -156,6 +155,7 @@ class DotGeneral:
         self.part = np.dtype(np.float64 if self.dtype == dtypes.complex128 else np.float32)
         self.complex = self.dtype in dtypes.COMPLEX
         real = self.part if self.complex else self.dtype  # (a complex product runs on its parts)
+        self.extent: int  # of the range [begin, end) that threads share: rows, or panels of columns
         self.by_columns, self.extent = gemm.split(rows, cols, real) if self.chunks > 1 else (0, rows)
         self.params = None if layout is None else np.array([*layout, self.by_columns, 0, gemm.ALPHA_ONE], np.int64)
         # narrow products (on the operands as they lie): gemm's skinny function
@@ -179,7 +179,7 @@ class DotGeneral:
         while ``gemm`` still compiles (in the background, early in a process)."""
         if not gemm.ready(self.dtype, self.skinny):
             return None
-        address = ctypes.cast(gemm.gemm_function(self.dtype, self.skinny)[1], ctypes.c_void_p).value
+        address = jit.address(gemm.gemm_function(self.dtype, self.skinny)[1])
         return address, self.extent, self.chunks, 1  # (one piece a thread: each packs its part of B)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:

@@ -226,6 +226,7 @@ class _Loop:
 
 
 def _build(module: ir.Module) -> None:
+    assert _VALUE_OFFSET is not None, "the dispatcher is built only where the Array layout holds (available())"
     fn = ir.Function(module, ir.FunctionType(_I8P, [_I8P, _I8P.as_pointer(), _I64]), name="ember_dispatch")
     b = ir.IRBuilder(fn.append_basic_block("start"))
     decline = fn.append_basic_block("decline")

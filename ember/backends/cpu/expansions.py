@@ -354,7 +354,7 @@ def _swap_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
     for a in jaxpr.outvars:
         uses[id(a)] = uses.get(id(a), 0) + 1
     products = {id(e.outvars[0]): e for e in jaxpr.eqns if e.primitive is dot_general_p}
-    swapped: dict[int, Eqn] = {}  # id of a product's equation -> None: dropped
+    swapped: set[int] = set()  # the ids of the products' equations that are dropped (swapped into a transpose's)
     eqns: list[Eqn] = []
     for eqn in jaxpr.eqns:
         eqn = subprograms(eqn)
@@ -362,7 +362,7 @@ def _swap_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
         if product is not None and uses[id(eqn.invars[0])] == 1 and _swaps_free_dimensions(product, eqn):
             (lc, rc), (lb, rb) = product.params["dimension_numbers"]
             params = {**product.params, "dimension_numbers": ((rc, lc), (rb, lb))}
-            swapped[id(product)] = True
+            swapped.add(id(product))
             eqns.append(Eqn(dot_general_p, product.invars[::-1], params, eqn.outvars))
             continue
         eqns.append(eqn)

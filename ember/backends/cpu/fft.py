@@ -211,7 +211,8 @@ def _transpose_network(lanes: int, itemsize: int) -> tuple[list, list]:
     per_lane = max(16 // itemsize, 1)  # elements per 128 bits
 
     def interleave(width: int) -> tuple[list, list]:
-        low, high = [], []
+        low: list[int] = []
+        high: list[int] = []
         for base in range(0, lanes, per_lane):
             for out, start in ((low, base), (high, base + per_lane // 2)):
                 for block in range(0, per_lane // 2, width):
@@ -222,8 +223,9 @@ def _transpose_network(lanes: int, itemsize: int) -> tuple[list, list]:
         count = lanes // per_lane
         picks = ([(0, 0), (1, 0)], [(0, 1), (1, 1)]) if count == 2 else \
             ([(0, 0), (0, 2), (1, 0), (1, 2)], [(0, 1), (0, 3), (1, 1), (1, 3)])
-        return tuple([source * lanes + lane * per_lane + t for source, lane in pick for t in range(per_lane)]
+        low, high = ([source * lanes + lane * per_lane + t for source, lane in pick for t in range(per_lane)]
                      for pick in picks)
+        return low, high
 
     shapes, width = [], 1
     while width < per_lane:
@@ -565,11 +567,11 @@ def twiddles(m: int, real: bool, dtype: np.dtype) -> tuple[np.ndarray, int]:
 
 
 # --- the compiled functions ---------------------------------------------------------------------
-_compiled: dict[np.dtype, tuple[jit.CompiledModule, ctypes._CFuncPtr]] = {}
+_compiled: dict[np.dtype, tuple[jit.CompiledModule, jit.NativeFunction]] = {}
 _compile_lock = threading.Lock()
 
 
-def transform_function(dtype: np.dtype) -> tuple[jit.CompiledModule, ctypes._CFuncPtr]:
+def transform_function(dtype: np.dtype) -> tuple[jit.CompiledModule, jit.NativeFunction]:
     """The compiled transform of ``dtype`` (float32 or float64, the parts' type): compiled once per
     process (or loaded from the disk cache)."""
     dtype = np.dtype(dtype)
@@ -614,7 +616,7 @@ SHARED_LANES_CORE = 8192
 # about as long as 2^18 of these units, ~20 us on one core).
 PARALLEL_MIN_WORK = 1 << 18
 _REAL = (FftType.RFFT, FftType.IRFFT)
-_PARTS = {dtypes.float32: np.dtype(np.float32), dtypes.complex64: np.dtype(np.float32),
+_PARTS: dict[np.dtype, np.dtype] = {dtypes.float32: np.dtype(np.float32), dtypes.complex64: np.dtype(np.float32),
           dtypes.float64: np.dtype(np.float64), dtypes.complex128: np.dtype(np.float64)}
 
 
@@ -729,7 +731,7 @@ class RowTransform:
         output, ``params``, ``twiddles``); None while the function compiles."""
         if not ready(self.dtype):
             return None
-        address = ctypes.cast(transform_function(self.dtype)[1], ctypes.c_void_p).value
+        address = jit.address(transform_function(self.dtype)[1])
         return address, self.extent, self.chunks, threads.PIECES_PER_THREAD
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:

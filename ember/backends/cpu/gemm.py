@@ -496,7 +496,7 @@ def _name(skinny: bool) -> str:
     return "gemm_skinny" if skinny else "gemm"
 
 
-def is_skinny(params: Sequence[int], dtype: np.dtype) -> bool:
+def is_skinny(params: Sequence[int] | np.ndarray, dtype: np.dtype) -> bool:
     """Whether the product of ``dtype`` that ``params`` (gemm's parameters, or their first 12)
     describe is a narrow one, for ``gemm_skinny``: at most one vector's width of columns, whose
     rows of B are contiguous."""
@@ -504,7 +504,7 @@ def is_skinny(params: Sequence[int], dtype: np.dtype) -> bool:
 
 
 @functools.cache
-def gemm_function(dtype: np.dtype, skinny: bool = False) -> tuple[jit.CompiledModule, ctypes._CFuncPtr]:
+def gemm_function(dtype: np.dtype, skinny: bool = False) -> tuple[jit.CompiledModule, jit.NativeFunction]:
     """The compiled product for ``dtype`` (float32 or float64), blocked or ``skinny``: the module
     and the function."""
     module = jit.new_module(f"{_name(skinny)}_{dtype.name}")

@@ -129,10 +129,8 @@ def _squeeze(k, eqn, index, scope):
 
 def _transpose(k, eqn, index, scope):
     perm = eqn.params["permutation"]
-    comps = [None] * len(perm)
-    for out_dim, in_dim in enumerate(perm):
-        comps[in_dim] = index.comps[out_dim]
-    return (yield from _operand_at(k, eqn, index, scope, comps))
+    by_dim = dict(zip(perm, index.comps))  # the operand's dimension -> its component
+    return (yield from _operand_at(k, eqn, index, scope, [by_dim[d] for d in range(len(perm))]))
 
 
 def _rev(k, eqn, index, scope):
@@ -357,11 +355,9 @@ def _dot_general(k: KernelBuilder, eqn, index: Index, scope: Scope) -> Reads:
     lhs_out, rhs_out = out[:len(lhs_free)], out[len(lhs_free):]
 
     def operand_index(x, batch_dims, free_dims, contract_dims, free_comps, contracted) -> Index:
-        comps = [None] * x.aval.ndim
-        for dims, values in ((batch_dims, batch), (free_dims, free_comps), (contract_dims, contracted)):
-            for d, c in zip(dims, values):
-                comps[d] = c
-        return Index(k, x.aval.shape, comps)
+        comps = {d: c for dims, values in ((batch_dims, batch), (free_dims, free_comps), (contract_dims, contracted))
+                 for d, c in zip(dims, values)}
+        return Index(k, x.aval.shape, [comps[d] for d in range(x.aval.ndim)])
 
     def step(contracted: list[Scalar], inner: Scope, acc: ir.Value) -> Reads:
         a = yield Read(lhs, operand_index(lhs, lhs_batch, lhs_free, lhs_contract, lhs_out, contracted), inner)
@@ -490,7 +486,9 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
     add a scaled row of rhs (the inner loop is contiguous and vectorizes)."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
     lhs, rhs = eqn.invars
-    lhs_free, rhs_free = dot_row_layout(eqn)
+    layout = dot_row_layout(eqn)
+    assert layout is not None  # (products are computed by rows only where they have the layout)
+    lhs_free, rhs_free = layout
     acc_dt = accumulation_dtype(eqn.outvars[0].aval.dtype)
     batch, rest = outer[:len(lhs_batch)], outer[len(lhs_batch):]
     lhs_out, rhs_out = rest[:len(lhs_free)], rest[len(lhs_free):]
@@ -502,12 +500,11 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
     contracted = [loop_over(ir.Constant(I64, 0), ir.Constant(I64, lhs.aval.shape[d])) for d in lhs_contract]
     c_index = [int_const(0) if lhs.aval.shape[d] == 1 else loop.index for d, loop in zip(lhs_contract, contracted)]
 
-    def comps(x, batch_dims, free_dims, free_values, contract_dims) -> list[Scalar]:
-        out = [None] * x.aval.ndim
-        for dims, values in ((batch_dims, batch), (free_dims, free_values), (contract_dims, c_index)):
-            for d, c in zip(dims, values):
-                out[d] = c
-        return out
+    def comps(x, batch_dims, free_dims, free_values, contract_dims, *last: Scalar) -> list[Scalar]:
+        """The components of an index into ``x``, ending with ``last`` (those of its last dimensions)."""
+        comps = {d: c for dims, values in ((batch_dims, batch), (free_dims, free_values), (contract_dims, c_index))
+                 for d, c in zip(dims, values)}
+        return [comps[d] for d in range(x.aval.ndim - len(last))] + list(last)
 
     inner = Scope(list(regions), scope)
     a = yield Read(lhs, Index(k, lhs.aval.shape, comps(lhs, lhs_batch, lhs_free, lhs_out, lhs_contract)), inner)
@@ -515,8 +512,7 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
     a_value = lowering.convert(k.emitter, a.value, lhs.aval.dtype, acc_dt)
     cols = loop_over(*columns)
     inner = Scope(list(regions), scope)
-    r_comps = comps(rhs, rhs_batch, rhs_free[:-1], rhs_out, rhs_contract)
-    r_comps[-1] = cols.index
+    r_comps = comps(rhs, rhs_batch, rhs_free[:-1], rhs_out, rhs_contract, cols.index)  # (rhs_free ends with the last)
     r = yield Read(rhs, Index(k, rhs.aval.shape, r_comps), inner)
     e = k.emitter
     e.b = cols.inner.b

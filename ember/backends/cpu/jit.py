@@ -37,6 +37,7 @@ import hashlib
 import logging
 import threading
 import warnings
+from _ctypes import CFuncPtr as NativeFunction  # any ctypes function pointer (``ctypes._CFuncPtr``, private)
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -120,6 +121,8 @@ def new_module(name: str) -> ir.Module:
 class CompiledModule:
     """Machine code of a module; holds the JIT engine that owns it alive."""
 
+    _optimized_ir: llvm.ModuleRef | None  # made on demand for code loaded from disk (``optimized_ir``)
+
     def __init__(self, module: ir.Module | str, quick: bool = False, payload: bytes | None = None,
                  look_up: bool = True) -> None:
         """``quick``: no optimization (for programs on a few elements, where compiling dominates).
@@ -149,7 +152,7 @@ class CompiledModule:
     def _begin(self, source: str, quick: bool) -> None:
         self.source = source
         self.quick = quick
-        self._optimized_ir: llvm.ModuleRef | None = None
+        self._optimized_ir = None
         self.from_disk = False
         self._key = _disk_key(source, quick)
         # Hosts whose objects the checks cannot read do without the disk cache.
@@ -225,8 +228,15 @@ class CompiledModule:
                 self._optimized_ir = _optimize(self.source, self.quick)
         return self._optimized_ir
 
-    def kernel(self, name: str) -> ctypes._CFuncPtr:
+    def kernel(self, name: str) -> NativeFunction:
         return KERNEL_SIGNATURE(self.engine.get_function_address(name))
+
+
+def address(function: NativeFunction) -> int:
+    """Where the machine code of ``function`` starts (for native code that calls it)."""
+    value = ctypes.cast(function, ctypes.c_void_p).value
+    assert value is not None  # (a function pointer from LLVM's engine is never NULL)
+    return value
 
     def assembly(self) -> str:
         return self.target_machine.emit_assembly(self.optimized_ir)

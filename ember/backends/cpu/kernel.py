@@ -91,9 +91,14 @@ class KernelBuilder:
         self.entry = self.fn.append_basic_block("entry")
 
     # --- i64 arithmetic, folded when constant, emitted at the depth of its operands ---
+    def _builder_at(self, depth: int) -> ir.IRBuilder:
+        """The builder of loop level ``depth`` of the scope being evaluated."""
+        assert self.scope is not None  # (set while a kernel's body is emitted)
+        return self.scope.regions[depth].b
+
     def _emit(self, op: str, a: Scalar, b: Scalar) -> Scalar:
         depth = max(a.depth, b.depth)
-        return Scalar(getattr(self.scope.regions[depth].b, op)(a.value, b.value), depth)
+        return Scalar(getattr(self._builder_at(depth), op)(a.value, b.value), depth)
 
     def add(self, a: Scalar, b: Scalar | int) -> Scalar:
         b = int_const(b) if isinstance(b, int) else b
@@ -144,14 +149,14 @@ class KernelBuilder:
         if a.const is not None:
             holds = {"<": a.const < n, ">=": a.const >= n, "==": a.const == n}[op]
             return Scalar(ir.Constant(lowering.I1, int(holds)), 0, int(holds))
-        b = self.scope.regions[a.depth].b
+        b = self._builder_at(a.depth)
         return Scalar(b.icmp_signed(op, a.value, ir.Constant(I64, n)), a.depth)
 
     def clamp(self, a: Scalar, n: int) -> Scalar:
         """``a`` clamped into [0, n): a safe index to read speculatively."""
         if a.const is not None:
             return int_const(min(max(a.const, 0), max(n - 1, 0)))
-        b = self.scope.regions[a.depth].b
+        b = self._builder_at(a.depth)
         low = b.select(b.icmp_signed("<", a.value, ir.Constant(I64, 0)), ir.Constant(I64, 0), a.value)
         high = ir.Constant(I64, max(n - 1, 0))
         return Scalar(b.select(b.icmp_signed(">", low, high), high, low), a.depth)
@@ -431,7 +436,8 @@ class KernelBuilder:
         begin, end = self.fn.args[-2], self.fn.args[-1]
         regions = [Region(ir.IRBuilder(self.entry))]
         self.root_scope = self.scope = Scope(regions)
-        loops, comps = [], [None] * len(shape)
+        loops: list[Loop] = []
+        comps: dict[int, Scalar] = {}  # dimension -> the output index's component
         for i, d in enumerate(dd for dd in range(len(shape)) if dd != axis):
             bounds = (begin, end) if i == 0 else (ir.Constant(I64, 0), ir.Constant(I64, shape[d]))
             loops.append(Loop(self.fn, regions[-1], *bounds, len(regions)))
@@ -449,7 +455,7 @@ class KernelBuilder:
         b = walk.inner.b
         position = b.sub(ir.Constant(I64, n - 1), walk.var) if root.params["reverse"] else walk.var
         comps[axis] = Scalar(position, walk.index.depth)
-        index = Index(self, shape, comps)
+        index = Index(self, shape, [comps[d] for d in range(len(shape))])
         x = self.value(operand, index, self.root_scope)
         self.emitter.b = b = regions[-1].b
         value = _scan_step(self.emitter, root.primitive, dt, b.load(running), x.value)

@@ -56,13 +56,15 @@ class Index:
     @property
     def comps(self) -> list[Scalar]:
         if self._comps is None:
+            linear = self._linear
+            assert linear is not None  # (an Index has its components, its offset, or both)
             k, comps = self.kernel, []
             strides = [int(np.prod(self.shape[d + 1:], dtype=np.int64)) for d in range(len(self.shape))]
             for d, (n, stride) in enumerate(zip(self.shape, strides)):
                 if n == 1:
                     comps.append(int_const(0))
                 else:  # the leading component needs no remainder: the offset is in bounds
-                    q = k.div(self._linear, stride)
+                    q = k.div(linear, stride)
                     comps.append(q if d == 0 else k.rem(q, n))
             self._comps = comps
         return self._comps
@@ -85,7 +87,7 @@ class Index:
     def key(self) -> Any:
         if self._comps is not None:
             return tuple(c.key for c in self._comps)
-        return ("linear", self._linear.key)
+        return ("linear", self.linear.key)  # (known: there are no components)
 
 
 # --- loop nests ------------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ class Scope:
         self.memo: dict[Any, Scalar] = {}
 
     def lookup(self, key: Any) -> Scalar | None:
-        scope = self
+        scope: Scope | None = self
         while scope is not None:
             hit = scope.memo.get(key)
             if hit is not None:
@@ -155,7 +157,7 @@ class Read(NamedTuple):
     """A request that a rule yields: the element of ``atom`` at ``index``, evaluated in
     ``scope``. The kernel sends the element (a ``Scalar``) back into the rule."""
     atom: Any
-    index: Index
+    index: Index  # type: ignore[assignment]  # (the field shadows tuple.index, which no Read needs)
     scope: Scope
 
 

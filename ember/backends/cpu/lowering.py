@@ -689,6 +689,8 @@ def _dispatching(p: Primitive, real_rule: Callable | None) -> Callable:
     def rule(e, in_dts, out_dt, *values, **params):
         if is_complex(out_dt) or any(is_complex(dt) for dt in in_dts):
             return complex_rule(e, in_dts, out_dt, *values, **params)
+        if real_rule is None:  # (a primitive of complex values only: the tracer's types keep real ones out)
+            raise NotImplementedError(f"the CPU backend has no lowering of {p.name} on real values")
         return real_rule(e, in_dts, out_dt, *values, **params)
     return rule
 

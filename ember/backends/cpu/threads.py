@@ -170,7 +170,7 @@ def team_runner_address() -> int:
     return _team_runner()[0].engine.get_function_address("ember_team_run")
 
 
-def run_team(kernel: ctypes._CFuncPtr, buffers: object, extent: int, threads: int,
+def run_team(kernel: jit.NativeFunction, buffers: object, extent: int, threads: int,
              pieces_per_thread: int = PIECES_PER_THREAD) -> None:
     """``kernel(buffers, lo, hi)`` over [0, extent), split over an OpenMP team of ``threads``."""
     _team_runner()[1](ctypes.cast(kernel, ctypes.c_void_p), buffers, 0, extent, threads, pieces_per_thread)

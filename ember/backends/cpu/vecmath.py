@@ -838,6 +838,7 @@ def _erfc_large(m: _Math, a):
             continue
         below = m.lt(a, m.c(upper))
         chosen = [m.select(below, mine, other) for mine, other in zip(own, chosen)]
+    assert chosen is not None  # (_ERFC_PIECES is not empty)
     variable, variable_lo, c_hi, c_lo, *coefficients = chosen
     polynomial = coefficients[-1]
     for coefficient in reversed(coefficients[:-1]):

@@ -89,7 +89,7 @@ DTYPES = {v: k for k, v in BUFFER_TYPES.items()}
 IMMUTABLE_ONLY_DURING_CALL = 0  # PJRT_HostBufferSemantics: the host array may change once the call returns
 
 _vp, _sz, _i64, _int = C.c_void_p, C.c_size_t, C.c_int64, C.c_int
-_HEADER = [("struct_size", _sz), ("extension_start", _vp)]
+_HEADER: list[tuple[str, Any]] = [("struct_size", _sz), ("extension_start", _vp)]
 
 
 class PjrtError(JaxRuntimeError):
@@ -102,20 +102,21 @@ class PjrtError(JaxRuntimeError):
         self.function = function
 
 
-def _struct(name: str, fields: list) -> type:
+def _struct(name: str, fields: list) -> Any:  # (a class made at run time: checkers know none of its fields)
     """An argument struct whose ``struct_size`` is the header's: the end of its last field, with
     no tail padding (``PJRT_STRUCT_SIZE``). ``cls.new(**fields)`` fills the header."""
-    cls = type(name, (C.Structure,), {"_fields_": _HEADER + fields})
+    cls: Any = type(name, (C.Structure,), {"_fields_": _HEADER + fields})
     last_name, last_type = cls._fields_[-1][:2]
     cls.SIZE = getattr(cls, last_name).offset + C.sizeof(last_type)
     return cls
 
 
-def _new(cls: type, **fields: Any) -> Any:
+def _new(cls: Any, **fields: Any) -> Any:
     return cls(cls.SIZE, None, **fields)
 
 
 class NamedValue(C.Structure):
+    SIZE: int  # the header's struct_size (set below)
     # value: a union {const char*, int64_t, const int64_t*, float, bool}
     _fields_ = _HEADER + [("name", C.c_char_p), ("name_size", _sz), ("type", _int), ("value", _i64),
                           ("value_size", _sz)]
@@ -173,6 +174,7 @@ BufferToHost = _struct("BufferToHost", [
 
 
 class LayoutTiled(C.Structure):
+    SIZE: int  # the header's struct_size (set below)
     _fields_ = _HEADER + [("minor_to_major", C.POINTER(_i64)), ("minor_to_major_size", _sz),
                           ("tile_dims", C.POINTER(_i64)), ("tile_dim_sizes", C.POINTER(_sz)), ("num_tiles", _sz)]
 
@@ -186,6 +188,7 @@ class _LayoutUnion(C.Union):
 
 
 class MemoryLayout(C.Structure):
+    SIZE: int  # the header's struct_size (set below)
     _fields_ = _HEADER + [("u", _LayoutUnion), ("type", _int)]  # type 0: tiled, 1: strides
 
 
@@ -562,7 +565,8 @@ class Completion:
     __slots__ = ("plugin", "event", "arguments", "error", "lock")
 
     def __init__(self, plugin: Plugin, event: int, arguments: Sequence[Buffer]) -> None:
-        self.plugin, self.event, self.arguments = plugin, event, arguments
+        self.plugin, self.arguments = plugin, arguments
+        self.event: int | None = event  # None once waited on
         self.error: PjrtError | None = None
         self.lock = threading.Lock()
 

@@ -117,7 +117,8 @@ class Builder:
     form; the value counter is the module's, so names never clash across regions."""
 
     def __init__(self, module: "Module", indent: int = 2) -> None:
-        self.module, self.indent, self.lines = module, indent, []
+        self.module, self.indent = module, indent
+        self.lines: list[str] = []
         self._constants: dict[tuple, Value] = {}
 
     def fresh(self) -> str:
@@ -483,8 +484,8 @@ def _bitcast(ctx: Builder, out: list, x: Value, *, new_dtype: Any) -> Value:
     return ctx.op("stablehlo.bitcast_convert", [x], out[0])
 
 
-def _select_n(ctx: Builder, out: list, which: Value, *cases: Value) -> Value:
-    cases = _shaped(ctx, out[0], cases)
+def _select_n(ctx: Builder, out: list, which: Value, *operands: Value) -> Value:
+    cases = _shaped(ctx, out[0], operands)
     which = _shaped(ctx, _aval(out[0].shape, which.aval.dtype), [which])[0]
     if which.aval.dtype == dtypes.bool_:
         return ctx.select(which, cases[1], cases[0]) if len(cases) == 2 else cases[0]
@@ -700,6 +701,7 @@ def _padding_attr(padding: Sequence) -> str:
 def _cumulative(p: Primitive) -> Rule:
     def rule(ctx: Builder, out: list, x: Value, *, axis: int, reverse: bool) -> Value:
         dt, n = x.aval.dtype, x.aval.shape[axis]
+        body: Callable[[Builder, Value, Value], list[Value]]  # (the accumulator, the next value)
         if p is red.cumlogsumexp_p:
             init, body = dtypes.lowest(dt), _logaddexp
         else:
@@ -806,6 +808,7 @@ def _lexicographic(b: Builder, pairs: list[tuple[Value, Value]], direction: str)
         strict = _order(b, direction, x, y)
         result = strict if result is None else b.binary(
             "stablehlo.or", strict, b.binary("stablehlo.and", _order(b, "EQ", x, y), result))
+    assert result is not None  # (there is at least one key)
     return result
 
 

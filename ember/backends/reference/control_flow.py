@@ -30,7 +30,7 @@ def _scan(*operands: np.ndarray, jaxpr, length: int, num_carry: int, num_consts:
     consts = operands[:num_consts]
     carry = list(operands[num_consts:num_consts + num_carry])
     xs = operands[num_consts + num_carry:]
-    ys_per_step = [None] * length
+    ys_per_step: list[list[np.ndarray]] = [[]] * length  # (every entry is set below)
     for i in range(length - 1, -1, -1) if reverse else range(length):
         outs = eval_closed(jaxpr, *consts, *carry, *(np.asarray(x[i]) for x in xs))
         carry, ys_per_step[i] = outs[:num_carry], outs[num_carry:]

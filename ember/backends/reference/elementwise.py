@@ -396,8 +396,9 @@ def _select_n(which: np.ndarray, cases: tuple) -> np.ndarray:
 
 # The incomplete gamma and beta functions run the programs ``ember.lax.special`` writes for them
 # (so the reference and the CPU backend's expansion compute the same thing), traced once per type.
-_SPECIAL_VALUES = {special.igamma_p: special.igamma_value, special.igammac_p: special.igammac_value,
-                   special.betainc_p: special.betainc_value}
+_SPECIAL_VALUES: dict[Any, Callable[..., Any]] = {
+    special.igamma_p: special.igamma_value, special.igammac_p: special.igammac_value,
+    special.betainc_p: special.betainc_value}
 
 
 @functools.lru_cache(maxsize=64)

@@ -199,6 +199,6 @@ impl_rules.update({
     red.cummax_p: _complex_cumulative(np.maximum.accumulate, dtypes.lowest, complex_greater),
     red.cummin_p: _complex_cumulative(np.minimum.accumulate, dtypes.highest, lambda acc, v: complex_greater(v, acc)),
     red.cumlogsumexp_p: _scan(np.logaddexp.accumulate),
-    red.sort_p: _sort,
-    red.top_k_p: _top_k,
 })
+impl_rules[red.sort_p] = _sort  # (apart: the entries above are untyped, and these two typed ones have no common type)
+impl_rules[red.top_k_p] = _top_k
