@@ -103,15 +103,15 @@ def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
     new = Array.__new__
 
     def run(args: tuple) -> Any:
-        args = list(args)
+        arrays = list(args)
         for i, scalar_type, aval in conversions:
             try:
-                value = np.array(scalar_type(args[i]))
+                value = np.array(scalar_type(arrays[i]))
             except (OverflowError, ValueError):
                 return DECLINED
             value.flags.writeable = False
             array = new(Array)
             array._value, array.aval = value, aval
-            args[i] = array
-        return runner(tuple(args))
+            arrays[i] = array
+        return runner(tuple(arrays))
     return run
