@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import threading
 import time
 import warnings
@@ -24,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 import numpy as np
 
 from ember import dtypes, errors, tree_util
-from ember.backends.protocols import DECLINED, Executable, InvalidOutputValues
+from ember.backends.protocols import Executable, InvalidOutputValues
 from ember.config import config
 from ember.core import sharding
 from ember.core.array import Array, ShapeDtypeStruct
@@ -149,11 +148,6 @@ class _Signature:
 _LEAF = tree_util.tree_structure(0)
 
 
-def _general_path_only(args: tuple) -> Any:
-    """The hit path of a function whose calls all take the general path (jit with shardings)."""
-    return DECLINED
-
-
 def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dict]:
     args = list(args)
     kwargs = dict(kwargs)
@@ -173,8 +167,9 @@ def _check_leaf(x: Any, where: str) -> Any:
                     "pass other values as static arguments (static_argnums / static_argnames).")
 
 
-class JitFunction:
-    """The result of ``jit(f)``: call it like ``f``; it traces once per signature."""
+class JitFunction(Dispatcher):
+    """The result of ``jit(f)``: call it like ``f``; it traces once per signature. A call that
+    ran before takes the hit path (``Dispatcher.__call__``); the others come to ``_call``."""
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
                  donate_argnums: Sequence[int], donate_argnames: Sequence[str], keep_unused: bool,
@@ -192,9 +187,7 @@ class JitFunction:
         # (shardings: every call takes the general path, which partitions and places: ember.partition;
         # trees of None, as flax.nnx passes, give none: JAX's "unspecified")
         self._sharded = _names_a_sharding(in_shardings) or _names_a_sharding(out_shardings)
-        self._dispatcher = Dispatcher(self._cache)
-        self._dispatch = _general_path_only if self._sharded else self._dispatcher
-        self._fast = {} if self._sharded else self._dispatcher.table  # (what the hit path runs, for inspection)
+        self._fast = self._cache.fast if not self._sharded else {}  # (the hit path's table: Dispatcher)
         self._sharded_programs: dict = {}
         # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
         functools.update_wrapper(self, fun, updated=())
@@ -202,17 +195,6 @@ class JitFunction:
     # Methods: ``jit`` on a method accesses the bound instance like a function would.
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs:  # the hit path (``ember.runtime.dispatch``): one native call on the CPU
-            result = self._dispatch(args)
-            if result is not DECLINED:
-                return result
-        try:
-            return self._call(args, kwargs)
-        except Exception as e:  # the user's frames only (ember's are filtered out: errors.api_boundary)
-            errors.filter_at_boundary(e, sys._getframe())
-            raise
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """A call that the native dispatcher did not take: flatten, look up or trace, run."""
@@ -243,7 +225,7 @@ class JitFunction:
                 entry = self._lookup(leaves, in_tree, statics, args, kwargs)
             elif entry.fast_key is None and entry.executable is not None and not kwargs and self._sig.plain \
                     and type(entry) is not _RefEntry:
-                self._dispatcher.enable(entry, key, leaves, in_tree)  # (at the first hit, not the first call)
+                self._enable_fast_path(entry, key, leaves, in_tree)  # (at the first hit, not the first call)
             if type(entry) is _RefEntry:  # (a program that reads or writes refs: never the fast path)
                 return self._call_with_refs(entry, leaves, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
@@ -257,7 +239,7 @@ class JitFunction:
         if entry.executable is not None and entry.fast_key is None and not kwargs and self._sig.plain \
                 and not is_tracing() and all(type(x) is Array or type(x) in PYTHON_SCALARS for x in leaves):
             key = (in_tree, tuple(entry.closed.in_avals), statics, config.codegen_key())
-            self._dispatcher.enable(entry, key, leaves, in_tree)
+            self._enable_fast_path(entry, key, leaves, in_tree)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
             outs = self._stage_call(entry.closed, leaves, entry.donated)
         else:  # donation applies to top-level calls only (inside a trace there are no buffers)

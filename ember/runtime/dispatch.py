@@ -13,11 +13,12 @@ live Array of the program's types in the memory it reads.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.backends.protocols import DECLINED
 from ember.core.array import Array
 from ember.core.trace import EvalTrace, _state as _trace_state
@@ -39,41 +40,51 @@ def positional_structure(n: int) -> tree_util.PyTreeDef:
 
 
 class Dispatcher:
-    """The hit path of one jitted function (over its cache's ``FastTable``)."""
+    """The hit path of a jitted function, the base class of ``ember.api.JitFunction``: its
+    ``__call__`` is the call itself (no frame in between: the hit path takes about a
+    microsecond). A subclass sets ``_cache`` (its ``FunctionCache``) and ``_fast`` (the cache's
+    ``FastTable``, or an empty dict for functions whose calls all take the general path), and
+    gives the general path, ``_call(args, kwargs)``."""
 
-    __slots__ = ("cache", "table")
+    _cache: FunctionCache
+    _fast: dict
 
-    def __init__(self, cache: FunctionCache) -> None:
-        self.cache = cache
-        self.table = cache.fast
-
-    def __call__(self, args: tuple) -> Any:
-        """The result of a plain call on ``args`` by its fast runner, or ``DECLINED``."""
-        try:  # (no exception for other arguments: raising one would cost them a microsecond)
-            hit = self.table.get(key_of(args))
-        except TypeError:  # an unhashable ``aval`` attribute of something else
-            hit = None
-        if hit is None:
-            if not self.cache.tree_keys or type(_trace_state.trace) is not EvalTrace:
-                return DECLINED
-            leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
-            try:
-                hit = self.table.get((in_tree, key_of(leaves)))
-            except TypeError:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            try:  # (no exception for other arguments: raising one would cost them a microsecond)
+                # (``key_of(args)``, written out: a function call would add a tenth of this path's time)
+                hit = self._fast.get(tuple([getattr(x, "aval", type(x)) for x in args]))
+            except TypeError:  # an unhashable ``aval`` attribute of something else
                 hit = None
-            if hit is None:
-                return DECLINED
-            args = tuple(leaves)
-        elif type(_trace_state.trace) is not EvalTrace:  # (Arrays closed over by a function being traced)
-            return DECLINED
-        run, entry = hit
-        result = run(args)
-        if result is not DECLINED:
-            self.cache.hits += 1
-            entry.used = next(clock)
-        return result
+            leaves = args
+            if hit is None and self._cache.tree_keys and type(_trace_state.trace) is EvalTrace:
+                hit, leaves = self._tree_hit(args)  # pytree arguments: flattened, then the same path
+            if hit is not None and type(_trace_state.trace) is EvalTrace:
+                run, entry = hit
+                result = run(leaves)
+                if result is not DECLINED:
+                    self._cache.hits += 1
+                    entry.used = next(clock)
+                    return result
+        try:
+            return self._call(args, kwargs)
+        except Exception as e:  # the user's frames only (ember's are filtered out: errors.api_boundary)
+            errors.filter_at_boundary(e, sys._getframe())
+            raise
 
-    def enable(self, entry: Entry, key: tuple, leaves: Sequence[Any], in_tree: Any) -> None:
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """The general path: a call the hit path did not take."""
+        raise NotImplementedError
+
+    def _tree_hit(self, args: tuple) -> tuple[Any, tuple]:
+        """The fast table's entry for pytree arguments (None if it has none), and their leaves."""
+        leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
+        try:
+            return self._fast.get((in_tree, key_of(leaves))), tuple(leaves)
+        except TypeError:  # an unhashable ``aval`` attribute of something else
+            return None, args
+
+    def _enable_fast_path(self, entry: Entry, key: tuple, leaves: Sequence[Any], in_tree: Any) -> None:
         """Give ``entry`` (stored under ``key`` in the function's cache, its executable built) the
         fast path for calls whose flat arguments are like ``leaves`` (Arrays and Python scalars)
         and structured as ``in_tree``; or, if its executable has no fast runner and will not get
@@ -93,7 +104,7 @@ class Dispatcher:
         fast_key = key_of(leaves)
         if in_tree != positional_structure(len(leaves)):
             fast_key = (in_tree, fast_key)
-        self.cache.add_fast(key, entry, fast_key, runner)
+        self._cache.add_fast(key, entry, fast_key, runner)
 
 
 def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
