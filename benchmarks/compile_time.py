@@ -9,7 +9,8 @@ program and ``jit(grad)`` of it, then the first calls of a CNN train step and a 
 train step, each a ``value_and_grad`` with an SGD update.
 
 The second table gives ember's time per compile stage for each program, as the compile log
-reports it: passes, fusion, LLVM IR generation, and LLVM optimization with code generation.
+reports it (the CPU backend's ``STAGES``: expand, optimize, products, fuse, plan, codegen (LLVM
+IR), compile (LLVM optimization and machine code), link).
 
 A "first call" here is the whole of ``f(*args)`` on a new function object with every in-memory
 cache empty: tracing, compiling and running once. Both frameworks are loaded and warmed up

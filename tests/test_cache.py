@@ -15,7 +15,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.backends import registry
-from ember.backends.cpu.program import QUICK_WORK
+from ember.backends.cpu.codegen import QUICK_WORK
 
 
 def test_explain_cache_misses_names_the_argument_and_the_change(caplog):

@@ -388,7 +388,7 @@ def test_a_plan_with_products_waits_for_gemm_and_calls_never_do(tmp_path):
 def test_programs_with_host_steps_run_in_one_native_call_and_raise_what_the_host_raised():
     """A sort (no native code) and a callback are steps that the dispatcher calls back; an
     exception raised there is raised by the call, and the next call runs cleanly."""
-    from ember.backends.cpu import program as programs
+    from ember.backends.cpu import runner as programs
 
     def check(v):
         if (v < 0).any():

@@ -483,7 +483,7 @@ print(float(jnp.fft.irfft(jnp.fft.rfft(jnp.arange(6.0)))[5]))
 # NumPy in double precision, bounded by EPS * log2(n): the measured worst is 3.5e-8 (float32) and
 # 5e-17 (float64) times log2(n), about DUCC's.
 from ember.backends.cpu import fft as native_fft  # noqa: E402
-from ember.backends.cpu.program import FftStep  # noqa: E402
+from ember.backends.cpu.runner import FftStep  # noqa: E402
 from ember.core.evaluation import impl_rules  # noqa: E402
 
 EPS = {np.float32: 1.5e-7, np.float64: 3e-16}

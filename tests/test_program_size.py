@@ -20,7 +20,7 @@ import ember
 import ember.numpy as jnp
 from ember import grad, jit, lax
 from ember.backends.cpu import kernel
-from ember.backends.cpu.program import can_fuse
+from ember.backends.cpu.codegen import can_fuse
 from ember.backends.cpu_backend import CpuExecutable
 from ember.backends.reference import eval_closed
 from ember.compiler import optimize

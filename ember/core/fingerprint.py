@@ -4,7 +4,7 @@ and of the Python objects that hold it.
 The digest covers the equations (primitive, params, operands by position), the types of every
 value, literal values and the bytes of consts. Two programs with equal fingerprints compute the
 same thing, so they may share compiled code: whole executables (``ember.runtime.compile_cache``)
-or single kernels (``ember.backends.cpu.program``).
+or single kernels (``ember.backends.cpu.codegen``).
 
 Params that are not plain data (e.g. the rule functions of ``custom_jvp``) enter the fingerprint
 by identity; whoever keys a cache on a fingerprint must keep ``refs`` alive with the entry, so

@@ -6,7 +6,7 @@ equation). The loop is then machine code: each iteration calls the kernels'
 functions, which LLVM inlines, so a scalar ``fori_loop`` keeps its carry in a
 register and runs as one tight loop.
 
-Products too large to fuse (``program.SMALL_DOT``) call the blocked product (``gemm``) on their
+Products too large to fuse (``codegen.SMALL_DOT``) call the blocked product (``gemm``) on their
 operands' buffers as they are (``dot.gemm_layout``: strides, no copies), through a table of
 function pointers that the loop receives (``function_table``: ``gemm.FUNCTION_TABLE``'s entries,
 then the LAPACK routines that its decompositions call, ``lapack.LapackFunction`` functions of

@@ -5,7 +5,7 @@ products are four real ones on the parts (``DotGeneral._complex``).
 Operands are read where they lie when their dimensions allow (``gemm_layout``: strides, no
 copies), else as ``[batch, rows, contracted]`` and ``[batch, contracted, cols]`` views (copied
 where NumPy must), and the rows or columns are split over the threads. Small products are fused
-into kernels instead (see ``program.SMALL_DOT``), and other dtypes (integer products,
+into kernels instead (see ``codegen.SMALL_DOT``), and other dtypes (integer products,
 half-precision accumulation) are fused loops too.
 
 NumPy's OpenBLAS against ``gemm`` (``use_blas`` has the figures): on an AVX-512 host (znver5)
