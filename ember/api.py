@@ -189,8 +189,7 @@ class JitFunction(Dispatcher):
         self._sharded = _names_a_sharding(in_shardings) or _names_a_sharding(out_shardings)
         self._fast = self._cache.fast if not self._sharded else {}  # (the hit path's table: Dispatcher)
         self._sharded_programs: dict = {}
-        # Not ``fun.__dict__``: for jit(jit(f)) it would overwrite this wrapper's own state.
-        functools.update_wrapper(self, fun, updated=())
+        errors.wraps(fun)(self)
 
     # Methods: ``jit`` on a method accesses the bound instance like a function would.
     def __get__(self, obj: Any, objtype: Any = None) -> Any:

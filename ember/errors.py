@@ -152,7 +152,8 @@ def filter_at_boundary(e: BaseException, frame: types.FrameType | None) -> None:
 
 
 def api_boundary(fun: F) -> F:
-    """``fun`` as an entry point: exceptions leave it with ember's frames filtered out."""
+    """``fun`` as an entry point: exceptions leave it with ember's frames filtered out. The entry
+    point is transparent: it wraps what ``fun`` wraps, if anything."""
     @functools.wraps(fun)
     def entry_point(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -161,4 +162,17 @@ def api_boundary(fun: F) -> F:
             filter_at_boundary(e, sys._getframe())
             raise
     register_boundary(entry_point.__code__)
+    entry_point.__wrapped__ = getattr(fun, "__wrapped__", fun)  # type: ignore[attr-defined]
     return entry_point  # type: ignore[return-value]
+
+
+def wraps(fun: Any) -> Callable[[F], F]:
+    """``functools.wraps`` as JAX's transformations apply it: name, qualified name, module,
+    docstring and ``__wrapped__`` of ``fun``, and its attributes, except those the wrapper sets
+    itself (so ``jit(jit(f))`` keeps its own state)."""
+    def decorate(wrapper: F) -> F:
+        functools.update_wrapper(wrapper, fun, updated=())
+        for name, value in getattr(fun, "__dict__", {}).items():
+            wrapper.__dict__.setdefault(name, value)
+        return wrapper
+    return decorate

@@ -360,34 +360,49 @@ _MONOIDS = {elementwise.add: reduce_window_sum_p, elementwise.max: reduce_window
             elementwise.min: reduce_window_min_p}
 
 
+def _init_value(p: Any, init_value: Any, dtype: np.dtype) -> Any:
+    """None where ``init_value`` is the identity of ``p`` in its own dtype (so -inf starts a max
+    over integers, as in JAX); otherwise the init value, which must have the operand's dtype."""
+    try:
+        init = np.asarray(init_value)
+    except TracerArrayConversionError:  # a traced init value
+        init, init_dtype = init_value, aval(init_value).dtype
+    else:
+        init_dtype = dtypes.canonicalize_dtype(init.dtype)
+        if init.shape == () and init == window_identity(p, init_dtype):
+            return None
+    if np.shape(init) != ():
+        raise TypeError(f"reduce_window's init_value must be a scalar, got shape {np.shape(init)}")
+    if init_dtype != dtype:
+        raise TypeError(f"reduce_window got inconsistent dtypes for operands and init_values: got operand dtypes "
+                        f"[{np.dtype(dtype)!r}] and init_value dtypes [{np.dtype(init_dtype)!r}]; give the init "
+                        "value the operand's dtype")
+    return init
+
+
 def reduce_window(operand: Any, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
                   window_strides: Sequence[int] | None = None, padding: Any = "VALID",
                   base_dilation: Sequence[int] | None = None, window_dilation: Sequence[int] | None = None) -> Any:
-    """Fold ``computation`` (lax.add, lax.max or lax.min, with its identity as ``init_value``)
-    over sliding windows; padding takes the identity, so it never wins."""
+    """Fold ``computation`` (lax.add, lax.max or lax.min) over sliding windows, starting from
+    ``init_value``. Padding takes the monoid's identity, so it never counts; an init value other
+    than the identity (of the operand's dtype, as JAX requires) is combined once with each
+    window's result."""
     p = _MONOIDS.get(computation)
     if p is None:
         raise NotImplementedError(f"reduce_window supports computation lax.add, lax.max or lax.min, got "
                                   f"{computation!r}")
     x = aval(operand)
-    identity = window_identity(p, x.dtype)
-    try:
-        init = np.asarray(init_value)
-    except TracerArrayConversionError:  # a traced init value
-        init = None
-    if init is None or init.shape != () or init != identity:
-        raise NotImplementedError(f"reduce_window with {computation.__name__} needs the concrete identity "
-                                  f"{identity!r} as init_value, got {init_value!r}; add or combine the init value "
-                                  "to the result separately")
+    init = _init_value(p, init_value, x.dtype)
     window_dimensions = shape_tuple(window_dimensions, "window_dimensions")
     window_strides = _int_tuple(window_strides, x.ndim, "window_strides")
     window_dilation = _int_tuple(window_dilation, x.ndim, "window_dilation")
     if isinstance(padding, str):
         window = [dilate_dim(w, d) for w, d in zip(window_dimensions, window_dilation)]
         padding = padtype_to_pads(x.shape, window, window_strides, padding)
-    return p.bind(operand, window_dimensions=window_dimensions, window_strides=window_strides,
-                  padding=_explicit_padding(padding, "reduce_window"),
-                  base_dilation=_int_tuple(base_dilation, x.ndim, "base_dilation"), window_dilation=window_dilation)
+    out = p.bind(operand, window_dimensions=window_dimensions, window_strides=window_strides,
+                 padding=_explicit_padding(padding, "reduce_window"),
+                 base_dilation=_int_tuple(base_dilation, x.ndim, "base_dilation"), window_dilation=window_dilation)
+    return out if init is None else computation(out, elementwise.convert_element_type(init, x.dtype))
 
 
 def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: Sequence[int],

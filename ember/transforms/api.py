@@ -8,7 +8,6 @@ partial evaluation) and ``backward_pass`` (transposition of the linear program).
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -377,7 +376,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     nums = _argnums_tuple(argnums)
 
     @errors.api_boundary  # (the user's frames only, in tracebacks)
-    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    @errors.wraps(fun)
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
         _check_inputs("grad", dynamic, allow_int, holomorphic)
@@ -407,7 +406,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     value_and_grad_f = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @errors.api_boundary  # (the user's frames only, in tracebacks)
-    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    @errors.wraps(fun)
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = value_and_grad_f(*args, **kwargs)
         return (g, value[1]) if has_aux else g
@@ -465,7 +464,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     nums = _argnums_tuple(argnums)
 
     @errors.api_boundary  # (the user's frames only, in tracebacks)
-    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    @errors.wraps(fun)
     def jacfwd_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
         for dt in _input_dtypes("jacfwd", dynamic):
@@ -517,7 +516,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     nums = _argnums_tuple(argnums)
 
     @errors.api_boundary  # (the user's frames only, in tracebacks)
-    @functools.wraps(fun, updated=())  # copying __dict__ could clobber a wrapper's attributes
+    @errors.wraps(fun)
     def jacrev_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
         _check_inputs("jacrev", dynamic, allow_int, holomorphic)

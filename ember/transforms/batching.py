@@ -378,7 +378,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     _check_axes_spec("out_axes", out_axes)
 
     @errors.api_boundary  # (the user's frames only, in tracebacks)
-    @functools.wraps(fun, updated=())  # not the wrapped object's attributes (a jit's cache)
+    @errors.wraps(fun)
     def vmapped(*args: Any, **kwargs: Any) -> Any:
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
