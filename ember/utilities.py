@@ -54,9 +54,10 @@ def _put_on_device(leaf: Any, backend: Backend, device: Any) -> Any:
 
 
 def block_until_ready(x: Any) -> Any:
-    """Wait for every array in a pytree (ember runs synchronously; kept for JAX compatibility)."""
+    """Wait for every array in a pytree (host backends run synchronously; a device backend's calls
+    return before the device finishes)."""
     if type(x) is Array:  # the common case, in timing loops: no tree to walk
-        return x
+        return x.block_until_ready()
     for leaf in tree_util.tree_leaves(x):
         if hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()

@@ -7,6 +7,8 @@ arguments on different backends run through it, and every answer is checked agai
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -195,6 +197,11 @@ def test_a_program_the_backend_cannot_run_is_refused_by_name(toy):
     assert "the backend 'toy' cannot run <lambda>: the toy has no loops" in str(e.value)
 
 
+def _registered() -> str:
+    """The registered backends as the registry's errors list them (PJRT plugins found here included)."""
+    return re.escape(", ".join(repr(name) for name in registry.registered() if name != "toy"))
+
+
 def test_the_default_is_the_highest_priority_available_backend():
     assert registry.get().name == "cpu" and ember.default_backend() == "cpu"
     accelerator = registry.register(ToyBackend(priority=100, available=False))
@@ -211,8 +218,8 @@ def test_the_default_is_the_highest_priority_available_backend():
             assert registry.get().name == "cpu"
         with ember.config.override(backend="toy"):
             with pytest.raises(RuntimeError, match=r"none of the backends 'toy' \(config.backend = 'toy'\) "
-                                                   r"is available here; registered backends: 'toy', 'cpu', "
-                                                   r"'reference'"):
+                                                   r"is available here; registered backends: 'toy', "
+                                                   + _registered()):
                 registry.get()
     finally:
         registry.unregister("toy")
@@ -221,7 +228,7 @@ def test_the_default_is_the_highest_priority_available_backend():
 def test_unknown_names_and_second_registrations_are_errors():
     with ember.config.override(backend="tpu,cpu"):
         with pytest.raises(RuntimeError, match=r"unknown backend 'tpu' \(in 'tpu,cpu'\); registered backends: "
-                                               r"'cpu', 'reference'"):
+                                               + _registered()):
             ember.jit(lambda v: v + 1.0)(1.0)
     with pytest.raises(RuntimeError, match="unknown backend 'gpu'"):
         ember.devices("gpu")

@@ -12,8 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ember.backends import pjrt
-from ember.backends.pjrt import binding, discovery
+from ember.backends.pjrt import binding, discovery, program as pjrt
 from ember.backends.pjrt.lowering import element_type
 
 lammps_jax_pjrt_cpu = pytest.importorskip(

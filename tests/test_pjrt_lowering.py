@@ -19,8 +19,10 @@ from ember.core.primitive import abstract_eval_rules, call_params
 pytest.importorskip("lammps_jax_pjrt_cpu",
                     reason="XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
 
-from ember.backends import pjrt  # noqa: E402
-from ember.backends.pjrt import lowering  # noqa: E402
+from ember.backends.pjrt import (
+    lowering,  # noqa: E402
+    program as pjrt,  # noqa: E402
+)
 from ember.backends.pjrt.program import Program  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:ember.jit.*has been traced:RuntimeWarning")

@@ -8,6 +8,7 @@ write outputs into their buffers. The caller deletes those Arrays afterwards.
 from __future__ import annotations
 
 from ember.backends import cpu_backend, reference, registry  # noqa: F401  (each registers its backend)
+from ember.backends.pjrt import backend as pjrt_backend  # noqa: F401  (registers the PJRT plugins' backends)
 from ember.backends.protocols import CompileOptions, Executable
 from ember.core.ir import ClosedJaxpr
 

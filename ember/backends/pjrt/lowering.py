@@ -340,7 +340,7 @@ def lower_module(closed: ClosedJaxpr, name: str = "main", donated: Sequence[int]
     args = [Value(f"%arg{offset + i}", v.aval) for i, v in enumerate(jaxpr.invars)]
     params.extend(args)
     outs = lower_jaxpr(body, jaxpr, const_values, args)
-    aliases = _aliases([a.aval for a in args], [o.aval for o in outs], donated)
+    aliases = donation_aliases([a.aval for a in args], [o.aval for o in outs], donated)
     signature = []
     for i, p in enumerate(params):
         alias = aliases.get(i - offset)
@@ -355,8 +355,10 @@ def lower_module(closed: ClosedJaxpr, name: str = "main", donated: Sequence[int]
             + "\n".join(body.lines) + "\n  }\n}\n")
 
 
-def _aliases(ins: list[ShapedArray], outs: list[ShapedArray], donated: Sequence[int]) -> dict[int, int]:
-    """Donated inputs paired with outputs of their type, each output at most once."""
+def donation_aliases(ins: Sequence[ShapedArray], outs: Sequence[ShapedArray],
+                     donated: Sequence[int]) -> dict[int, int]:
+    """Donated inputs paired with outputs of their type (input -> output), each output at most once:
+    the inputs whose buffers PJRT may reuse."""
     taken: set[int] = set()
     out: dict[int, int] = {}
     for i in sorted(donated):

@@ -1,15 +1,39 @@
-"""A traced program compiled for a PJRT client: its StableHLO, the loaded executable, and its
-constants, copied to the device once."""
+"""What a PJRT backend runs: the plugin's client (one per backend name and process), a traced
+program compiled on it (its StableHLO, the loaded executable, its constants copied to the device
+once), and the registry's executable around it."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
 
-from ember.backends.pjrt.binding import Buffer, Client, Executable
-from ember.backends.pjrt.lowering import lower_module
+from ember.backends.pjrt.binding import Buffer, Client, Executable, PjrtError, load_plugin
+from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
+from ember.backends.pjrt.lowering import REFUSED, REFUSED_BY_NAME, donation_aliases, lower_module, lower_rules
+from ember.backends.protocols import CompileOptions, Executable as BackendExecutable, device_arguments, device_outputs
+from ember.compiler.dce import eliminate_dead_code
+from ember.core.array import Array
 from ember.core.evaluation import to_numpy
-from ember.core.ir import ClosedJaxpr
+from ember.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
+from ember.core.primitive import call_params
+
+_clients: dict[str, Client] = {}
+_lock = threading.Lock()
+
+
+def client(name: str = XLA_CPU) -> Client:
+    """The client of the plugin found under backend name ``name`` (opened once per process)."""
+    with _lock:
+        found = _clients.get(name)
+        if found is None:
+            spec = find_plugins().get(name)
+            if spec is None:
+                raise PjrtError(f"no PJRT plugin for the backend {name!r} was found. Install one (xla_cpu: "
+                                "pip install ember[pjrt-cpu]; tpu: pip install ember[tpu]) or name its library "
+                                f"in EMBER_PJRT_PLUGIN ({name}:/path/to/plugin.so)", "NOT_FOUND")
+            found = _clients[name] = Client(load_plugin(spec.path), backend=name)
+        return found
 
 
 class Program:
@@ -22,7 +46,7 @@ class Program:
         self.client, self.name = client, name
         self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
         self.text = lower_module(closed, name, sorted(donated))
-        self.donated = frozenset(donated)
+        self.aliased = donation_aliases(closed.in_avals, closed.out_avals, sorted(donated))  # input -> output
         params = list(jaxpr.constvars) + list(jaxpr.invars)
         self.executable: Executable = client.compile(self.text, [(v.aval.shape, v.aval.dtype) for v in params])
         self.consts = [client.buffer_from_host(to_numpy(c, v.aval)) for c, v in zip(closed.consts, jaxpr.constvars)]
@@ -37,3 +61,44 @@ class Program:
         """Host values in (of the types ``in_avals`` says), host values out."""
         buffers = [self.client.buffer_from_host(to_numpy(v, a)) for v, a in zip(values, self.in_avals)]
         return [b.to_host() for b in self.execute(buffers)]
+
+
+class PjrtExecutable(BackendExecutable):
+    """A program compiled by a PJRT plugin for the registry: Arrays in (device buffers passed as they
+    are, anything else copied to the device), Arrays over device buffers out."""
+
+    dialects = ("stablehlo",)
+
+    def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> None:
+        self.backend, self.name = backend, options.name
+        self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
+        self.program = Program(client(backend.name), eliminate_dead_code(closed), options.name, options.donated)
+        aliased = self.program.aliased
+        self.donated = frozenset(i for i in options.donated if i in aliased)
+        self.unusable_donations = tuple(self.in_avals[i] for i in sorted(options.donated) if i not in aliased)
+
+    def __call__(self, *args: Any) -> list[Array]:
+        buffers = device_arguments(self.backend, args, self.in_avals)
+        donated = self.donated
+        if donated:  # (a buffer passed at two positions is not given up)
+            donated = frozenset(i for i in donated if sum(b is buffers[i] for b in buffers) == 1)
+        return device_outputs(self.name, self.program.execute(buffers, donated), self.out_avals)
+
+    def as_text(self, dialect: str) -> str:
+        if dialect != "stablehlo":
+            return super().as_text(dialect)
+        return self.program.text
+
+
+def unlowered(jaxpr: Jaxpr) -> str | None:
+    """Why the first primitive of ``jaxpr`` (sub-programs included) that is not lowered cannot be."""
+    for eqn in jaxpr.eqns:
+        p = eqn.primitive
+        if p not in lower_rules and p not in call_params:
+            reason = REFUSED.get(p) or REFUSED_BY_NAME.get(p.name) or "no lowering rule is written for it yet"
+            return f"it holds the primitive `{p.name}`, which is not lowered: {reason}"
+        for sub in subjaxprs(eqn.params):
+            why = unlowered(sub)
+            if why is not None:
+                return why
+    return None

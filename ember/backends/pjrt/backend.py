@@ -1,0 +1,61 @@
+"""The PJRT backends in ember's registry: one per plugin found when ember loads (``xla_cpu``, ``tpu``,
+``cuda``, ``rocm``, and any named in ``EMBER_PJRT_PLUGIN``). An accelerator's backend outranks ``cpu``,
+so it runs programs by default, as in JAX; XLA's CPU plugin (``xla_cpu``) runs them only when named
+(``EMBER_PLATFORMS=xla_cpu``): installing it changes nothing for CPU users.
+
+An Array computed here keeps its data in a device buffer (``binding.Buffer``), copied to the host the
+first time the host needs the value; calls return before the device finishes (``block_until_ready``
+waits), and donated arguments are handed to PJRT. Finding plugins imports nothing and loads no library;
+the binding and the lowering load when a backend is first used (``_parts``)."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ember.backends import registry
+from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
+from ember.backends.protocols import Backend, CompileOptions, Executable
+from ember.core.ir import ClosedJaxpr
+
+# The platform each backend name serves (what ``default_backend()`` and ``Array.platform()`` say).
+PLATFORMS = {XLA_CPU: "cpu", "tpu": "tpu", "cuda": "gpu", "rocm": "gpu"}
+
+
+def _parts() -> ModuleType:
+    from ember.backends.pjrt import program  # for start-up time: ctypes structs and lowering rules load on first use
+
+    return program
+
+
+class PjrtBackend(Backend):
+    """The backend of one PJRT plugin, found by ``discovery`` under ``name``."""
+
+    host_buffers = False
+
+    def __init__(self, name: str, platform: str, priority: int) -> None:
+        self.name, self.platform, self.priority = name, platform, priority
+
+    def devices(self) -> list[Any]:
+        return _parts().client(self.name).devices
+
+    def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:
+        return _parts().PjrtExecutable(self, closed, options)
+
+    def cannot_run(self, closed: ClosedJaxpr) -> str | None:
+        return _parts().unlowered(closed.jaxpr)
+
+    def put(self, value: np.ndarray, device: Any) -> Any:
+        return _parts().client(self.name).buffer_from_host(value, device)
+
+
+def _register() -> dict[str, PjrtBackend]:
+    """A backend for each plugin found: accelerators above ``cpu`` (priority 0), XLA's CPU plugin
+    below it. A platform with no plugin here has no backend, so naming it is the registry's
+    unknown-backend error, as in JAX."""
+    return {name: registry.register(PjrtBackend(name, PLATFORMS.get(name, name), -10 if name == XLA_CPU else 100))
+            for name in sorted(find_plugins())}
+
+
+BACKENDS = _register()

@@ -1,0 +1,139 @@
+"""The PJRT backends in the registry, on XLA's CPU plugin (``xla_cpu``): chosen only by name,
+results equal to the CPU backend's, Arrays whose data stays on the device until the host reads it,
+asynchronous calls, donation, mixed placements, transformations and AOT text through the backend,
+refused primitives explained; and an accelerator plugin found becomes the default."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember.backends import registry
+
+lammps_jax_pjrt_cpu = pytest.importorskip(
+    "lammps_jax_pjrt_cpu", reason="XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
+
+from ember.backends.pjrt.binding import Buffer  # noqa: E402
+
+
+@pytest.fixture
+def on_xla_cpu():
+    before = ember.config.backend
+    ember.config.update("backend", "xla_cpu")
+    try:
+        yield
+    finally:
+        ember.config.update("backend", before)
+
+
+def test_installing_the_cpu_plugin_changes_no_default():
+    assert "xla_cpu" in registry.registered()
+    assert registry.get("").name == "cpu"
+    assert registry.get("xla_cpu").platform == "cpu" and registry.get("xla_cpu").is_available()
+
+
+def test_jit_on_the_plugin_equals_the_cpu_backend(on_xla_cpu):
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((8, 4), np.float32), rng.standard_normal((16, 8), np.float32)
+
+    def loss(w, x):
+        return jnp.mean(jnp.tanh(x @ w) ** 2)
+
+    step = ember.jit(lambda w, x: (loss(w, x), ember.grad(loss)(w, x), ember.vmap(jnp.linalg.norm)(x)))
+    got = step(w, x)
+    ember.config.update("backend", "cpu")
+    want = ember.jit(lambda w, x: (loss(w, x), ember.grad(loss)(w, x), ember.vmap(jnp.linalg.norm)(x)))(w, x)
+    for g, e in zip(got, want):
+        assert isinstance(g.device_buffer, Buffer)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=2e-5, atol=1e-6)
+
+
+def test_arrays_stay_on_the_device_between_calls(on_xla_cpu):
+    f = ember.jit(lambda x: x * 2.0 + 1.0)
+    y = f(np.arange(4, dtype=np.float32))
+    assert isinstance(y.device_buffer, Buffer) and not _on_host(y)
+    z = f(y)  # the device buffer is passed as it is
+    assert not _on_host(y) and not _on_host(z)
+    assert ember.block_until_ready(z) is z and z.device_buffer.is_ready()
+    np.testing.assert_array_equal(np.asarray(z), (np.arange(4) * 2 + 1) * 2 + 1)
+    assert y.platform() == "cpu" and y.device in registry.get("xla_cpu").devices()
+    np.testing.assert_array_equal(np.asarray(y), np.arange(4) * 2 + 1)  # copied to the host when read
+    assert _on_host(y)
+
+
+def _on_host(a):
+    """Whether the Array holds a host copy of its data (without making one)."""
+    try:
+        object.__getattribute__(a, "_value")
+        return True
+    except AttributeError:
+        return False
+
+
+def test_a_device_array_feeds_the_cpu_backend_through_the_host(on_xla_cpu):
+    y = ember.jit(lambda x: jnp.cumsum(x))(np.arange(5, dtype=np.float32))
+    ember.config.update("backend", "cpu")
+    out = ember.jit(lambda a: a * 3)(y)
+    assert out.device_buffer is None
+    np.testing.assert_array_equal(np.asarray(out), np.cumsum(np.arange(5)) * 3)
+
+
+def test_donated_arguments_are_given_to_pjrt(on_xla_cpu):
+    f = ember.jit(lambda x, y: (x + y, x * y), donate_argnums=(0,))
+    x = ember.jit(lambda a: a + 0.0)(np.ones(3, np.float32))
+    s, p = f(x, np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(s), 3.0)
+    np.testing.assert_array_equal(np.asarray(p), 2.0)
+    assert x.is_deleted()
+    with pytest.raises(RuntimeError, match="deleted"):
+        np.asarray(x)
+
+
+def test_control_flow_and_random_numbers_through_the_backend(on_xla_cpu):
+    def f(key, x):
+        noise = ember.random.normal(key, x.shape)
+        carry, ys = lax.scan(lambda c, r: (c + r, jnp.sin(c)), jnp.zeros(x.shape[1]), x + noise)
+        return lax.fori_loop(0, 3, lambda i, c: c * 0.5, carry), ys
+
+    key, x = ember.random.PRNGKey(3), np.linspace(0, 1, 12, dtype=np.float32).reshape(4, 3)
+    got = ember.jit(f)(key, x)
+    ember.config.update("backend", "reference")
+    want = ember.jit(f)(key, x)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=2e-5, atol=1e-6)
+
+
+def test_aot_text_is_the_stablehlo(on_xla_cpu):
+    compiled = ember.jit(lambda x: jnp.exp(x)).lower(np.ones(3, np.float32)).compile()
+    text = compiled.as_text("stablehlo")
+    assert "stablehlo.exponential" in text and "func.func public @main" in text
+
+
+def test_a_program_with_a_refused_primitive_says_which_and_why(on_xla_cpu):
+    with pytest.raises(NotImplementedError, match=r"cannot run .*`lu`.* a matrix decomposition"):
+        ember.jit(lambda a: jnp.linalg.solve(a, a[0]))(np.eye(3, dtype=np.float32))
+
+
+def test_an_accelerator_plugin_found_is_the_default_backend():
+    """XLA's CPU plugin named as a TPU's stands in for one: found, it outranks ``cpu``;
+    ``EMBER_PLATFORMS=cpu`` keeps the CPU backend."""
+    env = dict(os.environ, EMBER_PJRT_PLUGIN=f"tpu:{lammps_jax_pjrt_cpu.PLUGIN_PATH}")
+    env.pop("EMBER_PLATFORMS", None)
+    env.pop("EMBER_BACKEND", None)
+    program = ("import ember, numpy as np; from ember.backends import registry; "
+               "y = ember.jit(lambda x: x + 1)(np.ones(2, np.float32)); "
+               "print(registry.get().name, y.device_buffer is not None, float(y[0]))")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["tpu", "True", "2.0"]
+    env["EMBER_PLATFORMS"] = "cpu"
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.split() == ["cpu", "False", "2.0"], out.stderr
