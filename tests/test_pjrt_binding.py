@@ -99,7 +99,8 @@ def test_arguments_are_checked_before_executing(client):
 def test_execution_is_asynchronous_and_waits_on_its_event(client):
     exe = client.compile(_identity((4,), np.float32), in_types=[((4,), np.float32)])
     [out] = exe.execute([client.buffer_from_host(np.arange(4, dtype=np.float32))])
-    assert out.block_until_ready() is out and out.is_ready()
+    out.block_until_ready()
+    assert out.is_ready()
     np.testing.assert_array_equal(out.to_host(), np.arange(4, dtype=np.float32))
 
 

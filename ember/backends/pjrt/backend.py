@@ -50,7 +50,7 @@ class PjrtBackend(Backend):
         return _parts().client(self.name).buffer_from_host(value, device)
 
 
-def _register() -> dict[str, PjrtBackend]:
+def _register() -> dict[str, Backend]:
     """A backend for each plugin found: accelerators above ``cpu`` (priority 0), XLA's CPU plugin
     below it. A platform with no plugin here has no backend, so naming it is the registry's
     unknown-backend error, as in JAX."""

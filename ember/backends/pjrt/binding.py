@@ -498,28 +498,24 @@ class Buffer:
     """A device buffer: shape, dtype, and the handle (destroyed with this object). ``ready``, set
     by an asynchronous execution, is the event that defines its contents."""
 
-    __slots__ = ("client", "handle", "shape", "dtype", "device", "_finalizer", "_pending", "__weakref__")
+    __slots__ = ("client", "handle", "shape", "dtype", "device", "backend", "_finalizer", "_pending", "__weakref__")
 
     def __init__(self, client: Client, handle: int, shape: tuple[int, ...], dtype: np.dtype,
                  device: Device, pending: "Completion | None" = None) -> None:
         self.client, self.handle, self.shape, self.dtype, self.device = client, handle, tuple(shape), dtype, device
+        self.backend = client.backend  # the registry's name of its backend (ember.core.array.DeviceBuffer)
         self._pending = pending
         self._finalizer = weakref.finalize(self, _destroy_buffer, client.plugin, handle, client)
-
-    @property
-    def backend(self) -> str:
-        return self.client.backend
 
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
-    def block_until_ready(self) -> "Buffer":
+    def block_until_ready(self) -> None:
         """Wait for the computation that produces this buffer; raise its error if it failed."""
         if self._pending is not None:
             self._pending.wait()
             self._pending = None
-        return self
 
     def is_ready(self) -> bool:
         return self._pending is None or self._pending.is_ready()
