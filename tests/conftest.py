@@ -37,6 +37,14 @@ def x64():
         yield
 
 
+@pytest.fixture(params=[False, True], ids=["x32", "x64"])
+def x64_both(request):
+    """Run a test twice, with 64-bit types off and on, in ember and JAX together."""
+    jax = pytest.importorskip("jax")
+    with ember.config.override(enable_x64=request.param), jax.enable_x64(request.param):
+        yield request.param
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -1,4 +1,5 @@
-"""Contractions: lax.dot_general and friends, jnp's products, einsum, diagonals, triangles, norms.
+"""Contractions: lax.dot_general and friends, jnp's products, einsum (and einsum_path, against JAX),
+diagonals, triangles, norms.
 
 Values are compared with NumPy (computed in float64, so float32 results get a
 tolerance that grows with the contraction length), eagerly and under jit.
@@ -7,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
+from jax_oracle import jjnp
 
 import ember
 import ember.numpy as jnp
@@ -614,3 +616,27 @@ def test_native_product_called_on_any_strides_accumulating(rng, dtype):
                                    gemm.alpha_bits(-0.5)], np.int64)
                 gemm.run(np.dtype(dtype), (a, b, out), params, extent, parts)
                 np.testing.assert_allclose(out, start - 0.5 * want, **tol)
+
+
+# --- einsum_path, against JAX ----------------------------------------------------------------------
+@pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", True, False])
+@pytest.mark.parametrize("subscripts,shapes", [("ij,jk,kl", [(2, 3), (3, 100), (100, 5)]), ("ij,jk", [(2, 3), (3, 4)]),
+                                               ("ii", [(3, 3)]), ("ab,bc,cd,de->ae", [(2, 8), (8, 3), (3, 9), (9, 2)])])
+def test_einsum_path_matches_jax(subscripts, shapes, optimize):
+    operands = [np.ones(s, np.float32) for s in shapes]
+    path, info = jnp.einsum_path(subscripts, *operands, optimize=optimize)
+    assert path == jjnp.einsum_path(subscripts, *operands, optimize=optimize)[0]
+    assert isinstance(info, str) and "Complete contraction" in info
+    out = jnp.einsum(subscripts, *operands, optimize=path if len(operands) > 1 else "auto")
+    assert_allclose(out, np.einsum(subscripts, *operands), rtol=1e-5)
+
+
+def test_einsum_path_reads_shapes_of_traced_operands():
+    seen = []
+
+    def f(x, y, z):
+        seen.append(jnp.einsum_path("ij,jk,kl", x, y, z)[0])
+        return jnp.einsum("ij,jk,kl", x, y, z, optimize=seen[-1])
+    x, y, z = np.ones((2, 3), np.float32), np.ones((3, 100), np.float32), np.ones((100, 5), np.float32)
+    check_eager_and_jit(f, x, y, z, expected=np.einsum("ij,jk,kl", x, y, z))
+    assert seen[0] == seen[1] == [(1, 2), (0, 1)]

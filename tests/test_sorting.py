@@ -1,5 +1,5 @@
 """Sorting, top-k and searching: lax.sort / top_k and jnp.sort, argsort, lexsort, partition,
-searchsorted and unique against NumPy, eagerly and under jit."""
+searchsorted and unique against NumPy, eagerly and under jit; sort_complex against JAX."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
+from jax_oracle import check_against_jax, jjnp
 from util import assert_allclose, check_eager_and_jit
 
 import ember
@@ -268,3 +269,18 @@ def test_unique_with_size_under_jit():
 def test_unique_needs_size_when_traced():
     with pytest.raises(errors.ConcretizationTypeError, match="jnp.unique without size="):
         ember.jit(jnp.unique)(np.array([1, 2, 2]))
+
+
+# --- sort_complex, against JAX ----------------------------------------------------------------------
+@pytest.mark.parametrize("a", [np.array([3.0, 1.0, 2.0], np.float32), np.array([[5, 3, 4], [6, 9, 2]], np.int32),
+                               np.array([1 + 2j, 3 - 1j, 2 + 4j, 2 + 3j], np.complex64), np.array([True, False])])
+def test_sort_complex_matches_jax(x64_both, a):
+    out = check_against_jax("sort_complex", a)
+    assert_allclose(out, np.sort_complex(a).astype(out.dtype), check_dtype=False)
+
+
+def test_sort_complex_refuses_scalars_like_jax():
+    with pytest.raises(ValueError, match="out of bounds"):
+        jjnp.sort_complex(jjnp.asarray(2.0))
+    with pytest.raises(ValueError, match="out of bounds"):
+        jnp.sort_complex(np.array(2.0, np.float32))

@@ -54,6 +54,22 @@ def check_eager_and_jit(fn: Callable, *args: Any, expected: Any = None, **kwargs
     return eager
 
 
+def array_types(result: Any) -> list[tuple]:
+    """(dtype, shape, weak type) of each array of an ember or a JAX result (one array, or a tuple
+    or list of them)."""
+    leaves = result if isinstance(result, (tuple, list)) else [result]
+    return [(np.dtype(x.dtype), x.shape, x.aval.weak_type if isinstance(x, ember.Array) else x.weak_type)
+            for x in leaves]
+
+
+def assert_same_leaves(ours: Any, theirs: Any, name: str) -> None:
+    """ember's result ``ours`` of ``name`` against JAX's: each array's dtype, weak type and values."""
+    for o, t in zip(ember.tree_util.tree_leaves(ours), ember.tree_util.tree_leaves(theirs)):
+        assert np.asarray(o).dtype == np.asarray(t).dtype, name
+        assert o.aval.weak_type == t.weak_type, name
+        np.testing.assert_allclose(np.asarray(o, np.float64), np.asarray(t, np.float64), rtol=1e-5)
+
+
 def numeric_gradient(f: Callable, x: Any, eps: float = 1e-6) -> np.ndarray:
     """Central differences of the scalar function ``f`` at ``x``, in float64."""
     x = np.asarray(x, np.float64)

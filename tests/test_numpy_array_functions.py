@@ -1,21 +1,22 @@
-"""Differential tests (NumPy, eagerly and under jit) for array_functions (block, can_cast,
-apply_along_axis, apply_over_axes, put_along_axis, mask_indices) and nan_quantiles."""
+"""The array functions (``ember.numpy.array_functions``: block, can_cast, apply_along_axis,
+apply_over_axes, put_along_axis, mask_indices) against NumPy, eagerly and under jit."""
+from __future__ import annotations
+
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from util import assert_allclose, check_eager_and_jit
 
 import ember
 import ember.numpy as jnp
 from ember import dtypes
 from ember.errors import ConcretizationTypeError
-from tests.util import assert_allclose, check_eager_and_jit
 
 F32 = np.float32
 rng = np.random.default_rng(0)
 x_f = rng.normal(size=(3, 4, 5)).astype(F32)
 
 
-# --- block ---------------------------------------------------------------------------------
+# --- block -------------------------------------------------------------------------------------------
 def test_block_matches_numpy():
     a, b = np.ones((2, 2), F32), np.zeros((2, 3), F32)
     c, d = np.full((1, 2), 2, F32), np.full((1, 3), 3, F32)
@@ -39,7 +40,7 @@ def test_block_errors(arg, message):
         jnp.block(arg)
 
 
-# --- can_cast ------------------------------------------------------------------------------
+# --- can_cast ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("from_,to,casting", [
     (np.int8, np.float32, "safe"), (np.float32, np.int32, "safe"), (np.float32, np.int32, "same_kind"),
     (np.float32, np.int32, "unsafe"), (np.int32, np.int16, "same_kind"), (np.float64, np.float32, "safe")])
@@ -59,7 +60,7 @@ def test_can_cast_refuses_python_scalars():
         jnp.can_cast(1, "int32")
 
 
-# --- apply_along_axis / apply_over_axes ----------------------------------------------------
+# --- apply_along_axis, apply_over_axes ---------------------------------------------------------------
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 def test_apply_along_axis_matches_numpy(axis):
     def first_and_sum(v):
@@ -95,7 +96,7 @@ def test_apply_over_axes_wrong_rank():
         jnp.apply_over_axes(lambda a, axis: a[0, 0], x_f, [0])
 
 
-# --- put_along_axis ------------------------------------------------------------------------
+# --- put_along_axis ----------------------------------------------------------------------------------
 def _numpy_put_along_axis(arr, indices, values, axis):
     out = arr.copy()
     np.put_along_axis(out, indices, values, axis)
@@ -135,7 +136,7 @@ def test_put_along_axis_errors():
         jnp.put_along_axis(arr, jnp.array([[0]]), 2.0, None, inplace=False)
 
 
-# --- mask_indices --------------------------------------------------------------------------
+# --- mask_indices ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("k", [-1, 0, 2])
 def test_mask_indices_matches_numpy(k):
     for mine, theirs in ((jnp.triu, np.triu), (jnp.tril, np.tril)):
@@ -154,69 +155,3 @@ def test_mask_indices_under_jit_needs_size():
         ember.jit(lambda: jnp.mask_indices(3, jnp.triu, 1))()
     with pytest.raises(ConcretizationTypeError, match="mask_indices"):
         ember.jit(lambda n: jnp.mask_indices(n, jnp.triu, size=3))(3)
-
-
-# --- nan quantiles -------------------------------------------------------------------------
-with_nans = x_f.copy()
-with_nans[0, 1, :] = np.nan  # an all-NaN slice along axis 2
-with_nans[1, :, 2] = np.nan
-with_nans[2, 0, 0] = np.nan
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("method", ["linear", "lower", "higher", "midpoint", "nearest"])
-@pytest.mark.parametrize("axis", [None, 0, 2, (0, 2)])
-def test_nanquantile_matches_numpy(method, axis):
-    q = np.array([0.0, 0.2, 0.6, 1.0], F32)  # no position q * (count - 1) is a tie for "nearest"
-    check_eager_and_jit(lambda a, q: jnp.nanquantile(a, q, axis=axis, method=method), with_nans, q,
-                        expected=np.nanquantile(with_nans, q, axis=axis, method=method).astype(F32), rtol=1e-5)
-    check_eager_and_jit(lambda a: jnp.nanquantile(a, 0.4, axis=axis, method=method, keepdims=True), with_nans,
-                        expected=np.nanquantile(with_nans, 0.4, axis=axis, method=method,
-                                                keepdims=True).astype(F32), rtol=1e-5)
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("axis", [None, 1, -1])
-def test_nanmedian_and_nanpercentile_match_numpy(axis):
-    check_eager_and_jit(lambda a: jnp.nanmedian(a, axis), with_nans,
-                        expected=np.nanmedian(with_nans, axis).astype(F32), rtol=1e-5)
-    check_eager_and_jit(lambda a: jnp.nanpercentile(a, np.array([10, 90]), axis, keepdims=True), with_nans,
-                        expected=np.nanpercentile(with_nans, [10, 90], axis, keepdims=True).astype(F32), rtol=1e-5)
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@given(values=st.lists(st.one_of(st.just(np.nan), st.floats(-100, 100, width=32)), min_size=1, max_size=12),
-       q=st.floats(0, 1, width=32))
-def test_nanquantile_hypothesis(values, q):
-    a = np.array(values, F32)
-    check_eager_and_jit(lambda a: jnp.nanquantile(a, np.float32(q)), a,
-                        expected=np.float32(np.nanquantile(a, q)), rtol=1e-5, atol=1e-4)
-
-
-def test_nanquantile_nearest_ties_go_lower():
-    """JAX's rule (NumPy rounds the position half to even instead)."""
-    check_eager_and_jit(lambda a: jnp.nanquantile(a, 0.5, method="nearest"), np.array([1, 2, 3, 4, np.nan], F32),
-                        expected=np.float32(2.0))
-
-
-def test_nan_quantile_dtypes():
-    ints = np.array([1, 2, 3, 4], np.int32)
-    check_eager_and_jit(jnp.nanmedian, ints, expected=np.float32(2.5))
-    half = np.array([1.0, np.nan, 3.0], np.float16)
-    check_eager_and_jit(lambda a: jnp.nanquantile(a, 0.5), half, expected=np.float16(2.0))
-    check_eager_and_jit(lambda a: jnp.nanpercentile(a, 50), half, expected=np.float16(2.0))
-    assert jnp.nanquantile(np.ones(2, F32), np.array([0.1, 0.2], np.float16)).dtype == F32
-    assert jnp.nanquantile(np.ones(2, F32), np.array([], F32)).shape == (0,)
-
-
-def test_nan_quantile_errors():
-    with pytest.raises(ValueError, match="method can only be one of"):
-        jnp.nanquantile(x_f, 0.5, method="inverted_cdf")
-    with pytest.raises(ValueError, match="q must have rank <= 1"):
-        jnp.nanquantile(x_f, np.ones((2, 2)))
-    with pytest.raises(ValueError, match="empty axis"):
-        jnp.nanmedian(np.ones((0, 3), F32), axis=0)
-    with pytest.raises(NotImplementedError, match="'out' argument to jnp.nanquantile"):
-        jnp.nanpercentile(x_f, 50, out=np.zeros(()))
-    with pytest.raises(ValueError, match="axis 3 is out of bounds"):
-        jnp.nanmedian(x_f, axis=3)
