@@ -84,7 +84,7 @@ class Array(AvalProperties, metaclass=_ArrayType):
     @property
     def device_buffer(self) -> DeviceBuffer | None:
         """The device backend's buffer holding the data; None for an array in host memory."""
-        return getattr(self, "_device", None)
+        return self._device
 
     # --- metadata (shape, dtype, ndim, size, ... come from AvalProperties) ------------
     @property
@@ -284,8 +284,12 @@ class Array(AvalProperties, metaclass=_ArrayType):
             self._deleted = reason
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for unset slots: ``_value`` is unset once the array is deleted, and until
-        # the host first needs the data of an array on a device (copied then, once).
+        # Only reached for unset slots: ``_device`` is set for arrays on a device only (None here
+        # without raising: the donation path asks per argument); ``_value`` is unset once the
+        # array is deleted, and until the host first needs the data of an array on a device
+        # (copied then, once).
+        if name == "_device":
+            return None
         if name == "_value":
             if self.is_deleted():
                 raise RuntimeError(f"Array has been deleted with shape={type_string(self.aval)}.{self._deleted}")
