@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
+from ember.backends.protocols import Executable
 from ember.config import config
 from ember.core import fingerprint as fingerprints
 from ember.core.caches import register_cache
@@ -28,12 +29,13 @@ def fingerprint(closed: ClosedJaxpr, donated: frozenset[int] = frozenset()) -> t
     return fingerprints.fingerprint(closed, "config", config.codegen_key(), "donated", sorted(donated))
 
 
-_entries: OrderedDict[str, tuple[Any, list[Any]]] = OrderedDict()
+_entries: OrderedDict[str, tuple[Executable, list[Any]]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def compile_shared(closed: ClosedJaxpr, name: str, compile_fn: Callable[[ClosedJaxpr, str, frozenset[int]], Any],
-                   donated: frozenset[int] = frozenset()) -> tuple[Any, bool]:
+def compile_shared(closed: ClosedJaxpr, name: str,
+                   compile_fn: Callable[[ClosedJaxpr, str, frozenset[int]], Executable],
+                   donated: frozenset[int] = frozenset()) -> tuple[Executable, bool]:
     """(executable, whether it was compiled now). Equivalent programs (with the same ``donated``
     input positions) share one executable."""
     key, refs = fingerprint(closed, donated)

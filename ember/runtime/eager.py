@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, Sequence
 
 from ember.backends import registry
 from ember.backends.cpu_backend import CpuBackend
+from ember.backends.protocols import Executable
 from ember.backends.reference.executable import ReferenceBackend
 from ember.config import config
 from ember.core.avals import ShapedArray, aval_of_value
@@ -119,14 +120,14 @@ def _one_equation(p: Primitive, avals: list[ShapedArray], params: dict) -> Close
     return ClosedJaxpr(Jaxpr([], invars, [Eqn(p, invars, params, outvars)], outvars), [])
 
 
-def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again: bool) -> Any:
+def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again: bool) -> Executable:
     """The executable of an eager program. A program that comes again although it runs faster on
     the reference interpreter than it compiles is tiered: its calls run there until the native
     code, compiled in the background, is ready."""
     name = f"eager_{p.name}"
     start = time.perf_counter()
 
-    def build(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Any:
+    def build(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executable:
         if again and config.tiered_compilation and isinstance(registry.get(), CpuBackend) \
                 and tiers.reference_ms(closed.jaxpr) < tiers.compile_ms(closed.jaxpr):
             return tiers.TieredExecutable(closed, name, tiers.compile_ms(closed.jaxpr) / 1e3)
@@ -138,7 +139,7 @@ def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again:
     if config.log_compiles:
         how = {"tiered": "tiered (its calls run on the reference interpreter until the native code, compiling "
                          "in the background, is ready)", "disk": "loaded from the disk cache"}
-        what = how.get(getattr(executable, "code", ""), "compiled") if built else "reused the executable of an " \
+        what = how.get(executable.code, "compiled") if built else "reused the executable of an " \
             "equal program"
         logger.warning("ember: eager %s for (%s): %s in %.1f ms", p.name, _format(avals), what,
                        (time.perf_counter() - start) * 1e3)
