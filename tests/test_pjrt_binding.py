@@ -62,6 +62,18 @@ def test_every_dtype_goes_to_the_device_and_back_bit_for_bit(client, dtype):
     np.testing.assert_array_equal(_bits(out), _bits(x))
 
 
+def test_a_read_only_host_array_is_used_in_place_and_held(client):
+    x = np.arange(64, dtype=np.float32)
+    x.flags.writeable = False
+    buffer = client.buffer_from_host(x)
+    assert buffer._host is x or buffer._host is None  # (in place when aligned: the buffer holds the array)
+    exe = client.compile(_identity((64,), np.float32), in_types=[((64,), np.float32)])
+    del x
+    gc.collect()
+    [out] = exe.execute([buffer])
+    np.testing.assert_array_equal(out.to_host(), np.arange(64, dtype=np.float32))
+
+
 def test_scalars_strided_input_and_row_major_results(client):
     exe = client.compile("func.func public @main(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {\n"
                          '  %0 = "stablehlo.transpose"(%x) <{permutation = array<i64: 1, 0>}> : '

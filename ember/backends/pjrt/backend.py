@@ -47,6 +47,9 @@ class PjrtBackend(Backend):
         return _parts().unlowered(closed.jaxpr)
 
     def put(self, value: np.ndarray, device: Any) -> Any:
+        """A buffer holding ``value``: an Array's read-only host data, or a copy made for this call
+        (``protocols.device_arguments``), so a host plugin may use it in place."""
+        value.flags.writeable = False
         return _parts().client(self.name).buffer_from_host(value, device)
 
 

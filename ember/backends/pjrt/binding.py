@@ -86,7 +86,9 @@ BUFFER_TYPES: dict[np.dtype, int] = {
 }
 DTYPES = {v: k for k, v in BUFFER_TYPES.items()}
 
-IMMUTABLE_ONLY_DURING_CALL = 0  # PJRT_HostBufferSemantics: the host array may change once the call returns
+# PJRT_HostBufferSemantics: the host array may change once the call returns; or it is used in place,
+# and the caller keeps it alive and unchanged while the buffer lives.
+IMMUTABLE_ONLY_DURING_CALL, IMMUTABLE_ZERO_COPY = 0, 2
 
 _vp, _sz, _i64, _int = C.c_void_p, C.c_size_t, C.c_int64, C.c_int
 _HEADER: list[tuple[str, Any]] = [("struct_size", _sz), ("extension_start", _vp)]
@@ -464,7 +466,8 @@ class Client:
         return Executable(self, args.executable, in_types)
 
     def buffer_from_host(self, value: Any, device: Device | None = None) -> "Buffer":
-        """A device buffer holding a copy of ``value`` (any array-like of a dtype PJRT has)."""
+        """A device buffer holding a copy of ``value`` (any array-like of a dtype PJRT has). A host
+        platform's plugin may use a read-only array in place (no copy; the buffer holds the array)."""
         arr = np.asarray(value)
         type_code = BUFFER_TYPES.get(arr.dtype)
         if type_code is None:
@@ -474,12 +477,18 @@ class Client:
             arr = np.ascontiguousarray(arr)
         dims = (_i64 * max(1, arr.ndim))(*arr.shape)
         device = device or self.devices[0]
+        in_place = self.platform == "cpu" and not arr.flags.writeable and arr.ctypes.data % 16 == 0
         args = self.plugin.call("Client_BufferFromHostBuffer", _new(
-            BufferFromHost, client=self.handle, data=arr.ctypes.data, type=type_code, dims=dims,
-            num_dims=arr.ndim, host_buffer_semantics=IMMUTABLE_ONLY_DURING_CALL, device=device.handle))
+            BufferFromHost, client=self.handle, data=arr.ctypes.data, type=type_code, dims=dims, num_dims=arr.ndim,
+            host_buffer_semantics=IMMUTABLE_ZERO_COPY if in_place else IMMUTABLE_ONLY_DURING_CALL,
+            device=device.handle))
         buffer = Buffer(self, args.buffer, arr.shape, arr.dtype, device)
-        if args.done_with_host_buffer:
-            self.plugin.await_event(args.done_with_host_buffer)
+        done = args.done_with_host_buffer
+        if done and in_place:  # (it fires when the buffer goes: the array is held until then)
+            buffer._host = arr
+            self.plugin._fns["Event_Destroy"](C.byref(_new(EventArgs, event=done)))
+        elif done:
+            self.plugin.await_event(done)
         return buffer
 
     def close(self) -> None:
@@ -498,13 +507,15 @@ class Buffer:
     """A device buffer: shape, dtype, and the handle (destroyed with this object). ``ready``, set
     by an asynchronous execution, is the event that defines its contents."""
 
-    __slots__ = ("client", "handle", "shape", "dtype", "device", "backend", "_finalizer", "_pending", "__weakref__")
+    __slots__ = ("client", "handle", "shape", "dtype", "device", "backend", "_finalizer", "_pending", "_host",
+                 "__weakref__")
 
     def __init__(self, client: Client, handle: int, shape: tuple[int, ...], dtype: np.dtype,
                  device: Device, pending: "Completion | None" = None) -> None:
         self.client, self.handle, self.shape, self.dtype, self.device = client, handle, tuple(shape), dtype, device
         self.backend = client.backend  # the registry's name of its backend (ember.core.array.DeviceBuffer)
         self._pending = pending
+        self._host: np.ndarray | None = None  # a host array the buffer uses in place
         self._finalizer = weakref.finalize(self, _destroy_buffer, client.plugin, handle, client)
 
     @property
@@ -587,7 +598,10 @@ class Completion:
 
     def __del__(self) -> None:
         if self.event:
-            self.plugin._fns["Event_Destroy"](C.byref(_new(EventArgs, event=self.event)))
+            try:
+                self.plugin._fns["Event_Destroy"](C.byref(_new(EventArgs, event=self.event)))
+            except (AttributeError, TypeError):  # at interpreter exit: module globals are gone
+                pass
             self.event = None
 
 
