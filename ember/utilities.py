@@ -34,10 +34,13 @@ def device_put(x: Any, device: Any = None) -> Any:
     """Copy a pytree of arrays / scalars onto a device, or place them as a sharding says (as Arrays).
     A device of a backend whose memory is not the host's gets a copy in that memory (an array of
     such a device put on a host device is copied to the host)."""
-    if device is not None and not isinstance(device, (Device, sharding.Sharding)):
-        backend = registry.of_device(device)
+    target = device
+    if isinstance(device, sharding.SingleDeviceSharding):  # (one device: its backend decides, as for the device)
+        (target,) = device.device_set
+    if target is not None and not isinstance(target, (Device, sharding.Sharding)):
+        backend = registry.of_device(target)
         if not backend.host_buffers:
-            return tree_util.map_for_trace(lambda leaf: _put_on_device(leaf, backend, device), x)
+            return tree_util.map_for_trace(lambda leaf: _put_on_device(leaf, backend, target), x)
     return tree_util.map_for_trace(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
                               sharding.put(Array(np.asarray(leaf), leaf.aval) if type(leaf) is Array else
                                            asarray(leaf), device), x)

@@ -156,6 +156,8 @@ def test_device_put_to_the_toy_and_back(toy):
     back = ember.device_put(on_toy, ember.devices("cpu")[0])
     assert back.device_buffer is None and back.platform() == "cpu" and TO_HOST == [(4,)]
     np.testing.assert_array_equal(np.asarray(back), [0.0, 1.0, 2.0, 3.0])
+    single = ember.device_put(x, ember.sharding.SingleDeviceSharding(toy.device))  # (a sharding of its one device)
+    assert type(single.device_buffer) is ToyBuffer and single.sharding.device_set == {toy.device}
     # pytrees and scalars go too
     tree = ember.device_put({"a": np.ones(2, np.float32), "b": 3.0}, toy.device)
     assert all(type(v.device_buffer) is ToyBuffer for v in tree.values())
