@@ -137,3 +137,21 @@ def test_an_accelerator_plugin_found_is_the_default_backend():
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.stdout.split() == ["cpu", "False", "2.0"], out.stderr
+
+
+def test_executables_are_stored_on_disk_and_loaded_by_the_next_compile(tmp_path):
+    from ember.backends.pjrt import program
+
+    offset = float(np.random.default_rng().integers(1, 1 << 30))  # a program no earlier run compiled
+    closed = ember.make_jaxpr(lambda x: jnp.sin(x) + offset)(np.ones(3, np.float32))
+    with ember.config.override(cache_dir=str(tmp_path), persistent_cache=True):
+        first = program.Program(program.client("xla_cpu"), closed)
+        second = program.Program(program.client("xla_cpu"), closed)
+        for entry in (tmp_path / "native").iterdir():
+            entry.write_bytes(b"damaged")
+        with pytest.warns(RuntimeWarning):
+            third = program.Program(program.client("xla_cpu"), closed)
+    assert (first.code, second.code, third.code) == ("compiled", "disk", "compiled")
+    x = np.arange(3, dtype=np.float32)
+    for p in (first, second, third):
+        np.testing.assert_allclose(p(x)[0], np.sin(x) + np.float32(offset), rtol=1e-6)

@@ -169,6 +169,12 @@ OutputElementTypes = _struct("OutputElementTypes", [
     ("executable", _vp), ("output_types", C.POINTER(_int)), ("num_output_types", _sz)])
 OutputDimensions = _struct("OutputDimensions", [
     ("executable", _vp), ("num_outputs", _sz), ("dims", C.POINTER(_i64)), ("dim_sizes", C.POINTER(_sz))])
+ExecutableSerialize = _struct("ExecutableSerialize", [
+    ("executable", _vp), ("serialized_bytes", _vp), ("serialized_bytes_size", _sz), ("serialized_executable", _vp),
+    ("serialized_executable_deleter", _vp)])
+DeserializeAndLoad = _struct("DeserializeAndLoad", [
+    ("client", _vp), ("serialized_executable", _vp), ("serialized_executable_size", _sz), ("loaded_executable", _vp),
+    ("overridden_serialized_compile_options", _vp), ("overridden_serialized_compile_options_size", _sz)])
 BufferArgs = _struct("BufferArgs", [("buffer", _vp)])
 BufferReadyEvent = _struct("BufferReadyEvent", [("buffer", _vp), ("event", _vp)])
 BufferToHost = _struct("BufferToHost", [
@@ -465,6 +471,14 @@ class Client:
             compile_options_size=len(opts)))
         return Executable(self, args.executable, in_types)
 
+    def deserialize(self, data: bytes, in_types: Sequence[tuple[tuple[int, ...], Any]] | None = None) -> "Executable":
+        """An executable from ``Executable.serialize``'s bytes (made by this plugin's version)."""
+        blob = C.create_string_buffer(data, len(data))
+        args = self.plugin.call("Executable_DeserializeAndLoad", _new(
+            DeserializeAndLoad, client=self.handle, serialized_executable=C.addressof(blob),
+            serialized_executable_size=len(data)))
+        return Executable(self, args.loaded_executable, in_types)
+
     def buffer_from_host(self, value: Any, device: Device | None = None) -> "Buffer":
         """A device buffer holding a copy of ``value`` (any array-like of a dtype PJRT has). A host
         platform's plugin may use a read-only array in place (no copy; the buffer holds the array)."""
@@ -693,6 +707,22 @@ class Executable:
         if wait and completion is not None:
             completion.wait()
         return results
+
+    def serialize(self) -> bytes:
+        """The plugin's serialization of the compiled program (for a disk cache: it loads only in a
+        plugin of the same platform and version)."""
+        plugin = self.plugin
+        unloaded = plugin.call("LoadedExecutable_GetExecutable", _new(GetExecutable, loaded_executable=self.handle))
+        ex = unloaded.executable
+        try:
+            args = plugin.call("Executable_Serialize", _new(ExecutableSerialize, executable=ex))
+            try:
+                return C.string_at(args.serialized_bytes, args.serialized_bytes_size)
+            finally:
+                if args.serialized_executable_deleter:
+                    C.CFUNCTYPE(None, _vp)(args.serialized_executable_deleter)(args.serialized_executable)
+        finally:
+            plugin.destroy("Executable_Destroy", ExecutableArgs, executable=ex)
 
     def __call__(self, *values: Any) -> list[np.ndarray]:
         """Host values in, host values out (tests and tools; ember's runtime keeps buffers on the device)."""

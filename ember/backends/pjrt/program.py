@@ -1,13 +1,17 @@
 """What a PJRT backend runs: the plugin's client (one per backend name and process), a traced
 program compiled on it (its StableHLO, the loaded executable, its constants copied to the device
-once), and the registry's executable around it."""
+once), and the registry's executable around it. Executables go to ember's disk cache
+(``backends.disk_cache``: checksummed entries keyed by the StableHLO and the plugin), so a fresh
+process loads them instead of compiling again."""
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Sequence
 
 import numpy as np
 
+from ember.backends import disk_cache
 from ember.backends.pjrt.binding import Buffer, Client, Executable, PjrtError, load_plugin
 from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
 from ember.backends.pjrt.lowering import REFUSED, REFUSED_BY_NAME, donation_aliases, lower_module, lower_rules
@@ -36,6 +40,30 @@ def client(name: str = XLA_CPU) -> Client:
         return found
 
 
+def compile_cached(client: Client, text: str, in_types: list) -> tuple[Executable, str]:
+    """The executable of ``text``, loaded from ember's disk cache when a process compiled it before
+    with this plugin (same library file, version and device kind), else compiled and stored (when
+    the plugin can serialize). Returns it and how it came ("disk" or "compiled")."""
+    plugin = client.plugin
+    stat = os.stat(plugin.path)
+    key = disk_cache.entry_key("pjrt", text, plugin.path, f"{stat.st_size}:{stat.st_mtime_ns}", repr(plugin.version),
+                               repr(sorted(plugin.attributes.items())), client.platform, client.platform_version,
+                               client.devices[0].kind)
+    payload = disk_cache.load(key)
+    if payload is not None:
+        try:
+            return client.deserialize(payload, in_types), "disk"
+        except PjrtError as e:  # (another build of the plugin under the same name: compiled again)
+            disk_cache.discard(key, f"the PJRT plugin refused the stored executable: {e}")
+    executable = client.compile(text, in_types)
+    if plugin.has("Executable_Serialize"):
+        try:
+            disk_cache.store(key, executable.serialize())
+        except PjrtError:  # a plugin that cannot serialize its executables: no disk cache
+            pass
+    return executable, "compiled"
+
+
 class Program:
     """``closed`` lowered and compiled on ``client``. ``@main`` takes the constants, then the
     arguments; ``execute`` passes the constants' device buffers itself."""
@@ -48,7 +76,7 @@ class Program:
         self.text = lower_module(closed, name, sorted(donated))
         self.aliased = donation_aliases(closed.in_avals, closed.out_avals, sorted(donated))  # input -> output
         params = list(jaxpr.constvars) + list(jaxpr.invars)
-        self.executable: Executable = client.compile(self.text, [(v.aval.shape, v.aval.dtype) for v in params])
+        self.executable, self.code = compile_cached(client, self.text, [(v.aval.shape, v.aval.dtype) for v in params])
         self.consts = [client.buffer_from_host(to_numpy(c, v.aval)) for c, v in zip(closed.consts, jaxpr.constvars)]
         self._shift = len(self.consts)
 
@@ -73,6 +101,7 @@ class PjrtExecutable(BackendExecutable):
         self.backend, self.name = backend, options.name
         self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
         self.program = Program(client(backend.name), eliminate_dead_code(closed), options.name, options.donated)
+        self.code = self.program.code  # compiled now, or loaded from the disk cache
         aliased = self.program.aliased
         self.donated = frozenset(i for i in options.donated if i in aliased)
         self.unusable_donations = tuple(self.in_avals[i] for i in sorted(options.donated) if i not in aliased)
