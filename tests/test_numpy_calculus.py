@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 from jax_oracle import check_against_jax, jjnp
-from util import array_types, assert_allclose, check_eager_and_jit, numeric_gradient
+from util import (
+    array_types,
+    assert_allclose,
+    check_eager_and_jit,
+    check_float32_gradient,
+    normal_float32,
+)
 
 import ember
 import ember.numpy as jnp
@@ -22,16 +28,6 @@ TOL = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against fl
 rng = np.random.default_rng(0)
 
 
-def _normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _check_gradient(f, x, **tol):
-    """ember.grad of ``f`` (an ember function to a scalar) against central differences."""
-    expected = numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x, eps=1e-3)
-    assert_allclose(ember.grad(f)(jnp.asarray(x)), expected, check_dtype=False, **(tol or dict(rtol=2e-2, atol=2e-2)))
-
-
 finite_floats = st.floats(-100, 100, allow_nan=False, width=32)
 
 
@@ -41,7 +37,7 @@ finite_floats = st.floats(-100, 100, allow_nan=False, width=32)
     ((3, 4), 1, 0, None, np.ones((2, 4), np.float32)), ((2, 3, 4), 1, 1, -1.0, 2.0), ((2,), 5, -1, None, None),
 ])
 def test_diff_matches_numpy(rng, shape, n, axis, prepend, append):
-    x = _normal(rng, *shape)
+    x = normal_float32(rng, *shape)
     kwargs = {k: v for k, v in dict(prepend=prepend, append=append).items() if v is not None}
     check_eager_and_jit(lambda a: jnp.diff(a, n, axis, **kwargs), x, expected=np.diff(x, n, axis, **kwargs), **TOL)
 
@@ -64,7 +60,7 @@ def test_diff_errors_and_static_n():
 
 
 def test_ediff1d(rng):
-    x = _normal(rng, 2, 3)
+    x = normal_float32(rng, 2, 3)
     check_eager_and_jit(jnp.ediff1d, x, expected=np.ediff1d(x))
     check_eager_and_jit(lambda a: jnp.ediff1d(a, to_end=np.array([7, 8]), to_begin=-1.5), x,
                         expected=np.ediff1d(x, to_end=[7, 8], to_begin=-1.5))
@@ -74,7 +70,7 @@ def test_ediff1d(rng):
 
 # --- gradient, trapezoid -----------------------------------------------------------------------------
 def test_gradient_spacing_and_axes(rng):
-    f = _normal(rng, 4, 5)
+    f = normal_float32(rng, 4, 5)
     check_eager_and_jit(lambda a: jnp.gradient(a[0]), f, expected=np.gradient(f[0]))
     check_eager_and_jit(lambda a: jnp.gradient(a, 0.5), f, expected=np.gradient(f, 0.5), **TOL)
     check_eager_and_jit(lambda a: jnp.gradient(a, 2.0, 0.5), f, expected=np.gradient(f, 2.0, 0.5), **TOL)
@@ -101,17 +97,17 @@ def test_gradient_errors():
 
 
 def test_trapezoid(rng):
-    y = _normal(rng, 3, 6)
-    x = np.sort(_normal(rng, 6))
+    y = normal_float32(rng, 3, 6)
+    x = np.sort(normal_float32(rng, 6))
     check_eager_and_jit(jnp.trapezoid, y, expected=np.trapezoid(y), **TOL)
     check_eager_and_jit(lambda a: jnp.trapezoid(a, dx=0.25, axis=0), y, expected=np.trapezoid(y, dx=0.25, axis=0),
                         **TOL)
     check_eager_and_jit(jnp.trapezoid, y, x, expected=np.trapezoid(y, x), **TOL)
-    xs = np.sort(_normal(rng, 3, 6), axis=0)
+    xs = np.sort(normal_float32(rng, 3, 6), axis=0)
     check_eager_and_jit(lambda a, b: jnp.trapezoid(a, b, axis=0), y, xs, expected=np.trapezoid(y, xs, axis=0),
                         **TOL)
     assert jnp.trapezoid(np.arange(4, dtype=np.int32)).dtype == np.float32
-    _check_gradient(lambda v: jnp.trapezoid(jnp.sin(v), v), x)
+    check_float32_gradient(lambda v: jnp.trapezoid(jnp.sin(v), v), x)
 
 
 # --- interp ------------------------------------------------------------------------------------------
@@ -144,9 +140,9 @@ def test_interp_gradients_are_finite_differences():
     xp = np.array([0.0, 1.0, 2.5, 4.0], np.float32)
     fp = np.array([1.0, -1.0, 2.0, 0.5], np.float32)
     x = np.array([0.3, 1.7, 3.2], np.float32)
-    _check_gradient(lambda v: jnp.sum(jnp.interp(v, xp, fp) ** 2), x)
-    _check_gradient(lambda v: jnp.sum(jnp.interp(x, xp, v) ** 2), fp)
-    _check_gradient(lambda v: jnp.sum(jnp.interp(x, v, fp) ** 2), xp)
+    check_float32_gradient(lambda v: jnp.sum(jnp.interp(v, xp, fp) ** 2), x)
+    check_float32_gradient(lambda v: jnp.sum(jnp.interp(x, xp, v) ** 2), fp)
+    check_float32_gradient(lambda v: jnp.sum(jnp.interp(x, v, fp) ** 2), xp)
     # Repeated sample points: a flat segment, and a finite gradient rather than 0/0.
     grad = ember.grad(lambda v: jnp.interp(1.0, v, fp).sum())(jnp.array([0.0, 1.0, 1.0, 2.0]))
     assert np.all(np.isfinite(np.asarray(grad)))
@@ -220,6 +216,6 @@ def test_dtypes_and_weak_types_match_jax(call):
     ("interp", lambda x: jnp.interp(x * 2, jnp.arange(5.0), x)),
 ])
 def test_vmap_equals_a_loop(rng, name, fn):
-    batch = _normal(rng, 3, 5)
+    batch = normal_float32(rng, 3, 5)
     expected = np.stack([np.asarray(fn(jnp.asarray(row))) for row in batch])
     check_eager_and_jit(ember.vmap(fn), batch, expected=expected, rtol=1e-5, atol=1e-6)

@@ -6,15 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
-from util import array_types, check_eager_and_jit
+from util import array_types, check_eager_and_jit, normal_float32
 
 import ember
 import ember.numpy as jnp
 
 TOL = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against float64 NumPy
-
-def _normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 finite_floats = st.floats(-100, 100, allow_nan=False, width=32)
@@ -69,6 +66,6 @@ def test_dtypes_and_weak_types_match_jax(call):
     ("isclose", lambda x: jnp.isclose(x, 0.1, atol=0.5)),
 ])
 def test_vmap_equals_a_loop(rng, name, fn):
-    batch = _normal(rng, 3, 5)
+    batch = normal_float32(rng, 3, 5)
     expected = np.stack([np.asarray(fn(jnp.asarray(row))) for row in batch])
     check_eager_and_jit(ember.vmap(fn), batch, expected=expected, rtol=1e-5, atol=1e-6)

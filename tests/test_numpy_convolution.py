@@ -6,21 +6,18 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
-from util import array_types, assert_allclose, check_eager_and_jit, numeric_gradient
+from util import (
+    array_types,
+    assert_allclose,
+    check_eager_and_jit,
+    check_float32_gradient,
+    normal_float32,
+)
 
 import ember
 import ember.numpy as jnp
 
 TOL = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against float64 NumPy
-
-def _normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _check_gradient(f, x, **tol):
-    """ember.grad of ``f`` (an ember function to a scalar) against central differences."""
-    expected = numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x, eps=1e-3)
-    assert_allclose(ember.grad(f)(jnp.asarray(x)), expected, check_dtype=False, **(tol or dict(rtol=2e-2, atol=2e-2)))
 
 
 @given(hnp.arrays(np.float32, st.integers(1, 7), elements=st.floats(-10, 10, width=32)),
@@ -43,11 +40,11 @@ def test_convolve_dtypes_defaults_and_precision():
 
 
 def test_convolve_gradients(rng):
-    a, v = _normal(rng, 6), _normal(rng, 3)
-    weights = _normal(rng, 8)
-    _check_gradient(lambda x: jnp.dot(jnp.convolve(x, v), weights), a)
-    _check_gradient(lambda y: jnp.dot(jnp.convolve(a, y), weights), v)
-    _check_gradient(lambda y: jnp.sum(jnp.correlate(a, y, "same") ** 2), v)
+    a, v = normal_float32(rng, 6), normal_float32(rng, 3)
+    weights = normal_float32(rng, 8)
+    check_float32_gradient(lambda x: jnp.dot(jnp.convolve(x, v), weights), a)
+    check_float32_gradient(lambda y: jnp.dot(jnp.convolve(a, y), weights), v)
+    check_float32_gradient(lambda y: jnp.sum(jnp.correlate(a, y, "same") ** 2), v)
 
 
 def test_convolve_errors():
@@ -82,6 +79,6 @@ def test_dtypes_and_weak_types_match_jax(call):
     ("convolve", lambda x: jnp.convolve(x, x[:3], "same")),
 ])
 def test_vmap_equals_a_loop(rng, name, fn):
-    batch = _normal(rng, 3, 5)
+    batch = normal_float32(rng, 3, 5)
     expected = np.stack([np.asarray(fn(jnp.asarray(row))) for row in batch])
     check_eager_and_jit(ember.vmap(fn), batch, expected=expected, rtol=1e-5, atol=1e-6)

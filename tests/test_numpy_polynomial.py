@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from jax_oracle import check_against_jax, jjnp
-from util import array_types, assert_allclose, check_eager_and_jit, numeric_gradient
+from util import (
+    array_types,
+    assert_allclose,
+    check_eager_and_jit,
+    check_float32_gradient,
+    normal_float32,
+)
 
 import ember
 import ember.numpy as jnp
@@ -22,27 +28,17 @@ TOL = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against fl
 rng = np.random.default_rng(0)
 
 
-def _normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _check_gradient(f, x, **tol):
-    """ember.grad of ``f`` (an ember function to a scalar) against central differences."""
-    expected = numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x, eps=1e-3)
-    assert_allclose(ember.grad(f)(jnp.asarray(x)), expected, check_dtype=False, **(tol or dict(rtol=2e-2, atol=2e-2)))
-
-
 # --- polyval, vander ---------------------------------------------------------------------------------
 def test_polyval_matches_numpy(rng):
-    p, x = _normal(rng, 5), _normal(rng, 3, 2)
+    p, x = normal_float32(rng, 5), normal_float32(rng, 3, 2)
     check_eager_and_jit(jnp.polyval, p, x, expected=np.polyval(p, x), **TOL)
     ip, ix = np.array([2, -1, 3], np.int32), np.array([0, 1, 5], np.int32)
     check_eager_and_jit(jnp.polyval, ip, ix, expected=np.polyval(ip, ix).astype(np.int32))
-    many = _normal(rng, 4, 3)  # three polynomials, one per column
+    many = normal_float32(rng, 4, 3)  # three polynomials, one per column
     check_eager_and_jit(lambda c, v: jnp.polyval(c, v, unroll=2), many, x[:, :1],
                         expected=np.stack([np.polyval(many[:, j], x[:, 0]) for j in range(3)], 1), **TOL)
-    _check_gradient(lambda v: jnp.polyval(p, v).sum(), x)
-    _check_gradient(lambda c: jnp.polyval(c, x).sum(), p)
+    check_float32_gradient(lambda v: jnp.polyval(p, v).sum(), x)
+    check_float32_gradient(lambda c: jnp.polyval(c, x).sum(), p)
     with pytest.raises(ValueError, match="p must be a 1-D"):
         jnp.polyval(2.0, x)
 
@@ -248,6 +244,6 @@ def test_dtypes_and_weak_types_match_jax(call):
     ("vander", lambda x: jnp.vander(x, 3)),
 ])
 def test_vmap_equals_a_loop(rng, name, fn):
-    batch = _normal(rng, 3, 5)
+    batch = normal_float32(rng, 3, 5)
     expected = np.stack([np.asarray(fn(jnp.asarray(row))) for row in batch])
     check_eager_and_jit(ember.vmap(fn), batch, expected=expected, rtol=1e-5, atol=1e-6)

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 from jax_oracle import jjnp, same_as_jax
-from util import array_types, assert_allclose, check_eager_and_jit, numeric_gradient
+from util import (
+    array_types,
+    assert_allclose,
+    check_eager_and_jit,
+    check_float32_gradient,
+    normal_float32,
+)
 
 import ember
 import ember.numpy as jnp
@@ -20,16 +26,6 @@ F32 = np.float32
 TOL = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against float64 NumPy
 
 rng = np.random.default_rng(0)
-
-
-def _normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _check_gradient(f, x, **tol):
-    """ember.grad of ``f`` (an ember function to a scalar) against central differences."""
-    expected = numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x, eps=1e-3)
-    assert_allclose(ember.grad(f)(jnp.asarray(x)), expected, check_dtype=False, **(tol or dict(rtol=2e-2, atol=2e-2)))
 
 
 # --- bincount, digitize ------------------------------------------------------------------------------
@@ -85,7 +81,7 @@ def test_digitize_errors_and_empty_bins():
 ])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_histogram_matches_numpy(rng, kwargs, weighted):
-    a = _normal(rng, 40)
+    a = normal_float32(rng, 40)
     a[:3] = [-1.0, 1.0, 3.0]  # values on the edges
     weights = rng.random(40).astype(np.float32) if weighted else None
     fn = (lambda x, w: jnp.histogram(x, weights=w, **kwargs)) if weighted else (lambda x: jnp.histogram(x, **kwargs))
@@ -120,7 +116,7 @@ def test_histogram_errors():
 
 
 def test_histogram_weights_gradient(rng):
-    a = _normal(rng, 10)
+    a = normal_float32(rng, 10)
     grad = ember.grad(lambda w: jnp.histogram(a, 3, weights=w)[0][1])(jnp.ones(10))
     edges = np.asarray(jnp.histogram_bin_edges(a, 3))
     assert_allclose(grad, ((a >= edges[1]) & (a < edges[2])).astype(np.float32))
@@ -185,7 +181,7 @@ def test_histogram2d_hypothesis(seed, n, bx, by):
     dict(fweights=np.array([1, 2, 1, 3, 1, 1]), aweights=np.array([0.5, 1.0, 2.0, 0.1, 1.0, 1.5]), ddof=2),
 ])
 def test_cov_matches_numpy(rng, kwargs):
-    m = _normal(rng, 3, 6)
+    m = normal_float32(rng, 3, 6)
     y = m[:1] * 2  # one more variable
     if kwargs.get("rowvar") is False:
         m, y = m.T.copy(), y.T.copy()
@@ -202,7 +198,7 @@ def test_cov_shapes_and_dtypes(rng):
 
 
 def test_corrcoef_matches_numpy(rng):
-    x = _normal(rng, 3, 7)
+    x = normal_float32(rng, 3, 7)
     check_eager_and_jit(jnp.corrcoef, x, expected=np.corrcoef(x), **TOL)
     check_eager_and_jit(lambda a: jnp.corrcoef(a[0], a[1]), x, expected=np.corrcoef(x[0], x[1]), **TOL)
     check_eager_and_jit(lambda a: jnp.corrcoef(a, rowvar=False), x.T, expected=np.corrcoef(x.T, rowvar=False), **TOL)
@@ -210,10 +206,10 @@ def test_corrcoef_matches_numpy(rng):
 
 
 def test_cov_gradient(rng):
-    m = _normal(rng, 2, 5)
-    _check_gradient(lambda x: jnp.cov(x)[0, 1], m)
-    _check_gradient(lambda x: jnp.corrcoef(x)[0, 1], m)
-    _check_gradient(lambda w: jnp.cov(m, aweights=w)[0, 1], np.array([0.5, 1.0, 2.0, 0.3, 1.0], np.float32))
+    m = normal_float32(rng, 2, 5)
+    check_float32_gradient(lambda x: jnp.cov(x)[0, 1], m)
+    check_float32_gradient(lambda x: jnp.corrcoef(x)[0, 1], m)
+    check_float32_gradient(lambda w: jnp.cov(m, aweights=w)[0, 1], np.array([0.5, 1.0, 2.0, 0.3, 1.0], np.float32))
 
 
 def test_cov_errors():
@@ -263,7 +259,7 @@ def test_dtypes_and_weak_types_match_jax(call):
     ("cov", lambda x: jnp.cov(x, x ** 2)),
 ])
 def test_vmap_equals_a_loop(rng, name, fn):
-    batch = _normal(rng, 3, 5)
+    batch = normal_float32(rng, 3, 5)
     expected = np.stack([np.asarray(fn(jnp.asarray(row))) for row in batch])
     check_eager_and_jit(ember.vmap(fn), batch, expected=expected, rtol=1e-5, atol=1e-6)
 

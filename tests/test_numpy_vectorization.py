@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from util import array_types, assert_allclose, check_eager_and_jit, numeric_gradient
+from util import (
+    array_types,
+    assert_allclose,
+    check_eager_and_jit,
+    check_float32_gradient,
+    normal_float32,
+)
 
 import ember
 import ember.numpy as jnp
 
 TOL = dict(dtype=np.float32, rtol=2e-5, atol=2e-5)  # float32 results against float64 NumPy
-
-def _normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def _check_gradient(f, x, **tol):
-    """ember.grad of ``f`` (an ember function to a scalar) against central differences."""
-    expected = numeric_gradient(lambda v: float(f(jnp.asarray(v, np.float32))), x, eps=1e-3)
-    assert_allclose(ember.grad(f)(jnp.asarray(x)), expected, check_dtype=False, **(tol or dict(rtol=2e-2, atol=2e-2)))
 
 
 def test_piecewise_matches_numpy():
@@ -35,7 +32,7 @@ def test_piecewise_matches_numpy():
     i = np.arange(-2, 3, dtype=np.int32)
     check_eager_and_jit(lambda a: jnp.piecewise(a, a > 0, [lambda v: v * 2.5, 1.7]), i,
                         expected=np.piecewise(i, i > 0, [lambda v: (v * 2.5).astype(np.int32), 1]))
-    _check_gradient(lambda v: jnp.piecewise(v, [v < 0], [jnp.sin, jnp.cos]).sum(), np.array([-1.0, 0.5, 2.0]))
+    check_float32_gradient(lambda v: jnp.piecewise(v, [v < 0], [jnp.sin, jnp.cos]).sum(), np.array([-1.0, 0.5, 2.0]))
     with pytest.raises(ValueError, match="with 1 condition\\(s\\), either 1 or 2 functions are expected; got 3"):
         jnp.piecewise(x, [x < 0], [1, 2, 3])
 
@@ -56,13 +53,13 @@ def test_vectorize_elementwise_broadcasting():
 
 def test_vectorize_signature_core_dims(rng):
     dot = jnp.vectorize(jnp.dot, signature="(n),(n)->()")
-    a, b = _normal(rng, 4, 1, 3), _normal(rng, 5, 3)
+    a, b = normal_float32(rng, 4, 1, 3), normal_float32(rng, 5, 3)
     check_eager_and_jit(dot, a, b, expected=np.einsum("...n,...n->...", a, b), **TOL)
     outer = jnp.vectorize(lambda u, v: (jnp.outer(u, v), u.sum()), signature="(m),(n)->(m,n),()")
-    product, total = check_eager_and_jit(outer, a, _normal(rng, 2))
+    product, total = check_eager_and_jit(outer, a, normal_float32(rng, 2))
     assert product.shape == (4, 1, 3, 2) and total.shape == (4, 1)
     matvec = jnp.vectorize(jnp.matmul, signature="(m,n),(n)->(m)")
-    matrices, vector = _normal(rng, 2, 3, 4), _normal(rng, 4)
+    matrices, vector = normal_float32(rng, 2, 3, 4), normal_float32(rng, 4)
     check_eager_and_jit(matvec, matrices, vector, expected=matrices @ vector, **TOL)
     grad = ember.grad(lambda x: dot(x, b).sum())(jnp.asarray(a))
     assert_allclose(grad, np.broadcast_to(b.sum(0), a.shape), **TOL)
@@ -127,6 +124,6 @@ def test_dtypes_and_weak_types_match_jax(call):
     ("piecewise", lambda x: jnp.piecewise(x, [x < 0], [jnp.exp, jnp.sin])),
 ])
 def test_vmap_equals_a_loop(rng, name, fn):
-    batch = _normal(rng, 3, 5)
+    batch = normal_float32(rng, 3, 5)
     expected = np.stack([np.asarray(fn(jnp.asarray(row))) for row in batch])
     check_eager_and_jit(ember.vmap(fn), batch, expected=expected, rtol=1e-5, atol=1e-6)

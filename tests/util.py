@@ -81,6 +81,19 @@ def numeric_gradient(f: Callable, x: Any, eps: float = 1e-6) -> np.ndarray:
     return grad
 
 
+def normal_float32(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """Standard normal float32 values of ``shape``, drawn from ``rng``."""
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def check_float32_gradient(f: Callable, x: Any, **tol: Any) -> None:
+    """ember.grad of ``f`` (an ember function to a scalar) at float32 ``x`` against central
+    differences in float64 (a wide step: float32 rounding; wide default tolerances)."""
+    expected = numeric_gradient(lambda v: float(f(ember.numpy.asarray(v, np.float32))), x, eps=1e-3)
+    assert_allclose(ember.grad(f)(ember.numpy.asarray(x)), expected, check_dtype=False,
+                    **(tol or dict(rtol=2e-2, atol=2e-2)))
+
+
 def check_gradient(f: Callable, *args: Any, argnum: int = 0, **tol: Any) -> None:
     """ember.grad of ``sum(f(*args))`` w.r.t. ``args[argnum]`` against central differences
     (float64 arguments: use the ``x64`` fixture)."""
