@@ -35,10 +35,27 @@ def to_numpy(x: Any, a: ShapedArray) -> np.ndarray:
     return arr if arr.dtype == a.dtype else dtypes.convert_values(arr, a.dtype)
 
 
+# The result types of recent eager operations by primitive, argument types and (hashable) params:
+# the shape rule runs once per signature. Emptied when the config changes (a rule may read it,
+# e.g. ``enable_x64``).
+_out_avals: dict[tuple, Any] = {}
+_OUT_AVALS_KEPT = 4096
+
+
 def apply_primitive(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Eager evaluation: check types with the shape rule, run the impl, wrap as Arrays."""
     avals = [aval_of_value(a) for a in args]
-    out = abstract_eval_rules[p](*avals, **params)
+    key = (p, *avals, *params.items()) if params else (p, *avals)
+    try:
+        out = _out_avals.get(key)
+    except TypeError:  # a param that is not hashable (an array): the rule each time
+        out = key = None
+    if out is None:
+        out = abstract_eval_rules[p](*avals, **params)
+        if key is not None:
+            if len(_out_avals) >= _OUT_AVALS_KEPT:
+                _out_avals.clear()
+            _out_avals[key] = out
     with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
         vals = impl_rules[p](*(to_numpy(x, a) for x, a in zip(args, avals)), **params)
     if p.multiple_results:
@@ -64,6 +81,7 @@ def check_invalid_values(where: str, values: Sequence[np.ndarray]) -> None:
 
 
 EvalTrace.apply = staticmethod(apply_primitive)
+config.on_update(lambda _name: _out_avals.clear())
 
 
 def as_type(v: Any, a: ShapedArray) -> np.ndarray:

@@ -290,6 +290,13 @@ def _broadcast_size_one(name: str, args: tuple) -> tuple:
                  else _broadcast_in_dim(a, shape, tuple(range(len(shape)))) for a in args)
 
 
+def _same_shaped_arrays(args: tuple) -> bool:
+    """Whether every operand is an array (no Python scalar) of one shape: then there is nothing to
+    convert or broadcast (the commonest call, checked first for the sake of eager calls)."""
+    shape = getattr(args[0], "shape", None)
+    return shape is not None and all(getattr(a, "shape", None) == shape for a in args[1:])
+
+
 # ``lax.shapes`` (which builds on this module) fills this slot with its ``broadcast_in_dim`` when it
 # loads; ``ember.lax`` loads both before any operation runs.
 _broadcast_in_dim: Callable[..., Any] = None  # type: ignore[assignment]
@@ -297,8 +304,11 @@ _broadcast_in_dim: Callable[..., Any] = None  # type: ignore[assignment]
 
 def _bind(p: Primitive, broadcasting: bool = False):
     def op(*args: Any) -> Any:
-        args = _scalars_like(args)
-        return p.bind(*(_broadcast_size_one(p.name, args) if broadcasting else args))
+        if len(args) > 1 and not _same_shaped_arrays(args):
+            args = _scalars_like(args)
+            if broadcasting:
+                args = _broadcast_size_one(p.name, args)
+        return p.bind(*args)
 
     op.__name__ = p.name
     op.__doc__ = (f"Elementwise ``{p.name}`` (operands of one dtype; scalars broadcast"

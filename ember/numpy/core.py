@@ -65,15 +65,24 @@ def result_type_weak(*args: Any) -> tuple[np.dtype, bool]:
 def promote_dtypes(*args: Any) -> list[Any]:
     """Convert every operand to the promoted dtype (weak types follow JAX's lattice)."""
     args = [ensure_array(a) for a in args]
-    if len(args) < 2:
+    if len(args) < 2 or _one_strong_dtype(args):
         return args
     dt, weak = result_type_weak(*args)
     return [lax.convert_element_type(a, dt, weak) for a in args]
 
 
+def _one_strong_dtype(arrays: list) -> bool:
+    """Whether the arrays share one dtype, none weakly typed: then promotion changes nothing
+    (checked first, for the sake of eager calls, which would pay for the lattice each time)."""
+    first = arrays[0].aval
+    return not first.weak_type and all(a.aval.dtype == first.dtype and not a.aval.weak_type for a in arrays)
+
+
 def promote_dtypes_inexact(*args: Any) -> list[Any]:
     """Like promote_dtypes, then integers and bools become the default float (as ``jnp.sin(1)``)."""
     args = [ensure_array(a) for a in args]
+    if _one_strong_dtype(args) and args[0].aval.dtype in dtypes.INEXACT:
+        return args
     dt, weak = result_type_weak(*args)
     dt = dtypes.to_inexact_dtype(dt)
     return [lax.convert_element_type(a, dt, weak) for a in args]

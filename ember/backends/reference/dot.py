@@ -35,15 +35,15 @@ def _dot_general(lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers, precisi
     rhs_free = tuple(d for d in range(rhs.ndim) if d not in rhs_contract + rhs_batch)
     result_dtype = preferred_element_type or lhs.dtype
     acc = accumulation_dtype(result_dtype)
-    lhs_m = _as_matrices(lhs, lhs_batch, lhs_free, lhs_contract).astype(acc)
-    rhs_m = _as_matrices(rhs, rhs_batch, rhs_contract, rhs_free).astype(acc)
-    with np.errstate(over="ignore", invalid="ignore"):
-        product = np.matmul(lhs_m, rhs_m)
+    lhs_m = _as_matrices(lhs, lhs_batch, lhs_free, lhs_contract).astype(acc, copy=False)  # (read only)
+    rhs_m = _as_matrices(rhs, rhs_batch, rhs_contract, rhs_free).astype(acc, copy=False)
     out_shape = tuple(lhs.shape[d] for d in lhs_batch + lhs_free) + tuple(rhs.shape[d] for d in rhs_free)
-    product = product.reshape(out_shape)
+    product = np.empty(out_shape, acc)  # (written through a view: the result owns its buffer, no copy)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.matmul(lhs_m, rhs_m, out=product.reshape(lhs_m.shape[0], lhs_m.shape[1], rhs_m.shape[2]))
     if result_dtype in dtypes.FLOAT8:
         return round_float8(product, result_dtype)
-    return product != 0 if result_dtype == dtypes.bool_ else product.astype(result_dtype)
+    return product != 0 if result_dtype == dtypes.bool_ else product.astype(result_dtype, copy=False)
 
 
 impl_rules[dot_general_p] = _dot_general
