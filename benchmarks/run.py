@@ -1,6 +1,7 @@
 """Side-by-side benchmarks: NumPy eager, ember jit, JAX jit (when importable), and a memcpy baseline.
 
-``python -m benchmarks`` (or ``python benchmarks/run.py [name ...]``) prints a markdown table.
+``python -m benchmarks`` (or ``python benchmarks/run.py [name ...]``) prints a markdown table, then
+the eager table (``benchmarks/eager.py``: operations and loops called outside ``jit``).
 Times are medians of repeated calls measured in one run, one workload after the other; the
 memcpy baseline is ``np.copyto`` of the workload's input bytes into a preallocated array (the
 least a memory-bound program must spend). "first call" includes tracing and compiling: each
@@ -527,6 +528,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("names", nargs="*", help="substrings of workload names to run (default: all)")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timed repeats per measurement")
     parser.add_argument("--backend", default="cpu", help="ember backend to time (default: cpu)")
+    parser.add_argument("--tables", choices=("both", "jit", "eager"), default="both",
+                        help="the jit table, the eager table (benchmarks/eager.py), or both (default)")
     args = parser.parse_args(argv)
     ember.config.update("backend", args.backend)
     # First-call timings jit a fresh function per workload on purpose, and measure compiling:
@@ -535,11 +538,18 @@ def main(argv: list[str] | None = None) -> None:
     ember.config.update("persistent_cache", False)
     chosen = [w for w in WORKLOADS if not args.names or any(n in w.name for n in args.names)]
     warm_up()
-    rows = []
-    for w in chosen:
-        print(f"running {w.name} ...", file=sys.stderr, flush=True)
-        rows.append((w.name, measure(w, args.budget)))
-    print(table(rows))
+    if args.tables != "eager" and chosen:
+        rows = []
+        for w in chosen:
+            print(f"running {w.name} ...", file=sys.stderr, flush=True)
+            rows.append((w.name, measure(w, args.budget)))
+        print(table(rows))
+    if args.tables != "jit":
+        from benchmarks import eager  # (it imports this module's timing helpers)
+
+        eager_table = eager.run(args.names, args.budget)
+        if eager_table is not None:
+            print("\n" + eager_table)
 
 
 if __name__ == "__main__":

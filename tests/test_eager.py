@@ -268,3 +268,17 @@ def test_a_callback_error_in_a_compiled_eager_loop_reaches_the_caller():
     for _ in range(2):
         with pytest.raises(ValueError, match="too large"):
             lax.scan(body, jnp.float32(0.0), jnp.ones(5, jnp.float32))
+
+
+# --- the eager benchmark table compares like with like ---------------------------------------------
+def test_the_eager_benchmark_workloads_compute_what_jax_computes():
+    """``benchmarks/eager.py`` times each row in ember and JAX: both compute the same values."""
+    jax = pytest.importorskip("jax")
+    from benchmarks import eager as bench
+
+    for w in bench.EAGER_WORKLOADS:
+        host = w.inputs(np.random.default_rng(1))
+        got = w.build(jnp, lax, ember.jit)(*[ember.device_put(a) for a in host])
+        want = w.build(jax.numpy, jax.lax, jax.jit)(*[jax.device_put(a) for a in host])
+        for g, x in zip(ember.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(x), rtol=2e-5, atol=2e-5, err_msg=w.name)

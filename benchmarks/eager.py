@@ -1,0 +1,181 @@
+"""The eager table of ``python -m benchmarks``: operations called outside ``jit``, ember and JAX
+side by side in one run (``python benchmarks/eager.py [name ...]`` prints it alone).
+
+Eager code is what notebooks, tests, initializers and libraries that loop outside ``jit`` run:
+each row calls the operation directly, with arrays already on the device. Times are medians of
+repeated calls; "first call" is the row's first call in the process (for the loops it includes
+compiling the loop; for single operations JAX compiles a kernel per new shape, ember runs a new
+signature on its reference interpreter). The Adam rows drive an optimizer as optax's own tests do,
+``lax.scan(step, init, length=n)`` outside ``jit`` with ``step`` calling a jitted update; the
+update is optax's Adam rule (``scale_by_adam`` then the learning rate), written once for both
+frameworks (optax itself binds to one JAX per process).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import ember
+import ember.numpy as enp
+from benchmarks.run import _fmt_time, first_call, median_time
+from ember import lax as elax
+
+try:
+    import jax
+    import jax.numpy as jnp_jax
+    from jax import lax as jlax
+except ImportError:  # JAX is an optional oracle, never a dependency
+    jax = None
+
+
+@dataclass
+class EagerWorkload:
+    name: str
+    build: Callable[[Any, Any, Any], Callable]  # (numpy-like, lax-like, jit) -> function called eagerly
+    inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    numpy_eager: Callable | None = None
+
+
+def _add(xp, lax, jit):
+    return lambda x, y: x + y
+
+
+def _sin(xp, lax, jit):
+    return lambda x: xp.sin(x)
+
+
+def _sum(xp, lax, jit):
+    return lambda x: xp.sum(x)
+
+
+def _selu(xp, lax, jit):
+    return lambda x: 1.0507009873554805 * xp.where(x > 0, x, 1.6732632423543772 * xp.exp(x) - 1.6732632423543772)
+
+
+def _matmul(xp, lax, jit):
+    return lambda a: a @ a
+
+
+ADAM_STEPS = 3000
+
+
+def _adam_step(xp, jit):
+    """A jitted step: the gradient of ``sum((p - 1)^2)`` and optax's Adam update (b1 0.9, b2 0.999,
+    eps 1e-8, learning rate 1e-3, the count in int32 as optax keeps it)."""
+    b1, b2, eps, lr = 0.9, 0.999, 1e-8, 1e-3
+
+    @jit
+    def step(params, mu, nu, count):
+        grads = {k: 2.0 * (p - 1.0) for k, p in params.items()}
+        mu = {k: b1 * mu[k] + (1 - b1) * g for k, g in grads.items()}
+        nu = {k: b2 * nu[k] + (1 - b2) * g * g for k, g in grads.items()}
+        count = count + 1
+        t = count.astype(xp.float32)
+        updates = {k: -lr * (mu[k] / (1 - b1 ** t)) / (xp.sqrt(nu[k] / (1 - b2 ** t)) + eps) for k in mu}
+        return {k: params[k] + updates[k] for k in params}, mu, nu, count
+    return step
+
+
+def _adam_init(xp, ws):
+    params = {"w": xp.asarray(ws[0]), "b": xp.asarray(ws[1])}
+    zeros = {k: xp.zeros_like(v) for k, v in params.items()}
+    return params, zeros, dict(zeros), xp.zeros((), xp.int32)
+
+
+def _adam_scan(xp, lax, jit):
+    """The same body function each call (the second call on: the steady state)."""
+    step = _adam_step(xp, jit)
+
+    def body(carry, _):
+        return step(*carry), None
+
+    return lambda *ws: lax.scan(body, _adam_init(xp, ws), length=ADAM_STEPS)[0]
+
+
+def _adam_scan_new_closure(xp, lax, jit):
+    """A new body closure per call (as optax's tests write them): the loop is traced each call."""
+    step = _adam_step(xp, jit)
+
+    def run(*ws):
+        init = _adam_init(xp, ws)
+
+        def body(carry, _):
+            return step(*carry), None
+        return lax.scan(body, init, length=ADAM_STEPS)[0]
+    return run
+
+
+def _adam_inputs(rng):
+    return [rng.standard_normal(10, dtype=np.float32), np.float32(0.5)]
+
+
+def _small(rng, n=2):
+    return [rng.standard_normal(10, dtype=np.float32) for _ in range(n)]
+
+
+EAGER_WORKLOADS = [
+    EagerWorkload("x + y, (10,) f32", _add, _small, np.add),
+    EagerWorkload("jnp.sin(x), (10,) f32", _sin, lambda rng: _small(rng, 1), np.sin),
+    EagerWorkload("jnp.sum(x), (10,) f32", _sum, lambda rng: _small(rng, 1), np.sum),
+    EagerWorkload("selu 1e6 f32 (unjitted)", _selu, lambda rng: [rng.standard_normal(10**6, dtype=np.float32)],
+                  _selu(np, None, None)),
+    EagerWorkload("a @ a, 256x256 f32", _matmul, lambda rng: [rng.standard_normal((256, 256), dtype=np.float32)],
+                  _matmul(np, None, None)),
+    EagerWorkload(f"lax.scan of a jitted Adam step, {ADAM_STEPS} steps (same body function)", _adam_scan,
+                  _adam_inputs),
+    EagerWorkload(f"lax.scan of a jitted Adam step, {ADAM_STEPS} steps (new body closure per call)",
+                  _adam_scan_new_closure, _adam_inputs),
+]
+
+
+def measure(w: EagerWorkload, budget: float) -> dict[str, float | None]:
+    host = w.inputs(np.random.default_rng(0))
+    row: dict[str, float | None] = {}
+    row["numpy"] = median_time(lambda: w.numpy_eager(*host), budget) if w.numpy_eager else None
+    ember_args = [ember.device_put(a) for a in host]
+    fn = w.build(enp, elax, ember.jit)
+    row["ember first"] = first_call(lambda *a: ember.block_until_ready(fn(*a)), ember_args)
+    ember.wait_for_compiles()  # (the steady state: a tiered loop's native code)
+    row["ember"] = median_time(lambda: ember.block_until_ready(fn(*ember_args)), budget)
+    if jax is not None:
+        jax_args = [jax.device_put(a) for a in host]
+        fn = w.build(jnp_jax, jlax, jax.jit)
+        row["jax first"] = first_call(lambda *a: jax.block_until_ready(fn(*a)), jax_args)
+        row["jax"] = median_time(lambda: jax.block_until_ready(fn(*jax_args)), budget)
+    return row
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None:
+        return "-"
+    r = a / b
+    return f"{r:.2f}" if r >= 0.1 else f"{r:.3f}" if r >= 0.001 else f"{r:.1e}"
+
+
+def table(rows: list[tuple[str, dict]]) -> str:
+    lines = ["| eager call | NumPy | ember | JAX | ember/JAX | first call ember | first call JAX |", "|" + "---|" * 7]
+    for name, r in rows:
+        lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
+                     f"| {_ratio(r['ember'], r.get('jax'))} | {_fmt_time(r['ember first'])} "
+                     f"| {_fmt_time(r.get('jax first'))} |")
+    return "\n".join(lines)
+
+
+def run(names: list[str], budget: float) -> str | None:
+    """The eager table of the workloads whose names contain one of ``names`` (all if none); None
+    if none does."""
+    chosen = [w for w in EAGER_WORKLOADS if not names or any(n in w.name for n in names)]
+    if not chosen:
+        return None
+    rows = []
+    for w in chosen:
+        print(f"running eager {w.name} ...", file=sys.stderr, flush=True)
+        rows.append((w.name, measure(w, budget)))
+    return table(rows)
+
+
+if __name__ == "__main__":
+    print(run(sys.argv[1:], 0.5))
