@@ -1125,6 +1125,100 @@ def _triangular_solve(ctx: Builder, out: list, a: Value, b: Value, *, left_side:
                   f"unit_diagonal = {flag(unit_diagonal)}")
 
 
+def _swap_rows(b: Builder, x: Value, rows: Value, k: Value, p: Value) -> Value:
+    """``x`` ([B, m, ...]) with rows k (a scalar) and p (one per batch, [B]) exchanged, by selects:
+    exact for every value."""
+    shape, dt = x.aval.shape, x.aval.dtype
+    trailing = shape[2:]
+    row_k = b.op("stablehlo.dynamic_slice", [x, b.constant(0, np.int32), k, *[b.constant(0, np.int32)] * len(trailing)],
+                 _aval((shape[0], 1, *trailing), dt), f"slice_sizes = {_array((shape[0], 1, *trailing))}")
+    is_p = b.compare("EQ", rows, b.broadcast(p, shape, [0]))
+    [row_p] = b.reduce([b.select(is_p, x, b.constant(0, dt, shape))], [b.constant(0, dt)], [1],
+                       lambda r, acc, v: [r.binary("stablehlo.or" if dt == dtypes.bool_ else "stablehlo.add", acc, v)])
+    is_k = b.compare("EQ", rows, b.broadcast(k, shape))
+    keep = list(range(len(shape)))
+    return b.select(is_k, b.broadcast(row_p, shape, [0] + keep[2:]),
+                    b.select(is_p, b.broadcast(b.reshape(row_k, (shape[0], *trailing)), shape, [0] + keep[2:]), x))
+
+
+def _lu(ctx: Builder, out: list, x: Value) -> list[Value]:
+    """Gaussian elimination with partial pivoting, unblocked, as the reference (LAPACK's getrf):
+    a ``while`` over the columns on all matrices at once (a batch dimension in front); the pivot
+    is the first largest magnitude (|re| + |im| for complex values); a zero pivot is not divided by."""
+    *batch, m, n = x.aval.shape
+    count, k_max, dt = int(np.prod(batch, dtype=np.int64)), min(m, n), x.aval.dtype
+    a0 = ctx.reshape(x, (count, m, n))
+    pivots0 = ctx.constant(0, np.int32, (count, k_max))
+    perm0 = ctx.iota((count, m), 1)
+    state = [ctx.constant(0, np.int32), a0, pivots0, perm0]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
+        return [r.compare("LT", k, r.constant(k_max, np.int32))]
+
+    def body(r: Builder, k: Value, a: Value, pivots: Value, perm: Value) -> list[Value]:
+        zero = r.constant(0, np.int32)
+        shape = (count, m, n)
+        rows, cols = r.iota(shape, 1), r.iota(shape, 2)
+        column = r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, zero, k], _aval((count, m, 1), dt),
+                                f"slice_sizes = {_array((count, m, 1))}"), (count, m))
+        if dtypes.is_complex(dt):
+            part = _aval((count, m), dtypes.real_dtype(dt))
+            magnitude = r.binary("stablehlo.add", r.op("stablehlo.abs", [r.op("stablehlo.real", [column], part)], part),
+                                 r.op("stablehlo.abs", [r.op("stablehlo.imag", [column], part)], part))
+        else:
+            magnitude = r.op("stablehlo.abs", [column], column.aval)
+        row_index = r.iota((count, m), 1)
+        above = r.compare("LT", row_index, r.broadcast(k, (count, m)))
+        magnitude = r.select(above, r.constant(-1, magnitude.aval.dtype, (count, m)), magnitude)
+        p = lower_rules[red.argmax_p](r, [_aval((count,), np.int32)], magnitude, axis=1, index_dtype=np.int32)
+        pivots = r.op("stablehlo.dynamic_update_slice", [pivots, r.reshape(p, (count, 1)), zero, k], pivots.aval)
+        a = _swap_rows(r, a, rows, k, p)
+        perm = _swap_rows(r, perm, row_index, k, p)
+        pivot = r.broadcast(r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, k, k], _aval((count, 1, 1), dt),
+                                           f"slice_sizes = {_array((count, 1, 1))}"), (count,)), shape, [0])
+        column = r.broadcast(r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, zero, k], _aval((count, m, 1), dt),
+                                            f"slice_sizes = {_array((count, m, 1))}"), (count, m)), shape, [0, 1])
+        scaled = r.select(r.compare("EQ", pivot, r.constant(0, dt, shape)), column,
+                          r.binary("stablehlo.divide", column, pivot))
+        row = r.broadcast(r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, k, zero], _aval((count, 1, n), dt),
+                                         f"slice_sizes = {_array((count, 1, n))}"), (count, n)), shape, [0, 2])
+        kk = r.broadcast(k, shape)
+        below = r.compare("GT", rows, kk)
+        updated = r.binary("stablehlo.subtract", a, r.binary("stablehlo.multiply", scaled, row))
+        a = r.select(r.binary("stablehlo.and", below, r.compare("GT", cols, kk)), updated, a)
+        a = r.select(r.binary("stablehlo.and", below, r.compare("EQ", cols, kk)), scaled, a)
+        return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), a, pivots, perm]
+
+    _, a, pivots, perm = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond),
+                                                                        ctx.region(avals, body)])
+    return [ctx.reshape(a, out[0].shape), ctx.reshape(pivots, out[1].shape), ctx.reshape(perm, out[2].shape)]
+
+
+def _lu_pivots_to_permutation(ctx: Builder, out: list, pivots: Value, *, permutation_size: int) -> Value:
+    """LAPACK's row swaps applied in order to 0..size-1: a ``while`` over the pivots."""
+    *batch, k_max = pivots.aval.shape
+    count = int(np.prod(batch, dtype=np.int64))
+    flat = ctx.reshape(pivots, (count, k_max))
+    state = [ctx.constant(0, np.int32), ctx.iota((count, permutation_size), 1)]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, k: Value, perm: Value) -> list[Value]:
+        return [r.compare("LT", k, r.constant(k_max, np.int32))]
+
+    def body(r: Builder, k: Value, perm: Value) -> list[Value]:
+        zero = r.constant(0, np.int32)
+        p = r.reshape(r.op("stablehlo.dynamic_slice", [flat, zero, k], _aval((count, 1), np.int32),
+                           f"slice_sizes = {_array((count, 1))}"), (count,))
+        perm = _swap_rows(r, perm, r.iota((count, permutation_size), 1), k, p)
+        return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), perm]
+
+    _, perm = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return ctx.reshape(perm, out[0].shape)
+
+
+lower_rules[linalg.lu_p] = _lu
+lower_rules[linalg.lu_pivots_to_permutation_p] = _lu_pivots_to_permutation
 lower_rules[fft_p] = _fft
 lower_rules[linalg.cholesky_p] = _cholesky
 lower_rules[linalg.triangular_solve_p] = _triangular_solve
@@ -1133,12 +1227,10 @@ lower_rules[linalg.triangular_solve_p] = _triangular_solve
 # --- refused, with the reason ----------------------------------------------------------------------------------
 _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
                   "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
-for _p in (linalg.lu_p, linalg.qr_p, linalg.eigh_p, linalg.svd_p, linalg.schur_p, linalg.hessenberg_p,
+for _p in (linalg.qr_p, linalg.eigh_p, linalg.svd_p, linalg.schur_p, linalg.hessenberg_p,
            linalg.geqrf_p, linalg.geqp3_p, linalg.householder_product_p):
     REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
-REFUSED[linalg.lu_pivots_to_permutation_p] = ("it comes with LU, which is not lowered (its loop over the pivots "
-                                              "is not written yet)")
 for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
     REFUSED[_p] = ("StableHLO has no operation for it; JAX lowers it as a series evaluated in a while loop, "
                    "which is not written here yet")
