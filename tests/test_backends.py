@@ -8,6 +8,7 @@ arguments on different backends run through it, and every answer is checked agai
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +262,15 @@ def test_both_builtin_backends_implement_the_protocols():
     assert "define" in registry.get("cpu").compile(closed, CompileOptions("f")).as_text("llvm")
     with pytest.raises(ValueError, match="has no 'llvm' text"):
         registry.get("reference").compile(closed, CompileOptions("f")).as_text("llvm")
+
+
+def test_the_runtime_names_no_backend():
+    """The runtime and the API find backends through the registry and use executables through the
+    protocol: no comparison of ``config.backend`` with a name, no probing of executables."""
+    root = Path(__file__).resolve().parent.parent / "ember"
+    sources = {p: p.read_text() for p in [root / "api.py", *sorted((root / "runtime").glob("*.py"))]}
+    compared = [f"{p.name}:{n}" for p, text in sources.items() for n, line in enumerate(text.splitlines(), 1)
+                if re.search(r"config\.backend\s*(==|!=|in\b)|backend\w*\s*(==|!=)\s*[\"']", line)]
+    probed = [f"{p.name}:{n}" for p, text in sources.items() for n, line in enumerate(text.splitlines(), 1)
+              if re.search(r"(get|has)attr\([\w.]*executable\w*,", line)]
+    assert compared == [] and probed == []
