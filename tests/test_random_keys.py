@@ -625,3 +625,18 @@ def test_keys_and_other_arrays_do_not_join(api):
     for fn in (lambda: api.jnp.stack([k, api.jnp.zeros(())]), lambda: api.jnp.where(True, k, api.jnp.zeros(()))):
         with pytest.raises(ValueError, match="dtype=key<fry> is not a valid dtype for JAX type promotion"):
             fn()
+
+
+def test_astype_of_a_key_array_to_its_own_type_keeps_it_and_refuses_others() -> None:
+    """optax's MultiSteps casts every state leaf back to its dtype (``jnp.astype(where(...), st.dtype)``),
+    key arrays included: the same key type is the array itself; any other conversion either way is
+    JAX's ValueError."""
+    k, k2 = ember.random.key(0), ember.random.key(1)
+    chosen = ejnp.where(False, k, k2)
+    for out in (ejnp.astype(chosen, k.dtype), ember.jit(lambda k: ejnp.astype(k, k.dtype))(chosen)):
+        assert out.dtype == k.dtype
+        np.testing.assert_array_equal(ember.random.key_data(out), ember.random.key_data(k2))
+    with pytest.raises(ValueError, match="Cannot convert_element_type from key<fry> to float32"):
+        ejnp.astype(k, ejnp.float32)
+    with pytest.raises(ValueError, match="Cannot convert_element_type from float32 to key<fry>"):
+        ejnp.astype(ejnp.ones(2), k.dtype)

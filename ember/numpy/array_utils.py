@@ -49,7 +49,13 @@ def array_equiv(a1: Any, a2: Any) -> Any:
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
     """``x`` converted to ``dtype`` (None: the default float type). Complex to real keeps the real
-    part, with JAX's DeprecationWarning."""
+    part, with JAX's DeprecationWarning. A typed key array converts only to its own key type."""
+    source = getattr(x, "dtype", None)
+    if isinstance(source, dtypes.KeyTy) or isinstance(dtype, dtypes.KeyTy):
+        if dtype != source:
+            target = dtype if isinstance(dtype, dtypes.KeyTy) else dtypes.dtype(dtype)
+            raise ValueError(f"Cannot convert_element_type from {source} to {target}")
+        return array_api.place(x, device)
     dtype = dtypes.default_float_dtype() if dtype is None else dtypes.requested_dtype(dtype)
     x = ensure_array(x)
     if dtypes.is_complex(aval(x).dtype) and not dtypes.is_complex(dtype):
