@@ -28,6 +28,7 @@ from ember.core.evaluation import impl_rules
 from ember.core.ir import Verbatim, print_rules
 from ember.core.primitive import EFFECTFUL, REPLAYABLE, Primitive, abstract_eval_rules
 from ember.core.trace import Tracer
+from ember.core.traits import declare
 from ember.transforms.batching import batching_rules
 from ember.transforms.jvp import jvp_rules
 from ember.transforms.partial_eval import partial_eval_jaxpr_custom_rules
@@ -112,6 +113,7 @@ def _debug_print_rule(*avals: ShapedArray, **params: Any) -> list:
 
 debug_print_p = Primitive("debug_print", multiple_results=True)
 abstract_eval_rules[debug_print_p] = _debug_print_rule
+declare(debug_print_p)
 EFFECTFUL.add(debug_print_p)
 REPLAYABLE.add(debug_print_p)
 

@@ -16,6 +16,7 @@ import ember
 import ember.numpy as jnp
 from ember import errors, lax, nn, tree_util
 from ember.api import jit_p
+from ember.core import traits
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
 from ember.transforms.jvp import jvp_rules
 from ember.transforms.partial_eval import partial_eval_rules
@@ -403,14 +404,8 @@ def test_escaped_tracer_is_reported() -> None:
 
 # --- rule coverage --------------------------------------------------------------------------------------------
 # Primitives that jvp rules apply to tangents: the linear programs that reverse mode transposes
-# consist of these (plus the calls and control flow holding them).
-LINEAR = {
-    "neg", "add", "sub", "mul", "div", "convert_element_type", "select_n", "reduce_sum", "broadcast_in_dim",
-    "reshape", "transpose", "squeeze", "rev", "slice", "pad", "concatenate", "dynamic_slice",
-    "dynamic_update_slice", "gather", "scatter", "scatter-add", "scatter-sub", "scatter-mul", "dot_general", "cumsum",
-    "jit", "cond", "scan", "while", "custom_vjp_lin", "conv_general_dilated", "reduce_window_sum",
-    "triangular_solve",
-}
+# consist of these (plus the calls and control flow holding them). Their trait records say so.
+LINEAR = {p.name for p in traits.LINEAR}
 # Primitives that never see a tangent: no operands, or only ever created by differentiation itself
 # or by a backend after it (the CPU backend's convolutions and windowed reductions: sliding_windows).
 NO_JVP = {"iota", "custom_vjp_lin", "fusion", "sliding_windows"}
@@ -427,8 +422,12 @@ def test_every_primitive_has_a_jvp_rule() -> None:
 def test_every_linear_primitive_has_a_transpose_rule() -> None:
     names = {p.name: p for p in abstract_eval_rules}
     assert LINEAR <= set(names), f"unknown primitives listed: {sorted(LINEAR - set(names))}"
+    assert {"add", "mul", "dot_general", "conv_general_dilated", "scan", "cumsum", "scatter-add"} <= LINEAR
+    assert not {"exp", "max", "cummax", "scatter-max", "argmax"} & LINEAR
     missing = sorted(n for n in LINEAR if names[n] not in transpose_rules)
     assert not missing, f"linear primitives without a transpose rule: {missing}"
+    undeclared = sorted(p.name for p in transpose_rules if p in traits.traits and not traits.traits[p].linear)
+    assert not undeclared, f"primitives with a transpose rule whose trait record is not linear: {undeclared}"
 
 
 def test_every_higher_order_primitive_splits_under_partial_evaluation() -> None:

@@ -39,11 +39,11 @@ from typing import Callable
 
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
-from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
-from ember.lax import elementwise as ew, indexing, reductions
+from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
+from ember.core.traits import CHEAP, Family, PrimitiveSet, declare
 from ember.lax.convolution import sliding_windows_p
 from ember.lax.dot import dot_general_p
-from ember.lax.shapes import INDEX_REMAPPING, broadcast_in_dim_p, iota_p
+from ember.lax.shapes import broadcast_in_dim_p
 
 fusion_p = Primitive("fusion", multiple_results=True)
 higher_order.add(fusion_p)
@@ -57,19 +57,16 @@ def _fusion_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[Sha
 
 
 abstract_eval_rules[fusion_p] = _fusion_rule
+declare(fusion_p)
 
-# Cheap enough to recompute for every reuse under a broadcast.
-_CHEAP = {ew.neg_p, ew.abs_p, ew.add_p, ew.sub_p, ew.mul_p, ew.max_p, ew.min_p, ew.select_n_p, ew.clamp_p,
-          ew.convert_element_type_p, ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p, ew.and_p, ew.or_p,
-          ew.xor_p, ew.not_p, ew.sign_p, ew.floor_p, ew.ceil_p, ew.round_p, iota_p, sliding_windows_p} | INDEX_REMAPPING
-
-FUSIBLE: set[Primitive] = (ew.ELEMENTWISE - {ew.bitcast_convert_type_p}) | INDEX_REMAPPING | {iota_p} | set(
-    reductions.REDUCTIONS) | {sliding_windows_p}
-
+# What joins kernels by default: the elementwise, index-remapping and reduction families (calls,
+# such as ``add_any``, are inlined before fusion). Read from the traits table (core/traits.py).
+FUSIBLE = PrimitiveSet("fusible primitives", lambda p, t: t.family in (
+    Family.ELEMENTWISE, Family.INDEX_REMAPPING, Family.REDUCTION) and p not in call_params)
 
 # Kernel roots only, never read by a consumer at an index: a running reduction would rescan up
 # to that index, a scatter would apply all of its updates again.
-ROOTS_ONLY: set[Primitive] = set(reductions.CUMULATIVE) | set(indexing.SCATTERS)
+ROOTS_ONLY = PrimitiveSet("kernel roots only", lambda p, t: t.family in (Family.CUMULATIVE, Family.SCATTER))
 
 
 def default_can_fuse(eqn: Eqn) -> bool:
@@ -123,7 +120,7 @@ def fuse(closed: ClosedJaxpr, can_fuse: Callable[[Eqn], bool] = default_can_fuse
         if len(groups) != 1 or None in groups:
             continue
         under_broadcast = any(replicated[u] or _reuses_elements(eqns[u]) for u in uses)
-        if under_broadcast and eqn.primitive not in _CHEAP:
+        if under_broadcast and eqn.primitive not in CHEAP:
             continue
         below = 1 + max(depth[u] for u in uses)
         nested = products[i] + max(products[u] for u in uses)

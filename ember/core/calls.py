@@ -28,6 +28,7 @@ from typing import Any
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, name_first, print_rules
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params, higher_order
+from ember.core.traits import declare
 
 
 def _call_out_avals(what: str, avals: tuple, jaxpr: ClosedJaxpr) -> list[ShapedArray]:
@@ -45,6 +46,7 @@ def _jit_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str) -> list[Shaped
 
 jit_p = Primitive("jit", multiple_results=True)
 abstract_eval_rules[jit_p] = _jit_rule
+declare(jit_p, linear=True)
 higher_order.add(jit_p)
 call_params[jit_p] = "jaxpr"
 
@@ -87,7 +89,7 @@ def _custom_call_primitive(name: str) -> Primitive:
     abstract_eval_rules[p] = _custom_call_rule
     higher_order.add(p)
     call_params[p] = "call"  # once differentiation is done, the call is just its body
-    return p
+    return declare(p)
 
 
 custom_jvp_call_p = _custom_call_primitive("custom_jvp_call")
@@ -96,6 +98,7 @@ custom_vmap_call_p = _custom_call_primitive("custom_vmap_call")
 
 custom_vjp_lin_p = Primitive("custom_vjp_lin", multiple_results=True)
 abstract_eval_rules[custom_vjp_lin_p] = lambda *avals, out_avals, **params: list(out_avals)
+declare(custom_vjp_lin_p, linear=True)
 
 
 def _checkpoint_rule(*avals: ShapedArray, jaxpr: ClosedJaxpr, prevent_cse: Any, differentiated: bool,
@@ -107,9 +110,12 @@ checkpoint_p = Primitive("remat2", multiple_results=True)
 abstract_eval_rules[checkpoint_p] = _checkpoint_rule
 higher_order.add(checkpoint_p)
 call_params[checkpoint_p] = "jaxpr"
+declare(checkpoint_p, linear=True)
 
 name_p = Primitive("name")
 abstract_eval_rules[name_p] = lambda aval, *, name: aval
+declare(name_p, linear=True)
 
 optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
 abstract_eval_rules[optimization_barrier_p] = lambda *avals: list(avals)
+declare(optimization_barrier_p)

@@ -9,7 +9,7 @@ in the compiler, and every backend for what it does not compile.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -18,11 +18,11 @@ from ember.config import config
 from ember.core.array import Array
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
-from ember.core.primitive import Primitive, abstract_eval_rules
+from ember.core.primitive import Primitive, RuleTable, abstract_eval_rules
 from ember.core.trace import EvalTrace
 
 # Filled by ``ember.backends.reference``: one module per primitive family.
-impl_rules: dict[Primitive, Callable[..., Any]] = {}
+impl_rules: RuleTable = RuleTable("impl_rules")
 
 
 def to_numpy(x: Any, a: ShapedArray) -> np.ndarray:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import collections
 import re
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ember.core import pretty as pp
 from ember.core.avals import ShapedArray
-from ember.core.primitive import EFFECTFUL, REPLAYABLE, Primitive
+from ember.core.primitive import EFFECTFUL, REPLAYABLE, Primitive, RuleTable
 
 
 class Var:
@@ -158,7 +158,7 @@ def is_replayable(eqn: Eqn) -> bool:
 # A primitive's parameters as JAX prints them, where they differ from its params (other names,
 # values JAX shows and ember keeps elsewhere): ``rule(eqn) -> {name: value}`` in the order printed.
 # The layer that gives the primitive its meaning registers it (``custom_jvp_call``: transforms).
-print_rules: dict[Primitive, Callable[["Eqn"], dict]] = {}
+print_rules: RuleTable = RuleTable("print_rules")
 
 
 def _encode_name(n: int) -> str:

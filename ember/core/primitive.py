@@ -7,8 +7,10 @@ batching rules in ``transforms``. Adding a primitive means one entry per table.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Callable
+from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 from ember import errors
 from ember.core.trace import current_trace
@@ -36,8 +38,121 @@ class Primitive:
 
 errors.register_boundary(Primitive.bind.__code__)
 
+
+class DuplicateRule(ValueError):
+    """A second rule for a primitive in one table, not marked as an override."""
+
+
+_HERE = __file__
+
+
+def _registrant() -> str:
+    """Where the registering code is: the first frame outside this module and ``dict``."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == _HERE:
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{frame.f_globals.get('__name__', frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+class RuleTable(dict):
+    """A table of rules keyed by primitive, in which a primitive has one rule.
+
+    Registering a second rule for a primitive (``table[p] = rule`` again, or ``update``) raises
+    ``DuplicateRule``, naming the primitive and both registrants: a silent replacement makes a
+    rule's meaning depend on import order. Code that means to replace a rule says so:
+    ``table.override(p, rule)``; ``table.overriding(p, rule)`` does it for a ``with`` block
+    (tests). Reading is a plain ``dict``'s."""
+
+    __slots__ = ("name", "version", "_registrants")
+
+    def __init__(self, name: str, rules: dict | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.version = 0  # changes with every change of the table (for views that cache what they read)
+        self._registrants: dict[Any, str] = {}
+        if rules:
+            self.update(rules)
+
+    def __setitem__(self, p: Any, rule: Any) -> None:
+        if p in self:
+            raise DuplicateRule(
+                f"{self.name}: a second rule for primitive {p!r} (from {_registrant()}); the first came from "
+                f"{self._registrants.get(p, '?')}. A primitive has one rule per table: use "
+                f"{self.name}.override({p!r}, rule) where replacing it is meant.")
+        self._registrants[p] = _registrant()
+        super().__setitem__(p, rule)
+        self.version += 1
+
+    def __delitem__(self, p: Any) -> None:
+        super().__delitem__(p)
+        self._registrants.pop(p, None)
+        self.version += 1
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for p, rule in dict(*args, **kwargs).items():
+            self[p] = rule
+
+    def setdefault(self, p: Any, rule: Any = None) -> Any:
+        if p not in self:
+            self[p] = rule
+        return self[p]
+
+    def override(self, p: Any, rule: Any) -> None:
+        """Set ``p``'s rule, replacing the one registered (if any): meant, and said so."""
+        self._registrants[p] = _registrant() + " (override)"
+        super().__setitem__(p, rule)
+        self.version += 1
+
+    @contextlib.contextmanager
+    def overriding(self, p: Any, rule: Any) -> Iterator[None]:
+        """``p``'s rule is ``rule`` for the duration of the block, then what it was."""
+        had, old, registrant = p in self, self.get(p), self._registrants.get(p)
+        self.override(p, rule)
+        try:
+            yield
+        finally:
+            if had:
+                super().__setitem__(p, old)
+                self._registrants[p] = registrant  # type: ignore[assignment]
+                self.version += 1
+            else:
+                del self[p]
+
+    def registrant(self, p: Any) -> str:
+        """Where ``p``'s rule was registered (``module:line``)."""
+        return self._registrants.get(p, "?")
+
+
+class ReplacingView(MutableMapping):
+    """A rule table as JAX's API shows it (``jax.interpreters.ad.primitive_jvps``, ...): a
+    plain mapping in which setting a primitive's rule again replaces it (an override)."""
+
+    def __init__(self, table: RuleTable) -> None:
+        self.table = table
+
+    def __getitem__(self, p: Any) -> Any:
+        return self.table[p]
+
+    def __setitem__(self, p: Any, rule: Any) -> None:
+        self.table.override(p, rule)
+
+    def __delitem__(self, p: Any) -> None:
+        del self.table[p]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __contains__(self, p: object) -> bool:
+        return p in self.table
+
+
 # Shape/dtype rule: (*avals, **params) -> aval, or a list of avals if multiple_results.
-abstract_eval_rules: dict[Primitive, Callable] = {}
+abstract_eval_rules: RuleTable = RuleTable("abstract_eval_rules")
 
 # Primitives whose params hold sub-programs (for printers, passes and the checker).
 higher_order: set[Primitive] = set()

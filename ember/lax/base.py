@@ -10,14 +10,17 @@ from ember import dtypes
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.core.trace import Tracer
+from ember.core.traits import Cost, Family, declare
 from ember.errors import JAXTypeError
 
 
-def primitive(name: str, rule: Callable, multiple_results: bool = False) -> Primitive:
-    """A new primitive with its shape/dtype rule registered."""
+def primitive(name: str, rule: Callable, multiple_results: bool = False, family: Family = Family.OTHER, *,
+              linear: bool = False, cheap: bool | None = None, transcendental: bool = False,
+              cost: Callable[[Any], Cost] | None = None) -> Primitive:
+    """A new primitive with its shape/dtype rule and its traits (``core/traits.py``) registered."""
     p = Primitive(name, multiple_results)
     abstract_eval_rules[p] = rule
-    return p
+    return declare(p, family, linear=linear, cheap=cheap, transcendental=transcendental, cost=cost)
 
 
 def aval(x: Any) -> ShapedArray:

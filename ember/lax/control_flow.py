@@ -198,7 +198,7 @@ def _cond_rule(index: ShapedArray, *operands: ShapedArray, branches: tuple) -> l
     return out
 
 
-cond_p = primitive("cond", _cond_rule, multiple_results=True)
+cond_p = primitive("cond", _cond_rule, multiple_results=True, linear=True)
 higher_order.add(cond_p)
 
 
@@ -407,7 +407,7 @@ def _is_bool_scalar(avals: Sequence[ShapedArray]) -> bool:
     return len(avals) == 1 and avals[0].shape == () and avals[0].dtype == dtypes.bool_
 
 
-while_p = primitive("while", _while_rule, multiple_results=True)
+while_p = primitive("while", _while_rule, multiple_results=True, linear=True)
 higher_order.add(while_p)
 
 
@@ -556,7 +556,7 @@ def _scan_rule(*operands: ShapedArray, jaxpr: ClosedJaxpr, length: int, num_carr
     return carry + [ShapedArray((length, *y.shape), y.dtype, y.weak_type) for y in ys]
 
 
-scan_p = primitive("scan", _scan_rule, multiple_results=True)
+scan_p = primitive("scan", _scan_rule, multiple_results=True, linear=True)
 higher_order.add(scan_p)
 
 

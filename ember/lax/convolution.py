@@ -9,12 +9,14 @@ ConvGeneralDilated). ``reduce_window`` folds ``lax.add`` / ``lax.max`` /
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from ember import dtypes
 from ember.core.avals import ShapedArray
+from ember.core.traits import Cost, Family
 from ember.errors import TracerArrayConversionError
 from ember.lax import elementwise
 from ember.lax.base import aval, check_dtype, primitive, shape_tuple
@@ -158,7 +160,16 @@ def _conv_rule(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple, pad
     return ShapedArray(tuple(shape), preferred_element_type, False)
 
 
-conv_general_dilated_p = primitive("conv_general_dilated", _conv_rule)
+def _conv_cost(eqn: Any) -> Cost:
+    """Two flops per multiply-add: each output element sums the kernel's input features (of its
+    group) times its window."""
+    _, rhs_spec, _ = eqn.params["dimension_numbers"]
+    rhs = eqn.invars[1].aval.shape
+    depth = rhs[rhs_spec[1]] * math.prod(rhs[d] for d in rhs_spec[2:])
+    return Cost(2.0 * math.prod(eqn.outvars[0].aval.shape) * depth)
+
+
+conv_general_dilated_p = primitive("conv_general_dilated", _conv_rule, linear=True, cost=_conv_cost)
 
 
 def _int_tuple(values: Any, n: int, what: str) -> tuple[int, ...]:
@@ -344,9 +355,17 @@ def _reduce_window_rule(name: str, allowed: str) -> Callable:
     return rule
 
 
-reduce_window_sum_p = primitive("reduce_window_sum", _reduce_window_rule("reduce_window_sum", "iuf"))
-reduce_window_max_p = primitive("reduce_window_max", _reduce_window_rule("reduce_window_max", "biuf"))
-reduce_window_min_p = primitive("reduce_window_min", _reduce_window_rule("reduce_window_min", "biuf"))
+def _reduce_window_cost(eqn: Any) -> Cost:
+    """One operation per element of each window."""
+    return Cost(float(math.prod(eqn.outvars[0].aval.shape) * math.prod(eqn.params["window_dimensions"])))
+
+
+reduce_window_sum_p = primitive("reduce_window_sum", _reduce_window_rule("reduce_window_sum", "iuf"), linear=True,
+                                cost=_reduce_window_cost)
+reduce_window_max_p = primitive("reduce_window_max", _reduce_window_rule("reduce_window_max", "biuf"),
+                                cost=_reduce_window_cost)
+reduce_window_min_p = primitive("reduce_window_min", _reduce_window_rule("reduce_window_min", "biuf"),
+                                cost=_reduce_window_cost)
 
 
 def window_identity(p: Any, dtype: np.dtype) -> Any:
@@ -431,4 +450,4 @@ def _sliding_windows_rule(x: ShapedArray, *, window_dimensions: tuple, window_st
 # dilation]``). Backends build convolutions (patches for a matrix product) and windowed reductions
 # from it after differentiation, so it never meets a tangent; it only moves data, and reads each
 # element of ``x`` as many times as windows overlap it.
-sliding_windows_p = primitive("sliding_windows", _sliding_windows_rule)
+sliding_windows_p = primitive("sliding_windows", _sliding_windows_rule, family=Family.INDEX_REMAPPING)

@@ -7,12 +7,14 @@ lhs's free dimensions, then the rhs's, each in operand order (as XLA's DotGenera
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any
 
 import numpy as np
 
 from ember import dtypes
 from ember.core.avals import ShapedArray
+from ember.core.traits import Cost
 from ember.lax import parallel
 from ember.lax.base import aval, primitive
 from ember.lax.elementwise import convert_element_type
@@ -89,7 +91,14 @@ def _dot_general_rule(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: 
     return ShapedArray(lhs_batch_shape + lhs_free + rhs_free, preferred_element_type, False)
 
 
-dot_general_p = primitive("dot_general", _dot_general_rule)
+def _dot_general_cost(eqn: Any) -> Cost:
+    """Two flops per multiply-add: 2 M N K for a product of M x K and K x N (per batch)."""
+    (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+    depth = math.prod(eqn.invars[0].aval.shape[d] for d in lhs_contract)
+    return Cost(2.0 * math.prod(eqn.outvars[0].aval.shape) * depth)
+
+
+dot_general_p = primitive("dot_general", _dot_general_rule, linear=True, cost=_dot_general_cost)
 
 
 def _dims_tuple(dims: Any) -> tuple[int, ...]:

@@ -13,14 +13,15 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes
+from ember.core import traits
 from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.primitive import Primitive
 from ember.core.trace import Tracer
+from ember.core.traits import Family, free, transcendental_per_output_element
 from ember.lax.base import aval, check_dtype, is_python_scalar, primitive
 
-# Every elementwise primitive, for the fusion pass and generic rules.
-ELEMENTWISE: set[Primitive] = set()
+ELEMENTWISE = traits.ELEMENTWISE  # every elementwise primitive (a view of the traits table)
 
 # Operand kinds: b bool, i signed, u unsigned, f floating, c complex (as ``base.check_dtype``).
 FLOAT, INT, NUM, INT_BOOL, ANY = "f", "iu", "iufc", "biu", "biufc"
@@ -58,20 +59,18 @@ def _elementwise_rule(*avals: ShapedArray, name: str, kinds: str, out_dtype: Any
     return ShapedArray(shape, out_dtype or dt, weak)
 
 
-def _define(name: str, kinds: str, out_dtype: Any = None) -> Primitive:
+def _define(name: str, kinds: str, out_dtype: Any = None, **declared: Any) -> Primitive:
     def rule(*avals: ShapedArray, **params: Any) -> ShapedArray:
         return _elementwise_rule(*avals, name=name, kinds=kinds, out_dtype=out_dtype)
 
-    p = primitive(name, rule)
-    ELEMENTWISE.add(p)
-    return p
+    return primitive(name, rule, family=Family.ELEMENTWISE, **declared)
 
 
 # --- unary --------------------------------------------------------------------------
-neg_p = _define("neg", NUM)
-sign_p = _define("sign", NUM)
-floor_p = _define("floor", FLOAT)
-ceil_p = _define("ceil", FLOAT)
+neg_p = _define("neg", NUM, linear=True, cheap=True)
+sign_p = _define("sign", NUM, cheap=True)
+floor_p = _define("floor", FLOAT, cheap=True)
+ceil_p = _define("ceil", FLOAT, cheap=True)
 
 
 def _to_real_rule(name: str, kinds: str) -> Any:
@@ -82,15 +81,9 @@ def _to_real_rule(name: str, kinds: str) -> Any:
     return rule
 
 
-def _define_with_rule(name: str, rule: Any) -> Primitive:
-    p = primitive(name, rule)
-    ELEMENTWISE.add(p)
-    return p
-
-
-abs_p = _define_with_rule("abs", _to_real_rule("abs", NUM))
-real_p = _define_with_rule("real", _to_real_rule("real", "c"))
-imag_p = _define_with_rule("imag", _to_real_rule("imag", "c"))
+abs_p = primitive("abs", _to_real_rule("abs", NUM), family=Family.ELEMENTWISE, cheap=True)
+real_p = primitive("real", _to_real_rule("real", "c"), family=Family.ELEMENTWISE, linear=True)
+imag_p = primitive("imag", _to_real_rule("imag", "c"), family=Family.ELEMENTWISE, linear=True)
 
 
 def _conj_rule(x: ShapedArray, *, input_dtype: Any) -> ShapedArray:
@@ -105,27 +98,29 @@ def _complex_rule(x: ShapedArray, y: ShapedArray) -> ShapedArray:
     return ShapedArray(out.shape, dtypes.complex_dtype(out.dtype), out.weak_type)
 
 
-conj_p = _define_with_rule("conj", _conj_rule)
-complex_p = _define_with_rule("complex", _complex_rule)
-not_p = _define("not", INT_BOOL)
+conj_p = primitive("conj", _conj_rule, family=Family.ELEMENTWISE, linear=True)
+complex_p = primitive("complex", _complex_rule, family=Family.ELEMENTWISE, linear=True)
+not_p = _define("not", INT_BOOL, cheap=True)
 population_count_p = _define("population_count", INT)
 is_finite_p = _define("is_finite", FLOAT, out_dtype=dtypes.bool_)
 
 # Functions of floating or complex operands (as in JAX), then those of real ones only.
+# All transcendental but the square roots, which are one instruction (the cost model counts them as
+# transcendentals all the same, as XLA's does).
 _INEXACT_UNARY = ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
-                  "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt")
+                  "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
 _FLOAT_UNARY = ("cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma")
 (exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p, acos_p,
- atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p) = (_define(n, INEXACT) for n in _INEXACT_UNARY)
-cbrt_p, erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p = (_define(n, FLOAT) for n in _FLOAT_UNARY)
+ atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p) = (_define(n, INEXACT, transcendental=True) for n in _INEXACT_UNARY)
+sqrt_p, rsqrt_p = (_define(n, INEXACT, cost=transcendental_per_output_element) for n in ("sqrt", "rsqrt"))
+cbrt_p, erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p = (_define(n, FLOAT, transcendental=True) for n in _FLOAT_UNARY)
 
 
 def _round_rule(x: ShapedArray, *, rounding_method: int) -> ShapedArray:
     return _elementwise_rule(x, name="round", kinds=FLOAT)
 
 
-round_p = primitive("round", _round_rule)
-ELEMENTWISE.add(round_p)
+round_p = primitive("round", _round_rule, family=Family.ELEMENTWISE, cheap=True)
 
 
 def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
@@ -137,32 +132,31 @@ def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
     return _elementwise_rule(x, name="integer_pow", kinds=NUM)
 
 
-integer_pow_p = primitive("integer_pow", _integer_pow_rule)
-ELEMENTWISE.add(integer_pow_p)
+integer_pow_p = primitive("integer_pow", _integer_pow_rule, family=Family.ELEMENTWISE)
 
 # --- binary -------------------------------------------------------------------------
-add_p = _define("add", NUM)
-sub_p = _define("sub", NUM)
-mul_p = _define("mul", NUM)
-div_p = _define("div", NUM)
+add_p = _define("add", NUM, linear=True, cheap=True)
+sub_p = _define("sub", NUM, linear=True, cheap=True)
+mul_p = _define("mul", NUM, linear=True, cheap=True)
+div_p = _define("div", NUM, linear=True)
 rem_p = _define("rem", REAL)
-pow_p = _define("pow", INEXACT)
-max_p = _define("max", ANY)
-min_p = _define("min", ANY)
-atan2_p = _define("atan2", FLOAT)
+pow_p = _define("pow", INEXACT, transcendental=True)
+max_p = _define("max", ANY, cheap=True)
+min_p = _define("min", ANY, cheap=True)
+atan2_p = _define("atan2", FLOAT, transcendental=True)
 nextafter_p = _define("nextafter", FLOAT)
-and_p = _define("and", INT_BOOL)
-or_p = _define("or", INT_BOOL)
-xor_p = _define("xor", INT_BOOL)
+and_p = _define("and", INT_BOOL, cheap=True)
+or_p = _define("or", INT_BOOL, cheap=True)
+xor_p = _define("xor", INT_BOOL, cheap=True)
 shift_left_p = _define("shift_left", INT)
 shift_right_arithmetic_p = _define("shift_right_arithmetic", INT)
 shift_right_logical_p = _define("shift_right_logical", INT)
-eq_p = _define("eq", ANY, out_dtype=dtypes.bool_)
-ne_p = _define("ne", ANY, out_dtype=dtypes.bool_)
-lt_p = _define("lt", ORDERED, out_dtype=dtypes.bool_)
-le_p = _define("le", ORDERED, out_dtype=dtypes.bool_)
-gt_p = _define("gt", ORDERED, out_dtype=dtypes.bool_)
-ge_p = _define("ge", ORDERED, out_dtype=dtypes.bool_)
+eq_p = _define("eq", ANY, out_dtype=dtypes.bool_, cheap=True)
+ne_p = _define("ne", ANY, out_dtype=dtypes.bool_, cheap=True)
+lt_p = _define("lt", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+le_p = _define("le", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+gt_p = _define("gt", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+ge_p = _define("ge", ORDERED, out_dtype=dtypes.bool_, cheap=True)
 
 
 # --- conversions, selection, clamp -----------------------------------------------------
@@ -170,8 +164,8 @@ def _convert_rule(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bool) -> Sh
     return ShapedArray(x.shape, new_dtype, weak_type)
 
 
-convert_element_type_p = primitive("convert_element_type", _convert_rule)
-ELEMENTWISE.add(convert_element_type_p)
+convert_element_type_p = primitive("convert_element_type", _convert_rule, family=Family.ELEMENTWISE, linear=True,
+                                   cheap=True, cost=free)
 
 
 def _bitcast_rule(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
@@ -188,7 +182,7 @@ def _bitcast_rule(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
     return ShapedArray(x.shape[:-1], new_dtype)
 
 
-bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule)
+bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule, cost=free)  # (widths may differ)
 
 
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
@@ -234,8 +228,7 @@ def _select_n_rule(which: ShapedArray, *cases: ShapedArray) -> ShapedArray:
     return ShapedArray(shape, out.dtype, out.weak_type)
 
 
-select_n_p = primitive("select_n", _select_n_rule)
-ELEMENTWISE.add(select_n_p)
+select_n_p = primitive("select_n", _select_n_rule, family=Family.ELEMENTWISE, linear=True, cheap=True)
 
 
 def _clamp_rule(lo: ShapedArray, x: ShapedArray, hi: ShapedArray) -> ShapedArray:
@@ -247,8 +240,7 @@ def _clamp_rule(lo: ShapedArray, x: ShapedArray, hi: ShapedArray) -> ShapedArray
     return ShapedArray(x.shape, out.dtype, x.weak_type and out.weak_type)
 
 
-clamp_p = primitive("clamp", _clamp_rule)
-ELEMENTWISE.add(clamp_p)
+clamp_p = primitive("clamp", _clamp_rule, family=Family.ELEMENTWISE, cheap=True)
 
 
 # --- the public lax functions ------------------------------------------------------------

@@ -76,7 +76,7 @@ def _fft_rule(x: ShapedArray, *, fft_type: FftType, fft_lengths: tuple[int, ...]
     return x.strip_weak_type()
 
 
-fft_p = primitive("fft", _fft_rule)
+fft_p = primitive("fft", _fft_rule, linear=True)
 
 
 def fft(x: Any, fft_type: FftType | str, fft_lengths: Sequence[int]) -> Any:

@@ -21,9 +21,11 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ember import dtypes
+from ember.core import traits
 from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
+from ember.core.traits import Family, free
 from ember.lax.base import primitive
 
 __all__ = [
@@ -182,7 +184,7 @@ def _gather_rule(operand: ShapedArray, indices: ShapedArray, *, dimension_number
     return ShapedArray(tuple(shape), operand.dtype, operand.weak_type)
 
 
-gather_p = primitive("gather", _gather_rule)
+gather_p = primitive("gather", _gather_rule, linear=True, cost=free)
 
 
 def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionNumbers,
@@ -251,7 +253,8 @@ def _scatter_primitive(name: str):
     def rule(operand: ShapedArray, indices: ShapedArray, updates: ShapedArray, **params: Any) -> ShapedArray:
         return _scatter_rule(operand, indices, updates, name=name, **params)
 
-    return primitive(name, rule)
+    return primitive(name, rule, family=Family.SCATTER, linear=name in ("scatter", "scatter-add", "scatter-sub",
+                                                                         "scatter-mul"))
 
 
 scatter_p = _scatter_primitive("scatter")
@@ -262,7 +265,7 @@ scatter_min_p = _scatter_primitive("scatter-min")
 scatter_max_p = _scatter_primitive("scatter-max")
 
 
-SCATTERS = (scatter_p, scatter_add_p, scatter_sub_p, scatter_mul_p, scatter_min_p, scatter_max_p)
+SCATTERS = traits.SCATTERS  # (a view of the traits table)
 
 
 def _scatter_dnums(dn: ScatterDimensionNumbers) -> ScatterDimensionNumbers:

@@ -123,7 +123,7 @@ def _triangular_solve_rule(a: ShapedArray, b: ShapedArray, *, left_side: bool, l
     return b.strip_weak_type()
 
 
-triangular_solve_p = primitive("triangular_solve", _triangular_solve_rule)
+triangular_solve_p = primitive("triangular_solve", _triangular_solve_rule, linear=True)
 
 
 def triangular_solve(a: Any, b: Any, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,

@@ -37,8 +37,9 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import Var
 from ember.core.primitive import EFFECTFUL
 from ember.core.trace import Tracer
+from ember.core.traits import Family
 from ember.lax.base import aval, primitive
-from ember.lax.elementwise import ELEMENTWISE, add, mul, select
+from ember.lax.elementwise import add, mul, select
 from ember.lax.reductions import reduce_max, reduce_min, reduce_sum
 from ember.lax.shapes import (
     broadcast_in_dim,
@@ -112,10 +113,10 @@ def _same(x: ShapedArray, **params: Any) -> ShapedArray:
     return x
 
 
-psum_p = primitive("psum", _same)
+psum_p = primitive("psum", _same, linear=True)
 pmax_p = primitive("pmax", _same)
 pmin_p = primitive("pmin", _same)
-ppermute_p = primitive("ppermute", _same)
+ppermute_p = primitive("ppermute", _same, linear=True)
 
 
 def _all_gather_rule(x: ShapedArray, *, axes: tuple, axis_size: int, axis: int) -> ShapedArray:
@@ -148,9 +149,9 @@ def _axis_index_rule(*, axes: tuple) -> ShapedArray:
     return ShapedArray((), np.dtype(np.int32), False)
 
 
-all_gather_p = primitive("all_gather", _all_gather_rule)
-psum_scatter_p = primitive("psum_scatter", _psum_scatter_rule)
-all_to_all_p = primitive("all_to_all", _all_to_all_rule)
+all_gather_p = primitive("all_gather", _all_gather_rule, linear=True)
+psum_scatter_p = primitive("psum_scatter", _psum_scatter_rule, linear=True)
+all_to_all_p = primitive("all_to_all", _all_to_all_rule, linear=True)
 axis_index_p = primitive("axis_index", _axis_index_rule)
 
 COLLECTIVES = frozenset({psum_p, pmax_p, pmin_p, ppermute_p, all_gather_p, psum_scatter_p, all_to_all_p,
@@ -453,8 +454,7 @@ def varying_axes(x: Any) -> frozenset | None:
 # ``with_sharding_constraint`` on a traced value: the identity, recording how the value should be
 # split (``spec``: a PartitionSpec over the enclosing jit's mesh), which the partitioning of a
 # ``jit`` with ``in_shardings`` acts on (ember.partition). An elementwise identity otherwise.
-sharding_constraint_p = primitive("sharding_constraint", lambda x, **_: x)
-ELEMENTWISE.add(sharding_constraint_p)
+sharding_constraint_p = primitive("sharding_constraint", lambda x, **_: x, family=Family.ELEMENTWISE, linear=True)
 
 
 def place_tree(x: Any, sharding: Any) -> Any:

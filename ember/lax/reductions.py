@@ -7,13 +7,16 @@ NaNs after every other value, as NumPy does.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from ember import dtypes
+from ember.core import traits
 from ember.core.avals import ShapedArray
 from ember.core.primitive import Primitive
+from ember.core.traits import Cost, Family, per_operand_element
 from ember.lax.base import aval, canonical_axes, check_dtype, primitive
 
 __all__ = [
@@ -22,9 +25,10 @@ __all__ = [
     "sort", "sort_key_val", "top_k",
 ]
 
-# Every reduction / cumulative primitive, for passes that treat the family alike.
-REDUCTIONS: set[Primitive] = set()
-CUMULATIVE: set[Primitive] = set()
+# Every reduction / cumulative primitive, for passes that treat the family alike (views of the
+# traits table). ``argmax`` and ``argmin`` are in neither: they reduce one axis to an index.
+REDUCTIONS = traits.REDUCTIONS
+CUMULATIVE = traits.CUMULATIVE
 
 _NUMBER, _ANY, _INT_BOOL, _FLOAT = "iufc", "biufc", "biu", "f"
 
@@ -55,9 +59,7 @@ def _define_reduction(name: str, kinds: str) -> Primitive:
         _check_axes(name, axes, x)
         return ShapedArray(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype, x.weak_type)
 
-    p = primitive(name, rule)
-    REDUCTIONS.add(p)
-    return p
+    return primitive(name, rule, family=Family.REDUCTION, linear=name == "reduce_sum")
 
 
 reduce_sum_p = _define_reduction("reduce_sum", _NUMBER)
@@ -101,7 +103,7 @@ def _define_arg_reduction(name: str) -> Primitive:
                              f"{x.shape} has size 0")
         return ShapedArray(x.shape[:axis] + x.shape[axis + 1:], index_dtype)
 
-    return primitive(name, rule)
+    return primitive(name, rule, cost=per_operand_element)
 
 
 argmax_p = _define_arg_reduction("argmax")
@@ -128,9 +130,7 @@ def _define_cumulative(name: str, kinds: str) -> Primitive:
             raise ValueError(f"{name}: axis {axis} is out of bounds for the operand {x.str_short()}")
         return x
 
-    p = primitive(name, rule)
-    CUMULATIVE.add(p)
-    return p
+    return primitive(name, rule, family=Family.CUMULATIVE, linear=name == "cumsum")
 
 
 cumsum_p = _define_cumulative("cumsum", _NUMBER)
@@ -172,7 +172,12 @@ def _sort_rule(*operands: ShapedArray, dimension: int, is_stable: bool, num_keys
     return list(operands)
 
 
-sort_p = primitive("sort", _sort_rule, multiple_results=True)
+def _sort_cost(eqn: Any) -> Cost:
+    n = math.prod(eqn.invars[0].aval.shape)
+    return Cost(n * max(math.log2(max(n, 2)), 1.0))
+
+
+sort_p = primitive("sort", _sort_rule, multiple_results=True, cost=_sort_cost)
 
 
 def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:

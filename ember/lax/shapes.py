@@ -7,19 +7,19 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes
+from ember.core import traits
 from ember.core.avals import ShapedArray
+from ember.core.traits import Family, free
 from ember.lax import elementwise
 from ember.lax.base import aval, canonical_axes, primitive, shape_tuple
 from ember.lax.elementwise import add, convert_element_type, lt, select
 
-# Primitives that only move data (for fusion as index remapping).
-INDEX_REMAPPING = set()
+# Primitives that only move data, or compute an element from its index (a view of the traits table).
+INDEX_REMAPPING = traits.INDEX_REMAPPING
 
 
 def _remapping(name: str, rule) -> Any:
-    p = primitive(name, rule)
-    INDEX_REMAPPING.add(p)
-    return p
+    return primitive(name, rule, family=Family.INDEX_REMAPPING, linear=True)
 
 
 # --- broadcast_in_dim ----------------------------------------------------------------
@@ -262,7 +262,7 @@ def _iota_rule(*, dtype: np.dtype, shape: tuple, dimension: int) -> ShapedArray:
     return ShapedArray(tuple(shape), dtype, False)
 
 
-iota_p = primitive("iota", _iota_rule)
+iota_p = primitive("iota", _iota_rule, family=Family.INDEX_REMAPPING)  # (an element from its index)
 
 
 def iota(dtype: Any, size: int) -> Any:
@@ -295,7 +295,7 @@ def _dynamic_slice_rule(x: ShapedArray, *starts: ShapedArray, slice_sizes: tuple
     return ShapedArray(tuple(slice_sizes), x.dtype, x.weak_type)
 
 
-dynamic_slice_p = primitive("dynamic_slice", _dynamic_slice_rule)
+dynamic_slice_p = primitive("dynamic_slice", _dynamic_slice_rule, linear=True, cost=free)
 
 
 def _index_operand(i: Any) -> Any:
@@ -336,7 +336,7 @@ def _dynamic_update_slice_rule(x: ShapedArray, update: ShapedArray, *starts: Sha
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
-dynamic_update_slice_p = primitive("dynamic_update_slice", _dynamic_update_slice_rule)
+dynamic_update_slice_p = primitive("dynamic_update_slice", _dynamic_update_slice_rule, linear=True, cost=free)
 
 
 def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any], *,

@@ -9,16 +9,16 @@ from typing import Any
 
 from ember import dtypes, tree_util
 from ember.core.avals import ShapedArray
+from ember.core.traits import Family
 from ember.lax.base import aval, primitive
-from ember.lax.elementwise import ELEMENTWISE
 
 
 def _identity_rule(x: ShapedArray) -> ShapedArray:
     return x
 
 
-stop_gradient_p = primitive("stop_gradient", _identity_rule)
-ELEMENTWISE.add(stop_gradient_p)  # an elementwise identity: fuses, batches and lowers like one
+# An elementwise identity: fuses, batches and lowers like one.
+stop_gradient_p = primitive("stop_gradient", _identity_rule, family=Family.ELEMENTWISE)
 
 
 def stop_gradient(x: Any) -> Any:

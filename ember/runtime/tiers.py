@@ -15,8 +15,9 @@ The cost model is deliberately coarse (measured on the 2-core machine of the ben
 ``benchmarks/compile_time.py`` programs): native compile about ``COMPILE_MS_FIXED`` plus
 ``COMPILE_MS_PER_EQN`` per equation (sub-programs included); a reference run about
 ``REFERENCE_MS_PER_EQN`` per equation executed (loop bodies times their trip counts; a
-``while_loop`` counts ``WHILE_TRIPS`` trips) plus the arithmetic at NumPy's speed (products
-by BLAS, convolutions by ``einsum`` over window views).
+``while_loop`` counts ``WHILE_TRIPS`` trips) plus the arithmetic at NumPy's speed: the flops of
+products (by BLAS) and convolutions (by ``einsum`` over window views) as the cost model counts
+them (``core/traits.py equation_cost``: two per multiply-add).
 
 The compiles run on the ``tiers`` queue of the background service (``core/background.py``):
 one at a time (LLVM is serialized anyway), first in, first out. At interpreter exit the queue is
@@ -25,7 +26,6 @@ dropped and the compile in flight finished.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from typing import Any, Callable
@@ -37,6 +37,7 @@ from ember.backends.reference.executable import ReferenceExecutable
 from ember.config import config
 from ember.core.background import Job, background
 from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, subjaxprs
+from ember.core.traits import equation_cost, output_elements
 from ember.lax.control_flow import cond_p, scan_p, while_p
 from ember.lax.convolution import conv_general_dilated_p
 from ember.lax.dot import dot_general_p
@@ -49,8 +50,9 @@ COMPILE_MS_FIXED = 40.0
 COMPILE_MS_PER_EQN = 0.5
 REFERENCE_MS_PER_EQN = 0.04
 REFERENCE_NS_PER_ELEMENT = 2.0  # elementwise and data movement
-REFERENCE_NS_PER_FLOP = 0.05  # products (NumPy's BLAS)
-REFERENCE_NS_PER_CONV_FLOP = 1.0  # convolutions: 0.8-1.7 ns measured (16x64x64x32 and 32x28x28x16, 3x3)
+# The arithmetic that outweighs the elements: products (NumPy's BLAS), and convolutions (0.8-1.7 ns
+# measured: 16x64x64x32 and 32x28x28x16, 3x3).
+REFERENCE_NS_PER_FLOP = {dot_general_p: 0.05, conv_general_dilated_p: 1.0}
 WHILE_TRIPS = 1000
 
 
@@ -90,17 +92,10 @@ def reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
         if subs:  # calls (jit, custom rules) run their sub-program once
             ms += sum(reference_ms(s, trips) for s in subs)
             continue
-        elements = sum(math.prod(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape"))
-        ns = REFERENCE_NS_PER_ELEMENT * elements
-        if p is dot_general_p:
-            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
-            depth = math.prod(eqn.invars[0].aval.shape[d] for d in lhs_contract)
-            ns += REFERENCE_NS_PER_FLOP * 2 * elements * depth
-        elif p is conv_general_dilated_p:
-            lhs_spec, rhs_spec, _ = eqn.params["dimension_numbers"]
-            rhs = eqn.invars[1].aval.shape
-            depth = rhs[rhs_spec[1]] * math.prod(rhs[d] for d in rhs_spec[2:])
-            ns += REFERENCE_NS_PER_CONV_FLOP * 2 * elements * depth
+        ns = REFERENCE_NS_PER_ELEMENT * output_elements(eqn)
+        per_flop = REFERENCE_NS_PER_FLOP.get(p)
+        if per_flop is not None:
+            ns += per_flop * equation_cost(eqn).flops
         ms += trips * (REFERENCE_MS_PER_EQN + ns * 1e-6)
     return ms
 

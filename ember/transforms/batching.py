@@ -39,7 +39,7 @@ from ember import errors, lax, tree_util
 from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, subjaxprs
-from ember.core.primitive import Primitive
+from ember.core.primitive import Primitive, RuleTable
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, type_text, unexpected_tracer_error
 from ember.lax import control_flow, refs as _refs
 from ember.lax.base import aval
@@ -48,8 +48,8 @@ from ember.lax.parallel import COLLECTIVES, VMAP, extend_axis_env
 from ember.transforms.programs import eval_closed_by_binding, trace_program, trace_programs
 
 BatchDim = int | None
-batching_rules: dict[Primitive, Callable] = {}
-collective_rules: dict[Primitive, Callable] = {}
+batching_rules: RuleTable = RuleTable("batching_rules")
+collective_rules: RuleTable = RuleTable("collective_rules")
 
 
 class _RuleAxis(threading.local):

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from ember import errors
 from ember.core.ir import ClosedJaxpr
-from ember.core.primitive import Primitive
+from ember.core.primitive import Primitive, RuleTable
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, unexpected_tracer_error
 from ember.lax.base import aval
 from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by, trace_program
@@ -31,7 +31,7 @@ from ember.transforms.tangents import (
     match_type,
 )
 
-jvp_rules: dict[Primitive, Callable] = {}
+jvp_rules: RuleTable = RuleTable("jvp_rules")
 
 
 class JVPTracer(Tracer):

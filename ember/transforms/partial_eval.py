@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, is_effectful, is_replayable
-from ember.core.primitive import Primitive
+from ember.core.primitive import Primitive, RuleTable
 from ember.core.staging import DebugInfo, StagingTrace
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace
 from ember.lax.base import aval
@@ -26,7 +26,7 @@ from ember.transforms.jvp import jvp_flat
 from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by, trace_program
 from ember.transforms.tangents import Zero, is_differentiable
 
-partial_eval_rules: dict[Primitive, Callable] = {}
+partial_eval_rules: RuleTable = RuleTable("partial_eval_rules")
 
 
 class PartialEvalTrace(StagingTrace):
@@ -186,7 +186,7 @@ def remat_case(answer: Any) -> Any:
 # Rules for equations holding sub-programs (calls):
 # rule(policy, unknowns_in, inst_in, eqn) -> (known eqn | None, staged eqn | None, unknowns_out, inst_out,
 #                                             new residual vars)
-partial_eval_jaxpr_custom_rules: dict[Primitive, Callable] = {}
+partial_eval_jaxpr_custom_rules: RuleTable = RuleTable("partial_eval_jaxpr_custom_rules")
 
 
 class CustomSplit(NamedTuple):
@@ -324,7 +324,7 @@ def _copied(jaxpr: Jaxpr, operands: Sequence[Any]) -> tuple[list[Eqn], list]:
 
 
 # DCE rules for equations holding sub-programs: rule(used_outputs, eqn) -> (used inputs, eqn | None)
-dce_rules: dict[Primitive, Callable] = {}
+dce_rules: RuleTable = RuleTable("dce_rules")
 
 
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:

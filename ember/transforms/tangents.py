@@ -17,9 +17,10 @@ from ember.core.avals import ShapedArray
 from ember.core.evaluation import impl_rules
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, print_rules
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params
+from ember.core.traits import Family, declare
 from ember.dtypes import float0
 from ember.lax.base import aval
-from ember.lax.elementwise import ELEMENTWISE, add_p
+from ember.lax.elementwise import add_p
 
 
 class Zero:
@@ -79,7 +80,7 @@ class _AddAny(Primitive):
 
 add_any_p = _AddAny("add_any")
 call_params[add_any_p] = "body"
-ELEMENTWISE.add(add_any_p)  # (partitioned and batched as the elementwise operation it is)
+declare(add_any_p, Family.ELEMENTWISE, linear=True)  # (partitioned and batched as the elementwise operation it is)
 
 
 def _add_any_rule(x: ShapedArray, y: ShapedArray, *, body: ClosedJaxpr) -> ShapedArray:

@@ -10,15 +10,15 @@ cotangent per operand (None for the non-linear ones, or a symbolic ``Zero``).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
-from ember.core.primitive import Primitive
+from ember.core.primitive import RuleTable
 from ember.transforms.programs import literal_value, merge_by, trace_program
 from ember.transforms.tangents import Zero, add_tangents, instantiate, match_type
 
-transpose_rules: dict[Primitive, Callable] = {}
+transpose_rules: RuleTable = RuleTable("transpose_rules")
 
 
 class UndefinedPrimal:

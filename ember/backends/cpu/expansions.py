@@ -46,7 +46,7 @@ from ember.compiler.inline import splice
 from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, rebuild
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr
-from ember.core.primitive import Primitive
+from ember.core.primitive import Primitive, RuleTable
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.lax import convolution as conv, reductions as red, shapes as sh, special
 from ember.lax.base import aval
@@ -380,7 +380,7 @@ def _swaps_free_dimensions(product: Eqn, transpose: Eqn) -> bool:
     return nl > 0 and nr > 0 and transpose.params["permutation"] == swap
 
 
-expansions: dict[Primitive, Expansion] = {
+expansions: RuleTable = RuleTable("expansions", {
     dot_general_p: Expansion(_single_term, _single_term_applies),
     red.reduce_sum_p: Expansion(_single_element_sum,
                                 lambda x, *, axes, **params: bool(axes) and all(x.shape[a] == 1 for a in axes)),
@@ -396,4 +396,4 @@ expansions: dict[Primitive, Expansion] = {
     **{p: Expansion(fn, lambda *avals: avals[0].dtype in (np.float32, np.float64))
        for p, fn in ((special.igamma_p, special.igamma_value), (special.igammac_p, special.igammac_value),
                      (special.betainc_p, special.betainc_value))},
-}
+})

@@ -28,7 +28,7 @@ from ember.backends.cpu.loops import Index, Loop, Read, Reads, Region, Scalar, S
 from ember.backends.cpu.lowering import I64, Emitter, const, register_type
 from ember.backends.reference.dot import accumulation_dtype  # (bool counts in int32, half precision in float32)
 from ember.backends.reference.indexing import default_fill_value
-from ember.core.primitive import Primitive
+from ember.core.primitive import Primitive, RuleTable
 from ember.lax import indexing as ix, reductions as red, shapes as sh
 from ember.lax.convolution import sliding_windows_p
 from ember.lax.dot import dot_general_p
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ember.core.ir import Var
 
 IndexRule = Callable[["KernelBuilder", Any, Index, Scope], Reads]
-index_rules: dict[Primitive, IndexRule] = {}
+index_rules: RuleTable = RuleTable("index_rules")
 
 
 # --- elementwise ---------------------------------------------------------------------------------------
@@ -534,8 +534,7 @@ def dot_row(k: KernelBuilder, eqn, outer: list[Scalar], row: ir.Value, scope: Sc
         loop.close()
 
 
-REDUCTION_PRIMITIVES = (red.reduce_sum_p, red.reduce_prod_p, red.reduce_max_p, red.reduce_min_p,
-                        red.reduce_and_p, red.reduce_or_p, red.reduce_xor_p)
+REDUCTION_PRIMITIVES = red.REDUCTIONS  # (the reduction family: core/traits.py)
 
 index_rules.update({
     sh.iota_p: _iota, sh.broadcast_in_dim_p: _broadcast_in_dim, sh.reshape_p: _reshape,

@@ -23,7 +23,8 @@ from llvmlite import ir
 
 from ember import dtypes
 from ember.backends.cpu import complex_math, vecmath  # the inline vector math library (exp, log, tanh, ...)
-from ember.core.primitive import Primitive
+from ember.core.primitive import Primitive, RuleTable
+from ember.core.traits import TRANSCENDENTAL
 from ember.lax import elementwise as ew
 from ember.lax.parallel import sharding_constraint_p
 from ember.lax.stop_gradient import stop_gradient_p
@@ -193,7 +194,7 @@ def vecmath_binary(name: str) -> bool:
     return name in vecmath.SUPPORTED_BINARY
 
 
-lower_rules: dict[Primitive, Callable[..., ir.Value]] = {}
+lower_rules: RuleTable = RuleTable("lower_rules")
 
 
 def can_lower(p: Primitive, in_dtypes: list[np.dtype]) -> bool:
@@ -221,13 +222,11 @@ def _math_binary(name: str) -> Callable:
     return rule
 
 
-_VECMATH_UNARY = {ew.exp_p, ew.exp2_p, ew.log_p, ew.log1p_p, ew.expm1_p, ew.tanh_p, ew.logistic_p, ew.sin_p,
-                  ew.cos_p, ew.tan_p, ew.asin_p, ew.acos_p, ew.atan_p, ew.sinh_p, ew.cosh_p, ew.asinh_p,
-                  ew.acosh_p, ew.atanh_p, ew.cbrt_p, ew.erf_p, ew.erfc_p, ew.erf_inv_p, ew.lgamma_p,
-                  ew.digamma_p}
-_VECMATH_BINARY = {ew.pow_p, ew.atan2_p, ew.nextafter_p}
+# Transcendental functions (core/traits.py) are vecmath's routines, where it has one of the name.
+_VECMATH_UNARY = frozenset(p for p in TRANSCENDENTAL if vecmath_unary(p.name))
+_VECMATH_BINARY = frozenset(p for p in TRANSCENDENTAL if vecmath_binary(p.name))
 # Worth computing once and keeping, rather than recomputing per use.
-EXPENSIVE = _VECMATH_UNARY | _VECMATH_BINARY
+EXPENSIVE = TRANSCENDENTAL
 for _p in _VECMATH_UNARY:
     lower_rules[_p] = _math_unary(_p.name)
 for _p in _VECMATH_BINARY:
@@ -661,7 +660,7 @@ def _complex_convert(e, in_dts, out_dt, x, *, new_dtype, weak_type):
 
 
 # Rules for primitives with a complex operand or result; ``lower_rules`` dispatches to them.
-complex_rules: dict[Primitive, Callable[..., ir.Value]] = {
+complex_rules: RuleTable = RuleTable("complex_rules", {
     ew.add_p: _complex_arith("add"), ew.sub_p: _complex_arith("sub"), ew.mul_p: _complex_arith("mul"),
     ew.div_p: _complex_arith("div"), ew.neg_p: _complex_neg, ew.conj_p: _complex_conj,
     ew.real_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 0),
@@ -675,7 +674,7 @@ complex_rules: dict[Primitive, Callable[..., ir.Value]] = {
     ew.pow_p: lambda e, in_dts, out_dt, x, y: pack(e.b, *_wide(e, out_dt, complex_math.Cx.pow, x, y)),
     ew.max_p: _complex_arith("max"), ew.min_p: _complex_arith("min"), ew.clamp_p: _complex_clamp,
     **{getattr(ew, f"{n}_p"): _complex_function(n) for n in complex_math.FUNCTIONS},
-}
+})
 
 
 def lowers_complex(p: Primitive) -> bool:
@@ -696,4 +695,4 @@ def _dispatching(p: Primitive, real_rule: Callable | None) -> Callable:
 
 
 for _p in complex_rules:
-    lower_rules[_p] = _dispatching(_p, lower_rules.get(_p))
+    lower_rules.override(_p, _dispatching(_p, lower_rules.get(_p)))  # (wraps the real rule, if any)

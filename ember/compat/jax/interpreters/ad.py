@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ember.core.primitive import Primitive
-from ember.transforms.jvp import defjvp, jvp_rules as primitive_jvps  # noqa: F401
+from ember.core.primitive import Primitive, ReplacingView
+from ember.transforms.jvp import defjvp, jvp_rules
 from ember.transforms.tangents import Zero, instantiate
 from ember.transforms.transpose import UndefinedPrimal, is_undefined as is_undefined_primal, transpose_rules
 
-primitive_transposes = transpose_rules
+# JAX's tables, in which a rule given again replaces the one before.
+primitive_jvps = ReplacingView(jvp_rules)
+primitive_transposes = ReplacingView(transpose_rules)
 
 
 def instantiate_zeros(tangent: Any) -> Any:
@@ -30,13 +32,13 @@ def deflinear(primitive: Primitive, transpose_rule: Callable) -> None:
     def jvp(primals: tuple, tangents: tuple, **params: Any) -> tuple[Any, Any]:
         return primitive.bind(*primals, **params), primitive.bind(*map(instantiate, tangents), **params)
     primitive_jvps[primitive] = jvp
-    transpose_rules[primitive] = lambda ct, *operands, **params: transpose_rule(ct, **params)
+    primitive_transposes[primitive] = lambda ct, *operands, **params: transpose_rule(ct, **params)
 
 
 def deflinear2(primitive: Primitive, transpose_rule: Callable) -> None:
     """As ``deflinear``, with ``transpose_rule(ct, *operands, **params)``."""
     deflinear(primitive, lambda ct, **params: None)
-    transpose_rules[primitive] = transpose_rule
+    primitive_transposes[primitive] = transpose_rule
 
 
 __all__ = ["UndefinedPrimal", "Zero", "defjvp", "deflinear", "deflinear2", "instantiate_zeros",

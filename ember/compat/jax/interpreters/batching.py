@@ -19,7 +19,7 @@ class _Batchers(dict):
 
     def __setitem__(self, primitive: Primitive, rule: Callable) -> None:
         super().__setitem__(primitive, rule)
-        batching_rules[primitive] = lambda axis_size, values, dims, **params: rule(values, dims, **params)
+        batching_rules.override(primitive, lambda axis_size, values, dims, **params: rule(values, dims, **params))
 
 
 class _AxisBatchers(dict):
@@ -28,8 +28,8 @@ class _AxisBatchers(dict):
 
     def __setitem__(self, primitive: Primitive, rule: Callable) -> None:
         super().__setitem__(primitive, rule)
-        batching_rules[primitive] = lambda axis_size, values, dims, **params: rule(axis_size, None, None, values,
-                                                                                   dims, **params)
+        batching_rules.override(primitive, lambda axis_size, values, dims, **params: rule(
+            axis_size, None, None, values, dims, **params))
 
 
 primitive_batchers = _Batchers()
@@ -38,12 +38,13 @@ axis_primitive_batchers = _AxisBatchers()
 
 def defvectorized(primitive: Primitive) -> None:
     """``primitive`` acts elementwise on one operand: it batches by applying it to the batch."""
-    batching_rules[primitive] = lambda axis_size, values, dims, **params: (primitive.bind(*values, **params), dims[0])
+    batching_rules.override(primitive, lambda axis_size, values, dims, **params: (primitive.bind(*values, **params),
+                                                                            dims[0]))
 
 
 def defbroadcasting(primitive: Primitive) -> None:
     """``primitive`` broadcasts its operands elementwise."""
-    batching_rules[primitive] = functools.partial(batch_elementwise, primitive)
+    batching_rules.override(primitive, functools.partial(batch_elementwise, primitive))
 
 
 
