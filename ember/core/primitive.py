@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator, MutableMapping
+from types import FrameType
 from typing import Any
 
 from ember import errors
@@ -48,7 +49,7 @@ _HERE = __file__
 
 def _registrant() -> str:
     """Where the registering code is: the first frame outside this module and ``dict``."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename == _HERE:
         frame = frame.f_back
     if frame is None:
@@ -90,7 +91,7 @@ class RuleTable(dict):
         self._registrants.pop(p, None)
         self.version += 1
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         for p, rule in dict(*args, **kwargs).items():
             self[p] = rule
 
