@@ -231,15 +231,15 @@ class CompiledModule:
     def kernel(self, name: str) -> NativeFunction:
         return KERNEL_SIGNATURE(self.engine.get_function_address(name))
 
+    def assembly(self) -> str:
+        return self.target_machine.emit_assembly(self.optimized_ir)
+
 
 def address(function: NativeFunction) -> int:
     """Where the machine code of ``function`` starts (for native code that calls it)."""
     value = ctypes.cast(function, ctypes.c_void_p).value
     assert value is not None  # (a function pointer from LLVM's engine is never NULL)
     return value
-
-    def assembly(self) -> str:
-        return self.target_machine.emit_assembly(self.optimized_ir)
 
 
 def _optimize(source: str, quick: bool) -> llvm.ModuleRef:
