@@ -11,8 +11,8 @@ default platform (the TPU on a TPU machine, its CPU otherwise). It prints markdo
    accelerator, f32 512/1024 on a CPU plugin), and a small CNN train step (batch 128 of 32x32x3, two
    3x3 convolutions, max and average pooling, dense, SGD with momentum);
 3. first calls, each in a fresh process: ember and JAX with empty caches, and each with its disk cache
-   warm from an earlier process (JAX's persistent cache switched on for that row: it is opt-in).
-   ember's PJRT backend has no disk cache of executables yet: its warm row is then a second cold one.
+   warm from an earlier process (ember's holds the plugin's serialized executables; JAX's persistent
+   cache is switched on for that row: it is opt-in).
 
 Timings are medians over repeated calls (steady) or over ``--runs`` processes (first calls); ratios
 come from one run, side by side. Nothing here asserts a time.
