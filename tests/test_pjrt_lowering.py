@@ -111,13 +111,13 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
     # What is refused today (each with its reason in lowering.REFUSED): kept in step with the table.
     assert refused == sorted([
         "all_gather", "all_to_all", "axis_index", "custom_vjp_lin", "debug_callback", "debug_print", "eig", "eigh",
-        "geqp3", "geqrf", "hessenberg", "householder_product", "igamma", "igammac", "io_callback", "pmax", "pmin",
-        "ppermute", "psum", "psum_scatter", "pure_callback", "qr", "regularized_incomplete_beta", "schur", "svd"])
+        "geqp3", "hessenberg", "igamma", "igammac", "io_callback", "pmax", "pmin",
+        "ppermute", "psum", "psum_scatter", "pure_callback", "regularized_incomplete_beta", "schur", "svd"])
 
 
 def test_a_refused_primitive_names_itself_and_the_reason():
-    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `qr`: a matrix decomposition"):
-        on_plugin(lambda a: jnp.linalg.qr(a)[0], np.eye(3, dtype=np.float32))
+    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `eigh`: a matrix decomposition"):
+        on_plugin(lambda a: jnp.linalg.eigh(a)[0], np.eye(3, dtype=np.float32))
     with pytest.raises(lowering.LoweringError, match=r"`pure_callback`: a host callback"):
         on_plugin(lambda a: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((3,), np.float32), a),
                   np.ones(3, np.float32))
@@ -266,3 +266,26 @@ def test_solve_inverse_and_determinant():
                                         jnp.linalg.slogdet(a)[1]), a, b)
     assert_matches(got, want, 1e-4)
     np.testing.assert_allclose(got[0], np.linalg.solve(a, b), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,dtype", [((4, 4), np.float32), ((2, 5, 3), np.float32), ((3, 5), np.float32),
+                                         ((4, 3), np.complex64)], ids=str)
+def test_qr_geqrf_and_householder_product(shape, dtype):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(dtype)
+    if dtype == np.complex64:
+        x = x + 1j * rng.standard_normal(shape).astype(np.float32)
+    x[..., 1, 0] = 0  # (a column already zero below a real diagonal entry would take the identity)
+    k = min(shape[-2:])
+
+    def decompositions(a):
+        packed, taus = lax.linalg.geqrf(a)
+        return (*jnp.linalg.qr(a), *jnp.linalg.qr(a, mode="complete"), packed, taus,
+                lax.linalg.householder_product(packed[..., :k], taus))
+
+    got, want = on_plugin(decompositions, x)
+    assert_matches(got, want, 2e-4)
+    zeros = np.zeros((3, 3), np.float32)
+    zeros[0, 0] = 2.0
+    got, want = on_plugin(lambda a: lax.linalg.geqrf(a), zeros)  # reflectors that are the identity (tau 0)
+    assert_matches(got, want)

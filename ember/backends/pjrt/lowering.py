@@ -1217,6 +1217,164 @@ def _lu_pivots_to_permutation(ctx: Builder, out: list, pivots: Value, *, permuta
     return ctx.reshape(perm, out[0].shape)
 
 
+def _column(b: Builder, a: Value, j: Value) -> Value:
+    """Column j of every matrix of ``a`` ([B, m, n]) as [B, m]."""
+    count, m, _ = a.aval.shape
+    zero = b.constant(0, np.int32)
+    return b.reshape(b.op("stablehlo.dynamic_slice", [a, zero, zero, j], _aval((count, m, 1), a.aval.dtype),
+                          f"slice_sizes = {_array((count, m, 1))}"), (count, m))
+
+
+def _parts_of(b: Builder, v: Value) -> tuple[Value, Value]:
+    part = _aval(v.aval.shape, dtypes.real_dtype(v.aval.dtype))
+    return b.op("stablehlo.real", [v], part), b.op("stablehlo.imag", [v], part)
+
+
+def _conj_value(b: Builder, v: Value) -> Value:
+    return _conj(b, [v.aval], v) if dtypes.is_complex(v.aval.dtype) else v
+
+
+def _sum_rows(b: Builder, v: Value, axis: int) -> Value:
+    dt = v.aval.dtype
+    [out] = b.reduce([v], [b.constant(0, dt)], [axis], lambda r, acc, x: [r.binary("stablehlo.add", acc, x)])
+    return out
+
+
+def _reflect(b: Builder, target: Value, v: Value, tau: Value) -> Value:
+    """``(I - tau v v^H) target`` for each matrix: v [B, m], tau [B], target [B, m, n]."""
+    shape = target.aval.shape
+    vv = b.broadcast(v, shape, [0, 1])
+    w = _sum_rows(b, b.binary("stablehlo.multiply", _conj_value(b, vv), target), 1)  # v^H target: [B, n]
+    step = b.binary("stablehlo.multiply", b.broadcast(tau, shape, [0]),
+                    b.binary("stablehlo.multiply", vv, b.broadcast(w, shape, [0, 2])))
+    return b.binary("stablehlo.subtract", target, step)
+
+
+def _geqrf_batched(ctx: Builder, a0: Value) -> tuple[Value, Value]:
+    """LAPACK's unblocked geqr2 on [B, m, n]: for each column j, the reflector of LAPACK's larfg
+    (beta = -sign(Re alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = x / (alpha - beta); the
+    identity, tau 0, where x is zero and alpha real) applied from the left (with conj(tau))."""
+    count, m, n = a0.aval.shape
+    dt, k_max = a0.aval.dtype, min(m, n)
+    real = dtypes.real_dtype(dt)
+    state = [ctx.constant(0, np.int32), a0, ctx.constant(0, dt, (count, k_max))]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, j: Value, *rest: Value) -> list[Value]:
+        return [r.compare("LT", j, r.constant(k_max, np.int32))]
+
+    def body(r: Builder, j: Value, a: Value, taus: Value) -> list[Value]:
+        zero = r.constant(0, np.int32)
+        rows = r.iota((count, m), 1)
+        jj = r.broadcast(j, (count, m))
+        below, at = r.compare("GT", rows, jj), r.compare("EQ", rows, jj)
+        x = _column(r, a, j)
+        alpha = _sum_rows(r, r.select(at, x, r.constant(0, dt, (count, m))), 1)  # [B]
+        tail = r.select(below, x, r.constant(0, dt, (count, m)))
+        if dtypes.is_complex(dt):
+            re, im = _parts_of(r, tail)
+            squares = r.binary("stablehlo.add", r.binary("stablehlo.multiply", re, re),
+                               r.binary("stablehlo.multiply", im, im))
+            alpha_re, alpha_im = _parts_of(r, alpha)
+        else:
+            squares, alpha_re, alpha_im = r.binary("stablehlo.multiply", tail, tail), alpha, None
+        xnorm2 = _sum_rows(r, squares, 1)
+        norm2 = r.binary("stablehlo.add", xnorm2, r.binary("stablehlo.multiply", alpha_re, alpha_re))
+        if alpha_im is not None:
+            norm2 = r.binary("stablehlo.add", norm2, r.binary("stablehlo.multiply", alpha_im, alpha_im))
+        norm = r.op("stablehlo.sqrt", [norm2], norm2.aval)
+        beta = r.select(r.compare("GE", alpha_re, r.constant(0, real, (count,))),
+                        r.op("stablehlo.negate", [norm], norm.aval), norm)
+        identity = r.compare("EQ", xnorm2, r.constant(0, real, (count,)))
+        if alpha_im is not None:
+            identity = r.binary("stablehlo.and", identity, r.compare("EQ", alpha_im, r.constant(0, real, (count,))))
+        beta_c = r.convert(beta, dt)
+        tau = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", beta_c, alpha), beta_c)
+        tau = r.select(identity, r.constant(0, dt, (count,)), tau)
+        scale = r.binary("stablehlo.divide", r.constant(1, dt, (count,)), r.binary("stablehlo.subtract", alpha, beta_c))
+        scale = r.select(identity, r.constant(0, dt, (count,)), scale)
+        v_tail = r.binary("stablehlo.multiply", tail, r.broadcast(scale, (count, m), [0]))
+        v = r.select(at, r.constant(1, dt, (count, m)), v_tail)
+        shape = (count, m, n)
+        cols = r.iota(shape, 2)
+        right = r.compare("GT", cols, r.broadcast(j, shape))
+        reflected = _reflect(r, a, v, _conj_value(r, tau))
+        a = r.select(right, reflected, a)
+        new_column = r.select(at, r.broadcast(r.select(identity, alpha, beta_c), (count, m), [0]),
+                              r.select(below, r.select(r.broadcast(identity, (count, m), [0]), x, v_tail), x))
+        is_j = r.compare("EQ", cols, r.broadcast(j, shape))
+        a = r.select(is_j, r.broadcast(new_column, shape, [0, 1]), a)
+        taus = r.op("stablehlo.dynamic_update_slice", [taus, r.reshape(tau, (count, 1)), zero, j], taus.aval)
+        return [r.binary("stablehlo.add", j, r.constant(1, np.int32)), a, taus]
+
+    _, a, taus = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return a, taus
+
+
+def _householder_product_batched(ctx: Builder, a: Value, taus: Value) -> Value:
+    """The first n columns of H_0 H_1 ... H_{k-1} (LAPACK's orgqr / ungqr): the identity's columns
+    with the reflectors applied from the last to the first."""
+    count, m, n = a.aval.shape
+    dt, k_max = a.aval.dtype, taus.aval.shape[1]
+    q0 = ctx.convert(ctx.compare("EQ", ctx.iota((count, m, n), 1), ctx.iota((count, m, n), 2)), dt)
+    state = [ctx.constant(k_max - 1, np.int32), q0]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, j: Value, q: Value) -> list[Value]:
+        return [r.compare("GE", j, r.constant(0, np.int32))]
+
+    def body(r: Builder, j: Value, q: Value) -> list[Value]:
+        zero = r.constant(0, np.int32)
+        rows = r.iota((count, m), 1)
+        jj = r.broadcast(j, (count, m))
+        x = _column(r, a, j)
+        v = r.select(r.compare("EQ", rows, jj), r.constant(1, dt, (count, m)),
+                     r.select(r.compare("GT", rows, jj), x, r.constant(0, dt, (count, m))))
+        tau = r.reshape(r.op("stablehlo.dynamic_slice", [taus, zero, j], _aval((count, 1), dt),
+                             f"slice_sizes = {_array((count, 1))}"), (count,))
+        return [r.binary("stablehlo.subtract", j, r.constant(1, np.int32)), _reflect(r, q, v, tau)]
+
+    _, q = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return q
+
+
+def _batched(x: Value) -> tuple[int, ...]:
+    return (int(np.prod(x.aval.shape[:-2], dtype=np.int64)), *x.aval.shape[-2:])
+
+
+def _geqrf(ctx: Builder, out: list, x: Value) -> list[Value]:
+    a, taus = _geqrf_batched(ctx, ctx.reshape(x, _batched(x)))
+    return [ctx.reshape(a, out[0].shape), ctx.reshape(taus, out[1].shape)]
+
+
+def _householder_product(ctx: Builder, out: list, a: Value, taus: Value) -> Value:
+    count, m, n = _batched(a)
+    flat_taus = ctx.reshape(taus, (count, taus.aval.shape[-1]))
+    return ctx.reshape(_householder_product_batched(ctx, ctx.reshape(a, (count, m, n)), flat_taus), out[0].shape)
+
+
+def _qr(ctx: Builder, out: list, x: Value, *, full_matrices: bool) -> list[Value]:
+    count, m, n = _batched(x)
+    k = min(m, n)
+    a, taus = _geqrf_batched(ctx, ctx.reshape(x, (count, m, n)))
+    width = m if full_matrices else k
+    if width <= n:
+        reflectors = ctx.slice(a, (0, 0, 0), (count, m, width))
+    else:  # (the full q of a tall matrix: the identity's columns past n, moved by the n reflectors)
+        reflectors = ctx.op("stablehlo.pad", [a, ctx.constant(0, a.aval.dtype)], _aval((count, m, width), a.aval.dtype),
+                            f"edge_padding_high = {_array((0, 0, width - n))}, edge_padding_low = {_array((0, 0, 0))}, "
+                            f"interior_padding = {_array((0, 0, 0))}")
+    q = _householder_product_batched(ctx, reflectors, taus)
+    rows_r = m if full_matrices else k
+    r = ctx.slice(a, (0, 0, 0), (count, rows_r, n))
+    upper = ctx.compare("LE", ctx.iota(r.aval.shape, 1), ctx.iota(r.aval.shape, 2))
+    r = ctx.select(upper, r, ctx.constant(0, r.aval.dtype, r.aval.shape))
+    return [ctx.reshape(q, out[0].shape), ctx.reshape(r, out[1].shape)]
+
+
+lower_rules[linalg.geqrf_p] = _geqrf
+lower_rules[linalg.householder_product_p] = _householder_product
+lower_rules[linalg.qr_p] = _qr
 lower_rules[linalg.lu_p] = _lu
 lower_rules[linalg.lu_pivots_to_permutation_p] = _lu_pivots_to_permutation
 lower_rules[fft_p] = _fft
@@ -1227,8 +1385,7 @@ lower_rules[linalg.triangular_solve_p] = _triangular_solve
 # --- refused, with the reason ----------------------------------------------------------------------------------
 _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
                   "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
-for _p in (linalg.qr_p, linalg.eigh_p, linalg.svd_p, linalg.schur_p, linalg.hessenberg_p,
-           linalg.geqrf_p, linalg.geqp3_p, linalg.householder_product_p):
+for _p in (linalg.eigh_p, linalg.svd_p, linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
     REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
 for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
