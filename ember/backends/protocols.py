@@ -107,6 +107,11 @@ class Backend(abc.ABC):
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:
         """An executable for ``closed``."""
 
+    def owns(self, device: Any) -> bool:
+        """Whether ``device`` is one of its devices (``device_put`` asks each backend; override
+        it where listing the devices costs something, such as opening a plugin's client)."""
+        return device in self.devices()
+
     def cannot_run(self, closed: ClosedJaxpr) -> str | None:
         """Why it cannot run ``closed`` (a sentence for the error), or None if it can."""
         return None

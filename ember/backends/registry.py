@@ -84,6 +84,6 @@ def get(name: str | None = None) -> Backend:
 def of_device(device: Any) -> Backend:
     """The backend whose devices include ``device`` (host backends first: they share devices)."""
     for backend in sorted(_backends.values(), key=lambda b: (not b.host_buffers, -b.priority)):
-        if backend.is_available() and device in backend.devices():
+        if backend.is_available() and backend.owns(device):
             return backend
     raise ValueError(f"the device {device!r} belongs to no available backend; registered backends: {_names()}")
