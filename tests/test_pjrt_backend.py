@@ -4,6 +4,7 @@ asynchronous calls, donation, mixed placements, transformations and AOT text thr
 refused primitives explained; and an accelerator plugin found becomes the default."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -155,3 +156,41 @@ def test_executables_are_stored_on_disk_and_loaded_by_the_next_compile(tmp_path)
     x = np.arange(3, dtype=np.float32)
     for p in (first, second, third):
         np.testing.assert_allclose(p(x)[0], np.sin(x) + np.float32(offset), rtol=1e-6)
+
+
+OPTAX_STEPS = """
+import json, numpy as np, ember
+ember.install_as_jax()
+import jax, jax.numpy as jnp, optax
+
+def losses(backend):
+    ember.config.update("backend", backend)
+    rng = np.random.default_rng(0)
+    w = {"a": jnp.asarray(rng.standard_normal((5, 3)).astype(np.float32)), "b": jnp.zeros(3)}
+    x, y = rng.standard_normal((16, 5)).astype(np.float32), rng.standard_normal((16, 3)).astype(np.float32)
+    opt = optax.adam(1e-2)
+    state = opt.init(w)
+
+    @jax.jit
+    def step(w, state):
+        loss, g = jax.value_and_grad(lambda w: jnp.mean((jnp.tanh(x @ w["a"] + w["b"]) - y) ** 2))(w)
+        updates, state = opt.update(g, state, w)
+        return optax.apply_updates(w, updates), state, loss
+
+    out = []
+    for _ in range(5):
+        w, state, loss = step(w, state)
+        out.append(float(loss))
+    return out
+
+print(json.dumps([losses("xla_cpu"), losses("cpu")]))
+"""
+
+
+def test_an_optax_training_step_runs_on_the_plugin_with_the_cpu_backends_losses():
+    out = subprocess.run([sys.executable, "-c", OPTAX_STEPS], capture_output=True, text=True, timeout=600,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr[-3000:]
+    on_plugin, on_cpu = json.loads(out.stdout.splitlines()[-1])
+    np.testing.assert_allclose(on_plugin, on_cpu, rtol=1e-5)
+    assert on_plugin[-1] < on_plugin[0]
