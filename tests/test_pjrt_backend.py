@@ -194,3 +194,18 @@ def test_an_optax_training_step_runs_on_the_plugin_with_the_cpu_backends_losses(
     on_plugin, on_cpu = json.loads(out.stdout.splitlines()[-1])
     np.testing.assert_allclose(on_plugin, on_cpu, rtol=1e-5)
     assert on_plugin[-1] < on_plugin[0]
+
+
+def test_repeated_calls_take_the_hit_path_with_device_buffers(on_xla_cpu):
+    f = ember.jit(lambda x, y: (x * y, {"s": jnp.sum(x)}))
+    x = ember.jit(lambda a: a + 0.0)(np.arange(6, dtype=np.float32))
+    y = jnp.asarray(np.full(6, 2.0, np.float32))  # a host Array: put on the device for each call
+    for _ in range(3):
+        p, d = f(x, y)
+    assert f._cache.hits >= 2
+    assert isinstance(p.device_buffer, Buffer) and isinstance(d["s"].device_buffer, Buffer)
+    np.testing.assert_array_equal(np.asarray(p), np.arange(6) * 2.0)
+    assert float(d["s"]) == 15.0
+    x.delete()
+    with pytest.raises(RuntimeError, match="deleted"):
+        f(x, y)

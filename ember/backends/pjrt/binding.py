@@ -681,12 +681,14 @@ class Executable:
                 raise RuntimeError(f"argument {i} ({b.dtype}{list(b.shape)}) was deleted or donated earlier")
 
     def execute(self, arguments: Sequence[Buffer], donated: frozenset[int] = frozenset(),
-                wait: bool = False) -> list[Buffer]:
+                wait: bool = False, checked: bool = True) -> list[Buffer]:
         """Run on the first argument's device (or the client's first). Returns at once with the
         output buffers; their ``block_until_ready`` (or a copy to the host) waits, and raises an
         error the execution met. ``donated``: positions whose buffers the program may reuse; they
-        are deleted here."""
-        self.check_arguments(arguments)
+        are deleted here. ``checked=False``: the caller has checked the arguments' types (a jit
+        hit path whose table is keyed by them)."""
+        if checked:
+            self.check_arguments(arguments)
         n = len(arguments)
         plugin = self.plugin
         outputs = (_vp * max(1, self.num_outputs))()

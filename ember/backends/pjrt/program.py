@@ -7,16 +7,24 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ember import tree_util
 from ember.backends import disk_cache
 from ember.backends.pjrt.binding import Buffer, Client, Executable, PjrtError, load_plugin
 from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
 from ember.backends.pjrt.lowering import REFUSED, REFUSED_BY_NAME, donation_aliases, lower_module, lower_rules
-from ember.backends.protocols import CompileOptions, Executable as BackendExecutable, device_arguments, device_outputs
+from ember.backends.protocols import (
+    DECLINED,
+    CompileOptions,
+    Executable as BackendExecutable,
+    device_arguments,
+    device_outputs,
+)
 from ember.compiler.dce import eliminate_dead_code
+from ember.config import config
 from ember.core.array import Array
 from ember.core.evaluation import to_numpy
 from ember.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
@@ -80,10 +88,11 @@ class Program:
         self.consts = [client.buffer_from_host(to_numpy(c, v.aval)) for c, v in zip(closed.consts, jaxpr.constvars)]
         self._shift = len(self.consts)
 
-    def execute(self, arguments: Sequence[Buffer], donated: frozenset[int] = frozenset()) -> list[Buffer]:
+    def execute(self, arguments: Sequence[Buffer], donated: frozenset[int] = frozenset(),
+                checked: bool = True) -> list[Buffer]:
         """Run on device buffers (asynchronously: the outputs' ``block_until_ready`` waits)."""
         shifted = frozenset(i + self._shift for i in donated)
-        return self.executable.execute([*self.consts, *arguments], shifted)
+        return self.executable.execute([*self.consts, *arguments], shifted, checked=checked)
 
     def __call__(self, *values: Any) -> list[np.ndarray]:
         """Host values in (of the types ``in_avals`` says), host values out."""
@@ -112,6 +121,31 @@ class PjrtExecutable(BackendExecutable):
         if donated:  # (a buffer passed at two positions is not given up)
             donated = frozenset(i for i in donated if sum(b is buffers[i] for b in buffers) == 1)
         return device_outputs(self.name, self.program.execute(buffers, donated), self.out_avals)
+
+    def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
+        """For the jit hit path (whose table has checked the arguments' types): each Array's buffer
+        on this backend as it is, any other Array's host data put here (used in place on a host
+        plugin); a deleted argument declines (the general path reports it)."""
+        if config.debug_nans or config.debug_infs:
+            return None
+        backend, program, out_avals, name = self.backend, self.program, self.out_avals, self.backend.name
+        device = backend.devices()[0]
+        from_buffer, unflatten = Array.from_buffer, tree_util.tree_unflatten
+
+        def run(args: tuple) -> Any:
+            buffers = []
+            for x in args:
+                buffer = getattr(x, "_device", None)
+                if buffer is None or buffer.backend != name:
+                    try:
+                        value = x._value
+                    except RuntimeError:  # deleted
+                        return DECLINED
+                    buffer = backend.put(value, device)
+                buffers.append(buffer)
+            outs = program.execute(buffers, checked=False)
+            return unflatten(out_tree, [from_buffer(b, a) for b, a in zip(outs, out_avals)])
+        return run
 
     def as_text(self, dialect: str) -> str:
         if dialect != "stablehlo":
