@@ -144,7 +144,9 @@ class PrimitiveSet:
         return self._members
 
     def __contains__(self, p: object) -> bool:
-        return p in self.members()
+        if self._seen != traits.version:  # (members() inlined: passes ask this per equation)
+            self.members()
+        return p in self._members
 
     def __iter__(self) -> Iterator[Primitive]:
         return iter(self.members())
