@@ -144,6 +144,19 @@ def test_a_new_primitive_s_record_joins_the_derived_sets_and_leaves_with_it():
     assert p not in traits.ELEMENTWISE and p not in fusion.FUSIBLE
 
 
+def test_the_views_follow_every_change_of_the_table():
+    p = Primitive("popped")
+    for remove in (lambda: traits.traits.pop(p), lambda: traits.traits.__delitem__(p)):
+        traits.declare(p, Family.REDUCTION)
+        assert p in traits.REDUCTIONS and p in fusion.FUSIBLE
+        remove()
+        assert p not in traits.REDUCTIONS and p not in fusion.FUSIBLE and traits.traits_of(p) is traits.OTHER
+    table = RuleTable("test_rules", {p: "rule"})
+    table.clear()
+    table[p] = "again"  # (cleared: a first registration)
+    assert table[p] == "again"
+
+
 def test_having_refuses_a_trait_that_is_not_boolean():
     with pytest.raises(ValueError, match="not a boolean trait: 'family' \\(linear, cheap or transcendental\\)"):
         traits.having("family")

@@ -91,6 +91,17 @@ class RuleTable(dict):
         self._registrants.pop(p, None)
         self.version += 1
 
+    def pop(self, p: Any, *default: Any) -> Any:
+        rule = super().pop(p, *default)
+        self._registrants.pop(p, None)
+        self.version += 1
+        return rule
+
+    def clear(self) -> None:
+        super().clear()
+        self._registrants.clear()
+        self.version += 1
+
     def update(self, *args: Any, **kwargs: Any) -> None:
         for p, rule in dict(*args, **kwargs).items():
             self[p] = rule
