@@ -16,7 +16,6 @@ import functools
 import inspect
 import threading
 import time
-import warnings
 import weakref
 from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 
@@ -378,13 +377,14 @@ class JitFunction(Dispatcher):
             return
         cache.warned_about_retraces = True
         others = [CacheKey(*k) for k in cache.entries if k != key]
-        warnings.warn(
+        # (logged, as JAX reports cache misses: a Python warning would fail the tests of libraries that turn
+        # warnings into errors)
+        logger.warning(
             f"ember.jit: `{self._sig.fun_name}` has been traced {cache.traces} times. The latest retrace: "
             f"{explain_miss(CacheKey(*key), others, arg_names, self._sig.positional)}. Each new shape, dtype or "
             "static value traces and compiles again. Fix: keep shapes fixed (pad inputs to a few sizes), pass values "
             "that vary as array arguments instead of static ones, and create the jit wrapper once, outside loops. "
-            "Set ember.config.update('explain_cache_misses', True) to see every miss.",
-            RuntimeWarning, stacklevel=4)
+            "Set ember.config.update('explain_cache_misses', True) to see every miss.")
 
     def trace_program(self, avals: Sequence[ShapedArray], in_tree: Any, statics: tuple,
                       arg_names: Sequence[str], python_values: Sequence[bool] | None = None
@@ -662,12 +662,12 @@ def _note_new_wrapper(fun: Callable) -> None:
         if churn.count < threshold or churn.warned:
             return
         churn.warned = True
-    warnings.warn(
+    logger.warning(  # (logged, not a Python warning: as the retrace report)
         f"ember.jit has wrapped {churn.count} different function objects made from the same code "
         f"({code.co_name} at {code.co_filename}:{code.co_firstlineno}); each new wrapper traces again. "
         f"The wrappers are created at {errors.user_location()}\n"
         "Fix: create the jitted function once, outside the loop (e.g. `step = ember.jit(f)` at module level), "
-        "and pass what changes as arguments (static_argnames for Python values).", RuntimeWarning, stacklevel=3)
+        "and pass what changes as arguments (static_argnames for Python values).")
 
 
 def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (),

@@ -31,7 +31,7 @@ import numpy as np
 from ember import dtypes, errors, lax, tree_util
 from ember.core.avals import ShapedArray
 from ember.core.ir import Eqn, Verbatim, name_first, print_rules
-from ember.core.trace import Tracer
+from ember.core.trace import Tracer, is_tracing
 from ember.lax.callbacks import FlatCallback, debug_callback_p, io_callback_p, pure_callback_p
 from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
 from ember.transforms.jvp import jvp_rules
@@ -71,6 +71,7 @@ def stage_debug_callback(callback: Callable[..., Any], args: tuple, kwargs: dict
     _check_callable("ember.debug.callback", callback)
     flat, arrays = flatten_callback(callback, args, kwargs)
     flat.ordered, flat.partitioned = bool(ordered), bool(partitioned)
+    flat.runtime_errors = is_tracing()  # (eagerly, JAX's callback raises its exceptions unchanged)
     debug_callback_p.bind(*arrays, callback=flat)
 
 

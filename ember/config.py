@@ -23,9 +23,9 @@ _DEFAULTS: dict[str, Any] = {
     "check_ir": False,
     # Most signatures kept per jitted function (least recently used ones are dropped).
     "jit_cache_max_entries": 1024,
-    # Warn once when jit wraps this many fresh function objects of one piece of code (0: never).
+    # Log once (ember's logger) when jit wraps this many fresh function objects of one piece of code (0: never).
     "jit_churn_warning_threshold": 8,
-    # Warn once when a function has been traced this many times (0: never).
+    # Log once (ember's logger) when a function has been traced this many times (0: never).
     "retrace_warning_threshold": 32,
     # Keep compiled native code on disk, so a new process running the same program loads it
     # instead of compiling (see ember.backends.disk_cache).

@@ -131,8 +131,9 @@ def test_an_exception_in_a_host_call_of_a_native_loop_is_raised_after_it():
 
     def f(x):
         return lax.fori_loop(0, 5, lambda i, c: c + ember.pure_callback(fails_at_two, jax_struct(), i), x)
-    with pytest.raises(ValueError, match="callback failed at 2"):
+    with pytest.raises(ember.errors.JaxRuntimeError, match="callback failed at 2") as raised:
         ember.jit(f)(jnp.int32(0))
+    assert isinstance(raised.value.__cause__, ValueError)
     assert calls == [0, 1, 2]  # (after the error, the loop's other host calls do nothing)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ember
+import ember.numpy as jnp
 from ember import lax
 
 
@@ -65,3 +66,128 @@ def test_jit_of_jit_keeps_its_own_state() -> None:
     outer = ember.jit(inner, static_argnums=1)
     assert outer.__wrapped__ is inner and outer._cache is not inner._cache
     assert int(outer(3, 2)) == 6 and outer.marker == "kept"
+
+
+# --- an exception inside a callback ------------------------------------------------------------------
+def _failing(x):
+    raise ValueError("boom in the callback")
+
+
+def _callback_calls(api):
+    struct = api.ShapeDtypeStruct((), np.float32)
+    io_callback = api.experimental.io_callback if api is jax else api.io_callback
+    return {
+        "pure_callback": lambda: api.pure_callback(_failing, struct, np.float32(1.0)),
+        "pure_callback under jit": lambda: api.jit(lambda x: api.pure_callback(_failing, struct, x))(1.0),
+        "io_callback": lambda: io_callback(_failing, struct, np.float32(1.0)),
+        "io_callback under jit": lambda: api.jit(lambda x: io_callback(_failing, struct, x))(1.0),
+        "debug.callback": lambda: api.debug.callback(_failing, np.float32(1.0)),
+        "debug.callback under jit": lambda: api.block_until_ready(
+            api.jit(lambda x: (api.debug.callback(_failing, x), x)[1])(1.0)),
+    }
+
+
+@pytest.mark.parametrize("how", list(_callback_calls(jax)))
+def test_an_exception_in_a_callback_surfaces_as_in_jax(how, capsys) -> None:
+    with pytest.raises(Exception) as theirs:
+        _callback_calls(jax)[how]()
+    with pytest.raises(Exception, match="boom in the callback") as ours:
+        _callback_calls(ember)[how]()
+    expected = ember.errors.JaxRuntimeError if isinstance(theirs.value, jax.errors.JaxRuntimeError) else ValueError
+    assert type(ours.value) is expected and isinstance(ours.value, RuntimeError) == (expected is not ValueError)
+    if expected is not ValueError:
+        assert str(ours.value).startswith("INTERNAL: CpuCallback error calling callback: Traceback")
+        assert isinstance(ours.value.__cause__, ValueError)
+
+
+# --- custom_vjp: the rules are traced as often as JAX traces them -----------------------------------
+def _counted_custom_vjp(api, np_module):
+    counts = {"f": 0, "fwd": 0, "bwd": 0}
+
+    @api.custom_vjp
+    def f(x):
+        counts["f"] += 1
+        return np_module.sin(x)
+
+    def fwd(x):
+        counts["fwd"] += 1
+        return np_module.sin(x), x
+
+    def bwd(x, g):
+        counts["bwd"] += 1
+        return (g * np_module.cos(x),)
+
+    f.defvjp(fwd, bwd)
+    return f, counts
+
+
+@pytest.mark.parametrize("how", ["grad", "jit(grad)", "grad(jit)", "vmap(grad)", "grad(vmap)", "vjp",
+                                 "value_and_grad twice", "jit(grad) twice"])
+def test_custom_vjp_rules_are_traced_as_often_as_in_jax(how) -> None:
+    def run(api, np_module):
+        f, counts = _counted_custom_vjp(api, np_module)
+        ones = np.ones(3, np.float32)
+        calls = {
+            "grad": lambda: api.grad(f)(1.0),
+            "jit(grad)": lambda: api.jit(api.grad(f))(1.0),
+            "grad(jit)": lambda: api.grad(api.jit(f))(1.0),
+            "vmap(grad)": lambda: api.vmap(api.grad(f))(ones),
+            "grad(vmap)": lambda: api.grad(lambda x: api.vmap(f)(x).sum())(ones),
+            "vjp": lambda: api.vjp(f, 1.0)[1](1.0),
+            "value_and_grad twice": lambda: [api.value_and_grad(f)(v) for v in (1.0, 2.0)],
+        }
+        jitted = api.jit(api.grad(f))
+        calls["jit(grad) twice"] = lambda: [jitted(v) for v in (1.0, 2.0)]
+        calls[how]()
+        return counts
+
+    assert run(ember, jnp) == run(jax, jax_jnp)
+
+
+# --- the legacy five-argument cond; fori_loop's bounds ------------------------------------------------
+@pytest.mark.parametrize("pred", [True, False])
+def test_legacy_cond_gives_each_branch_its_operand(pred) -> None:
+    def legacy(api, p):
+        return api.lax.cond(p, 1.0, lambda x: x + 1, np.float32(2.0), lambda y: y * 10)
+    assert float(legacy(ember, pred)) == float(legacy(jax, pred))
+    assert float(ember.jit(lambda p: legacy(ember, p))(pred)) == float(legacy(jax, pred))
+
+
+@pytest.mark.parametrize("lower,upper", [(0.0, 5.0), (0.5, 3.7), (-1.5, 1.2), (np.float32(0), np.float32(4)),
+                                         (0, 5.0), (0.0, 5), (np.int8(1), 4), (0, np.int16(3)),
+                                         (np.int16(0), np.int32(3))])
+def test_fori_loop_bounds_as_jax(lower, upper) -> None:
+    def run(api, lo, hi):
+        return api.lax.fori_loop(lo, hi, lambda i, c: c + i, 0.0)
+    try:
+        expected = run(jax, lower, upper)
+    except TypeError as refusal:
+        with pytest.raises(TypeError, match=re.escape(str(refusal))):
+            run(ember, lower, upper)
+        return
+    for ours in (run(ember, lower, upper), ember.jit(lambda: run(ember, lower, upper))()):
+        assert float(ours) == float(expected) and ours.dtype == expected.dtype
+
+
+def test_fori_loop_with_traced_float_bounds_counts_by_one_as_jax() -> None:
+    def run(api):
+        return api.jit(lambda lo, hi: api.lax.fori_loop(lo, hi, lambda i, c: c + i, 0.0))(0.5, 3.7)
+    assert float(run(ember)) == float(run(jax)) == 8.0
+
+
+# --- a static recursion 100 deep ------------------------------------------------------------------
+def test_a_jitted_static_recursion_100_deep_traces(recwarn) -> None:
+    def nested(x, n):
+        return x if n == 0 else step(jnp.sin(x), n - 1)
+
+    step = ember.jit(nested, static_argnums=1)
+
+    def reference(x, n):
+        return x if n == 0 else reference(jax_jnp.sin(x), n - 1)
+
+    x = np.float32(1.0)
+    np.testing.assert_allclose(step(x, 100), jax.jit(reference, static_argnums=1)(x, 100), rtol=1e-6)
+    np.testing.assert_allclose(ember.grad(lambda x: step(x, 100))(x), jax.grad(lambda x: reference(x, 100))(x),
+                               rtol=1e-5)
+    np.testing.assert_allclose(ember.jit(ember.grad(lambda x: step(x, 100)))(x),
+                               jax.grad(lambda x: reference(x, 100))(x), rtol=1e-5)

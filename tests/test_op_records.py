@@ -27,8 +27,6 @@ from ember.backends.reference import impl_rules
 from ember.core.primitive import abstract_eval_rules
 
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
-# Each drawn shape and dtype retraces on purpose.
-pytestmark = pytest.mark.filterwarnings("ignore:ember.jit.*has been traced:RuntimeWarning")
 
 
 def _values(draw, dtype, shape, record, first=True):

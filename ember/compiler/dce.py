@@ -67,6 +67,14 @@ def _prune_alternatives(programs: tuple[ClosedJaxpr, ...], needed: list[bool],
                         subprograms: SubprogramRewriter) -> tuple[list[ClosedJaxpr], list[bool]] | None:
     """Programs that share one interface (a call's body, cond's branches), cut down to the
     ``needed`` outputs and the inputs any of them still reads; None if nothing can go."""
+    key = ("prune", tuple(id(p) for p in programs), tuple(needed))
+    if key not in subprograms.memo:
+        subprograms.memo[key] = (programs, _pruned_alternatives(programs, needed, subprograms))
+    return subprograms.memo[key][1]
+
+
+def _pruned_alternatives(programs: tuple[ClosedJaxpr, ...], needed: list[bool],
+                         subprograms: SubprogramRewriter) -> tuple[list[ClosedJaxpr], list[bool]] | None:
     pruned = [_live_eqns(p.jaxpr.eqns, _select(p.jaxpr.outvars, needed), subprograms) for p in programs]
     keep = [any(id(p.jaxpr.invars[i]) in live for p, (_, live) in zip(programs, pruned))
             for i in range(len(programs[0].jaxpr.invars))]

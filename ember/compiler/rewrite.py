@@ -49,6 +49,9 @@ class SubprogramRewriter:
     def __init__(self, rewrite: Callable[[Jaxpr, "SubprogramRewriter"], Jaxpr]) -> None:
         self._rewrite = rewrite
         self._done: dict[int, tuple] = {}  # id(original) -> (original, rewritten); keeps ids unique
+        # a pass's own results per sub-program, kept with their programs (so ids stay unique): nested
+        # calls n deep are then visited O(n) times, not O(n^2)
+        self.memo: dict[tuple, tuple] = {}
 
     def __call__(self, eqn: Eqn) -> Eqn:
         """``eqn`` with its sub-programs rewritten (the same object if none changed)."""

@@ -207,6 +207,25 @@ def _scalar_value(x: Any, aval: ShapedArray) -> Any:
     return np.asarray(x, dtype=aval.dtype)[()]
 
 
+# Each nested trace (a jitted function calling a jitted function while it is traced) stacks about ten
+# frames; a static recursion 100 deep (which JAX traces) needs more than Python's default limit of 1000.
+# Traces raise the limit when fewer than _TRACE_HEADROOM frames are left, up to _MAX_RECURSION_LIMIT
+# (well within the 8 MiB stack of a thread at about 100 bytes of C stack per Python frame).
+_TRACE_HEADROOM = 250
+_MAX_RECURSION_LIMIT = 20_000
+
+
+def _ensure_stack_headroom() -> None:
+    limit = sys.getrecursionlimit()
+    if limit >= _MAX_RECURSION_LIMIT:
+        return
+    try:
+        sys._getframe(limit - _TRACE_HEADROOM)  # a stack shallower than this raises: enough headroom
+    except ValueError:
+        return
+    sys.setrecursionlimit(min(_MAX_RECURSION_LIMIT, 4 * limit))  # (passes over the nest recurse too)
+
+
 def trace_to_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray],
                    debug: DebugInfo) -> ClosedJaxpr:
     """Trace ``fun`` (flat inputs -> flat outputs) into a ClosedJaxpr.
@@ -214,6 +233,7 @@ def trace_to_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedA
     Consts of the result may be tracers of an enclosing trace; callers that
     nest (jit inside jit, control flow) pass them through as operands.
     """
+    _ensure_stack_headroom()
     trace = StagingTrace(debug)
     args = [trace.new_arg(a) for a in in_avals]
     try:

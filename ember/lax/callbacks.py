@@ -5,11 +5,13 @@ implementation in ``ember.backends.reference``.
 """
 from __future__ import annotations
 
+import traceback
 from typing import Any, Callable
 
 from ember import tree_util
 from ember.core.avals import ShapedArray
 from ember.core.primitive import EFFECTFUL, REPLAYABLE
+from ember.errors import JaxRuntimeError
 from ember.lax.base import primitive
 
 
@@ -24,12 +26,22 @@ class FlatCallback:
                  static_leaves: list) -> None:
         self.callback, self._tree, self._is_array, self._static_leaves = callback, tree, is_array, static_leaves
         self.__name__ = getattr(callback, "__name__", type(callback).__name__)
+        self.runtime_errors = True  # its exceptions become JaxRuntimeErrors (False: they leave unchanged)
 
     def __call__(self, *arrays: Any) -> Any:
+        """The callback's result. An exception it raises leaves the running program as JAX's
+        runtime reports it: a ``JaxRuntimeError`` (a ``RuntimeError``) whose message holds the
+        callback's traceback, the original exception as its cause."""
         arrays_it, statics_it = iter(arrays), iter(self._static_leaves)
         leaves = [next(arrays_it) if dynamic else next(statics_it) for dynamic in self._is_array]
         args, kwargs = tree_util.tree_unflatten(self._tree, leaves)
-        return self.callback(*args, **kwargs)
+        try:
+            return self.callback(*args, **kwargs)
+        except Exception as e:
+            if not self.runtime_errors:
+                raise
+            raise JaxRuntimeError("INTERNAL: CpuCallback error calling callback: "
+                                  + "".join(traceback.format_exception(e)).rstrip()) from e
 
 
 def _debug_callback_rule(*avals: ShapedArray, callback: FlatCallback) -> list[ShapedArray]:

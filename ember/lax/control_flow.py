@@ -224,8 +224,15 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, ope
     """``true_fun(*operands) if pred else false_fun(*operands)``, deciding at run time.
 
     Both branches are traced (they must return identical types); only the
-    chosen one runs. ``pred`` is a bool or integer scalar (nonzero is true).
+    chosen one runs. ``pred`` is a bool or integer scalar (nonzero is true). The legacy form
+    ``cond(pred, true_operand, true_fun, false_operand, false_fun)``, which JAX still accepts,
+    gives each branch its own operand.
     """
+    if len(operands) == 2 and operand is _NO_OPERAND and not callable(true_fun) and callable(false_fun) \
+            and callable(operands[1]):
+        (true_operand, true_fun), (false_operand, false_fun) = (true_fun, false_fun), operands
+        return cond(pred, lambda both: true_fun(both[0]), lambda both: false_fun(both[1]),
+                    (true_operand, false_operand))
     if not (callable(true_fun) and callable(false_fun)):
         raise TypeError("lax.cond: true_fun and false_fun must be callable, got "
                         f"{type(true_fun).__name__} and {type(false_fun).__name__}")
@@ -527,18 +534,24 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
 
 
 def _fori_index_type(lower: Any, upper: Any) -> ShapedArray:
-    """The loop index type: the bounds' integer dtype (a Python int bound adopts the other's)."""
+    """The loop index type: the bounds' dtype (a weakly typed bound adopts the other's, of its kind).
+    Float bounds are JAX's too: known while tracing, they are truncated to ints (a weak int32 index),
+    traced, the index is a float counting up by one."""
     lo, hi = (_scalar_aval("lax.fori_loop", name, b, "pass integer scalars as bounds")
               for name, b in (("lower", lower), ("upper", upper)))
-    if lo.dtype not in dtypes.INTEGER or hi.dtype not in dtypes.INTEGER:
-        raise TypeError(f"lax.fori_loop: lower and upper must be integers, got {lo.str_short()} and "
-                        f"{hi.str_short()}.\nFix: pass integer bounds, e.g. int(n) or n.astype(jnp.int32)")
+    for a in (lo, hi):
+        if a.dtype not in dtypes.INTEGER and not dtypes.is_floating(a.dtype):
+            raise TypeError(f"lax.fori_loop: lower and upper must be integers (or floats), got {lo.str_short()} "
+                            f"and {hi.str_short()}.\nFix: pass integer bounds, e.g. int(n) or n.astype(jnp.int32)")
     if lo.dtype == hi.dtype:
-        return ShapedArray((), lo.dtype, lo.weak_type and hi.weak_type)
-    if lo.weak_type != hi.weak_type:
-        return (hi if lo.weak_type else lo).strip_weak_type()
-    raise TypeError(f"lax.fori_loop: lower and upper must have one dtype, got {lo.dtype} and {hi.dtype}.\n"
-                    "Fix: convert one of them, e.g. upper.astype(lower.dtype)")
+        index = ShapedArray((), lo.dtype, lo.weak_type and hi.weak_type)
+    elif lo.weak_type != hi.weak_type and dtypes.is_floating(lo.dtype) == dtypes.is_floating(hi.dtype):
+        index = (hi if lo.weak_type else lo).strip_weak_type()
+    else:
+        raise TypeError(f"lax.fori_loop: lower and upper arguments to fori_loop must have equal types, got "
+                        f"{lo.dtype} and {hi.dtype}.\nFix: convert one of them, e.g. upper.astype(lower.dtype)")
+    static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
+    return ShapedArray((), dtypes.int32, True) if static and dtypes.is_floating(index.dtype) else index
 
 
 # --- scan / map -------------------------------------------------------------------------------------
