@@ -208,7 +208,7 @@ def issubdtype(a: Any, b: Any) -> builtins.bool:
     return np.issubdtype(a, b)
 
 
-_TO_32 = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
+_TO_32: dict[np.dtype, np.dtype] = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
 @functools.lru_cache(maxsize=None)
@@ -270,7 +270,7 @@ def to_inexact_dtype(dt: Any) -> np.dtype:
 # Nodes are dtypes plus the three weak nodes for Python int, float and complex.
 WEAK_INT, WEAK_FLOAT, WEAK_COMPLEX = "i*", "f*", "c*"
 
-_LATTICE_UP = {
+_LATTICE_UP: dict[Any, list[Any]] = {  # (dtypes and weak nodes)
     bool_: [WEAK_INT],
     WEAK_INT: [uint8, int8],
     uint8: [int16, uint16], uint16: [int32, uint32], uint32: [int64, uint64], uint64: [WEAK_FLOAT],
@@ -440,7 +440,7 @@ def highest(dt: Any) -> Any:
     return np.inf if is_inexact(dt) else iinfo(dt).max
 
 
-def iinfo(dt: Any) -> np.iinfo:
+def iinfo(dt: Any) -> np.iinfo | ml_dtypes.iinfo:
     dt = dtype(dt)
     return ml_dtypes.iinfo(dt) if dt in NARROW_INT else np.iinfo(dt)
 

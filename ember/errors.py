@@ -77,7 +77,8 @@ def user_frame() -> traceback.FrameSummary | None:
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this function,
     point at the user's line (the innermost frame outside ember and the stdlib)."""
-    frame, level = sys._getframe(1), 1
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if not (path.startswith(_SKIP_DIRS) and path not in _USER_FILES_IN_PACKAGE) \
@@ -143,7 +144,7 @@ def filter_at_boundary(e: BaseException, frame: types.FrameType | None) -> None:
             return  # the outermost entry point filters (it sees the whole stack below it)
         outer = outer.f_back
     try:
-        e._ember_filtered = True
+        e._ember_filtered = True  # type: ignore[attr-defined]  # (a mark: filtered once, at the outermost boundary)
     except AttributeError:  # (an exception type without a __dict__)
         return
     e.with_traceback(filter_traceback(e.__traceback__))
@@ -154,7 +155,6 @@ def filter_at_boundary(e: BaseException, frame: types.FrameType | None) -> None:
 def api_boundary(fun: F) -> F:
     """``fun`` as an entry point: exceptions leave it with ember's frames filtered out. The entry
     point is transparent: it wraps what ``fun`` wraps, if anything."""
-    @functools.wraps(fun)
     def entry_point(*args: Any, **kwargs: Any) -> Any:
         try:
             return fun(*args, **kwargs)
@@ -162,6 +162,7 @@ def api_boundary(fun: F) -> F:
             filter_at_boundary(e, sys._getframe())
             raise
     register_boundary(entry_point.__code__)
+    functools.update_wrapper(entry_point, fun)
     entry_point.__wrapped__ = getattr(fun, "__wrapped__", fun)  # type: ignore[attr-defined]
     return entry_point  # type: ignore[return-value]
 

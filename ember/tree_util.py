@@ -8,7 +8,7 @@ import ctypes
 import dataclasses
 import functools
 import warnings
-from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, Union
+from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, Union, cast
 
 import optree
 
@@ -73,7 +73,7 @@ def _key_entry(entry: optree.PyTreeEntry) -> KeyEntry:
     if entry.kind in _MAPPING_KINDS:
         return DictKey(entry.entry)
     if entry.kind == optree.PyTreeKind.NAMEDTUPLE:
-        return GetAttrKey(entry.type._fields[entry.entry])
+        return GetAttrKey(entry.type._fields[entry.entry])  # type: ignore[attr-defined]  # (a namedtuple type)
     if entry.kind == optree.PyTreeKind.CUSTOM:
         return FlattenedIndexKey(entry.entry)
     return SequenceKey(entry.entry)
@@ -103,7 +103,7 @@ _SORTED_MAPPINGS = (dict, collections.defaultdict)
 _UNSORTABLE = "Comparator raised exception while sorting pytree dictionary keys."
 
 
-def _sorted_keys(keys: list, kind: type) -> list:
+def _sorted_keys(keys: list, kind: type | None) -> list:
     """``sorted(keys)``, failing as JAX fails: ValueError for a dict (its C++ comparator), the
     comparison's own TypeError for a defaultdict (sorted in Python)."""
     try:
@@ -149,7 +149,7 @@ def _sorted_node(node: PyTreeDef) -> PyTreeDef:
     children = dict.fromkeys(keys, leaf)
     if node.kind == optree.PyTreeKind.DICT:
         return optree.treespec_dict(children, none_is_leaf=node.none_is_leaf, namespace=node.namespace)
-    factory = node.unflatten([None] * node.num_children).default_factory
+    factory: Any = node.unflatten([None] * node.num_children).default_factory  # (a defaultdict's)
     return optree.treespec_defaultdict(factory, children, none_is_leaf=node.none_is_leaf, namespace=node.namespace)
 
 
@@ -374,7 +374,7 @@ def register_pytree_node(cls: type, flatten_func: Callable, unflatten_func: Call
 
 def register_pytree_node_class(cls: type) -> type:
     """Class decorator: the class defines ``tree_flatten`` and classmethod ``tree_unflatten``."""
-    register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
+    register_pytree_node(cls, lambda x: x.tree_flatten(), cast(Any, cls).tree_unflatten)
     return cls
 
 
@@ -396,7 +396,7 @@ def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable, unfla
 
 def register_pytree_with_keys_class(cls: type) -> type:
     """Class decorator: the class defines ``tree_flatten_with_keys`` and classmethod ``tree_unflatten``."""
-    register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(), cls.tree_unflatten)
+    register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(), cast(Any, cls).tree_unflatten)
     return cls
 
 
@@ -471,7 +471,7 @@ def _node_text(node_type: type, data: Any, children: tuple) -> str:
     return f"CustomNode({node_type.__name__}[{data}], [{inner}])"
 
 
-def _print_as_jax(cls: type) -> None:
+def _print_as_jax(cls: Any) -> None:  # (Any: it patches a slot of a C type)
     """Make ``repr`` of optree's structures JAX's (``treedef_repr``) rather than optree's
     ``PyTreeSpec(...)``, for the structures ember builds (optree's own namespaces keep optree's).
 
@@ -484,7 +484,8 @@ def _print_as_jax(cls: type) -> None:
     way in the whole process once ember is imported, whoever built them.)"""
     immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
     stable = ~(1 << 19)  # (less Py_TPFLAGS_VALID_VERSION_TAG, which an attribute lookup may set)
-    probes = [(t, t.__flags__ & stable) for t in (int, str, tuple, dict, type, cls)]
+    known: tuple[type, ...] = (int, str, tuple, dict, type, cls)
+    probes = [(t, t.__flags__ & stable) for t in known]
     for offset in range(3 * ctypes.sizeof(ctypes.c_void_p), 64 * ctypes.sizeof(ctypes.c_void_p),
                         ctypes.sizeof(ctypes.c_ulong)):
         if all(ctypes.c_ulong.from_address(id(t) + offset).value & stable == f for t, f in probes):

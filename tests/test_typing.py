@@ -29,7 +29,7 @@ def test_ci_runs_the_readme_test_command_which_type_checks():
 def test_mypy_checks_the_runtime_and_the_backends():
     text = (ROOT / "pyproject.toml").read_text()
     section = text.split("[tool.mypy]", 1)[1].split("\n[", 1)[0]
-    files = re.search(r"^files = \[(.*)\]$", section, re.MULTILINE)
+    files = re.search(r"^files = \[(.*?)\]$", section, re.MULTILINE | re.DOTALL)
     assert files is not None, "[tool.mypy] names no files"
     checked = re.findall(r'"([^"]+)"', files.group(1))
     assert {"ember/runtime", "ember/backends"} <= set(checked)
