@@ -16,6 +16,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.backends import registry
+from ember.callbacks import io_callback
 
 lammps_jax_pjrt_cpu = pytest.importorskip(
     "lammps_jax_pjrt_cpu", reason="XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
@@ -209,3 +210,33 @@ def test_repeated_calls_take_the_hit_path_with_device_buffers(on_xla_cpu):
     x.delete()
     with pytest.raises(RuntimeError, match="deleted"):
         f(x, y)
+
+
+def test_top_level_host_callbacks_run_between_device_programs(on_xla_cpu, capsys):
+    seen = []
+
+    def f(x):
+        y = jnp.sin(x) * 2
+        ember.debug.print("y = {}", y[0])
+        z = ember.pure_callback(lambda a: np.cumsum(np.asarray(a)), ember.ShapeDtypeStruct(x.shape, x.dtype), y)
+        io_callback(lambda a: seen.append(float(a)), None, jnp.sum(z))
+        return z + 1, x
+
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    compiled = ember.jit(f)
+    z, same = compiled(x)
+    np.testing.assert_allclose(np.asarray(z), np.cumsum(np.sin(x) * 2) + 1, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(same), x)
+    assert "y = 0.0" in capsys.readouterr().out
+    assert seen == [pytest.approx(float(np.sum(np.cumsum(np.sin(x) * 2))), rel=1e-6)]
+    text = compiled.lower(x).compile().as_text("stablehlo")
+    assert text.count("func.func public @main") == 3  # (before the print, the sum, z + 1)
+
+
+def test_a_callback_inside_a_loop_is_refused_with_the_reason(on_xla_cpu):
+    def f(x):
+        return lax.fori_loop(0, 2, lambda i, c: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((), np.float32), c),
+                             x)
+
+    with pytest.raises(NotImplementedError, match=r"`pure_callback`.*inside a loop or a branch"):
+        ember.jit(f)(np.float32(1.0))

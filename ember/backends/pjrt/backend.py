@@ -41,7 +41,7 @@ class PjrtBackend(Backend):
         return _parts().client(self.name).devices
 
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:
-        return _parts().PjrtExecutable(self, closed, options)
+        return _parts().compile_executable(self, closed, options)
 
     def cannot_run(self, closed: ClosedJaxpr) -> str | None:
         return _parts().unlowered(closed.jaxpr)

@@ -1391,8 +1391,9 @@ REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on 
 for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
     REFUSED[_p] = ("StableHLO has no operation for it; JAX lowers it as a series evaluated in a while loop, "
                    "which is not written here yet")
-_CALLBACK = ("a host callback, which needs the plugin's host send/receive callbacks or the program split "
-             "around it (not built yet)")
+_CALLBACK = ("a host callback: at a program's top level it runs on the host between device programs "
+             "(ember.backends.pjrt.program.SplitExecutable), but inside a loop or a branch it would need the "
+             "plugin's host send/receive callbacks (not built yet)")
 REFUSED_BY_NAME["debug_print"] = _CALLBACK  # (defined in ember.debug, above this room)
 for _p in (cb.pure_callback_p, cb.io_callback_p, cb.debug_callback_p):
     REFUSED[_p] = _CALLBACK

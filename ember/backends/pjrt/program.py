@@ -26,8 +26,8 @@ from ember.backends.protocols import (
 from ember.compiler.dce import eliminate_dead_code
 from ember.config import config
 from ember.core.array import Array
-from ember.core.evaluation import to_numpy
-from ember.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
+from ember.core.evaluation import as_type, impl_rules, to_numpy
+from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import call_params
 
 _clients: dict[str, Client] = {}
@@ -109,7 +109,7 @@ class PjrtExecutable(BackendExecutable):
     def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> None:
         self.backend, self.name = backend, options.name
         self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
-        self.program = Program(client(backend.name), eliminate_dead_code(closed), options.name, options.donated)
+        self.program = Program(client(backend.name), closed, options.name, options.donated)
         self.code = self.program.code  # compiled now, or loaded from the disk cache
         aliased = self.program.aliased
         self.donated = frozenset(i for i in options.donated if i in aliased)
@@ -153,15 +153,116 @@ class PjrtExecutable(BackendExecutable):
         return self.program.text
 
 
-def unlowered(jaxpr: Jaxpr) -> str | None:
-    """Why the first primitive of ``jaxpr`` (sub-programs included) that is not lowered cannot be."""
+# Host callbacks: at the top level of a program they run on the host between the device programs the
+# program is split into (``SplitExecutable``); inside a loop or a branch they are refused.
+HOST_STEPS = frozenset({"pure_callback", "io_callback", "debug_callback", "debug_print"})
+
+
+def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> BackendExecutable:
+    """The executable of ``closed`` on ``backend``: one device program, or several around the
+    program's top-level host callbacks."""
+    closed = eliminate_dead_code(closed)
+    if any(eqn.primitive.name in HOST_STEPS for eqn in closed.jaxpr.eqns):
+        return SplitExecutable(backend, closed, options)
+    return PjrtExecutable(backend, closed, options)
+
+
+def unlowered(jaxpr: Jaxpr, top: bool = True) -> str | None:
+    """Why the first primitive of ``jaxpr`` (sub-programs included) that is not lowered cannot be
+    (host callbacks are lowered at the top level only)."""
     for eqn in jaxpr.eqns:
         p = eqn.primitive
+        if top and p.name in HOST_STEPS:
+            continue
         if p not in lower_rules and p not in call_params:
             reason = REFUSED.get(p) or REFUSED_BY_NAME.get(p.name) or "no lowering rule is written for it yet"
             return f"it holds the primitive `{p.name}`, which is not lowered: {reason}"
         for sub in subjaxprs(eqn.params):
-            why = unlowered(sub)
+            why = unlowered(sub, top=False)
             if why is not None:
                 return why
     return None
+
+
+class SplitExecutable(BackendExecutable):
+    """A program whose top-level host callbacks run on the host between device programs: each run of
+    equations between two callbacks is compiled on its own, taking the values it reads and giving
+    those read later; a callback gets its operands copied to the host, and its results go to the
+    device when a later program reads them. Donation is not used here."""
+
+    dialects = ("stablehlo",)
+
+    def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> None:
+        self.backend, self.name = backend, options.name
+        self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
+        self.unusable_donations = tuple(self.in_avals[i] for i in sorted(options.donated))
+        jaxpr = closed.jaxpr
+        self.constvars, self.invars, self.outvars = jaxpr.constvars, jaxpr.invars, jaxpr.outvars
+        self.consts = [to_numpy(c, v.aval) for c, v in zip(closed.consts, jaxpr.constvars)]
+        blocks: list[Any] = []
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name in HOST_STEPS:
+                blocks.append(eqn)
+            elif blocks and isinstance(blocks[-1], list):
+                blocks[-1].append(eqn)
+            else:
+                blocks.append([eqn])
+        read_later: set[int] = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+        steps: list[Any] = []
+        for block in reversed(blocks):
+            eqns = block if isinstance(block, list) else [block]
+            defined = {id(v) for e in eqns for v in e.outvars}
+            inputs: list[Var] = []
+            for e in eqns:
+                for a in e.invars:
+                    if isinstance(a, Var) and id(a) not in defined and all(a is not b for b in inputs):
+                        inputs.append(a)
+            if isinstance(block, list):
+                outputs = [v for e in eqns for v in e.outvars if id(v) in read_later]
+                sub = ClosedJaxpr(Jaxpr([], inputs, eqns, outputs), [])
+                steps.append(("device", inputs, outputs, Program(client(backend.name), sub, options.name)))
+            else:
+                steps.append(("host", block))
+            read_later |= {id(v) for v in inputs}
+        self.steps = steps[::-1]
+        self.code = "compiled" if any(s[0] == "device" and s[3].code == "compiled" for s in self.steps) else "disk"
+
+    def __call__(self, *args: Any) -> list[Array]:
+        backend = self.backend
+        device = backend.devices()[0]
+        env: dict[int, Any] = {}
+        for v, c in zip(self.constvars, self.consts):
+            env[id(v)] = c
+        for v, x, a in zip(self.invars, args, self.in_avals):
+            buffer = x.device_buffer if type(x) is Array else None
+            env[id(v)] = buffer if buffer is not None and buffer.backend == backend.name else to_numpy(x, a)
+
+        def on_device(value: Any) -> Any:
+            return value if isinstance(value, Buffer) else backend.put(np.array(value), device)
+
+        def on_host(a: Any) -> np.ndarray:
+            if isinstance(a, Literal):
+                return np.asarray(a.val, a.aval.dtype)
+            value = env[id(a)]
+            return value.to_host() if isinstance(value, Buffer) else value
+
+        for step in self.steps:
+            if step[0] == "device":
+                _, inputs, outputs, program = step
+                outs = program.execute([on_device(env[id(v)]) for v in inputs])
+                env.update((id(v), b) for v, b in zip(outputs, outs))
+            else:
+                eqn = step[1]
+                with np.errstate(all="ignore"):
+                    outs = impl_rules[eqn.primitive](*map(on_host, eqn.invars), **eqn.params)
+                env.update((id(v), as_type(o, v.aval)) for v, o in zip(eqn.outvars, outs))
+        results = []
+        for v, a in zip(self.outvars, self.out_avals):
+            value = np.asarray(v.val, a.dtype) if isinstance(v, Literal) else env[id(v)]
+            results.append(Array.from_buffer(value, a) if isinstance(value, Buffer) else Array(as_type(value, a), a))
+        return results
+
+    def as_text(self, dialect: str) -> str:
+        if dialect != "stablehlo":
+            return super().as_text(dialect)
+        return "\n".join(s[3].text for s in self.steps if s[0] == "device")
