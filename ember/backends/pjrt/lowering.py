@@ -27,7 +27,7 @@ from ember.config import config
 from ember.core.avals import ShapedArray
 from ember.core.calls import checkpoint_p, custom_vjp_lin_p, name_p, optimization_barrier_p
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
-from ember.core.primitive import Primitive, abstract_eval_rules, call_params
+from ember.core.primitive import Primitive, RuleTable, abstract_eval_rules, call_params
 from ember.lax import (
     callbacks as cb,
     control_flow as cf,
@@ -268,7 +268,7 @@ class Module:
 
 # --- the environment loop ------------------------------------------------------------------------------------
 Rule = Callable[..., Any]
-lower_rules: dict[Primitive, Rule] = {}
+lower_rules: RuleTable = RuleTable("pjrt.lowering.lower_rules")
 
 # Primitives not lowered, with the reason a user sees (by name: those defined in rooms above this one).
 REFUSED: dict[Primitive, str] = {}
