@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,7 @@ def _env(**extra: str) -> dict:
     return env
 
 
-def _mpirun(program: str, *args: str, n: int = 2, launcher_flags: tuple = (), timeout: float = 60,
+def _mpirun(program: str, *args: str, n: int = 2, launcher_flags: tuple = (), timeout: float = 600,
             **env: str) -> subprocess.CompletedProcess:
     command = [MPIEXEC, *launcher_flags, "-n", str(n), sys.executable, str(PROGRAMS / program), *args]
     # (stdin: nothing; mpiexec forwards its stdin to rank 0, and a pytest-xdist worker's stdin is its channel)
@@ -77,7 +77,7 @@ def test_devices_and_every_collective_across_two_processes(local):
 def test_data_parallel_training_on_two_processes_matches_one_process_on_the_whole_batch():
     (parallel,) = _results(_mpirun("mlp.py", "mpi", "6"), "LOSSES ")
     single_run = subprocess.run([sys.executable, str(PROGRAMS / "mlp.py"), "single", "6"], capture_output=True,
-                                text=True, timeout=60, env=_env(), cwd=ROOT, stdin=subprocess.DEVNULL)
+                                text=True, timeout=600, env=_env(), cwd=ROOT, stdin=subprocess.DEVNULL)
     (single,) = _results(single_run, "LOSSES ")
     assert len(parallel) == len(single) == 6 and parallel[-1] < parallel[0]
     assert parallel == pytest.approx(single, rel=1e-5, abs=1e-6)
@@ -85,22 +85,23 @@ def test_data_parallel_training_on_two_processes_matches_one_process_on_the_whol
 
 @needs_mpi
 def test_a_process_that_dies_mid_run_makes_the_other_fail_clearly_in_bounded_time():
-    # Launcher cleanup off: the survivor is left running, and its own deadline must end the run.
-    start = time.monotonic()
-    out = _mpirun("dies.py", launcher_flags=("-disable-auto-cleanup",), timeout=60, EMBER_COLLECTIVE_TIMEOUT="2")
-    elapsed = time.monotonic() - start
+    # Launcher cleanup off: the survivor is left running, and its own deadline must end the run. The
+    # bound is on the survivor's wait, which it measures itself (starting and compiling, which a loaded
+    # machine slows, are outside it); the subprocess timeout only guards against a hang.
+    out = _mpirun("dies.py", launcher_flags=("-disable-auto-cleanup",), timeout=600, EMBER_COLLECTIVE_TIMEOUT="2")
     text = out.stdout + out.stderr
     assert out.returncode != 0, text
     assert "rank 0: first psum" in text and "rank 1: first psum" in text
     assert "CollectiveTimeoutError" in text and "the collective psum over the mesh axis 'i'" in text, text
     assert "on process 0 of 2 processes" in text and "second psum returned" not in text
-    assert elapsed < 45, f"the run took {elapsed:.1f} s"
+    waited = float(re.search(r"rank 0: the second psum failed after ([0-9.]+) s", text).group(1))
+    assert 2.0 <= waited < 30.0, f"the survivor waited {waited:.1f} s for a 2 s collective timeout"
 
 
 @needs_mpi
 def test_the_launcher_ends_the_run_when_a_process_dies():
     # With the launcher's default cleanup, mpiexec itself stops the others: never a hang either way.
-    out = _mpirun("dies.py", timeout=60, EMBER_COLLECTIVE_TIMEOUT="30")
+    out = _mpirun("dies.py", timeout=600, EMBER_COLLECTIVE_TIMEOUT="30")
     assert out.returncode != 0 and "second psum returned" not in out.stdout
 
 
@@ -122,7 +123,7 @@ except RuntimeError as e:
 ember.distributed.shutdown()
 assert not ember.distributed.is_initialized()
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=_env(),
                          stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr
     assert "REFUSED ember.distributed.initialize: num_processes=3, but MPI started 1 process(es)" in out.stdout
@@ -141,6 +142,6 @@ assert jax.process_count() == 1 and jax.process_index() == 0 and jax.local_devic
 assert "mpi4py" not in sys.modules, "mpi4py was imported"
 print("OK")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=_env(),
                          stdin=subprocess.DEVNULL)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr

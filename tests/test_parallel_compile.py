@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 
@@ -206,10 +207,23 @@ def test_the_opt_out(monkeypatch):
     assert compile_workers.workers() == []
 
 
-def test_start_workers_warms_them_in_the_background():
-    start = time.perf_counter()
-    jit.start_workers()
-    assert time.perf_counter() - start < 0.1  # the caller does not wait for them
+def test_start_workers_warms_them_in_the_background(monkeypatch):
+    # No worker can become ready until the test releases it: start_workers returning at all shows
+    # that the caller does not wait for them (the join's timeout only guards against a hang).
+    release = threading.Event()
+    wait_ready = compile_workers.Worker.wait_ready
+
+    def held(self, *args, **kwargs):
+        release.wait()
+        return wait_ready(self, *args, **kwargs)
+
+    monkeypatch.setattr(compile_workers.Worker, "wait_ready", held)
+    caller = threading.Thread(target=jit.start_workers)
+    caller.start()
+    caller.join(timeout=600)
+    returned = not caller.is_alive()
+    release.set()
+    assert returned
     ready_workers()
     jit.start_workers()  # (already running: nothing more)
     assert len(compile_workers.workers()) == 1

@@ -2,6 +2,7 @@
 bounded time, not hang (tests/test_distributed.py). Run with a small EMBER_COLLECTIVE_TIMEOUT."""
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -14,6 +15,12 @@ f = ember.pmap(lambda a: lax.psum(a, "i"), "i")
 print(f"rank {rank}: first psum {np.asarray(f(np.ones((1, 4), np.float32))).tolist()}", flush=True)
 if rank == 1:
     os._exit(3)  # dies: never reaches the second psum
-f(np.ones((1, 4), np.float32))
+waiting_since = time.monotonic()
+try:
+    f(np.ones((1, 4), np.float32))
+except Exception:
+    # (the time from the peer's death to the error: the deadline's, whatever the machine's load)
+    print(f"rank {rank}: the second psum failed after {time.monotonic() - waiting_since:.2f} s", flush=True)
+    raise
 print(f"rank {rank}: the second psum returned, which it must not", flush=True)
 sys.exit(0)
