@@ -282,3 +282,34 @@ def test_the_eager_benchmark_workloads_compute_what_jax_computes():
         want = w.build(jax.numpy, jax.lax, jax.jit)(*[jax.device_put(a) for a in host])
         for g, x in zip(ember.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(x), rtol=2e-5, atol=2e-5, err_msg=w.name)
+
+
+# --- single operations on large arrays ----------------------------------------------------------------
+@pytest.mark.parametrize("op", [
+    lambda x, y: jnp.exp(x), lambda x, y: jnp.tanh(x), lambda x, y: jnp.sum(x, axis=0),
+    lambda x, y: jnp.max(x, axis=1), lambda x, y: x @ y.T, lambda x, y: jnp.arctan2(x, y)],
+    ids=["exp", "tanh", "sum", "max", "matmul", "arctan2"])
+def test_a_large_operation_that_comes_again_runs_jits_code(op, rng):
+    """The first call of a signature runs on the reference (a one-off pays no compile); when it
+    comes again it runs the native code of the one-operation program, jit's bits."""
+    x = jnp.asarray(rng.standard_normal((300, 256)).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal((300, 256)).astype(np.float32))
+    before = eager.cache_info()
+    first = np.asarray(op(x, y))
+    middle = eager.cache_info()
+    assert middle.reference_calls == before.reference_calls + 1 and middle.native_calls == before.native_calls
+    second = np.asarray(op(x, y))
+    assert eager.cache_info().native_calls == middle.native_calls + 1
+    np.testing.assert_array_equal(second, np.asarray(ember.jit(op)(x, y)))
+    np.testing.assert_allclose(second, first, rtol=2e-5, atol=2e-5)
+
+
+def test_small_operations_and_the_reference_backend_stay_on_the_reference(rng):
+    x = jnp.asarray(rng.standard_normal(1000).astype(np.float32))
+    big = jnp.asarray(rng.standard_normal(1 << 17).astype(np.float32))
+    before = native_calls()
+    for _ in range(3):
+        jnp.exp(x)
+        with ember.config.override(backend="reference"):
+            jnp.exp(big)
+    assert native_calls() == before

@@ -17,6 +17,13 @@ which installs ``apply`` as ``EvalTrace.apply`` when it loads, decides where com
   A one-off program that would run on the reference interpreter faster than it compiles
   (``runtime.tiers``' cost model) runs there; when it comes again it compiles, tiered (its calls
   run on the reference until the native code is ready).
+- **Large operations** (``KERNELS``: transcendental functions, reductions and matrix products on
+  arrays of ``KERNEL_MIN_ELEMENTS`` elements and more) run native code, vectorized and split over
+  threads, that beats NumPy's; cached by the primitive, the argument types and the params. A
+  signature's first call runs on the reference, so that code calling many shapes once each (a
+  test suite, an initializer) pays no compile; when it comes again it compiles as above.
+- Everything else (small arrays, cheap elementwise operations that NumPy runs as fast) runs on the
+  reference interpreter, whose per-call cost is kept low (``core.evaluation``).
 
 The reference backend (``config.backend = "reference"``), ``debug_nans`` and ``debug_infs`` keep every eager operation
 on the reference interpreter (the NaN check names the operation that made the NaN).
@@ -41,7 +48,10 @@ from ember.core.evaluation import apply_primitive
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.core.trace import EvalTrace
+from ember.lax import elementwise as ew
 from ember.lax.control_flow import cond_p, scan_p, while_p
+from ember.lax.dot import dot_general_p
+from ember.lax.reductions import REDUCTIONS
 from ember.runtime import compile_cache, tiers
 
 logger = logging.getLogger("ember")
@@ -80,16 +90,21 @@ _counts = {"native": 0, "compiles": 0, "reference": 0}
 
 def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     """``EvalTrace.apply``: one eager operation, on native code where it pays."""
-    if p in PROGRAMS and not (config.debug_nans or config.debug_infs) \
-            and not isinstance(registry.get(), ReferenceBackend):
-        return _run_program(p, args, params)
+    if p in PROGRAMS:
+        if _native_now():
+            return _run_program(p, args, params)
+    elif p in KERNELS and _large(p, args) and _native_now():
+        return _run_kernel(p, args, params)
     return apply_primitive(p, args, params)
 
 
-def _run_program(p: Primitive, args: Sequence[Any], params: dict) -> list:
-    avals = [aval_of_value(a) for a in args]
-    closed = _one_equation(p, avals, params)
-    key, refs = compile_cache.fingerprint(closed)
+def _native_now() -> bool:
+    return not (config.debug_nans or config.debug_infs) and not isinstance(registry.get(), ReferenceBackend)
+
+
+def _seen(key: Any, refs: list) -> tuple[_Program, Any]:
+    """The cache's record of the program ``key`` (made now if new), counted as seen once more, and
+    its executable (None if not compiled yet)."""
     with _lock:
         program = _programs.get(key)
         if program is None:
@@ -99,17 +114,68 @@ def _run_program(p: Primitive, args: Sequence[Any], params: dict) -> list:
         else:
             _programs.move_to_end(key)
         program.sightings += 1
-        executable = program.executable
+        return program, program.executable
+
+
+def _on_reference(p: Primitive, args: Sequence[Any], params: dict, avals: list[ShapedArray], why: str) -> Any:
+    _counts["reference"] += 1
+    if config.log_compiles:
+        logger.warning("ember: ran eager %s for (%s) on the reference interpreter (%s); it compiles if it comes "
+                       "again", p.name, _format(avals), why)
+    return apply_primitive(p, args, params)
+
+
+def _run_program(p: Primitive, args: Sequence[Any], params: dict) -> list:
+    avals = [aval_of_value(a) for a in args]
+    closed = _one_equation(p, avals, params)
+    key, refs = compile_cache.fingerprint(closed)
+    program, executable = _seen(key, refs)
     if executable is None:
         if program.sightings == 1 and tiers.reference_ms(closed.jaxpr) < tiers.compile_ms(closed.jaxpr):
-            _counts["reference"] += 1  # a one-off that runs faster than it would compile
-            if config.log_compiles:
-                logger.warning("ember: ran eager %s for (%s) on the reference interpreter (cheaper than "
-                               "compiling it); it compiles if it comes again", p.name, _format(avals))
-            return apply_primitive(p, args, params)
+            return _on_reference(p, args, params, avals, "cheaper than compiling it")  # a one-off
         executable = program.executable = _compile(p, closed, avals, again=program.sightings > 1)
     _counts["native"] += 1
     return executable(*args)
+
+
+# --- single operations on large arrays ---------------------------------------------------------------
+# Operations whose native code beats NumPy's on large arrays: transcendental functions (vectorized
+# and split over threads), reductions (vectorized, in several partial sums) and matrix products.
+KERNELS: frozenset[Primitive] = frozenset({
+    ew.exp_p, ew.exp2_p, ew.expm1_p, ew.log_p, ew.log1p_p, ew.tanh_p, ew.logistic_p, ew.sin_p, ew.cos_p,
+    ew.tan_p, ew.sinh_p, ew.cosh_p, ew.asin_p, ew.acos_p, ew.atan_p, ew.asinh_p, ew.acosh_p, ew.atanh_p,
+    ew.atan2_p, ew.pow_p, ew.erf_p, ew.erfc_p, ew.erf_inv_p, ew.cbrt_p,
+    *REDUCTIONS, dot_general_p})
+# From this many elements of an operand (of each operand, for a product) an eager operation that
+# comes again runs native code; a first call, and calls on smaller arrays, run on the reference.
+KERNEL_MIN_ELEMENTS = 1 << 16
+PRODUCT_MIN_ELEMENTS = 1 << 14
+
+
+def _large(p: Primitive, args: Sequence[Any]) -> bool:
+    sizes = [getattr(a, "size", 0) for a in args]
+    if p is dot_general_p:
+        return min(sizes) >= PRODUCT_MIN_ELEMENTS
+    return max(sizes) >= KERNEL_MIN_ELEMENTS
+
+
+def _run_kernel(p: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """A single operation on large arrays: on the reference the first time its signature comes (a
+    one-off pays no compile), then compiled (tiered when tiering is on) and cached by the
+    primitive, the argument types and the params."""
+    avals = [aval_of_value(a) for a in args]
+    key = (p, *avals, *params.items())
+    try:
+        program, executable = _seen(key, [])
+    except TypeError:  # a param that is not hashable: the reference
+        return apply_primitive(p, args, params)
+    if executable is None:
+        if program.sightings == 1:
+            return _on_reference(p, args, params, avals, "its first call")
+        executable = program.executable = _compile(p, _one_equation(p, avals, params), avals, again=True)
+    _counts["native"] += 1
+    outs = executable(*args)
+    return outs if p.multiple_results else outs[0]
 
 
 def _one_equation(p: Primitive, avals: list[ShapedArray], params: dict) -> ClosedJaxpr:
