@@ -37,7 +37,7 @@ def device_put(x: Any, device: Any = None) -> Any:
     target = device
     if isinstance(device, sharding.SingleDeviceSharding):  # (one device: its backend decides, as for the device)
         (target,) = device.device_set
-    if target is not None and not isinstance(target, (Device, sharding.Sharding)):
+    if target is not None and not isinstance(target, (Device, sharding.Sharding, sharding.PartitionSpec)):
         backend = registry.of_device(target)
         if not backend.host_buffers:
             return tree_util.map_for_trace(lambda leaf: _put_on_device(leaf, backend, target), x)

@@ -1,5 +1,6 @@
 """Devices, collectives over named axes, pmap and shard_map: against NumPy, against the
 single-device computation, and against JAX (in a subprocess with forced host devices)."""
+import functools
 import json
 import os
 import subprocess
@@ -368,3 +369,24 @@ def test_collectives_within_axis_index_groups(jitted):
             run(lambda a: lax.psum(a, "i", axis_index_groups=[[0, 1], [2]]))
         with pytest.raises(ValueError, match="cover every index of the axis"):
             run(lambda a: lax.psum(a, "i", axis_index_groups=[[0, 1], [1, 2]]))
+
+
+def test_device_put_lays_a_bare_partition_spec_over_the_current_mesh():
+    """JAX's callbacks tutorial on 8 CPU devices: device_put(x, P('i')) under set_mesh (or `with
+    mesh:`), then a shard_map over the placed array; with no mesh set, JAX's ValueError."""
+    with ember.config.override(num_cpu_devices=8):
+        mesh = Mesh(np.array(ember.devices()), ("i",))
+        with pytest.raises(ValueError, match="Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
+                                             "to device_put"):
+            ember.device_put(jnp.arange(8.0), P("i"))
+        for context in (ember.sharding.set_mesh(mesh), mesh):
+            with context:
+                x = ember.device_put(jnp.arange(8.0), P("i"))
+                assert x.sharding == NamedSharding(mesh, P("i")) and len(x.addressable_shards) == 8
+
+                @functools.partial(ember.shard_map, in_specs=P("i"), out_specs=P("i"))
+                def doubled_on_the_host(block):
+                    return ember.pure_callback(lambda b: np.asarray(b) * 2, ember.ShapeDtypeStruct(block.shape,
+                                                                                                    block.dtype), block)
+
+                np.testing.assert_array_equal(doubled_on_the_host(x), np.arange(8.0) * 2)

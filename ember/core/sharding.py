@@ -481,11 +481,18 @@ def is_placed(x: Any) -> bool:
 
 
 def put(x: Any, where: Any) -> Any:
-    """Place array ``x`` on a device or as a sharding (``device_put``); None keeps its placement."""
+    """Place array ``x`` on a device or as a sharding (``device_put``); None keeps its placement. A
+    bare PartitionSpec lays ``x`` out over the current mesh (``set_mesh``), as in JAX."""
     if where is None:
         return x
     if isinstance(where, Device):
         where = SingleDeviceSharding(where)
+    if isinstance(where, PartitionSpec):
+        mesh = _mesh_state.mesh
+        if not isinstance(mesh, Mesh):
+            raise ValueError(f"Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to device_put "
+                             f"(got {where!r} with no current mesh); or pass NamedSharding(mesh, spec)")
+        where = NamedSharding(mesh, where)
     if not isinstance(where, Sharding):
         raise TypeError(f"device_put: expected a Device or a Sharding, got {where!r}")
     where.shard_shape(tuple(x.shape))  # (raises when the blocks do not divide the shape)
