@@ -1372,6 +1372,92 @@ def _qr(ctx: Builder, out: list, x: Value, *, full_matrices: bool) -> list[Value
     return [ctx.reshape(q, out[0].shape), ctx.reshape(r, out[1].shape)]
 
 
+def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
+    """Real symmetric matrices: cyclic Jacobi rotations (a fixed number of sweeps over every pair
+    (p, q), one ``while`` over sweeps times pairs, all matrices of a batch at once), then the
+    eigenvalues in ascending order with their vectors. Jacobi's eigenvalues carry high relative
+    accuracy; the eigenvectors' signs are the iteration's (LAPACK's are arbitrary too)."""
+    dt = x.aval.dtype
+    if dtypes.is_complex(dt):
+        raise LoweringError("the PJRT backend cannot compile the primitive `eigh` on complex (Hermitian) "
+                            "matrices yet: only real symmetric ones are lowered (Jacobi rotations)")
+    count, n, _ = _batched(x)
+    shape = (count, n, n)
+    a = ctx.reshape(x, shape)
+    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+    kept = ctx.compare("GE" if lower else "LE", rows, cols)
+    triangle = ctx.select(kept, a, ctx.constant(0, dt, shape))
+    strict = ctx.select(ctx.compare("EQ", rows, cols), ctx.constant(0, dt, shape), triangle)
+    a = ctx.binary("stablehlo.add", triangle, ctx.transpose(strict, (0, 2, 1)))  # the triangle mirrored
+    v = ctx.convert(ctx.compare("EQ", rows, cols), dt)
+    pairs = [(p, q) for p in range(n) for q in range(p + 1, n)]
+    sweeps = 12 if dt.itemsize <= 4 else 16
+    if pairs:
+        table_p = ctx.constant(np.array([p for p, _ in pairs], np.int32), np.int32, (len(pairs),))
+        table_q = ctx.constant(np.array([q for _, q in pairs], np.int32), np.int32, (len(pairs),))
+        state = [ctx.constant(0, np.int32), a, v]
+        avals = [s.aval for s in state]
+
+        def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
+            return [r.compare("LT", k, r.constant(sweeps * len(pairs), np.int32))]
+
+        def body(r: Builder, k: Value, a: Value, v: Value) -> list[Value]:
+            zero = r.constant(0, np.int32)
+            index = r.binary("stablehlo.remainder", k, r.constant(len(pairs), np.int32))
+            p = r.reshape(r.op("stablehlo.dynamic_slice", [table_p, index], _aval((1,), np.int32),
+                               f"slice_sizes = {_array((1,))}"), ())
+            q = r.reshape(r.op("stablehlo.dynamic_slice", [table_q, index], _aval((1,), np.int32),
+                               f"slice_sizes = {_array((1,))}"), ())
+
+            def entry(i: Value, j: Value) -> Value:
+                return r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, i, j], _aval((count, 1, 1), dt),
+                                      f"slice_sizes = {_array((count, 1, 1))}"), (count,))
+
+            app, aqq, apq = entry(p, p), entry(q, q), entry(p, q)
+            vec = _aval((count,), dt)
+            is_zero = r.compare("EQ", apq, r.constant(0, dt, (count,)))
+            safe = r.select(is_zero, r.constant(1, dt, (count,)), apq)
+            theta = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", aqq, app),
+                             r.binary("stablehlo.multiply", r.constant(2, dt, (count,)), safe))
+            root = r.op("stablehlo.sqrt", [r.binary("stablehlo.add", r.binary("stablehlo.multiply", theta, theta),
+                                                    r.constant(1, dt, (count,)))], vec)
+            sign = r.select(r.compare("GE", theta, r.constant(0, dt, (count,))), r.constant(1, dt, (count,)),
+                            r.constant(-1, dt, (count,)))
+            t = r.binary("stablehlo.divide", sign, r.binary("stablehlo.add", r.op("stablehlo.abs", [theta], vec), root))
+            t = r.select(is_zero, r.constant(0, dt, (count,)), t)
+            c = r.binary("stablehlo.divide", r.constant(1, dt, (count,)), r.op("stablehlo.sqrt", [r.binary(
+                "stablehlo.add", r.binary("stablehlo.multiply", t, t), r.constant(1, dt, (count,)))], vec))
+            s_ = r.binary("stablehlo.multiply", t, c)
+
+            def rotate(m: Value, axis: int) -> Value:
+                """Rows (axis 1) or columns (axis 2) p and q of m: p <- c p - s q, q <- s p + c q."""
+                size = (count, 1, n) if axis == 1 else (count, n, 1)
+                starts = (lambda i: [zero, i, zero]) if axis == 1 else (lambda i: [zero, zero, i])
+                mp = r.op("stablehlo.dynamic_slice", [m, *starts(p)], _aval(size, dt), f"slice_sizes = {_array(size)}")
+                mq = r.op("stablehlo.dynamic_slice", [m, *starts(q)], _aval(size, dt), f"slice_sizes = {_array(size)}")
+                cc, ss = r.broadcast(c, size, [0]), r.broadcast(s_, size, [0])
+                new_p = r.binary("stablehlo.subtract", r.binary("stablehlo.multiply", cc, mp),
+                                 r.binary("stablehlo.multiply", ss, mq))
+                new_q = r.binary("stablehlo.add", r.binary("stablehlo.multiply", ss, mp),
+                                 r.binary("stablehlo.multiply", cc, mq))
+                m = r.op("stablehlo.dynamic_update_slice", [m, new_p, *starts(p)], m.aval)
+                return r.op("stablehlo.dynamic_update_slice", [m, new_q, *starts(q)], m.aval)
+
+            a = rotate(rotate(a, 1), 2)
+            v = rotate(v, 2)
+            return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), a, v]
+
+        _, a, v = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    diagonal = ctx.select(ctx.compare("EQ", rows, cols), a, ctx.constant(0, dt, shape))
+    w = _sum_rows(ctx, diagonal, 1)  # [B, n]
+    key = ctx.broadcast(w, shape, [0, 2])
+    region = _sort_region(ctx, [key, v], 1, "LT")
+    key, v = ctx.ops("stablehlo.sort", [key, v], [key.aval, v.aval], "dimension = 2 : i64, is_stable = true", [region])
+    w = ctx.reshape(ctx.slice(key, (0, 0, 0), (count, 1, n)), (count, n))
+    return [ctx.reshape(v, out[0].shape), ctx.reshape(w, out[1].shape)]
+
+
+lower_rules[linalg.eigh_p] = _eigh
 lower_rules[linalg.geqrf_p] = _geqrf
 lower_rules[linalg.householder_product_p] = _householder_product
 lower_rules[linalg.qr_p] = _qr
@@ -1385,7 +1471,7 @@ lower_rules[linalg.triangular_solve_p] = _triangular_solve
 # --- refused, with the reason ----------------------------------------------------------------------------------
 _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
                   "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
-for _p in (linalg.eigh_p, linalg.svd_p, linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
+for _p in (linalg.svd_p, linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
     REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
 for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
