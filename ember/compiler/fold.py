@@ -59,6 +59,7 @@ def _fold_jaxpr(jaxpr: Jaxpr, subprograms: SubprogramRewriter, known: dict[int, 
         for var, value in zip(eqn.outvars, values):
             known[id(var)] = value
             if var.aval.shape:
+                assert new_consts is not None  # (arrays are folded only where they can become constants)
                 new_consts[var] = value  # the equation's result variable becomes a constvar
             else:
                 subst.bind(var, Literal(value[()], var.aval))

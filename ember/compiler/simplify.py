@@ -214,8 +214,8 @@ def is_exact_conversion(source: np.dtype, target: np.dtype) -> bool:
         s = np.iinfo(source)
         return max(-int(s.min), int(s.max)) <= 2 ** (dtypes.finfo(target).nmant + 1)
     if dtypes.is_floating(source) and dtypes.is_floating(target):
-        s, t = dtypes.finfo(source), dtypes.finfo(target)
-        return t.nmant >= s.nmant and t.maxexp >= s.maxexp and t.minexp <= s.minexp
+        fs, ft = dtypes.finfo(source), dtypes.finfo(target)
+        return ft.nmant >= fs.nmant and ft.maxexp >= fs.maxexp and ft.minexp <= fs.minexp
     return False
 
 

@@ -52,13 +52,13 @@ def optimization_barrier(operand: Any) -> Any:
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """The shape the ``shapes`` broadcast to, NumPy's rule (a ValueError naming them if none)."""
-    shapes = [shape_tuple(s) for s in shapes]
-    ndim = max((len(s) for s in shapes), default=0)
+    tuples = [shape_tuple(s) for s in shapes]
+    ndim = max((len(s) for s in tuples), default=0)
     out = []
     for i in range(ndim):
-        sizes = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
+        sizes = {s[i - ndim + len(s)] for s in tuples if i - ndim + len(s) >= 0} - {1}
         if len(sizes) > 1:
-            raise ValueError(f"Incompatible shapes for broadcasting: shapes={[tuple(s) for s in shapes]}")
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes={tuples}")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 

@@ -220,7 +220,8 @@ def _scalar_aval(api: str, what: str, x: Any, fix: str) -> ShapedArray:
 
 
 @errors.api_boundary  # (the user's frames only, in tracebacks)
-def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _NO_OPERAND) -> Any:
+def cond(pred: Any, true_fun: Callable | Any, false_fun: Callable | Any, *operands: Any,
+         operand: Any = _NO_OPERAND) -> Any:  # (Any: the legacy form passes an operand in true_fun's place)
     """``true_fun(*operands) if pred else false_fun(*operands)``, deciding at run time.
 
     Both branches are traced (they must return identical types); only the
@@ -321,7 +322,9 @@ def _switch_traced(index: Any, callers: list[_Caller], funs: list[Callable], ord
     api = callers[0].api
     leaves, _, in_avals = _flatten(operands, f"{api}: an operand")
     args_tree = _args_tree(*operands)
-    traced, written, by_branch = [], [], []
+    traced: list[Any] = []
+    written: list[Any] = []  # the refs some branch writes
+    by_branch: list[set[int]] = []  # the ids of the refs each branch writes
     for caller, fun in zip(callers, funs):
         try:
             traced.append(_trace(fun, args_tree, in_avals, caller))

@@ -117,10 +117,10 @@ def _precision_param(precision: Any) -> Any:
 def _precision_rank(dt: np.dtype) -> tuple:
     """How JAX (after XLA's HigherPrecisionType) orders operand types: exponent range, then mantissa,
     then width, then signedness; operands of different types are computed in the higher one."""
-    floating = dtypes.is_floating(dt)
-    info = dtypes.finfo(dt) if floating else None
-    bits = 1 if dt == dtypes.bool_ else (info.bits if floating else dt.itemsize * 8)
-    return (info.maxexp if floating else -1, info.nmant if floating else -1, bits, dt.kind != "u")
+    if dtypes.is_floating(dt):
+        info = dtypes.finfo(dt)
+        return (info.maxexp, info.nmant, info.bits, dt.kind != "u")
+    return (-1, -1, 1 if dt == dtypes.bool_ else dt.itemsize * 8, dt.kind != "u")
 
 
 def _common_operand_type(lhs: Any, rhs: Any) -> tuple[Any, Any]:

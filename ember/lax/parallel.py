@@ -432,7 +432,7 @@ def varying_axes(x: Any) -> frozenset | None:
     """The axes a traced value of a seeded body varies over; None where the value is not one."""
     trace = getattr(x, "_trace", None)
     seeds = getattr(trace, "varying_seeds", None)
-    if seeds is None or not hasattr(x, "ir_var"):
+    if seeds is None or trace is None or not hasattr(x, "ir_var"):
         return None
     memo = trace.varying_memo
 
