@@ -240,3 +240,20 @@ def test_a_callback_inside_a_loop_is_refused_with_the_reason(on_xla_cpu):
 
     with pytest.raises(NotImplementedError, match=r"`pure_callback`.*inside a loop or a branch"):
         ember.jit(f)(np.float32(1.0))
+
+
+def test_a_plugin_that_does_not_load_is_passed_over_with_a_warning(tmp_path):
+    broken = tmp_path / "libtpu.so"
+    broken.write_bytes(b"not a library")
+    env = dict(os.environ, EMBER_PJRT_PLUGIN=f"tpu:{broken}")
+    env.pop("EMBER_PLATFORMS", None)
+    env.pop("EMBER_BACKEND", None)
+    program = ("import warnings, ember, numpy as np; from ember.backends import registry\n"
+               "with warnings.catch_warnings(record=True) as w:\n"
+               "    warnings.simplefilter('always')\n"
+               "    y = ember.jit(lambda x: x + 1)(np.ones(2, np.float32))\n"
+               "print(registry.get().name, float(y[0]), any('passed over' in str(m.message) for m in w))")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cpu", "2.0", "True"]

@@ -9,6 +9,7 @@ waits), and donated arguments are handed to PJRT. Finding plugins imports nothin
 the binding and the lowering load when a backend is first used (``_parts``)."""
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
 from typing import Any
 
@@ -36,6 +37,20 @@ class PjrtBackend(Backend):
 
     def __init__(self, name: str, platform: str, priority: int) -> None:
         self.name, self.platform, self.priority = name, platform, priority
+        self._available: bool | None = None
+
+    def is_available(self) -> bool:
+        """Whether its plugin loads and opens a client (tried once, when the backend is first
+        chosen). A plugin that fails is passed over with a warning, as JAX falls back to the CPU."""
+        if self._available is None:
+            try:
+                _parts().client(self.name)
+                self._available = True
+            except Exception as e:  # (a library that does not load, a device that does not open)
+                warnings.warn(f"the PJRT plugin of the backend {self.name!r} could not be used, so it is passed "
+                              f"over: {e}", RuntimeWarning, stacklevel=2)
+                self._available = False
+        return self._available
 
     def devices(self) -> list[Any]:
         return _parts().client(self.name).devices
