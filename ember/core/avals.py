@@ -1,6 +1,7 @@
 """Abstract values: what a tracer knows about an array (shape, dtype, weak type)."""
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -29,7 +30,7 @@ class ShapedArray(NamedTuple):
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def str_short(self) -> str:
         """``f32[3,4]`` as in the IR printer."""

@@ -185,7 +185,7 @@ def _top_k(x: np.ndarray, *, k: int, axis: int) -> list[np.ndarray]:
 
 
 impl_rules.update({
-    red.reduce_sum_p: in_float32(lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype)),
+    red.reduce_sum_p: in_float32(lambda x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype)),
     red.reduce_prod_p: in_float32(lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype)),
     red.reduce_max_p: in_float32(_reduce_max),
     red.reduce_min_p: in_float32(_reduce_min),
