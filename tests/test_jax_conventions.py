@@ -191,3 +191,15 @@ def test_a_jitted_static_recursion_100_deep_traces(recwarn) -> None:
                                rtol=1e-5)
     np.testing.assert_allclose(ember.jit(ember.grad(lambda x: step(x, 100)))(x),
                                jax.grad(lambda x: reference(x, 100))(x), rtol=1e-5)
+
+
+# --- jvp of Python scalars --------------------------------------------------------------------------
+@pytest.mark.parametrize("name,fun", [("identity", lambda x: x), ("constant", lambda x: 3.0),
+                                      ("computed", lambda x: x * 2), ("pair", lambda x: (x, 2.5, x + 1))])
+def test_jvp_returns_python_scalars_where_jax_does(name, fun) -> None:
+    ours, theirs = ember.jvp(fun, (1.0,), (1.0,)), jax.jvp(fun, (1.0,), (1.0,))
+    for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+        assert isinstance(a, float) == isinstance(b, float), (a, b)
+        assert float(a) == float(b)
+        if not isinstance(b, float):
+            assert a.dtype == b.dtype and a.weak_type == b.weak_type

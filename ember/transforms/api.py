@@ -53,6 +53,7 @@ class _FlatFunction:
         self.out_tree: Any = None
         self.aux_leaves: list = []
         self.aux_tree: Any = None
+        self.raw_out_leaves: list = []
 
     def __call__(self, *leaves: Any) -> list:
         out = self.fun(*tree_util.tree_unflatten(self.in_tree, list(leaves)))
@@ -65,6 +66,7 @@ class _FlatFunction:
             self.aux_leaves, self.aux_tree = tree_util.flatten_for_trace(aux)
             aux_arrays = [x for x in self.aux_leaves if _is_array_like(x)]
         out_leaves, self.out_tree = tree_util.flatten_for_trace(out)
+        self.raw_out_leaves = out_leaves  # (as the function returned them: jvp gives Python scalars back)
         return [_array_leaf(x, f"output of the function passed to {self.api}") for x in out_leaves] + aux_arrays
 
     @property
@@ -147,11 +149,37 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
                         f"have tree structure {primal_tree} whereas tangents have tree structure {tangent_tree}.")
     tangent_leaves = [_check_tangent(p, t, "ember.jvp") for p, t in zip(primal_leaves, tangent_leaves)]
     flat = _FlatFunction(fun, in_tree, has_aux, "ember.jvp")
-    outs, out_tangents = jvp_flat(flat, primal_leaves, tangent_leaves)
+    inputs: list = []
+
+    def traced(*ins: Any) -> list:
+        inputs[:] = ins
+        return flat(*ins)
+
+    outs, out_tangents = jvp_flat(traced, primal_leaves, tangent_leaves)
     outs, aux = flat.split(outs)
     out_tangents = [_public_tangent(t, aval(o)) for t, o in zip(out_tangents, outs)]
+    _keep_python_scalars(flat.raw_out_leaves, inputs, primals, tangents, outs, out_tangents)
     result = (tree_util.tree_unflatten(flat.out_tree, outs), tree_util.tree_unflatten(flat.out_tree, out_tangents))
     return result + (aux,) if has_aux else result
+
+
+def _keep_python_scalars(raw_outs: list, inputs: list, primals: Sequence[Any], tangents: Sequence[Any],
+                         outs: list, out_tangents: list) -> None:
+    """JAX's jvp returns Python scalars where it never made them arrays: a Python-scalar primal
+    returned unchanged comes back as the caller's primal and tangent, and a Python-scalar constant
+    output as itself (its tangent, zeros, an array)."""
+    user_primals = tree_util.tree_leaves(tuple(primals))
+    user_tangents = tree_util.tree_leaves(tuple(tangents))
+    by_input = {id(x): i for i, x in enumerate(inputs)} if len(user_primals) == len(inputs) else {}
+    for k, raw in enumerate(raw_outs[:len(outs)]):
+        i = by_input.get(id(raw))
+        if i is not None and type(user_primals[i]) in _PYTHON_SCALARS and len(user_tangents) == len(inputs):
+            outs[k], out_tangents[k] = user_primals[i], user_tangents[i]
+        elif type(raw) in _PYTHON_SCALARS:
+            outs[k] = raw
+
+
+_PYTHON_SCALARS = (bool, int, float, complex)
 
 
 @errors.api_boundary
