@@ -316,7 +316,7 @@ class JitFunction(Dispatcher):
             if not any(type(x) is Array and x.is_deleted() for x in leaves):
                 self._delete_donated(leaves, donated)
             raise
-        self._delete_donated(leaves, donated)
+        self._delete_donated(leaves, donated - executable.kept_donations)  # (unusable ones stay, as in JAX)
         return outs
 
     def _delete_donated(self, leaves: list, donated: frozenset[int]) -> None:

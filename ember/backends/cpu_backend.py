@@ -38,6 +38,7 @@ class CpuExecutable(Executable):
             cpu.entry.prepare_dispatcher()
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = tuple(self.program.unusable_donations)
+        self.kept_donations = frozenset(self.program.kept_donations)
         self._native: Callable[[tuple], Any] | None = None  # the dispatcher's runner, once set up
         self._called = False
 

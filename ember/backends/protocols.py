@@ -53,6 +53,8 @@ class Executable(abc.ABC):
     code: str = "compiled"
     # The donated arguments (their avals) whose buffers no output could take.
     unusable_donations: tuple = ()
+    # Their positions among the arguments: those Arrays are not deleted (JAX's, for unusable donations).
+    kept_donations: frozenset = frozenset()
     # The text forms ``as_text`` gives besides the IR ("llvm" for native code).
     dialects: tuple[str, ...] = ()
 

@@ -54,6 +54,7 @@ class Plan:
     reuses: list[tuple[int, int]] = field(default_factory=list)  # (output slot, donated input position)
     reused_inputs: frozenset[int] = frozenset()
     unusable_donations: list[ShapedArray] = field(default_factory=list)  # donated inputs no output takes
+    kept_donations: frozenset[int] = frozenset()  # ... their positions: those arguments stay usable
 
     @classmethod
     def of(cls, closed: ClosedJaxpr) -> Plan:
@@ -134,7 +135,7 @@ class Plan:
         producer = {out: i for i, step in enumerate(self.steps) if step.planned for out in step.outs}
         free_outputs = [slot for slot, _ in self.allocations]
         returned = {a for a in self.out_atoms if isinstance(a, int)}
-        self.reuses, self.unusable_donations = [], []
+        self.reuses, self.unusable_donations, kept = [], [], []
         for position in sorted(donated):
             slot, aval = self.in_slots[position], self.in_avals[position]
             if slot in returned:
@@ -143,10 +144,12 @@ class Plan:
             out = next(fits, None)
             if out is None:
                 self.unusable_donations.append(aval)
+                kept.append(position)
                 continue
             free_outputs.remove(out)
             self.reuses.append((out, position))
         self.reused_inputs = frozenset(position for _, position in self.reuses)
+        self.kept_donations = frozenset(kept)
 
     def _may_write_over(self, out: int, slot: int, step: int, last_use: dict[int, int]) -> bool:
         """Whether step ``step`` may write output ``out`` into input ``slot``'s buffer."""

@@ -188,7 +188,7 @@ class Program:
         self.out_atoms = plan.out_atoms
         self.allocations, self.arena_views, self.arena_bytes = plan.allocations, plan.arena_views, plan.arena_bytes
         self.reuses, self.reused_inputs = plan.reuses, plan.reused_inputs
-        self.unusable_donations = plan.unusable_donations
+        self.unusable_donations, self.kept_donations = plan.unusable_donations, plan.kept_donations
         # What the host steps of a dispatched run raised (``raise_host_errors``).
         self.host_errors = [s.errors for s in self.steps if isinstance(s, FallbackStep)] + \
             [s.host.errors for s in self.steps if isinstance(s, LoopStep) and s.host is not None]
