@@ -112,12 +112,12 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
     assert refused == sorted([
         "all_gather", "all_to_all", "axis_index", "custom_vjp_lin", "debug_callback", "debug_print", "eig",
         "geqp3", "hessenberg", "igamma", "igammac", "io_callback", "pmax", "pmin",
-        "ppermute", "psum", "psum_scatter", "pure_callback", "regularized_incomplete_beta", "schur", "svd"])
+        "ppermute", "psum", "psum_scatter", "pure_callback", "regularized_incomplete_beta", "schur"])
 
 
 def test_a_refused_primitive_names_itself_and_the_reason():
-    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `svd`: a matrix decomposition"):
-        on_plugin(lambda a: jnp.linalg.svd(a)[0], np.eye(3, dtype=np.float32))
+    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `schur`: a matrix decomposition"):
+        on_plugin(lambda a: lax.linalg.schur(a)[0], np.eye(3, dtype=np.float32))
     with pytest.raises(lowering.LoweringError, match=r"`pure_callback`: a host callback"):
         on_plugin(lambda a: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((3,), np.float32), a),
                   np.ones(3, np.float32))
@@ -305,3 +305,23 @@ def test_eigh_of_real_symmetric_matrices(shape, lower):
                                atol=1e-4)  # the reference's vectors, up to sign
     with pytest.raises(lowering.LoweringError, match="only real symmetric ones"):
         on_plugin(lambda a: lax.linalg.eigh(a)[1], x.astype(np.complex64))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 3, 6), (4, 4)], ids=str)
+def test_svd_of_real_matrices(shape):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    got, want = on_plugin(lambda a: (*jnp.linalg.svd(a, full_matrices=False), jnp.linalg.svd(a, compute_uv=False),
+                                     jnp.linalg.norm(a, ord=2, axis=(-2, -1))), x)
+    (u, s, vh, s_only, norm2), (u_ref, s_ref, _, s_only_ref, norm2_ref) = got, want
+    for g, w in ((s, s_ref), (s_only, s_only_ref), (norm2, norm2_ref)):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)  # descending, as the reference's
+    np.testing.assert_allclose((u * s[..., None, :]) @ vh, x, rtol=1e-4, atol=2e-5)
+    k = min(shape[-2:])
+    eye = np.broadcast_to(np.eye(k), s.shape + (k,))
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, eye, atol=2e-6)
+    np.testing.assert_allclose(vh @ np.swapaxes(vh, -1, -2), eye, atol=2e-6)
+    np.testing.assert_allclose(np.abs(np.swapaxes(u, -1, -2) @ u_ref), eye, atol=1e-4)  # up to sign
+    if shape[-2] != shape[-1]:
+        with pytest.raises(lowering.LoweringError, match="full_matrices=True on a non-square"):
+            on_plugin(lambda a: jnp.linalg.svd(a)[0], x)

@@ -1457,6 +1457,99 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     return [ctx.reshape(v, out[0].shape), ctx.reshape(w, out[1].shape)]
 
 
+def _rotate_columns(r: Builder, m: Value, p: Value, q: Value, c: Value, s_: Value) -> Value:
+    """Columns p and q of every matrix of ``m`` ([B, rows, cols]): p <- c p - s q, q <- s p + c q."""
+    count, rows, _ = m.aval.shape
+    dt, zero, size = m.aval.dtype, r.constant(0, np.int32), (count, rows, 1)
+    mp = r.op("stablehlo.dynamic_slice", [m, zero, zero, p], _aval(size, dt), f"slice_sizes = {_array(size)}")
+    mq = r.op("stablehlo.dynamic_slice", [m, zero, zero, q], _aval(size, dt), f"slice_sizes = {_array(size)}")
+    cc, ss = r.broadcast(c, size, [0]), r.broadcast(s_, size, [0])
+    mul = lambda u, w: r.binary("stablehlo.multiply", u, w)
+    new_p = r.binary("stablehlo.subtract", mul(cc, mp), mul(ss, mq))
+    new_q = r.binary("stablehlo.add", mul(ss, mp), mul(cc, mq))
+    m = r.op("stablehlo.dynamic_update_slice", [m, new_p, zero, zero, p], m.aval)
+    return r.op("stablehlo.dynamic_update_slice", [m, new_q, zero, zero, q], m.aval)
+
+
+def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: bool) -> list[Value]:
+    """Real matrices: one-sided Jacobi (Hestenes) on the columns of x (of its transpose when it is
+    wide): rotations that make every pair of columns orthogonal, a fixed number of sweeps; then
+    the columns' norms are the singular values, in descending order."""
+    dt = x.aval.dtype
+    count, m, n = _batched(x)
+    if dtypes.is_complex(dt):
+        raise LoweringError("the PJRT backend cannot compile the primitive `svd` on complex matrices yet: only "
+                            "real ones are lowered (one-sided Jacobi)")
+    if compute_uv and full_matrices and m != n:
+        raise LoweringError("the PJRT backend cannot compile the primitive `svd` with full_matrices=True on a "
+                            f"non-square {m}x{n} matrix yet (the completion of the basis is not written): pass "
+                            "full_matrices=False")
+    a = ctx.reshape(x, (count, m, n))
+    wide = m < n
+    if wide:
+        a, m, n = ctx.transpose(a, (0, 2, 1)), n, m
+    v = ctx.convert(ctx.compare("EQ", ctx.iota((count, n, n), 1), ctx.iota((count, n, n), 2)), dt)
+    pairs = [(p, q) for p in range(n) for q in range(p + 1, n)]
+    sweeps = 12 if dt.itemsize <= 4 else 16
+    if pairs:
+        table_p = ctx.constant(np.array([p for p, _ in pairs], np.int32), np.int32, (len(pairs),))
+        table_q = ctx.constant(np.array([q for _, q in pairs], np.int32), np.int32, (len(pairs),))
+        state = [ctx.constant(0, np.int32), a, v]
+        avals = [s.aval for s in state]
+
+        def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
+            return [r.compare("LT", k, r.constant(sweeps * len(pairs), np.int32))]
+
+        def body(r: Builder, k: Value, w: Value, v: Value) -> list[Value]:
+            zero = r.constant(0, np.int32)
+            index = r.binary("stablehlo.remainder", k, r.constant(len(pairs), np.int32))
+            p, q = (r.reshape(r.op("stablehlo.dynamic_slice", [table, index], _aval((1,), np.int32),
+                                   f"slice_sizes = {_array((1,))}"), ()) for table in (table_p, table_q))
+            size = (count, m, 1)
+            wp = r.reshape(r.op("stablehlo.dynamic_slice", [w, zero, zero, p], _aval(size, dt),
+                                f"slice_sizes = {_array(size)}"), (count, m))
+            wq = r.reshape(r.op("stablehlo.dynamic_slice", [w, zero, zero, q], _aval(size, dt),
+                                f"slice_sizes = {_array(size)}"), (count, m))
+            alpha = _sum_rows(r, r.binary("stablehlo.multiply", wp, wp), 1)
+            beta = _sum_rows(r, r.binary("stablehlo.multiply", wq, wq), 1)
+            gamma = _sum_rows(r, r.binary("stablehlo.multiply", wp, wq), 1)
+            vec, one = _aval((count,), dt), r.constant(1, dt, (count,))
+            is_zero = r.compare("EQ", gamma, r.constant(0, dt, (count,)))
+            safe = r.select(is_zero, one, gamma)
+            zeta = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", beta, alpha),
+                            r.binary("stablehlo.multiply", r.constant(2, dt, (count,)), safe))
+            root = r.op("stablehlo.sqrt", [r.binary("stablehlo.add", r.binary("stablehlo.multiply", zeta, zeta), one)],
+                        vec)
+            sign = r.select(r.compare("GE", zeta, r.constant(0, dt, (count,))), one, r.constant(-1, dt, (count,)))
+            t = r.binary("stablehlo.divide", sign, r.binary("stablehlo.add", r.op("stablehlo.abs", [zeta], vec), root))
+            t = r.select(is_zero, r.constant(0, dt, (count,)), t)
+            c = r.binary("stablehlo.divide", one, r.op("stablehlo.sqrt", [r.binary(
+                "stablehlo.add", r.binary("stablehlo.multiply", t, t), one)], vec))
+            s_ = r.binary("stablehlo.multiply", t, c)
+            return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), _rotate_columns(r, w, p, q, c, s_),
+                    _rotate_columns(r, v, p, q, c, s_)]
+
+        _, a, v = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    sigma = ctx.op("stablehlo.sqrt", [_sum_rows(ctx, ctx.binary("stablehlo.multiply", a, a), 1)], _aval((count, n), dt))
+    key_u = ctx.broadcast(sigma, (count, m, n), [0, 2])
+    positive = ctx.compare("GT", key_u, ctx.constant(0, dt, key_u.aval.shape))
+    u = ctx.select(positive, ctx.binary("stablehlo.divide", a, key_u), ctx.constant(0, dt, key_u.aval.shape))
+    key_u, u = ctx.ops("stablehlo.sort", [key_u, u], [key_u.aval, u.aval], "dimension = 2 : i64, is_stable = true",
+                       [_sort_region(ctx, [key_u, u], 1, "GT")])
+    key_v = ctx.broadcast(sigma, (count, n, n), [0, 2])
+    _, v = ctx.ops("stablehlo.sort", [key_v, v], [key_v.aval, v.aval], "dimension = 2 : i64, is_stable = true",
+                   [_sort_region(ctx, [key_v, v], 1, "GT")])
+    s_sorted = ctx.reshape(ctx.slice(key_u, (0, 0, 0), (count, 1, n)), (count, n))
+    if not compute_uv:
+        return [ctx.reshape(s_sorted, out[0].shape)]
+    if wide:  # x^T = u s v^T, so x = v s u^T
+        u, vh = v, ctx.transpose(u, (0, 2, 1))
+    else:
+        vh = ctx.transpose(v, (0, 2, 1))
+    return [ctx.reshape(u, out[0].shape), ctx.reshape(s_sorted, out[1].shape), ctx.reshape(vh, out[2].shape)]
+
+
+lower_rules[linalg.svd_p] = _svd
 lower_rules[linalg.eigh_p] = _eigh
 lower_rules[linalg.geqrf_p] = _geqrf
 lower_rules[linalg.householder_product_p] = _householder_product
@@ -1471,7 +1564,7 @@ lower_rules[linalg.triangular_solve_p] = _triangular_solve
 # --- refused, with the reason ----------------------------------------------------------------------------------
 _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
                   "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
-for _p in (linalg.svd_p, linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
+for _p in (linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
     REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
 for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
