@@ -36,9 +36,13 @@ _DEFAULTS: dict[str, Any] = {
     "persistent_cache_max_bytes": 512 * 2**20,
     # Compiler passes to skip, by name (see ember.compiler.pipeline.PIPELINE).
     "disabled_passes": (),
-    # JAX's type promotion mode: "standard" (the lattice, implicit promotions allowed) is the one
-    # ember implements; "strict" (a TypePromotionError for every implicit promotion) is refused.
+    # JAX's type promotion mode: "standard" (the lattice: implicit promotions between types) or
+    # "strict" (only a Python scalar joins a typed value of its kind or a wider kind; any other mix
+    # of types is a TypePromotionError).
     "numpy_dtype_promotion": "standard",
+    # What jnp does when operands of different ranks broadcast (``x[None] + y``): "allow" it, "warn"
+    # (a UserWarning each time) or "raise" a ValueError, as JAX's jax_numpy_rank_promotion.
+    "numpy_rank_promotion": "allow",
     # Which backend runs jitted programs (ember.backends.registry), by JAX's rules for JAX_PLATFORMS: a
     # comma-separated list of backend names (or platforms) in priority order, whose first available one runs
     # them: "cpu" (native, LLVM), "reference" (the NumPy interpreter), or one registered by a plugin. Empty:
@@ -59,8 +63,11 @@ _DEFAULTS: dict[str, Any] = {
 # JAX's names of flags that ember names otherwise (after the jax_ prefix).
 _JAX_NAMES = {"platforms": "backend"}
 
-# Flags whose value changes the compiled result, hence part of the cache key.
-CODEGEN_FLAGS = ("enable_x64", "debug_nans", "debug_infs", "backend", "disabled_passes")
+# Flags whose value changes the traced or the compiled program, hence part of the cache key.
+CODEGEN_FLAGS = ("enable_x64", "debug_nans", "debug_infs", "backend", "disabled_passes", "numpy_dtype_promotion",
+                 "numpy_rank_promotion")
+# The values an enumerated flag takes (others are a ValueError, as in JAX).
+CHOICES = {"numpy_dtype_promotion": ("standard", "strict"), "numpy_rank_promotion": ("allow", "warn", "raise")}
 
 
 class _Config:
@@ -89,9 +96,8 @@ class _Config:
             name = _JAX_NAMES.get(name[4:], name[4:])
         if name not in self._values:
             raise AttributeError(f"ember.config has no flag {name!r}; flags: {sorted(self._values)}")
-        if name == "numpy_dtype_promotion" and value != "standard":
-            raise ValueError(f"numpy_dtype_promotion={value!r}: ember implements JAX's 'standard' type promotion "
-                             "only (implicit promotions follow the lattice); 'strict' is not available")
+        if name in CHOICES and value not in CHOICES[name]:
+            raise ValueError(f"jax_{name} must be one of {list(CHOICES[name])}, got {value!r} of type {type(value)}")
         self._values[name] = value
         self.__dict__[name] = value
         if name in CODEGEN_FLAGS:

@@ -309,15 +309,31 @@ def _node(dt: np.dtype, weak: builtins.bool):
     return dt
 
 
+# The strict lattice (jax_numpy_dtype_promotion="strict"): a typed value joins only its own type; a
+# Python scalar joins any type of its kind or a wider kind (an int an integer, float or complex type).
+_STRICT_UPPER = {
+    **{node: frozenset({node}) for node in _LATTICE_UP},
+    WEAK_COMPLEX: frozenset({WEAK_COMPLEX, *COMPLEX}),
+    WEAK_FLOAT: frozenset({WEAK_FLOAT, WEAK_COMPLEX, *FLOATING, *COMPLEX}),
+    WEAK_INT: frozenset({WEAK_INT, WEAK_FLOAT, WEAK_COMPLEX, *INTEGER, *FLOATING, *COMPLEX}),
+}
+_WEAK_NAMES = {WEAK_INT: str(builtins.int), WEAK_FLOAT: str(builtins.float), WEAK_COMPLEX: str(builtins.complex)}
+
+
 @functools.lru_cache(maxsize=4096)
-def _join(nodes: tuple) -> Any:
-    common = functools.reduce(frozenset.intersection, (_UPPER[n] for n in nodes))
+def _join(nodes: tuple, strict: builtins.bool = False) -> Any:
+    upper = _STRICT_UPPER if strict else _UPPER
+    common = functools.reduce(frozenset.intersection, (upper[n] for n in nodes))
     # The least upper bound is the unique common bound that is below all others.
     for candidate in common:
-        if all(other in _UPPER[candidate] for other in common):
+        if all(other in upper[candidate] for other in common):
             return candidate
-    names = tuple(n.name if isinstance(n, np.dtype) else {WEAK_INT: "int", WEAK_FLOAT: "float",
-                                                            WEAK_COMPLEX: "complex"}[n] for n in nodes)
+    names = tuple(n.name if isinstance(n, np.dtype) else _WEAK_NAMES[n] for n in nodes)
+    if strict:
+        raise TypePromotionError(
+            f"Input dtypes {names} have no available implicit dtype promotion path when "
+            "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired output type, or set "
+            "jax_numpy_dtype_promotion=standard.")
     raise TypePromotionError(  # (only the float8 types lack a common bound with others, as in JAX)
         f"Input dtypes {names} have no available implicit dtype promotion path. To avoid unintended promotion, "
         "8-bit floats do not support implicit promotion. If you'd like your inputs to be promoted to another "
@@ -326,13 +342,13 @@ def _join(nodes: tuple) -> Any:
 
 class TypePromotionError(ValueError):
     """Operands whose types have no common type (JAX's ``jax.dtypes.TypePromotionError``: a
-    float8 type with another floating or complex type)."""
+    float8 type with another floating or complex type; under strict promotion, any two types)."""
 
 
 def promote_types_weak(*typed: tuple[np.dtype, builtins.bool]) -> tuple[np.dtype, builtins.bool]:
     """Join of (dtype, weak_type) pairs; returns a canonical (dtype, weak_type)."""
     nodes = tuple(_node(np.dtype(d), w) for d, w in typed)
-    j = _join(nodes)
+    j = _join(nodes, config.numpy_dtype_promotion == "strict")
     if j == WEAK_INT:
         return default_int_dtype(), True
     if j == WEAK_FLOAT:

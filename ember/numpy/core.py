@@ -1,11 +1,13 @@
 """Array construction, dtype promotion and NumPy broadcasting, in terms of lax."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
 from ember import dtypes, lax
+from ember.config import config
 from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
 from ember.lax.base import aval, concrete_dims, is_python_scalar, shape_tuple
@@ -119,9 +121,12 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
     return lax.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
 
 
-def broadcast_operands(*args: Any) -> list[Any]:
+def broadcast_operands(*args: Any, name: str | None = None) -> list[Any]:
     """Broadcast non-scalar operands to a common shape; rank-0 operands stay scalars
     (elementwise primitives broadcast them for free).
+
+    ``name`` is the jnp function's (JAX's name for it): operands of different ranks there are
+    what ``config.numpy_rank_promotion`` governs ("warn": a warning, "raise": a ValueError).
 
     Shapes that do not broadcast fail as in JAX: two operands of one rank are returned as they
     are, so that the primitive applied to them raises its TypeError, which names it (``add got
@@ -131,6 +136,8 @@ def broadcast_operands(*args: Any) -> list[Any]:
     nonscalar = [s for s in shapes if s != ()]
     if len(set(nonscalar)) <= 1:
         return list(args)
+    if name is not None and config.numpy_rank_promotion != "allow" and len({len(s) for s in nonscalar}) > 1:
+        _rank_promotion(name, shapes)
     try:
         shape = broadcast_shapes(*shapes)
     except ValueError:
@@ -140,8 +147,20 @@ def broadcast_operands(*args: Any) -> list[Any]:
     return [a if s == () or s == shape else broadcast_to(a, shape) for a, s in zip(args, shapes)]
 
 
-def promote_and_broadcast(*args: Any) -> list[Any]:
-    return broadcast_operands(*promote_dtypes(*args))
+def _rank_promotion(name: str, shapes: list[tuple[int, ...]]) -> None:
+    """Operands of different ranks under ``numpy_rank_promotion`` "warn" or "raise" (JAX's messages)."""
+    listed = " ".join(map(str, shapes))
+    if config.numpy_rank_promotion == "raise":
+        raise ValueError(f"Operands could not be broadcast together for {name} on shapes {listed} and with the "
+                         "config option jax_numpy_rank_promotion='raise'. For more information, see "
+                         "https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+    warnings.warn(f"Following NumPy automatic rank promotion for {name} on shapes {listed}. Set the "
+                  "jax_numpy_rank_promotion config option to 'allow' to disable this warning; for more "
+                  "information, see https://docs.jax.dev/en/latest/rank_promotion_warning.html.", stacklevel=4)
+
+
+def promote_and_broadcast(*args: Any, name: str | None = None) -> list[Any]:
+    return broadcast_operands(*promote_dtypes(*args), name=name)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:

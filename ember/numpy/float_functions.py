@@ -21,13 +21,13 @@ _BITS_OF_WIDTH = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def fmax(x1: Any, x2: Any) -> Any:
     """Elementwise maximum that ignores a NaN when the other operand is a number."""
-    x1, x2 = promote_and_broadcast(x1, x2)
+    x1, x2 = promote_and_broadcast(x1, x2, name="fmax")
     return where(greater(x1, x2) | isnan(x2), x1, x2)  # (complex values: lexicographic)
 
 
 def fmin(x1: Any, x2: Any) -> Any:
     """Elementwise minimum that ignores a NaN when the other operand is a number."""
-    x1, x2 = promote_and_broadcast(x1, x2)
+    x1, x2 = promote_and_broadcast(x1, x2, name="fmin")
     return where(less(x1, x2) | isnan(x2), x1, x2)
 
 
@@ -80,7 +80,7 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
     (x1,) = promote_dtypes_inexact(ensure_array(x1))
     if dtypes.is_complex(x1.dtype):
         raise ValueError(f"ldexp not supported for input types ({x1.dtype!r}, {x2.dtype!r})")
-    x1, x2 = broadcast_operands(x1, lax.convert_element_type(x2, np.int32))
+    x1, x2 = broadcast_operands(x1, lax.convert_element_type(x2, np.int32), name="ldexp")
     _, _, bias = _float_layout(x1.dtype)
     # Three factors, each a normal power of two, cover every exponent a finite result can need.
     limit = _int32(bias - 1)

@@ -45,8 +45,8 @@ def _unary(op: Callable, name: str) -> Callable:
 def _binary(op: Callable, name: str, inexact: bool = False) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
         if inexact:
-            return op(*broadcast_operands(*promote_dtypes_inexact(x1, x2)))
-        return op(*promote_and_broadcast(x1, x2))
+            return op(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name=name))
+        return op(*promote_and_broadcast(x1, x2, name=name))
 
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} with NumPy broadcasting and JAX type promotion."
@@ -206,7 +206,7 @@ def _typed(x: Any, value: Any) -> Any:
 def _logical(op: Callable, name: str) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
         # (promoted first, as JAX: the lattice has no weak bool, so two bools give a strong one)
-        return op(*broadcast_operands(*map(_to_bool, promote_dtypes(x1, x2))))
+        return op(*broadcast_operands(*map(_to_bool, promote_dtypes(x1, x2)), name=name))
 
     f.__name__ = name
     return f
@@ -221,20 +221,20 @@ def logical_not(x: Any, /) -> Any:
     return lax.bitwise_not(_to_bool(ensure_array(x)))
 
 
-def _shift_operands(x1: Any, x2: Any) -> list[Any]:
+def _shift_operands(x1: Any, x2: Any, name: str) -> list[Any]:
     """Promoted and broadcast; booleans shift as int32, as in JAX."""
-    x1, x2 = promote_and_broadcast(x1, x2)
+    x1, x2 = promote_and_broadcast(x1, x2, name=name)
     if x1.dtype == dtypes.bool_:
         x1, x2 = (lax.convert_element_type(v, dtypes.int32) for v in (x1, x2))
     return [x1, x2]
 
 
 def left_shift(x1: Any, x2: Any, /) -> Any:
-    return lax.shift_left(*_shift_operands(x1, x2))
+    return lax.shift_left(*_shift_operands(x1, x2, "left_shift"))
 
 
 def right_shift(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = _shift_operands(x1, x2)
+    x1, x2 = _shift_operands(x1, x2, "right_shift")
     op = lax.shift_right_arithmetic if dtypes.is_signed(x1.dtype) else lax.shift_right_logical
     return op(x1, x2)
 
@@ -243,16 +243,16 @@ bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
 def true_divide(x1: Any, x2: Any, /) -> Any:
-    return lax.div(*broadcast_operands(*promote_dtypes_inexact(x1, x2)))
+    return lax.div(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name="true_divide"))
 
 
 divide = true_divide
 
 
-def _promote_numeric(x1: Any, x2: Any) -> list[Any]:
+def _promote_numeric(x1: Any, x2: Any, name: str) -> list[Any]:
     """Promoted and broadcast, booleans then as int32 (JAX's ``promote_args_numeric``, int32 also
     with x64): ``//`` and ``%`` of booleans are integer operations."""
-    x1, x2 = promote_and_broadcast(x1, x2)
+    x1, x2 = promote_and_broadcast(x1, x2, name=name)
     if x1.dtype == dtypes.bool_:
         x1, x2 = (lax.convert_element_type(v, dtypes.int32, aval(v).weak_type) for v in (x1, x2))
     return [x1, x2]
@@ -268,7 +268,7 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
     """Python's ``//``: rounds toward negative infinity. Integer ``x // 0`` is JAX's: ``lax.div``
     gives -1 (all bits set: the maximum if unsigned), then the signed correction makes it -2
     unless ``x == 0``."""
-    x1, x2 = _promote_numeric(x1, x2)
+    x1, x2 = _promote_numeric(x1, x2, "floor_divide")
     _refuse_complex(x1, "floor_divide does not support complex-valued inputs")
     if dtypes.is_floating(x1.dtype):
         mod = lax.rem(x1, x2)
@@ -290,7 +290,7 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
 
 def remainder(x1: Any, x2: Any, /) -> Any:
     """Python's ``%``: the result has the sign of the divisor; integer ``x % 0`` is 0, as in JAX."""
-    x1, x2 = _promote_numeric(x1, x2)
+    x1, x2 = _promote_numeric(x1, x2, "remainder")
     if not dtypes.is_floating(x1.dtype):
         x2 = _zero_divisor_as_one(x2)
     r = lax.rem(x1, x2)
@@ -308,10 +308,10 @@ def fmod(x1: Any, x2: Any, /) -> Any:
     """C's remainder (the sign of the dividend). Integer ``fmod(x, 0)`` is 0, as in JAX; booleans
     are not replaced (JAX checks the dtype before promoting them), so ``fmod(True, False)`` is
     ``lax.rem(1, 0) == 1``."""
-    x1, x2 = promote_and_broadcast(x1, x2)
+    x1, x2 = promote_and_broadcast(x1, x2, name="fmod")
     if dtypes.is_integer(x1.dtype):
         x2 = _zero_divisor_as_one(x2)
-    return lax.rem(*_promote_numeric(x1, x2))
+    return lax.rem(*_promote_numeric(x1, x2, "fmod"))
 
 
 def divmod(x1: Any, x2: Any, /) -> tuple[Any, Any]:
@@ -334,11 +334,11 @@ def power(x1: Any, x2: Any, /) -> Any:
     if exponent is not None:
         return lax.integer_pow(_numeric(ensure_array(x1)), exponent)
     x1, x2 = ensure_array(x1), ensure_array(x2)
-    p1, p2 = broadcast_operands(*map(_numeric, promote_dtypes(x1, x2)))
+    p1, p2 = broadcast_operands(*map(_numeric, promote_dtypes(x1, x2)), name="power")
     if not dtypes.is_inexact(aval(p1).dtype):
         return _integer_power(p1, p2)
     if dtypes.is_inexact(x1.dtype) and dtypes.is_integer(x2.dtype):
-        return lax.pow(*broadcast_operands(x1, x2))  # (no promotion: differentiable in x1 at 0, as JAX)
+        return lax.pow(*broadcast_operands(x1, x2, name="power"))  # (no promotion: differentiable in x1 at 0, as JAX)
     return lax.pow(p1, p2)
 
 
@@ -376,7 +376,7 @@ pow = power
 
 def float_power(x1: Any, x2: Any, /) -> Any:
     """``x1 ** x2`` in the promoted inexact type (JAX's rule; NumPy always uses float64)."""
-    return lax.pow(*broadcast_operands(*promote_dtypes_inexact(x1, x2)))
+    return lax.pow(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name="float_power"))
 
 
 def square(x: Any, /) -> Any:
@@ -410,7 +410,7 @@ def log10(x: Any, /) -> Any:
 def logaddexp(x1: Any, x2: Any, /) -> Any:
     """``log(exp(x1) + exp(x2))`` without overflow. For complex values (JAX's formula): the larger
     (lexicographic) operand is factored out, and the imaginary part wrapped into ``[-pi, pi)``."""
-    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2), name="logaddexp")
     if dtypes.is_complex(aval(x1).dtype):
         larger = lax.max(x1, x2)
         out = lax.add(larger, lax.log1p(lax.exp(lax.sub(lax.add(x1, x2), lax.mul(larger, 2)))))
@@ -426,7 +426,7 @@ def _wrap(x: Any, half_period: float) -> Any:
 
 
 def logaddexp2(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2), name="logaddexp2")
     ln2 = float(np.log(2.0))  # a Python float: weakly typed, so float16 stays float16
     return lax.div(logaddexp(lax.mul(x1, ln2), lax.mul(x2, ln2)), ln2)
 
@@ -495,6 +495,7 @@ def copysign(x1: Any, x2: Any, /) -> Any:
     broadcast are its ValueError, naming the three shapes)."""
     x1, x2 = promote_dtypes_inexact(x1, x2)
     _refuse_complex(x1, "copysign does not support complex-valued inputs")
+    broadcast_operands(x1, x2, name="copysign")  # (only to check the ranks, as JAX's does)
     return _where(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
 
 
@@ -512,7 +513,7 @@ radians, degrees = deg2rad, rad2deg
 
 
 def hypot(x1: Any, x2: Any, /) -> Any:
-    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2))
+    x1, x2 = broadcast_operands(*promote_dtypes_inexact(x1, x2), name="hypot")
     _refuse_complex(x1, "jnp.hypot is not well defined for complex-valued inputs. Please convert to real "
                         "values first, such as by using abs(x)", ValueError)
     a, b = lax.abs(x1), lax.abs(x2)

@@ -76,7 +76,7 @@ MISSING = (
     "legacy_prng_key", "live_arrays",
     "make_array_from_single_device_arrays",
     "make_user_context", "memory", "monitoring", "no_execution", "no_tracing",
-    "numpy_rank_promotion", "print_environment_info", "profiler",
+    "print_environment_info", "profiler",
     "remove_size_one_mesh_axis_from_type", "smap",
     "softmax_custom_jvp", "thread_guard", "threefry_partitionable", "transfer_guard",
     "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device",
@@ -212,13 +212,9 @@ enable_x64 = _ConfigState("enable_x64", "enable_x64")
 log_compiles = _ConfigState("log_compiles", "log_compiles")
 explain_cache_misses = _ConfigState("explain_cache_misses", "explain_cache_misses")
 enable_checks = _ConfigState("enable_checks", "check_ir")
-
-
-@contextlib.contextmanager
-def numpy_dtype_promotion(mode: str) -> Iterator[None]:
-    """Type promotion ``mode`` inside the block ("standard": ember's; see ``config``)."""
-    with ember.config.override(numpy_dtype_promotion=mode):
-        yield
+# ``with jax.numpy_dtype_promotion("strict"):``, ``with jax.numpy_rank_promotion("raise"):``
+numpy_dtype_promotion = _ConfigState("numpy_dtype_promotion", "numpy_dtype_promotion")
+numpy_rank_promotion = _ConfigState("numpy_rank_promotion", "numpy_rank_promotion")
 
 
 @contextlib.contextmanager
