@@ -206,6 +206,17 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
             outs.append(shd.place(out, shd.pmap_sharding(devs[:size], out.ndim, target)))
         return tree_util.tree_unflatten(out_tree, outs)
 
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        """The ahead-of-time stages of the mapped function (``pmap(f).lower(x).compile()``), as
+        ``jit``'s: the program is the mapped one as ``jit(pmap(f))`` traces it, the devices'
+        programs batched into one (JAX 0.10 also lowers pmap as a jitted program)."""
+        def program(*call_args: Any, **call_kwargs: Any) -> Any:  # (not ``mapped``: jit would copy its ``lower``)
+            return mapped(*call_args, **call_kwargs)
+
+        program.__name__ = program.__qualname__ = getattr(fun, "__name__", "pmap")
+        return jit(program, static_argnums=static).lower(*args, **kwargs)
+
+    mapped.lower = lower  # type: ignore[attr-defined]
     return mapped
 
 

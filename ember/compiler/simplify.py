@@ -166,6 +166,8 @@ def _and(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
 def _integer_pow(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
     if eqn.params["y"] == 1:
         yield eqn.invars[0]  # x ** 1 -> x
+    if eqn.params["y"] == 2:  # x ** 2 -> x * x (the same product: one form for both, as XLA's)
+        yield Eqn(ew.mul_p, [eqn.invars[0], eqn.invars[0]], {}, eqn.outvars)
 
 
 @_rule(ew.select_n_p)

@@ -16,6 +16,7 @@ from ember.compiler.cost import cost_analysis
 from ember.core.array import ShapeDtypeStruct
 from ember.core.avals import aval_of_value
 from ember.core.ir import ClosedJaxpr
+from ember.errors import JaxRuntimeError
 from ember.runtime.cache import warn_unusable_donations
 from ember.runtime.executable import compile_jaxpr
 
@@ -108,7 +109,26 @@ class Lowered:
             return str(self.optimized())
         return self.compile().as_text(dialect)
 
-    def compile(self) -> "Compiled":
+    def compiler_ir(self, dialect: str | None = None) -> "CompilerIR":
+        """The program as the compiler takes it. JAX gives XLA's module here (StableHLO by
+        default, ``dialect="hlo"`` an HLO computation); ember compiles its own IR with LLVM, so
+        every dialect JAX names gives ember's optimized IR (the text ``as_text()`` prints), in an
+        object with the methods callers use on JAX's (``str``, ``as_hlo_text``). ``"llvm"`` gives
+        the native backend's LLVM IR."""
+        if dialect not in _DIALECTS:
+            raise ValueError(f"unknown dialect: {dialect}")
+        text = self.as_text("llvm" if dialect == "llvm" else None)
+        return CompilerIR(text, getattr(self._jitted, "__name__", "fun"))
+
+    def compile(self, compiler_options: dict[str, Any] | None = None, *,
+                device_assignment: Any = None) -> "Compiled":
+        """Compile for the lowered signature. ``compiler_options`` are XLA's (``xla_...`` names):
+        ember does not run XLA, so they are accepted and change nothing; a name that is not an
+        XLA option is refused, as XLA refuses an option it does not know."""
+        unknown = [name for name in (compiler_options or {}) if not str(name).startswith("xla_")]
+        if unknown:
+            raise JaxRuntimeError(f"INVALID_ARGUMENT: No such compile option: {unknown[0]!r} (ember takes XLA's "
+                                  "options, named xla_..., and ignores them: it compiles with LLVM, not XLA)")
         executable = compile_jaxpr(self._closed, name=self._jitted.__name__, donated=self._donated)
         warn_unusable_donations(executable, stacklevel=3)
         return Compiled(self, executable)
@@ -117,14 +137,43 @@ class Lowered:
         return cost_analysis(self.optimized())
 
 
+_DIALECTS = (None, "stablehlo", "mhlo", "hlo", "jaxpr", "llvm")
+
+
+class CompilerIR:
+    """``Lowered.compiler_ir()``'s result: the text of the program ember compiles. ``str()`` is the
+    text; ``as_hlo_text()`` is the same program under HLO's ``HloModule`` and ``ENTRY`` headings,
+    for code that finds the computation by them (the lines inside are ember's IR, not HLO's)."""
+
+    def __init__(self, text: str, name: str) -> None:
+        self.text, self.name = text, name
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"CompilerIR({self.name})"
+
+    def as_hlo_text(self, print_large_constants: bool = False) -> str:
+        return f"HloModule jit_{self.name}\n\nENTRY main {{\n{self.text}\n}}\n"
+
+
 class Compiled:
     def __init__(self, lowered: Lowered, executable: Executable) -> None:
         self._lowered = lowered
         self._executable = executable
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run on the dynamic arguments: static ones were fixed by ``lower`` and are not passed
+        again (as JAX's compiled functions take them)."""
         lowered = self._lowered
-        dyn_args, dyn_kwargs, statics = lowered._jitted._sig.split(args, kwargs)
+        full_args, kwargs = list(args), dict(kwargs)
+        for kind, where, value in lowered._statics:  # (in increasing position: each lands where it was)
+            if kind == "#":
+                full_args.insert(where, value)
+            else:
+                kwargs[where] = value
+        dyn_args, dyn_kwargs, statics = lowered._jitted._sig.split(tuple(full_args), kwargs)
         leaves, in_tree = tree_util.flatten_for_trace((dyn_args, dyn_kwargs))
         avals = [aval_of_value(x) for x in leaves]
         if in_tree != lowered._in_tree or statics != lowered._statics or avals != lowered.in_avals:
