@@ -710,10 +710,6 @@ class AbstractValue(ShapedArray):
     def __str__(self) -> str:
         return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
-    def __repr__(self) -> str:
-        weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{weak})"
-
 
 def typeof(x: Any) -> AbstractValue:
     """The abstract value (shape, dtype, weak type) of an array, a tracer, a NumPy array or scalar,

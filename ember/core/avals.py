@@ -2,20 +2,79 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+import operator
+from typing import Any
 
 import numpy as np
 
 from ember import dtypes
 from ember.core.sharding import CPU, AbstractMesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
+try:  # (CPython's field getter of namedtuples: a C-level read, as fast as a tuple's)
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover  (other Pythons)
+    def _tuplegetter(index: int, doc: str) -> Any:
+        return property(operator.itemgetter(index), doc=doc)
 
-class ShapedArray(NamedTuple):
-    """An array's type. Hashable, so it can be part of cache keys."""
 
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    weak_type: bool = False
+def _operand_error(op: str, a: Any, b: Any) -> TypeError:
+    return TypeError(f"unsupported operand type(s) for {op}: '{type(a).__name__}' and '{type(b).__name__}'")
+
+
+class ShapedArray(tuple):
+    """An array's type: ``shape`` (a tuple of ints), ``dtype`` and ``weak_type``, as JAX's
+    ``jax.core.ShapedArray``. Hashable and compared by value, so it can be part of cache keys.
+
+    It is stored as a tuple (cheap to make, hash and compare) but is not a sequence to its users:
+    a pytree leaf (``jax.eval_shape(f, aval)`` takes it as JAX's does), and ``aval + (1,)`` or
+    ``aval * 2`` are TypeErrors as in JAX, not tuple concatenation."""
+
+    __slots__ = ()
+
+    shape: tuple[int, ...] = _tuplegetter(0, "The dimensions.")  # type: ignore[assignment]
+    dtype: np.dtype = _tuplegetter(1, "The element type.")  # type: ignore[assignment]
+    weak_type: bool = _tuplegetter(2, "Whether the type is weak (a Python scalar's).")  # type: ignore[assignment]
+
+    def __new__(cls, shape: Any, dtype: Any, weak_type: bool = False) -> "ShapedArray":
+        if type(shape) is not tuple:  # (a list, or a shape of NumPy integers)
+            shape = tuple(operator.index(d) for d in shape)
+        if isinstance(dtype, (type, str)):  # (a NumPy, jnp or ml_dtypes scalar type, or a name)
+            dtype = dtypes.dtype(dtype)
+        return tuple.__new__(cls, (shape, dtype, weak_type))
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.shape, self.dtype, self.weak_type)
+
+    def update(self, shape: Any = None, dtype: Any = None, weak_type: bool | None = None,
+               **kwargs: Any) -> "ShapedArray":
+        """This type with the given fields changed (JAX's ``update``; ``sharding``,
+        ``manual_axis_type`` and ``memory_space`` are accepted: ember's types carry none)."""
+        unknown = set(kwargs) - {"sharding", "manual_axis_type", "memory_space", "vma"}
+        if unknown:
+            raise TypeError(f"ShapedArray.update() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        return type(self)(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
+                          self.weak_type if weak_type is None else weak_type)
+
+    def _replace(self, **fields: Any) -> "ShapedArray":
+        return type(self)(fields.get("shape", self.shape), fields.get("dtype", self.dtype),
+                          fields.get("weak_type", self.weak_type))
+
+    def update_weak_type(self, weak_type: bool) -> "ShapedArray":
+        return self if weak_type == self.weak_type else self._replace(weak_type=weak_type)
+
+    def __add__(self, other: Any) -> Any:
+        raise _operand_error("+", self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        if isinstance(other, tuple):  # (Python's words for a tuple that meets a non-tuple)
+            raise TypeError(f'can only concatenate tuple (not "{type(self).__name__}") to tuple')
+        raise _operand_error("+", other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        raise _operand_error("*", self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        raise _operand_error("*", other, self)
 
     @property
     def sharding(self) -> "NamedSharding":
@@ -48,8 +107,9 @@ class ShapedArray(NamedTuple):
     def __str__(self) -> str:
         return self.str_short() + ("{weak}" if self.weak_type else "")
 
-    def __repr__(self) -> str:  # (a method: an assignment in a NamedTuple's body reads as a field to type checkers)
-        return str(self)
+    def __repr__(self) -> str:  # (JAX's: ``ShapedArray(float32[2,3])``, ``..., weak_type=True)``)
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{weak})"
 
 
 class AvalProperties:
