@@ -32,7 +32,6 @@ ALIASES = {
     "jax.scipy": "ember.scipy",
     "jax.tree_util": "ember.tree_util",
     "jax.tree": "ember.tree",
-    "jax.dtypes": "ember.dtypes",
     "jax.debug": "ember.debug",
     "jax.errors": "ember.errors",
     "jax.sharding": "ember.sharding",

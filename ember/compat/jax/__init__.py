@@ -16,7 +16,6 @@ import numpy as np
 import ember
 from ember import (  # noqa: F401  (submodules: ``jax.numpy`` and the others are ember's, see ember.jax_import)
     debug,
-    dtypes,
     errors,
     lax,
     nn,
@@ -35,6 +34,7 @@ from ember.compat.jax import (  # noqa: F401
     custom_derivatives,
     distributed,
     dlpack,
+    dtypes,
     experimental,
     extend,
     flatten_util,
