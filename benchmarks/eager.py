@@ -13,6 +13,7 @@ frameworks (optax itself binds to one JAX per process).
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -131,16 +132,25 @@ EAGER_WORKLOADS = [
 ]
 
 
+# Seconds to wait before timing a framework: the thread pools of the one timed before (XLA's, the
+# BLAS's) keep spinning a while after their work, and on a machine of few cores they take them
+# from the next one (a NumPy product of 256x256 measured 300 us alone, 32 ms right after JAX's).
+SETTLE_SECONDS = 0.3
+
+
 def measure(w: EagerWorkload, budget: float) -> dict[str, float | None]:
     host = w.inputs(np.random.default_rng(0))
     row: dict[str, float | None] = {}
+    time.sleep(SETTLE_SECONDS)
     row["numpy"] = median_time(lambda: w.numpy_eager(*host), budget) if w.numpy_eager else None
+    time.sleep(SETTLE_SECONDS)
     ember_args = [ember.device_put(a) for a in host]
     fn = w.build(enp, elax, ember.jit)
     row["ember first"] = first_call(lambda *a: ember.block_until_ready(fn(*a)), ember_args)
     ember.wait_for_compiles()  # (the steady state: a tiered loop's native code)
     row["ember"] = median_time(lambda: ember.block_until_ready(fn(*ember_args)), budget)
     if jax is not None:
+        time.sleep(SETTLE_SECONDS)
         jax_args = [jax.device_put(a) for a in host]
         fn = w.build(jnp_jax, jlax, jax.jit)
         row["jax first"] = first_call(lambda *a: jax.block_until_ready(fn(*a)), jax_args)
