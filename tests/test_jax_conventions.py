@@ -203,3 +203,10 @@ def test_jvp_returns_python_scalars_where_jax_does(name, fun) -> None:
         assert float(a) == float(b)
         if not isinstance(b, float):
             assert a.dtype == b.dtype and a.weak_type == b.weak_type
+
+
+def test_jvp_passes_a_python_int_to_the_function_as_jax() -> None:
+    float0 = np.zeros((), jax.dtypes.float0)
+    ours, theirs = ember.jvp(lambda n: n * 2, (1,), (float0,)), jax.jvp(lambda n: n * 2, (1,), (float0,))
+    assert type(ours[0]) is type(theirs[0]) is int and ours[0] == theirs[0] == 2
+    assert ours[1].dtype == theirs[1].dtype and ours[1].shape == theirs[1].shape == ()

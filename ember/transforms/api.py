@@ -157,6 +157,11 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
         raise TypeError("primal and tangent arguments to ember.jvp must have the same tree structure; primals "
                         f"have tree structure {primal_tree} whereas tangents have tree structure {tangent_tree}.")
     tangent_leaves = [_check_tangent(p, t, "ember.jvp") for p, t in zip(primal_leaves, tangent_leaves)]
+    # (a Python int or bool, which has no tangent, reaches the function as it was given, as in JAX)
+    raw = tree_util.tree_leaves(tuple(primals))
+    if len(raw) == len(primal_leaves):
+        primal_leaves = [r if type(r) in (int, bool) and isinstance(t, Zero) else p
+                         for r, p, t in zip(raw, primal_leaves, tangent_leaves)]
     flat = _FlatFunction(fun, in_tree, has_aux, "ember.jvp")
     inputs: list = []
 
