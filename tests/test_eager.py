@@ -304,6 +304,23 @@ def test_a_large_operation_that_comes_again_runs_jits_code(op, rng):
     np.testing.assert_allclose(second, first, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("op", [
+    lambda x, y: x + y, lambda x, y: x * 1.5 - y, lambda x, y: x / y, lambda x, y: jnp.maximum(x, y),
+    lambda x, y: jnp.where(x > y, x, -y), lambda x, y: jnp.abs(x) <= y],
+    ids=["add", "mul_sub", "div", "maximum", "where", "compare"])
+def test_large_arithmetic_and_selects_give_the_references_bits_natively(op, rng):
+    x = rng.standard_normal((300, 256)).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -0.0, 0.0]
+    x, y = jnp.asarray(x), jnp.asarray(rng.standard_normal((300, 256)).astype(np.float32))
+    with ember.config.override(backend="reference"):
+        reference = np.asarray(op(x, y))
+    before = native_calls()
+    results = [np.asarray(op(x, y)) for _ in range(2)]
+    assert native_calls() > before
+    for got in results:
+        np.testing.assert_array_equal(got.view(np.uint8), reference.view(np.uint8))
+
+
 def test_small_operations_and_the_reference_backend_stay_on_the_reference(rng):
     x = jnp.asarray(rng.standard_normal(1000).astype(np.float32))
     big = jnp.asarray(rng.standard_normal(1 << 17).astype(np.float32))

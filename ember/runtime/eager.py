@@ -140,11 +140,14 @@ def _run_program(p: Primitive, args: Sequence[Any], params: dict) -> list:
 
 # --- single operations on large arrays ---------------------------------------------------------------
 # Operations whose native code beats NumPy's on large arrays: transcendental functions (vectorized
-# and split over threads), reductions (vectorized, in several partial sums) and matrix products.
+# and split over threads), reductions (vectorized, in several partial sums), matrix products, and
+# selects and IEEE arithmetic (split over threads; the same bits as NumPy's).
 KERNELS: frozenset[Primitive] = frozenset({
     ew.exp_p, ew.exp2_p, ew.expm1_p, ew.log_p, ew.log1p_p, ew.tanh_p, ew.logistic_p, ew.sin_p, ew.cos_p,
     ew.tan_p, ew.sinh_p, ew.cosh_p, ew.asin_p, ew.acos_p, ew.atan_p, ew.asinh_p, ew.acosh_p, ew.atanh_p,
     ew.atan2_p, ew.pow_p, ew.erf_p, ew.erfc_p, ew.erf_inv_p, ew.cbrt_p,
+    ew.select_n_p, ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.max_p, ew.min_p, ew.neg_p, ew.abs_p,
+    ew.gt_p, ew.ge_p, ew.lt_p, ew.le_p, ew.eq_p, ew.ne_p,
     *REDUCTIONS, dot_general_p})
 # From this many elements of an operand (of each operand, for a product) an eager operation that
 # comes again runs native code; a first call, and calls on smaller arrays, run on the reference.
