@@ -156,10 +156,12 @@ PRODUCT_MIN_ELEMENTS = 1 << 14
 
 
 def _large(p: Primitive, args: Sequence[Any]) -> bool:
-    sizes = [getattr(a, "size", 0) for a in args]
     if p is dot_general_p:
-        return min(sizes) >= PRODUCT_MIN_ELEMENTS
-    return max(sizes) >= KERNEL_MIN_ELEMENTS
+        return min(getattr(a, "size", 0) for a in args) >= PRODUCT_MIN_ELEMENTS
+    for a in args:  # (asked on every eager call of these: an Array's NumPy value says its size fastest)
+        if getattr(getattr(a, "_value", a), "size", 0) >= KERNEL_MIN_ELEMENTS:
+            return True
+    return False
 
 
 def _run_kernel(p: Primitive, args: Sequence[Any], params: dict) -> Any:
