@@ -387,7 +387,8 @@ def test_a_plan_with_products_waits_for_gemm_and_calls_never_do(tmp_path):
 @cpu_only
 def test_programs_with_host_steps_run_in_one_native_call_and_raise_what_the_host_raised():
     """A sort (no native code) and a callback are steps that the dispatcher calls back; an
-    exception raised there is raised by the call, and the next call runs cleanly."""
+    exception raised there is raised by the call (as JAX's runtime error carrying it), and the
+    next call runs cleanly."""
     from ember.backends.cpu import runner as programs
 
     def check(v):
@@ -411,8 +412,9 @@ def test_programs_with_host_steps_run_in_one_native_call_and_raise_what_the_host
         z, order = g(x)
         np.testing.assert_allclose(np.asarray(z), np.sort(np.expm1([0.5, 0.25, 1.0])) * 2 + 1, rtol=1e-6)
         assert order.tolist() == [1, 0, 2]
-        with pytest.raises(ValueError, match="negative value in the callback"):
+        with pytest.raises(ember.errors.JaxRuntimeError, match="negative value in the callback") as raised:
             g(jnp.asarray([-0.5, 0.25, 1.0]))
+        assert isinstance(raised.value.__cause__, ValueError)
 
 
 @cpu_only
