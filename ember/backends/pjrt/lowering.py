@@ -1372,6 +1372,24 @@ def _qr(ctx: Builder, out: list, x: Value, *, full_matrices: bool) -> list[Value
     return [ctx.reshape(q, out[0].shape), ctx.reshape(r, out[1].shape)]
 
 
+class _JacobiSchedule:
+    """The cyclic order of Jacobi rotations that ``eigh`` and ``svd`` share: every pair p < q of
+    ``n`` indices in turn, for a fixed number of sweeps (12 in float32, 16 in float64), as two
+    constant tables from which the loop's step ``k`` reads its pair."""
+
+    def __init__(self, ctx: Builder, n: int, dt: np.dtype) -> None:
+        pairs = [(p, q) for p in range(n) for q in range(p + 1, n)]
+        self.count, self.steps = len(pairs), (12 if dt.itemsize <= 4 else 16) * len(pairs)
+        self.tables = [ctx.constant(np.array(column, np.int32), np.int32, (len(pairs),))
+                       for column in zip(*pairs)]
+
+    def pair(self, r: Builder, k: Value) -> tuple[Value, Value]:
+        index = r.binary("stablehlo.remainder", k, r.constant(self.count, np.int32))
+        p, q = (r.reshape(r.op("stablehlo.dynamic_slice", [table, index], _aval((1,), np.int32),
+                               f"slice_sizes = {_array((1,))}"), ()) for table in self.tables)
+        return p, q
+
+
 def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     """Real symmetric matrices: cyclic Jacobi rotations (a fixed number of sweeps over every pair
     (p, q), one ``while`` over sweeps times pairs, all matrices of a batch at once), then the
@@ -1390,24 +1408,17 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     strict = ctx.select(ctx.compare("EQ", rows, cols), ctx.constant(0, dt, shape), triangle)
     a = ctx.binary("stablehlo.add", triangle, ctx.transpose(strict, (0, 2, 1)))  # the triangle mirrored
     v = ctx.convert(ctx.compare("EQ", rows, cols), dt)
-    pairs = [(p, q) for p in range(n) for q in range(p + 1, n)]
-    sweeps = 12 if dt.itemsize <= 4 else 16
-    if pairs:
-        table_p = ctx.constant(np.array([p for p, _ in pairs], np.int32), np.int32, (len(pairs),))
-        table_q = ctx.constant(np.array([q for _, q in pairs], np.int32), np.int32, (len(pairs),))
+    schedule = _JacobiSchedule(ctx, n, dt)
+    if schedule.count:
         state = [ctx.constant(0, np.int32), a, v]
         avals = [s.aval for s in state]
 
         def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
-            return [r.compare("LT", k, r.constant(sweeps * len(pairs), np.int32))]
+            return [r.compare("LT", k, r.constant(schedule.steps, np.int32))]
 
         def body(r: Builder, k: Value, a: Value, v: Value) -> list[Value]:
             zero = r.constant(0, np.int32)
-            index = r.binary("stablehlo.remainder", k, r.constant(len(pairs), np.int32))
-            p = r.reshape(r.op("stablehlo.dynamic_slice", [table_p, index], _aval((1,), np.int32),
-                               f"slice_sizes = {_array((1,))}"), ())
-            q = r.reshape(r.op("stablehlo.dynamic_slice", [table_q, index], _aval((1,), np.int32),
-                               f"slice_sizes = {_array((1,))}"), ())
+            p, q = schedule.pair(r, k)
 
             def entry(i: Value, j: Value) -> Value:
                 return r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, i, j], _aval((count, 1, 1), dt),
@@ -1489,22 +1500,17 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
     if wide:
         a, m, n = ctx.transpose(a, (0, 2, 1)), n, m
     v = ctx.convert(ctx.compare("EQ", ctx.iota((count, n, n), 1), ctx.iota((count, n, n), 2)), dt)
-    pairs = [(p, q) for p in range(n) for q in range(p + 1, n)]
-    sweeps = 12 if dt.itemsize <= 4 else 16
-    if pairs:
-        table_p = ctx.constant(np.array([p for p, _ in pairs], np.int32), np.int32, (len(pairs),))
-        table_q = ctx.constant(np.array([q for _, q in pairs], np.int32), np.int32, (len(pairs),))
+    schedule = _JacobiSchedule(ctx, n, dt)
+    if schedule.count:
         state = [ctx.constant(0, np.int32), a, v]
         avals = [s.aval for s in state]
 
         def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
-            return [r.compare("LT", k, r.constant(sweeps * len(pairs), np.int32))]
+            return [r.compare("LT", k, r.constant(schedule.steps, np.int32))]
 
         def body(r: Builder, k: Value, w: Value, v: Value) -> list[Value]:
             zero = r.constant(0, np.int32)
-            index = r.binary("stablehlo.remainder", k, r.constant(len(pairs), np.int32))
-            p, q = (r.reshape(r.op("stablehlo.dynamic_slice", [table, index], _aval((1,), np.int32),
-                                   f"slice_sizes = {_array((1,))}"), ()) for table in (table_p, table_q))
+            p, q = schedule.pair(r, k)
             size = (count, m, 1)
             wp = r.reshape(r.op("stablehlo.dynamic_slice", [w, zero, zero, p], _aval(size, dt),
                                 f"slice_sizes = {_array(size)}"), (count, m))
