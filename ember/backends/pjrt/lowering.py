@@ -1383,6 +1383,10 @@ class _JacobiSchedule:
         self.tables = [ctx.constant(np.array(column, np.int32), np.int32, (len(pairs),))
                        for column in zip(*pairs)]
 
+    def running(self, r: Builder, k: Value, *rest: Value) -> list[Value]:
+        """The loop's condition: step ``k`` is one of the schedule's."""
+        return [r.compare("LT", k, r.constant(self.steps, np.int32))]
+
     def pair(self, r: Builder, k: Value) -> tuple[Value, Value]:
         index = r.binary("stablehlo.remainder", k, r.constant(self.count, np.int32))
         p, q = (r.reshape(r.op("stablehlo.dynamic_slice", [table, index], _aval((1,), np.int32),
@@ -1412,9 +1416,6 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     if schedule.count:
         state = [ctx.constant(0, np.int32), a, v]
         avals = [s.aval for s in state]
-
-        def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
-            return [r.compare("LT", k, r.constant(schedule.steps, np.int32))]
 
         def body(r: Builder, k: Value, a: Value, v: Value) -> list[Value]:
             zero = r.constant(0, np.int32)
@@ -1458,7 +1459,8 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
             v = rotate(v, 2)
             return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), a, v]
 
-        _, a, v = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+        regions = [ctx.region(avals, schedule.running), ctx.region(avals, body)]
+        _, a, v = ctx.ops("stablehlo.while", state, avals, "", regions)
     diagonal = ctx.select(ctx.compare("EQ", rows, cols), a, ctx.constant(0, dt, shape))
     w = _sum_rows(ctx, diagonal, 1)  # [B, n]
     key = ctx.broadcast(w, shape, [0, 2])
@@ -1505,9 +1507,6 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
         state = [ctx.constant(0, np.int32), a, v]
         avals = [s.aval for s in state]
 
-        def cond(r: Builder, k: Value, *rest: Value) -> list[Value]:
-            return [r.compare("LT", k, r.constant(schedule.steps, np.int32))]
-
         def body(r: Builder, k: Value, w: Value, v: Value) -> list[Value]:
             zero = r.constant(0, np.int32)
             p, q = schedule.pair(r, k)
@@ -1535,7 +1534,8 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
             return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), _rotate_columns(r, w, p, q, c, s_),
                     _rotate_columns(r, v, p, q, c, s_)]
 
-        _, a, v = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+        regions = [ctx.region(avals, schedule.running), ctx.region(avals, body)]
+        _, a, v = ctx.ops("stablehlo.while", state, avals, "", regions)
     sigma = ctx.op("stablehlo.sqrt", [_sum_rows(ctx, ctx.binary("stablehlo.multiply", a, a), 1)], _aval((count, n), dt))
     key_u = ctx.broadcast(sigma, (count, m, n), [0, 2])
     positive = ctx.compare("GT", key_u, ctx.constant(0, dt, key_u.aval.shape))
