@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from ember import dtypes
+from ember.backends.reference.elementwise import special_program
 from ember.backends.reference.indexing import default_fill_value
 from ember.compiler.fusion import fusion_p
 from ember.config import config
@@ -1095,6 +1096,23 @@ lower_rules[fusion_p] = lambda ctx, out, *args, jaxpr, name: lower_closed(ctx, j
 lower_rules[checkpoint_p] = lambda ctx, out, *args, jaxpr, **_: lower_closed(ctx, jaxpr, args)
 
 
+# --- the incomplete gamma and beta functions -------------------------------------------------------------
+def _special(p: Primitive) -> Rule:
+    """The series and continued fractions in a ``while`` that ``ember.lax.special`` writes (the
+    reference interpreter's program, so both compute the same thing), in float32 or float64."""
+    def rule(ctx: Builder, out: list, *args: Value) -> Value:
+        dt = out[0].dtype
+        wide = np.dtype(np.float64 if dt == np.float64 else np.float32)
+        args = [ctx.convert(a, wide) for a in _shaped(ctx, out[0], args)]
+        [value] = lower_closed(ctx, special_program(p, out[0].shape, wide, len(args)), args)
+        return ctx.convert(value, dt)
+    return rule
+
+
+for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
+    lower_rules[_p] = _special(_p)
+
+
 # --- FFT and linear algebra -----------------------------------------------------------------------------------
 def _fft(ctx: Builder, out: list, x: Value, *, fft_type: Any, fft_lengths: tuple) -> Value:
     kind = FftType(int(fft_type)).name
@@ -1573,9 +1591,6 @@ _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls J
 for _p in (linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
     REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
-for _p in (special.igamma_p, special.igammac_p, special.betainc_p):
-    REFUSED[_p] = ("StableHLO has no operation for it; JAX lowers it as a series evaluated in a while loop, "
-                   "which is not written here yet")
 _CALLBACK = ("a host callback: at a program's top level it runs on the host between device programs "
              "(ember.backends.pjrt.program.SplitExecutable), but inside a loop or a branch it would need the "
              "plugin's host send/receive callbacks (not built yet)")

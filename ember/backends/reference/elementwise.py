@@ -412,14 +412,16 @@ def _select_n(which: np.ndarray, cases: tuple) -> np.ndarray:
 
 
 # The incomplete gamma and beta functions run the programs ``ember.lax.special`` writes for them
-# (so the reference and the CPU backend's expansion compute the same thing), traced once per type.
+# (so the reference, the CPU backend's expansion and the PJRT lowering compute the same thing),
+# traced once per type.
 _SPECIAL_VALUES: dict[Any, Callable[..., Any]] = {
     special.igamma_p: special.igamma_value, special.igammac_p: special.igammac_value,
     special.betainc_p: special.betainc_value}
 
 
 @functools.lru_cache(maxsize=64)
-def _special_program(p: Any, shape: tuple, dtype: np.dtype, arity: int) -> Any:
+def special_program(p: Any, shape: tuple, dtype: np.dtype, arity: int) -> Any:
+    """The program computing ``p`` (igamma, igammac or betainc) on ``arity`` operands of one type."""
     avals = [ShapedArray(shape, dtype)] * arity
     return trace_to_jaxpr(lambda *xs: [_SPECIAL_VALUES[p](*xs)], avals,
                           DebugInfo("reference", p.name, [f"x{i}" for i in range(arity)], False))
@@ -431,7 +433,7 @@ def _special(p: Any) -> Callable:
         wide = np.dtype(np.float64 if dt == np.float64 else np.float32)
         shape = np.broadcast_shapes(*(x.shape for x in xs))
         args = [np.broadcast_to(x.astype(wide), shape) for x in xs]
-        (out,) = eval_closed(_special_program(p, shape, wide, len(xs)), *args)
+        (out,) = eval_closed(special_program(p, shape, wide, len(xs)), *args)
         return np.asarray(out).astype(dt)
     return impl
 
