@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from ember.backends.cpu import vecmath
+from ember.backends.cpu import vecmath, vecmath_kernels
 from ember.backends.cpu.vecmath_kernels import compile_kernel, reference, sample_inputs, ulp_distance
 
 UNARY = sorted(vecmath.SUPPORTED_UNARY)
@@ -127,6 +127,27 @@ def test_explicit_vectors_match_scalars(name, dtype, lanes):
     scalar = compile_kernel(name, dtype)(*inputs)
     vector = compile_kernel(name, dtype, lanes)(*inputs)
     np.testing.assert_array_equal(vector.view(f"u{vector.itemsize}"), scalar.view(f"u{scalar.itemsize}"))
+
+
+@pytest.mark.parametrize("name", ["exp", "exp2", "expm1", "logistic", "sinh", "cosh", "pow", "erfc"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_ldexp_by_scalef_equals_ldexp_by_exponent_bits(name, dtype, monkeypatch):
+    """``ldexp`` is one vscalef on AVX-512 hosts and two multiplies by powers of two elsewhere:
+    both round once, so the functions built on it give the same bits, subnormal and infinite
+    results included."""
+    info = np.finfo(dtype)
+    edges = np.log(np.array([info.smallest_subnormal * 3, info.smallest_normal / 4, info.smallest_normal,
+                             float(info.max) / 2], np.float64)).astype(dtype)
+    inputs = [np.concatenate([x, np.resize(edges, x.shape[0] // 8)]) for x in sample_inputs(name, dtype, 6000, seed=3)]
+    results = [compile_kernel(name, dtype)(*inputs)]  # (vscalef where the host has it)
+    for scalef in (False, True) if vecmath._scalef() else (False,):
+        monkeypatch.setattr(vecmath, "_scalef", lambda scalef=scalef: scalef)
+        kernel = vecmath_kernels.Kernel(name, np.dtype(dtype), 0)  # (not compile_kernel's cache)
+        assert ("llvm.ldexp" in str(kernel.module)) == scalef
+        results.append(kernel(*inputs))
+    bits = f"u{np.dtype(dtype).itemsize}"
+    for result in results[1:]:
+        np.testing.assert_array_equal(result.view(bits), results[0].view(bits))
 
 
 @pytest.mark.parametrize("name", ["exp", "log", "tanh", "logistic", "sin", "erf", "pow"])

@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 from llvmlite import ir
 
+from ember.backends.cpu.jit import host_features
 from ember.backends.reference.elementwise import XLA_TANH_CLAMP, XLA_TANH_LINEAR, XLA_TANH_P, XLA_TANH_Q
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -154,6 +155,12 @@ FLOAT32 = _Format(F32, 32, 23, _F32_CONSTANTS)
 LOG2E = 1.4426950408889634
 
 
+@functools.cache
+def _scalef() -> bool:
+    """Whether ``ldexp`` is one instruction: AVX-512's ``vscalef`` (for scalars and every vector width)."""
+    return all(f in host_features().split(",") for f in ("+avx512f", "+avx512vl"))
+
+
 # --- the emitter: typed arithmetic on scalars or vectors ------------------------------------------
 class _Math:
     """IR building for one float type (scalar or vector): constants broadcast, intrinsics typed."""
@@ -273,7 +280,17 @@ class _Math:
         return self.from_bits(self.b.shl(self.b.add(k, self.ci(self.fmt.bias)), self.ci(self.fmt.mantissa)))
 
     def ldexp(self, y, k):
-        """y * 2**k for integral float k in [-2*bias, 2*bias], rounded once (subnormal or overflow)."""
+        """y * 2**k for integral float k in [-2*bias, 2*bias], rounded once (subnormal or overflow):
+        one ``vscalef`` where the host has AVX-512 (``llvm.ldexp``, which the loop vectorizer
+        widens), else two multiplies by powers of two built from the exponent's bits (nine
+        instructions: a third of a float32 exp's)."""
+        if _scalef():
+            i32 = ir.VectorType(ir.IntType(32), self.lanes) if self.lanes else ir.IntType(32)
+            suffix = f"v{self.lanes}" if self.lanes else ""
+            name = f"llvm.ldexp.{suffix}{'f64' if self.fmt is FLOAT64 else 'f32'}.{suffix}i32"
+            fn = self.b.module.globals.get(name) or ir.Function(self.b.module, ir.FunctionType(self.ty, [self.ty, i32]),
+                                                                name)
+            return self.b.call(fn, [y, self.b.fptosi(k, i32)])
         k = self.to_int(k)
         half = self.b.ashr(k, self.ci(1))
         return self.mul(self.mul(y, self.pow2(half)), self.pow2(self.b.sub(k, half)))
