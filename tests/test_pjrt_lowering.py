@@ -291,40 +291,65 @@ def test_qr_geqrf_and_householder_product(shape, dtype):
     assert_matches(got, want)
 
 
-@pytest.mark.parametrize("shape,lower", [((4, 4), True), ((2, 6, 6), False), ((1, 1), True)], ids=str)
-def test_eigh_of_real_symmetric_matrices(shape, lower):
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal(shape).astype(np.float32)
+def _adjoint(a):
+    return np.conj(np.swapaxes(a, -1, -2))
+
+
+def _matrices(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape).astype(x.real.dtype)
+    return x
+
+
+@pytest.mark.parametrize("shape,lower,dtype", [((4, 4), True, np.float32), ((2, 6, 6), False, np.float32),
+                                               ((1, 1), True, np.float32), ((2, 4, 4), True, np.complex64),
+                                               ((3, 3), False, np.complex64)], ids=str)
+def test_eigh_of_symmetric_and_hermitian_matrices(shape, lower, dtype):
+    x = _matrices(shape, dtype, 6)
     got, want = on_plugin(lambda a: lax.linalg.eigh(a, lower=lower, symmetrize_input=False), x)
     (v, w), (v_ref, w_ref) = got, want
+    assert v.dtype == x.dtype and w.dtype == np.float32
     np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-5)  # ascending, as the reference's
-    sym = np.tril(x) + np.swapaxes(np.tril(x, -1), -1, -2) if lower else np.triu(x) + np.swapaxes(np.triu(x, 1), -1, -2)
-    np.testing.assert_allclose(v @ (w[..., None] * np.swapaxes(v, -1, -2)), sym, rtol=1e-5, atol=2e-5)
-    np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(shape[-1]), v.shape), atol=2e-6)
-    np.testing.assert_allclose(np.abs(np.swapaxes(v, -1, -2) @ v_ref), np.broadcast_to(np.eye(shape[-1]), v.shape),
-                               atol=1e-4)  # the reference's vectors, up to sign
-    with pytest.raises(lowering.LoweringError, match="only real symmetric ones"):
-        on_plugin(lambda a: lax.linalg.eigh(a)[1], x.astype(np.complex64))
+    strict = np.tril(x, -1) if lower else np.triu(x, 1)
+    diagonal = np.diagonal(x, 0, -2, -1).real[..., None] * np.eye(shape[-1])  # (its imaginary part is not read)
+    hermitian = strict + _adjoint(strict) + diagonal
+    np.testing.assert_allclose(v @ (w[..., None] * _adjoint(v)), hermitian, rtol=1e-5, atol=3e-5)
+    eye = np.broadcast_to(np.eye(shape[-1]), v.shape)
+    np.testing.assert_allclose(_adjoint(v) @ v, eye, atol=2e-6)
+    np.testing.assert_allclose(np.abs(_adjoint(v) @ v_ref), eye, atol=1e-4)  # the reference's vectors, up to phase
 
 
-@pytest.mark.parametrize("shape", [(5, 3), (2, 3, 6), (4, 4)], ids=str)
-def test_svd_of_real_matrices(shape):
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal(shape).astype(np.float32)
+@pytest.mark.parametrize("shape,dtype", [((5, 3), np.float32), ((2, 3, 6), np.float32), ((4, 4), np.float32),
+                                         ((4, 3), np.complex64), ((2, 3, 4), np.complex64)], ids=str)
+def test_svd_reduced_and_full(shape, dtype):
+    x = _matrices(shape, dtype, 7)
     got, want = on_plugin(lambda a: (*jnp.linalg.svd(a, full_matrices=False), jnp.linalg.svd(a, compute_uv=False),
-                                     jnp.linalg.norm(a, ord=2, axis=(-2, -1))), x)
-    (u, s, vh, s_only, norm2), (u_ref, s_ref, _, s_only_ref, norm2_ref) = got, want
-    for g, w in ((s, s_ref), (s_only, s_only_ref), (norm2, norm2_ref)):
+                                     jnp.linalg.norm(a, ord=2, axis=(-2, -1)), *jnp.linalg.svd(a)), x)
+    (u, s, vh, s_only, norm2, u_full, s_full, vh_full), (u_ref, s_ref, _, s_only_ref, norm2_ref, *full_ref) = got, want
+    assert [a.shape for a in (u_full, vh_full)] == [a.shape for a in (full_ref[0], full_ref[2])]
+    for g, w in ((s, s_ref), (s_only, s_only_ref), (norm2, norm2_ref), (s_full, s_ref)):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)  # descending, as the reference's
-    np.testing.assert_allclose((u * s[..., None, :]) @ vh, x, rtol=1e-4, atol=2e-5)
     k = min(shape[-2:])
+    np.testing.assert_allclose((u * s[..., None, :]) @ vh, x, rtol=1e-4, atol=3e-5)
+    np.testing.assert_allclose((u_full[..., :k] * s[..., None, :]) @ vh_full[..., :k, :], x, rtol=1e-4, atol=3e-5)
+    for q in (u, _adjoint(vh), u_full, _adjoint(vh_full)):
+        columns = q.shape[-1]
+        np.testing.assert_allclose(_adjoint(q) @ q, np.broadcast_to(np.eye(columns), q.shape[:-2] + (columns,) * 2),
+                                   atol=3e-6)
     eye = np.broadcast_to(np.eye(k), s.shape + (k,))
-    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, eye, atol=2e-6)
-    np.testing.assert_allclose(vh @ np.swapaxes(vh, -1, -2), eye, atol=2e-6)
-    np.testing.assert_allclose(np.abs(np.swapaxes(u, -1, -2) @ u_ref), eye, atol=1e-4)  # up to sign
-    if shape[-2] != shape[-1]:
-        with pytest.raises(lowering.LoweringError, match="full_matrices=True on a non-square"):
-            on_plugin(lambda a: jnp.linalg.svd(a)[0], x)
+    np.testing.assert_allclose(np.abs(_adjoint(u) @ u_ref), eye, atol=1e-4)  # the reference's vectors, up to phase
+
+
+def test_svd_of_a_rank_deficient_matrix_keeps_u_orthonormal():
+    x = np.random.default_rng(9).standard_normal((6, 2)).astype(np.float32)
+    x = np.concatenate([x, 2 * x[:, :1]], axis=1)
+    got, want = on_plugin(lambda a: jnp.linalg.svd(a, full_matrices=False), x)
+    (u, s, vh), (_, s_ref, _) = got, want
+    np.testing.assert_allclose(s, s_ref, atol=1e-5)
+    np.testing.assert_allclose(u.T @ u, np.eye(3), atol=3e-6)  # (the zero singular value's column completed)
+    np.testing.assert_allclose((u * s) @ vh, x, atol=3e-5)
 
 
 # --- the incomplete gamma and beta functions ----------------------------------------------------------------------

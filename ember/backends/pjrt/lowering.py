@@ -1412,25 +1412,79 @@ class _JacobiSchedule:
         return p, q
 
 
+def _rotation(r: Builder, dp: Value, dq: Value, off: Value) -> tuple[Value, Value, Value | None]:
+    """The Jacobi rotation that zeroes ``off`` in the 2 x 2 Hermitian ``[[dp, off], [conj(off), dq]]``
+    (one per matrix: [B]): ``(c, s, phase)`` in ``off``'s dtype, ``phase = conj(off) / |off|``
+    (None for real matrices) turning ``off`` real before the real rotation; the identity where
+    ``off`` is zero."""
+    dt = off.aval.dtype
+    real = dtypes.real_dtype(dt)
+    count = off.aval.shape
+    vec = _aval(count, real)
+    magnitude = r.op("stablehlo.abs", [off], vec) if dtypes.is_complex(dt) else off
+    one, zero = r.constant(1, real, count), r.constant(0, real, count)
+    is_zero = r.compare("EQ", magnitude, zero)
+    safe = r.select(is_zero, one, magnitude)
+    theta = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", dq, dp),
+                     r.binary("stablehlo.multiply", r.constant(2, real, count), safe))
+    root = r.op("stablehlo.sqrt", [r.binary("stablehlo.add", r.binary("stablehlo.multiply", theta, theta), one)], vec)
+    sign = r.select(r.compare("GE", theta, zero), one, r.constant(-1, real, count))
+    t = r.binary("stablehlo.divide", sign, r.binary("stablehlo.add", r.op("stablehlo.abs", [theta], vec), root))
+    t = r.select(is_zero, zero, t)
+    c = r.binary("stablehlo.divide", one, r.op("stablehlo.sqrt", [r.binary(
+        "stablehlo.add", r.binary("stablehlo.multiply", t, t), one)], vec))
+    s_ = r.binary("stablehlo.multiply", t, c)
+    if not dtypes.is_complex(dt):
+        return c, s_, None
+    phase = r.binary("stablehlo.divide", _conj_value(r, off), r.convert(safe, dt))
+    phase = r.select(is_zero, r.constant(1, dt, count), phase)
+    return r.convert(c, dt), r.convert(s_, dt), phase
+
+
+def _rotate(r: Builder, m: Value, axis: int, p: Value, q: Value, c: Value, s_: Value, phase: Value | None) -> Value:
+    """Columns (axis 2) of every matrix of ``m`` ([B, rows, cols]) times the rotation ``U``:
+    p <- c p - s e q, q <- s p + c e q; or rows (axis 1) times ``U^H`` (e conjugated)."""
+    count, rows, cols = m.aval.shape
+    dt, zero = m.aval.dtype, r.constant(0, np.int32)
+    size = (count, 1, cols) if axis == 1 else (count, rows, 1)
+    starts = (lambda i: [zero, i, zero]) if axis == 1 else (lambda i: [zero, zero, i])
+    mp = r.op("stablehlo.dynamic_slice", [m, *starts(p)], _aval(size, dt), f"slice_sizes = {_array(size)}")
+    mq = r.op("stablehlo.dynamic_slice", [m, *starts(q)], _aval(size, dt), f"slice_sizes = {_array(size)}")
+    mul = lambda u, w: r.binary("stablehlo.multiply", u, w)
+    if phase is not None:
+        mq = mul(r.broadcast(phase if axis == 2 else _conj_value(r, phase), size, [0]), mq)
+    cc, ss = r.broadcast(c, size, [0]), r.broadcast(s_, size, [0])
+    new_p = r.binary("stablehlo.subtract", mul(cc, mp), mul(ss, mq))
+    new_q = r.binary("stablehlo.add", mul(ss, mp), mul(cc, mq))
+    m = r.op("stablehlo.dynamic_update_slice", [m, new_p, *starts(p)], m.aval)
+    return r.op("stablehlo.dynamic_update_slice", [m, new_q, *starts(q)], m.aval)
+
+
+def _real_part(b: Builder, v: Value) -> Value:
+    return b.op("stablehlo.real", [v], _aval(v.aval.shape, dtypes.real_dtype(v.aval.dtype))) \
+        if dtypes.is_complex(v.aval.dtype) else v
+
+
 def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
-    """Real symmetric matrices: cyclic Jacobi rotations (a fixed number of sweeps over every pair
-    (p, q), one ``while`` over sweeps times pairs, all matrices of a batch at once), then the
-    eigenvalues in ascending order with their vectors. Jacobi's eigenvalues carry high relative
-    accuracy; the eigenvectors' signs are the iteration's (LAPACK's are arbitrary too)."""
+    """Symmetric (Hermitian) matrices: cyclic Jacobi rotations (a fixed number of sweeps over every
+    pair (p, q), one ``while`` over sweeps times pairs, all matrices of a batch at once; complex
+    rotations carry the phase of the entry they zero), then the eigenvalues in ascending order
+    with their vectors. Jacobi's eigenvalues carry high relative accuracy; the eigenvectors' signs
+    (phases) are the iteration's (LAPACK's are arbitrary too)."""
     dt = x.aval.dtype
-    if dtypes.is_complex(dt):
-        raise LoweringError("the PJRT backend cannot compile the primitive `eigh` on complex (Hermitian) "
-                            "matrices yet: only real symmetric ones are lowered (Jacobi rotations)")
     count, n, _ = _batched(x)
     shape = (count, n, n)
     a = ctx.reshape(x, shape)
     rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
     kept = ctx.compare("GE" if lower else "LE", rows, cols)
     triangle = ctx.select(kept, a, ctx.constant(0, dt, shape))
-    strict = ctx.select(ctx.compare("EQ", rows, cols), ctx.constant(0, dt, shape), triangle)
-    a = ctx.binary("stablehlo.add", triangle, ctx.transpose(strict, (0, 2, 1)))  # the triangle mirrored
-    v = ctx.convert(ctx.compare("EQ", rows, cols), dt)
-    schedule = _JacobiSchedule(ctx, n, dt)
+    diagonal_only = ctx.compare("EQ", rows, cols)
+    if dtypes.is_complex(dt):  # (the diagonal of a Hermitian matrix is real: its imaginary part is not read)
+        triangle = ctx.select(diagonal_only, ctx.convert(_real_part(ctx, triangle), dt), triangle)
+    strict = ctx.select(diagonal_only, ctx.constant(0, dt, shape), triangle)
+    a = ctx.binary("stablehlo.add", triangle, _conj_value(ctx, ctx.transpose(strict, (0, 2, 1))))  # mirrored
+    v = ctx.convert(diagonal_only, dt)
+    schedule = _JacobiSchedule(ctx, n, dtypes.real_dtype(dt))
     if schedule.count:
         state = [ctx.constant(0, np.int32), a, v]
         avals = [s.aval for s in state]
@@ -1443,44 +1497,14 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
                 return r.reshape(r.op("stablehlo.dynamic_slice", [a, zero, i, j], _aval((count, 1, 1), dt),
                                       f"slice_sizes = {_array((count, 1, 1))}"), (count,))
 
-            app, aqq, apq = entry(p, p), entry(q, q), entry(p, q)
-            vec = _aval((count,), dt)
-            is_zero = r.compare("EQ", apq, r.constant(0, dt, (count,)))
-            safe = r.select(is_zero, r.constant(1, dt, (count,)), apq)
-            theta = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", aqq, app),
-                             r.binary("stablehlo.multiply", r.constant(2, dt, (count,)), safe))
-            root = r.op("stablehlo.sqrt", [r.binary("stablehlo.add", r.binary("stablehlo.multiply", theta, theta),
-                                                    r.constant(1, dt, (count,)))], vec)
-            sign = r.select(r.compare("GE", theta, r.constant(0, dt, (count,))), r.constant(1, dt, (count,)),
-                            r.constant(-1, dt, (count,)))
-            t = r.binary("stablehlo.divide", sign, r.binary("stablehlo.add", r.op("stablehlo.abs", [theta], vec), root))
-            t = r.select(is_zero, r.constant(0, dt, (count,)), t)
-            c = r.binary("stablehlo.divide", r.constant(1, dt, (count,)), r.op("stablehlo.sqrt", [r.binary(
-                "stablehlo.add", r.binary("stablehlo.multiply", t, t), r.constant(1, dt, (count,)))], vec))
-            s_ = r.binary("stablehlo.multiply", t, c)
-
-            def rotate(m: Value, axis: int) -> Value:
-                """Rows (axis 1) or columns (axis 2) p and q of m: p <- c p - s q, q <- s p + c q."""
-                size = (count, 1, n) if axis == 1 else (count, n, 1)
-                starts = (lambda i: [zero, i, zero]) if axis == 1 else (lambda i: [zero, zero, i])
-                mp = r.op("stablehlo.dynamic_slice", [m, *starts(p)], _aval(size, dt), f"slice_sizes = {_array(size)}")
-                mq = r.op("stablehlo.dynamic_slice", [m, *starts(q)], _aval(size, dt), f"slice_sizes = {_array(size)}")
-                cc, ss = r.broadcast(c, size, [0]), r.broadcast(s_, size, [0])
-                new_p = r.binary("stablehlo.subtract", r.binary("stablehlo.multiply", cc, mp),
-                                 r.binary("stablehlo.multiply", ss, mq))
-                new_q = r.binary("stablehlo.add", r.binary("stablehlo.multiply", ss, mp),
-                                 r.binary("stablehlo.multiply", cc, mq))
-                m = r.op("stablehlo.dynamic_update_slice", [m, new_p, *starts(p)], m.aval)
-                return r.op("stablehlo.dynamic_update_slice", [m, new_q, *starts(q)], m.aval)
-
-            a = rotate(rotate(a, 1), 2)
-            v = rotate(v, 2)
-            return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), a, v]
+            c, s_, phase = _rotation(r, _real_part(r, entry(p, p)), _real_part(r, entry(q, q)), entry(p, q))
+            a = _rotate(r, _rotate(r, a, 1, p, q, c, s_, phase), 2, p, q, c, s_, phase)
+            return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), a, _rotate(r, v, 2, p, q, c, s_, phase)]
 
         regions = [ctx.region(avals, schedule.running), ctx.region(avals, body)]
         _, a, v = ctx.ops("stablehlo.while", state, avals, "", regions)
-    diagonal = ctx.select(ctx.compare("EQ", rows, cols), a, ctx.constant(0, dt, shape))
-    w = _sum_rows(ctx, diagonal, 1)  # [B, n]
+    diagonal = ctx.select(diagonal_only, a, ctx.constant(0, dt, shape))
+    w = _real_part(ctx, _sum_rows(ctx, diagonal, 1))  # [B, n]
     key = ctx.broadcast(w, shape, [0, 2])
     region = _sort_region(ctx, [key, v], 1, "LT")
     key, v = ctx.ops("stablehlo.sort", [key, v], [key.aval, v.aval], "dimension = 2 : i64, is_stable = true", [region])
@@ -1488,76 +1512,74 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     return [ctx.reshape(v, out[0].shape), ctx.reshape(w, out[1].shape)]
 
 
-def _rotate_columns(r: Builder, m: Value, p: Value, q: Value, c: Value, s_: Value) -> Value:
-    """Columns p and q of every matrix of ``m`` ([B, rows, cols]): p <- c p - s q, q <- s p + c q."""
-    count, rows, _ = m.aval.shape
-    dt, zero, size = m.aval.dtype, r.constant(0, np.int32), (count, rows, 1)
-    mp = r.op("stablehlo.dynamic_slice", [m, zero, zero, p], _aval(size, dt), f"slice_sizes = {_array(size)}")
-    mq = r.op("stablehlo.dynamic_slice", [m, zero, zero, q], _aval(size, dt), f"slice_sizes = {_array(size)}")
-    cc, ss = r.broadcast(c, size, [0]), r.broadcast(s_, size, [0])
-    mul = lambda u, w: r.binary("stablehlo.multiply", u, w)
-    new_p = r.binary("stablehlo.subtract", mul(cc, mp), mul(ss, mq))
-    new_q = r.binary("stablehlo.add", mul(ss, mp), mul(cc, mq))
-    m = r.op("stablehlo.dynamic_update_slice", [m, new_p, zero, zero, p], m.aval)
-    return r.op("stablehlo.dynamic_update_slice", [m, new_q, zero, zero, q], m.aval)
+def _complete_basis(ctx: Builder, u: Value, width: int) -> Value:
+    """``width`` orthonormal columns ([B, m, width], m >= width >= n) whose first n are those of
+    ``u`` ([B, m, n]: orthonormal columns, zero ones allowed at the end): the ``q`` of ``u``'s
+    QR decomposition, its first n columns times the phases of ``r``'s diagonal (``r`` is diagonal
+    with entries of modulus 1 where ``u``'s columns are orthonormal; zero columns of ``u`` get
+    new vectors orthogonal to the others)."""
+    count, m, n = u.aval.shape
+    dt = u.aval.dtype
+    a, taus = _geqrf_batched(ctx, u)
+    reflectors = a if width == n else ctx.op(
+        "stablehlo.pad", [a, ctx.constant(0, dt)], _aval((count, m, width), dt),
+        f"edge_padding_high = {_array((0, 0, width - n))}, edge_padding_low = {_array((0, 0, 0))}, "
+        f"interior_padding = {_array((0, 0, 0))}")
+    q = _householder_product_batched(ctx, reflectors, taus)
+    square = ctx.slice(a, (0, 0, 0), (count, n, n))
+    eye = ctx.compare("EQ", ctx.iota(square.aval.shape, 1), ctx.iota(square.aval.shape, 2))
+    d = _sum_rows(ctx, ctx.select(eye, square, ctx.constant(0, dt, square.aval.shape)), 1)  # [B, n]
+    real = dtypes.real_dtype(dt)
+    magnitude = ctx.op("stablehlo.abs", [d], _aval(d.aval.shape, real))
+    is_zero = ctx.compare("EQ", magnitude, ctx.constant(0, real, d.aval.shape))
+    phase = ctx.select(is_zero, ctx.constant(1, dt, d.aval.shape),
+                       ctx.binary("stablehlo.divide", d, ctx.convert(magnitude, dt)))
+    if width > n:
+        phase = ctx.op("stablehlo.pad", [phase, ctx.constant(1, dt)], _aval((count, width), dt),
+                       f"edge_padding_high = {_array((0, width - n))}, edge_padding_low = {_array((0, 0))}, "
+                       f"interior_padding = {_array((0, 0))}")
+    return ctx.binary("stablehlo.multiply", q, ctx.broadcast(phase, q.aval.shape, [0, 2]))
 
 
 def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: bool) -> list[Value]:
-    """Real matrices: one-sided Jacobi (Hestenes) on the columns of x (of its transpose when it is
-    wide): rotations that make every pair of columns orthogonal, a fixed number of sweeps; then
-    the columns' norms are the singular values, in descending order."""
+    """One-sided Jacobi (Hestenes) on the columns of x (of its conjugate transpose when it is
+    wide): rotations (complex ones carrying a phase) that make every pair of columns orthogonal,
+    a fixed number of sweeps; the columns' norms are the singular values, in descending order,
+    and the normalized columns ``u``'s, completed to an orthonormal basis (``_complete_basis``:
+    the columns of zero singular values, and all m with ``full_matrices``)."""
     dt = x.aval.dtype
+    real = dtypes.real_dtype(dt)
     count, m, n = _batched(x)
-    if dtypes.is_complex(dt):
-        raise LoweringError("the PJRT backend cannot compile the primitive `svd` on complex matrices yet: only "
-                            "real ones are lowered (one-sided Jacobi)")
-    if compute_uv and full_matrices and m != n:
-        raise LoweringError("the PJRT backend cannot compile the primitive `svd` with full_matrices=True on a "
-                            f"non-square {m}x{n} matrix yet (the completion of the basis is not written): pass "
-                            "full_matrices=False")
     a = ctx.reshape(x, (count, m, n))
     wide = m < n
     if wide:
-        a, m, n = ctx.transpose(a, (0, 2, 1)), n, m
+        a, m, n = _conj_value(ctx, ctx.transpose(a, (0, 2, 1))), n, m
     v = ctx.convert(ctx.compare("EQ", ctx.iota((count, n, n), 1), ctx.iota((count, n, n), 2)), dt)
-    schedule = _JacobiSchedule(ctx, n, dt)
+    schedule = _JacobiSchedule(ctx, n, real)
+
+    def squares(b: Builder, w: Value) -> Value:
+        return _real_part(b, b.binary("stablehlo.multiply", _conj_value(b, w), w))
+
     if schedule.count:
         state = [ctx.constant(0, np.int32), a, v]
         avals = [s.aval for s in state]
 
         def body(r: Builder, k: Value, w: Value, v: Value) -> list[Value]:
-            zero = r.constant(0, np.int32)
             p, q = schedule.pair(r, k)
-            size = (count, m, 1)
-            wp = r.reshape(r.op("stablehlo.dynamic_slice", [w, zero, zero, p], _aval(size, dt),
-                                f"slice_sizes = {_array(size)}"), (count, m))
-            wq = r.reshape(r.op("stablehlo.dynamic_slice", [w, zero, zero, q], _aval(size, dt),
-                                f"slice_sizes = {_array(size)}"), (count, m))
-            alpha = _sum_rows(r, r.binary("stablehlo.multiply", wp, wp), 1)
-            beta = _sum_rows(r, r.binary("stablehlo.multiply", wq, wq), 1)
-            gamma = _sum_rows(r, r.binary("stablehlo.multiply", wp, wq), 1)
-            vec, one = _aval((count,), dt), r.constant(1, dt, (count,))
-            is_zero = r.compare("EQ", gamma, r.constant(0, dt, (count,)))
-            safe = r.select(is_zero, one, gamma)
-            zeta = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", beta, alpha),
-                            r.binary("stablehlo.multiply", r.constant(2, dt, (count,)), safe))
-            root = r.op("stablehlo.sqrt", [r.binary("stablehlo.add", r.binary("stablehlo.multiply", zeta, zeta), one)],
-                        vec)
-            sign = r.select(r.compare("GE", zeta, r.constant(0, dt, (count,))), one, r.constant(-1, dt, (count,)))
-            t = r.binary("stablehlo.divide", sign, r.binary("stablehlo.add", r.op("stablehlo.abs", [zeta], vec), root))
-            t = r.select(is_zero, r.constant(0, dt, (count,)), t)
-            c = r.binary("stablehlo.divide", one, r.op("stablehlo.sqrt", [r.binary(
-                "stablehlo.add", r.binary("stablehlo.multiply", t, t), one)], vec))
-            s_ = r.binary("stablehlo.multiply", t, c)
-            return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), _rotate_columns(r, w, p, q, c, s_),
-                    _rotate_columns(r, v, p, q, c, s_)]
+            wp, wq = _column(r, w, p), _column(r, w, q)
+            alpha, beta = _sum_rows(r, squares(r, wp), 1), _sum_rows(r, squares(r, wq), 1)
+            gamma = _sum_rows(r, r.binary("stablehlo.multiply", _conj_value(r, wp), wq), 1)
+            c, s_, phase = _rotation(r, alpha, beta, gamma)
+            return [r.binary("stablehlo.add", k, r.constant(1, np.int32)), _rotate(r, w, 2, p, q, c, s_, phase),
+                    _rotate(r, v, 2, p, q, c, s_, phase)]
 
         regions = [ctx.region(avals, schedule.running), ctx.region(avals, body)]
         _, a, v = ctx.ops("stablehlo.while", state, avals, "", regions)
-    sigma = ctx.op("stablehlo.sqrt", [_sum_rows(ctx, ctx.binary("stablehlo.multiply", a, a), 1)], _aval((count, n), dt))
+    sigma = ctx.op("stablehlo.sqrt", [_sum_rows(ctx, squares(ctx, a), 1)], _aval((count, n), real))
     key_u = ctx.broadcast(sigma, (count, m, n), [0, 2])
-    positive = ctx.compare("GT", key_u, ctx.constant(0, dt, key_u.aval.shape))
-    u = ctx.select(positive, ctx.binary("stablehlo.divide", a, key_u), ctx.constant(0, dt, key_u.aval.shape))
+    positive = ctx.compare("GT", key_u, ctx.constant(0, real, key_u.aval.shape))
+    u = ctx.select(positive, ctx.binary("stablehlo.divide", a, ctx.convert(key_u, dt)),
+                   ctx.constant(0, dt, key_u.aval.shape))
     key_u, u = ctx.ops("stablehlo.sort", [key_u, u], [key_u.aval, u.aval], "dimension = 2 : i64, is_stable = true",
                        [_sort_region(ctx, [key_u, u], 1, "GT")])
     key_v = ctx.broadcast(sigma, (count, n, n), [0, 2])
@@ -1566,10 +1588,12 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
     s_sorted = ctx.reshape(ctx.slice(key_u, (0, 0, 0), (count, 1, n)), (count, n))
     if not compute_uv:
         return [ctx.reshape(s_sorted, out[0].shape)]
-    if wide:  # x^T = u s v^T, so x = v s u^T
-        u, vh = v, ctx.transpose(u, (0, 2, 1))
+    u = _complete_basis(ctx, u, m if full_matrices else n)
+    adjoint = lambda w: _conj_value(ctx, ctx.transpose(w, (0, 2, 1)))
+    if wide:  # x^H = u s v^H, so x = v s u^H
+        u, vh = v, adjoint(u)
     else:
-        vh = ctx.transpose(v, (0, 2, 1))
+        vh = adjoint(v)
     return [ctx.reshape(u, out[0].shape), ctx.reshape(s_sorted, out[1].shape), ctx.reshape(vh, out[2].shape)]
 
 
