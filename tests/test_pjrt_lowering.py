@@ -111,7 +111,7 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
     # What is refused today (each with its reason in lowering.REFUSED): kept in step with the table.
     assert refused == sorted([
         "all_gather", "all_to_all", "axis_index", "custom_vjp_lin", "debug_callback", "debug_print", "eig",
-        "geqp3", "hessenberg", "io_callback", "pmax", "pmin",
+        "io_callback", "pmax", "pmin",
         "ppermute", "psum", "psum_scatter", "pure_callback", "schur"])
 
 
@@ -340,6 +340,25 @@ def test_svd_reduced_and_full(shape, dtype):
                                    atol=3e-6)
     eye = np.broadcast_to(np.eye(k), s.shape + (k,))
     np.testing.assert_allclose(np.abs(_adjoint(u) @ u_ref), eye, atol=1e-4)  # the reference's vectors, up to phase
+
+
+@pytest.mark.parametrize("shape,dtype", [((4, 4), np.float32), ((2, 5, 5), np.complex64), ((2, 2), np.float32),
+                                         ((1, 1), np.float32)], ids=str)
+def test_hessenberg_as_lapacks_gehrd(shape, dtype):
+    x = _matrices(shape, dtype, 10)
+    got, want = on_plugin(lambda a: lax.linalg.hessenberg(a), x)
+    assert_matches(got, want, 1e-5)  # the packed form and the taus, as LAPACK's reflectors
+
+
+@pytest.mark.parametrize("shape,dtype", [((4, 4), np.float32), ((2, 5, 3), np.complex64), ((3, 6), np.float32)],
+                         ids=str)
+def test_geqp3_and_qr_with_pivoting(shape, dtype):
+    x = _matrices(shape, dtype, 11)
+    got, want = on_plugin(lambda a: (*lax.linalg.geqp3(a), *lax.linalg.qr(a, pivoting=True, full_matrices=False)), x)
+    assert_matches(got, want, 1e-5)  # LAPACK's column order and reflectors
+    ties = np.array([[1, 2, 2], [1, 2, 2], [1, 2, 2]], np.float32)  # (equal norms: the first column of them)
+    got, want = on_plugin(lambda a: lax.linalg.geqp3(a), ties)
+    assert_matches(got, want, 1e-6)
 
 
 def test_svd_of_a_rank_deficient_matrix_keeps_u_orthonormal():

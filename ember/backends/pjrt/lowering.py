@@ -1268,13 +1268,62 @@ def _reflect(b: Builder, target: Value, v: Value, tau: Value) -> Value:
     return b.binary("stablehlo.subtract", target, step)
 
 
+def _reflect_right(b: Builder, target: Value, v: Value, tau: Value) -> Value:
+    """``target (I - tau v v^H)`` for each matrix: v [B, n], tau [B], target [B, m, n]."""
+    shape = target.aval.shape
+    w = _sum_rows(b, b.binary("stablehlo.multiply", target, b.broadcast(v, shape, [0, 2])), 2)  # target v: [B, m]
+    step = b.binary("stablehlo.multiply", b.broadcast(tau, shape, [0]), b.binary(
+        "stablehlo.multiply", b.broadcast(w, shape, [0, 1]), b.broadcast(_conj_value(b, v), shape, [0, 2])))
+    return b.binary("stablehlo.subtract", target, step)
+
+
+def _larfg(r: Builder, x: Value, pivot: Value) -> tuple[Value, Value, Value]:
+    """LAPACK's larfg on each column ``x`` ([B, m]) from row ``pivot`` down: beta = -sign(Re alpha)
+    |(alpha, tail)|, tau = (beta - alpha) / beta, v = tail / (alpha - beta) with a 1 at the pivot
+    and 0 above it (the identity, tau 0, where the tail is zero and alpha real). Returns ``(v, tau,
+    packed)``: ``packed`` is the column as LAPACK leaves it (beta at the pivot, v's tail below)."""
+    count, m = x.aval.shape
+    dt = x.aval.dtype
+    real = dtypes.real_dtype(dt)
+    rows = r.iota((count, m), 1)
+    jj = r.broadcast(pivot, (count, m))
+    below, at = r.compare("GT", rows, jj), r.compare("EQ", rows, jj)
+    alpha = _sum_rows(r, r.select(at, x, r.constant(0, dt, (count, m))), 1)  # [B]
+    tail = r.select(below, x, r.constant(0, dt, (count, m)))
+    if dtypes.is_complex(dt):
+        re, im = _parts_of(r, tail)
+        squares = r.binary("stablehlo.add", r.binary("stablehlo.multiply", re, re),
+                           r.binary("stablehlo.multiply", im, im))
+        alpha_re, alpha_im = _parts_of(r, alpha)
+    else:
+        squares, alpha_re, alpha_im = r.binary("stablehlo.multiply", tail, tail), alpha, None
+    xnorm2 = _sum_rows(r, squares, 1)
+    norm2 = r.binary("stablehlo.add", xnorm2, r.binary("stablehlo.multiply", alpha_re, alpha_re))
+    if alpha_im is not None:
+        norm2 = r.binary("stablehlo.add", norm2, r.binary("stablehlo.multiply", alpha_im, alpha_im))
+    norm = r.op("stablehlo.sqrt", [norm2], norm2.aval)
+    beta = r.select(r.compare("GE", alpha_re, r.constant(0, real, (count,))),
+                    r.op("stablehlo.negate", [norm], norm.aval), norm)
+    identity = r.compare("EQ", xnorm2, r.constant(0, real, (count,)))
+    if alpha_im is not None:
+        identity = r.binary("stablehlo.and", identity, r.compare("EQ", alpha_im, r.constant(0, real, (count,))))
+    beta_c = r.convert(beta, dt)
+    tau = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", beta_c, alpha), beta_c)
+    tau = r.select(identity, r.constant(0, dt, (count,)), tau)
+    scale = r.binary("stablehlo.divide", r.constant(1, dt, (count,)), r.binary("stablehlo.subtract", alpha, beta_c))
+    scale = r.select(identity, r.constant(0, dt, (count,)), scale)
+    v_tail = r.binary("stablehlo.multiply", tail, r.broadcast(scale, (count, m), [0]))
+    v = r.select(at, r.constant(1, dt, (count, m)), v_tail)
+    packed = r.select(at, r.broadcast(r.select(identity, alpha, beta_c), (count, m), [0]),
+                      r.select(below, r.select(r.broadcast(identity, (count, m), [0]), x, v_tail), x))
+    return v, tau, packed
+
+
 def _geqrf_batched(ctx: Builder, a0: Value) -> tuple[Value, Value]:
-    """LAPACK's unblocked geqr2 on [B, m, n]: for each column j, the reflector of LAPACK's larfg
-    (beta = -sign(Re alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = x / (alpha - beta); the
-    identity, tau 0, where x is zero and alpha real) applied from the left (with conj(tau))."""
+    """LAPACK's unblocked geqr2 on [B, m, n]: for each column j, the reflector of ``_larfg`` applied
+    from the left (with conj(tau)) to the columns after j."""
     count, m, n = a0.aval.shape
     dt, k_max = a0.aval.dtype, min(m, n)
-    real = dtypes.real_dtype(dt)
     state = [ctx.constant(0, np.int32), a0, ctx.constant(0, dt, (count, k_max))]
     avals = [v.aval for v in state]
 
@@ -1282,51 +1331,109 @@ def _geqrf_batched(ctx: Builder, a0: Value) -> tuple[Value, Value]:
         return [r.compare("LT", j, r.constant(k_max, np.int32))]
 
     def body(r: Builder, j: Value, a: Value, taus: Value) -> list[Value]:
-        zero = r.constant(0, np.int32)
-        rows = r.iota((count, m), 1)
-        jj = r.broadcast(j, (count, m))
-        below, at = r.compare("GT", rows, jj), r.compare("EQ", rows, jj)
-        x = _column(r, a, j)
-        alpha = _sum_rows(r, r.select(at, x, r.constant(0, dt, (count, m))), 1)  # [B]
-        tail = r.select(below, x, r.constant(0, dt, (count, m)))
-        if dtypes.is_complex(dt):
-            re, im = _parts_of(r, tail)
-            squares = r.binary("stablehlo.add", r.binary("stablehlo.multiply", re, re),
-                               r.binary("stablehlo.multiply", im, im))
-            alpha_re, alpha_im = _parts_of(r, alpha)
-        else:
-            squares, alpha_re, alpha_im = r.binary("stablehlo.multiply", tail, tail), alpha, None
-        xnorm2 = _sum_rows(r, squares, 1)
-        norm2 = r.binary("stablehlo.add", xnorm2, r.binary("stablehlo.multiply", alpha_re, alpha_re))
-        if alpha_im is not None:
-            norm2 = r.binary("stablehlo.add", norm2, r.binary("stablehlo.multiply", alpha_im, alpha_im))
-        norm = r.op("stablehlo.sqrt", [norm2], norm2.aval)
-        beta = r.select(r.compare("GE", alpha_re, r.constant(0, real, (count,))),
-                        r.op("stablehlo.negate", [norm], norm.aval), norm)
-        identity = r.compare("EQ", xnorm2, r.constant(0, real, (count,)))
-        if alpha_im is not None:
-            identity = r.binary("stablehlo.and", identity, r.compare("EQ", alpha_im, r.constant(0, real, (count,))))
-        beta_c = r.convert(beta, dt)
-        tau = r.binary("stablehlo.divide", r.binary("stablehlo.subtract", beta_c, alpha), beta_c)
-        tau = r.select(identity, r.constant(0, dt, (count,)), tau)
-        scale = r.binary("stablehlo.divide", r.constant(1, dt, (count,)), r.binary("stablehlo.subtract", alpha, beta_c))
-        scale = r.select(identity, r.constant(0, dt, (count,)), scale)
-        v_tail = r.binary("stablehlo.multiply", tail, r.broadcast(scale, (count, m), [0]))
-        v = r.select(at, r.constant(1, dt, (count, m)), v_tail)
+        v, tau, packed = _larfg(r, _column(r, a, j), j)
         shape = (count, m, n)
-        cols = r.iota(shape, 2)
-        right = r.compare("GT", cols, r.broadcast(j, shape))
-        reflected = _reflect(r, a, v, _conj_value(r, tau))
-        a = r.select(right, reflected, a)
-        new_column = r.select(at, r.broadcast(r.select(identity, alpha, beta_c), (count, m), [0]),
-                              r.select(below, r.select(r.broadcast(identity, (count, m), [0]), x, v_tail), x))
-        is_j = r.compare("EQ", cols, r.broadcast(j, shape))
-        a = r.select(is_j, r.broadcast(new_column, shape, [0, 1]), a)
-        taus = r.op("stablehlo.dynamic_update_slice", [taus, r.reshape(tau, (count, 1)), zero, j], taus.aval)
+        cols, jj = r.iota(shape, 2), r.broadcast(j, shape)
+        a = r.select(r.compare("GT", cols, jj), _reflect(r, a, v, _conj_value(r, tau)), a)
+        a = r.select(r.compare("EQ", cols, jj), r.broadcast(packed, shape, [0, 1]), a)
+        taus = r.op("stablehlo.dynamic_update_slice", [taus, r.reshape(tau, (count, 1)), r.constant(0, np.int32), j],
+                    taus.aval)
         return [r.binary("stablehlo.add", j, r.constant(1, np.int32)), a, taus]
 
     _, a, taus = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
     return a, taus
+
+
+def _hessenberg(ctx: Builder, out: list, x: Value) -> list[Value]:
+    """LAPACK's unblocked gehd2: for each column j < n - 1, the reflector ``H`` of ``_larfg`` from
+    row j + 1 down, applied as ``H^H A H`` to the columns after j; column j keeps the packed form."""
+    count, n, _ = _batched(x)
+    dt = x.aval.dtype
+    a0 = ctx.reshape(x, (count, n, n))
+    k_max = max(n - 1, 0)
+    if k_max == 0:
+        return [x, ctx.constant(0, dt, out[1].shape)]
+    state = [ctx.constant(0, np.int32), a0, ctx.constant(0, dt, (count, k_max))]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, j: Value, *rest: Value) -> list[Value]:
+        return [r.compare("LT", j, r.constant(k_max, np.int32))]
+
+    def body(r: Builder, j: Value, a: Value, taus: Value) -> list[Value]:
+        one = r.constant(1, np.int32)
+        v, tau, packed = _larfg(r, _column(r, a, j), r.binary("stablehlo.add", j, one))
+        shape = (count, n, n)
+        cols, jj = r.iota(shape, 2), r.broadcast(j, shape)
+        both = _reflect(r, _reflect_right(r, a, v, tau), v, _conj_value(r, tau))
+        a = r.select(r.compare("GT", cols, jj), both, a)
+        a = r.select(r.compare("EQ", cols, jj), r.broadcast(packed, shape, [0, 1]), a)
+        taus = r.op("stablehlo.dynamic_update_slice", [taus, r.reshape(tau, (count, 1)), r.constant(0, np.int32), j],
+                    taus.aval)
+        return [r.binary("stablehlo.add", j, one), a, taus]
+
+    _, a, taus = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return [ctx.reshape(a, out[0].shape), ctx.reshape(taus, out[1].shape)]
+
+
+def _swap_columns(b: Builder, x: Value, j: Value, p: Value) -> Value:
+    """``x`` ([B, m, n] or [B, n]) with columns j (a scalar) and p (one per matrix, [B]) exchanged,
+    by selects and sums of one nonzero term (exact)."""
+    shape, dt = x.aval.shape, x.aval.dtype
+    last = len(shape) - 1
+    cols = b.iota(shape, last)
+    zeros = b.constant(0, dt, shape)
+    add = "stablehlo.or" if dt == dtypes.bool_ else "stablehlo.add"
+
+    def column(mask: Value) -> Value:
+        [picked] = b.reduce([b.select(mask, x, zeros)], [b.constant(0, dt)], [last],
+                            lambda r, acc, v: [r.binary(add, acc, v)])
+        return b.broadcast(picked, shape, list(range(last)))
+
+    is_j, is_p = b.compare("EQ", cols, b.broadcast(j, shape)), b.compare("EQ", cols, b.broadcast(p, shape, [0]))
+    return b.select(is_j, column(is_p), b.select(is_p, column(is_j), x))
+
+
+def _geqp3(ctx: Builder, out: list, x: Value) -> list[Value]:
+    """LAPACK's geqp3 (QR with column pivoting, unblocked as laqp2): at step j the remaining column
+    of largest norm below row j (the first of equal ones) is swapped to j, then reduced as geqrf's
+    (``_larfg``). The norms are recomputed each step rather than downdated, so only near-ties can
+    pick another column than LAPACK's."""
+    count, m, n = _batched(x)
+    dt, k_max = x.aval.dtype, min(m, n)
+    real = dtypes.real_dtype(dt)
+    shape = (count, m, n)
+    a0 = ctx.reshape(x, shape)
+
+    def norms(b: Builder, a: Value, j: Value) -> Value:
+        below = b.compare("GE", b.iota(shape, 1), b.broadcast(j, shape))
+        kept = b.select(below, a, b.constant(0, dt, shape))
+        squares = _real_part(b, b.binary("stablehlo.multiply", _conj_value(b, kept), kept))
+        return _sum_rows(b, squares, 1)  # [B, n] (squared: the order is the same)
+
+    state = [ctx.constant(0, np.int32), a0, ctx.constant(0, dt, (count, k_max)), ctx.iota((count, n), 1),
+             norms(ctx, a0, ctx.constant(0, np.int32))]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, j: Value, *rest: Value) -> list[Value]:
+        return [r.compare("LT", j, r.constant(k_max, np.int32))]
+
+    def body(r: Builder, j: Value, a: Value, taus: Value, perm: Value, size: Value) -> list[Value]:
+        done = r.compare("LT", r.iota((count, n), 1), r.broadcast(j, (count, n)))
+        candidates = r.select(done, r.constant(-1, real, (count, n)), size)
+        p = lower_rules[red.argmax_p](r, [_aval((count,), np.int32)], candidates, axis=1, index_dtype=np.int32)
+        a, perm = _swap_columns(r, a, j, p), _swap_columns(r, perm, j, p)
+        v, tau, packed = _larfg(r, _column(r, a, j), j)
+        cols, jj = r.iota(shape, 2), r.broadcast(j, shape)
+        a = r.select(r.compare("GT", cols, jj), _reflect(r, a, v, _conj_value(r, tau)), a)
+        a = r.select(r.compare("EQ", cols, jj), r.broadcast(packed, shape, [0, 1]), a)
+        taus = r.op("stablehlo.dynamic_update_slice", [taus, r.reshape(tau, (count, 1)), r.constant(0, np.int32), j],
+                    taus.aval)
+        following = r.binary("stablehlo.add", j, r.constant(1, np.int32))
+        return [following, a, taus, perm, norms(r, a, following)]
+
+    _, a, taus, perm, _ = ctx.ops("stablehlo.while", state, avals, "",
+                                  [ctx.region(avals, cond), ctx.region(avals, body)])
+    return [ctx.reshape(a, out[0].shape), ctx.reshape(perm, out[1].shape), ctx.reshape(taus, out[2].shape)]
 
 
 def _householder_product_batched(ctx: Builder, a: Value, taus: Value) -> Value:
@@ -1600,6 +1707,8 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
 lower_rules[linalg.svd_p] = _svd
 lower_rules[linalg.eigh_p] = _eigh
 lower_rules[linalg.geqrf_p] = _geqrf
+lower_rules[linalg.hessenberg_p] = _hessenberg
+lower_rules[linalg.geqp3_p] = _geqp3
 lower_rules[linalg.householder_product_p] = _householder_product
 lower_rules[linalg.qr_p] = _qr
 lower_rules[linalg.lu_p] = _lu
@@ -1612,8 +1721,7 @@ lower_rules[linalg.triangular_solve_p] = _triangular_solve
 # --- refused, with the reason ----------------------------------------------------------------------------------
 _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
                   "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
-for _p in (linalg.schur_p, linalg.hessenberg_p, linalg.geqp3_p):
-    REFUSED[_p] = "a matrix decomposition: " + _DECOMPOSITION
+REFUSED[linalg.schur_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
 _CALLBACK = ("a host callback: at a program's top level it runs on the host between device programs "
              "(ember.backends.pjrt.program.SplitExecutable), but inside a loop or a branch it would need the "
