@@ -233,13 +233,34 @@ def test_top_level_host_callbacks_run_between_device_programs(on_xla_cpu, capsys
     assert text.count("func.func public @main") == 3  # (before the print, the sum, z + 1)
 
 
-def test_a_callback_inside_a_loop_is_refused_with_the_reason(on_xla_cpu):
+def test_callbacks_inside_loops_branches_and_calls_run_on_the_host(on_xla_cpu, capsys):
     def f(x):
-        return lax.fori_loop(0, 2, lambda i, c: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((), np.float32), c),
-                             x)
+        seen = []
 
-    with pytest.raises(NotImplementedError, match=r"`pure_callback`.*inside a loop or a branch"):
-        ember.jit(f)(np.float32(1.0))
+        def body(c, row):
+            ember.debug.print("row {}", row[0])
+            y = ember.pure_callback(lambda a: np.cumsum(np.asarray(a)), ember.ShapeDtypeStruct(row.shape, row.dtype),
+                                    row * c)
+            return c + 1.0, y.sum()
+
+        carry, ys = lax.scan(body, jnp.float32(1.0), x)
+        count = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, ember.pure_callback(
+            lambda a: np.float32(a * 2), ember.ShapeDtypeStruct((), np.float32), c[1])), (0, carry))[1]
+        branch = lax.cond(x[0, 0] > 0, lambda v: ember.pure_callback(np.negative, ember.ShapeDtypeStruct(
+            v.shape, v.dtype), v), lambda v: v * 3, x[1])
+        inner = ember.jit(lambda v: ember.pure_callback(np.exp, ember.ShapeDtypeStruct(v.shape, v.dtype), v) + 1)(x[0])
+        return ys, count, branch, inner, seen
+
+    x = np.arange(1, 7, dtype=np.float32).reshape(3, 2)
+    got = ember.jit(lambda x: f(x)[:4])(x)
+    assert all(isinstance(g, ember.Array) for g in got)
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("row")] == \
+        ["row 1.0", "row 3.0", "row 5.0"]
+    ember.config.update("backend", "cpu")
+    want = ember.jit(lambda x: f(x)[:4])(x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got[0]), [1 + 3, 6 + 14, 15 + 33])  # (cumsum of row * step, summed)
 
 
 def test_a_plugin_that_does_not_load_is_passed_over_with_a_warning(tmp_path):

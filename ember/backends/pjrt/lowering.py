@@ -1723,9 +1723,9 @@ _DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls J
                   "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
 REFUSED[linalg.schur_p] = "a matrix decomposition: " + _DECOMPOSITION
 REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
-_CALLBACK = ("a host callback: at a program's top level it runs on the host between device programs "
-             "(ember.backends.pjrt.program.SplitExecutable), but inside a loop or a branch it would need the "
-             "plugin's host send/receive callbacks (not built yet)")
+_CALLBACK = ("a host callback, which is never lowered into a device program: the PJRT backend runs it on the "
+             "host between device programs (ember.backends.pjrt.program.SplitExecutable), at a program's top "
+             "level and inside loops, branches and calls, which the host then runs step by step")
 REFUSED_BY_NAME["debug_print"] = _CALLBACK  # (defined in ember.debug, above this room)
 for _p in (cb.pure_callback_p, cb.io_callback_p, cb.debug_callback_p):
     REFUSED[_p] = _CALLBACK

@@ -29,6 +29,7 @@ from ember.core.array import Array
 from ember.core.evaluation import as_type, impl_rules, to_numpy
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import call_params
+from ember.lax import control_flow as cf
 
 _clients: dict[str, Client] = {}
 _lock = threading.Lock()
@@ -153,42 +154,63 @@ class PjrtExecutable(BackendExecutable):
         return self.program.text
 
 
-# Host callbacks: at the top level of a program they run on the host between the device programs the
-# program is split into (``SplitExecutable``); inside a loop or a branch they are refused.
+# Host callbacks run on the host between the device programs the program is split into
+# (``SplitExecutable``): at the top level, and inside loops, branches and calls, which then run on
+# the host themselves, their bodies split the same way.
 HOST_STEPS = frozenset({"pure_callback", "io_callback", "debug_callback", "debug_print"})
+_HOSTED = (cf.while_p, cf.cond_p, cf.scan_p)
+
+
+def _calls_host(jaxpr: Jaxpr) -> bool:
+    """Whether ``jaxpr`` holds a host callback, in its sub-programs too."""
+    return any(eqn.primitive.name in HOST_STEPS or any(_calls_host(s) for s in subjaxprs(eqn.params))
+               for eqn in jaxpr.eqns)
+
+
+def _runs_on_host(eqn: Any) -> bool:
+    """A loop, branch or call that holds a host callback: the host runs it, step by step."""
+    return (eqn.primitive in _HOSTED or eqn.primitive in call_params) and \
+        any(_calls_host(s) for s in subjaxprs(eqn.params))
 
 
 def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> BackendExecutable:
     """The executable of ``closed`` on ``backend``: one device program, or several around the
-    program's top-level host callbacks."""
+    program's host callbacks."""
     closed = eliminate_dead_code(closed)
-    if any(eqn.primitive.name in HOST_STEPS for eqn in closed.jaxpr.eqns):
+    if any(eqn.primitive.name in HOST_STEPS or _runs_on_host(eqn) for eqn in closed.jaxpr.eqns):
         return SplitExecutable(backend, closed, options)
     return PjrtExecutable(backend, closed, options)
 
 
 def unlowered(jaxpr: Jaxpr, top: bool = True) -> str | None:
     """Why the first primitive of ``jaxpr`` (sub-programs included) that is not lowered cannot be
-    (host callbacks are lowered at the top level only)."""
+    (host callbacks are run where the host runs what holds them: see ``_runs_on_host``)."""
     for eqn in jaxpr.eqns:
         p = eqn.primitive
         if top and p.name in HOST_STEPS:
             continue
-        if p not in lower_rules and p not in call_params:
+        hosted = top and _runs_on_host(eqn)
+        if not hosted and p not in lower_rules and p not in call_params:
             reason = REFUSED.get(p) or REFUSED_BY_NAME.get(p.name) or "no lowering rule is written for it yet"
             return f"it holds the primitive `{p.name}`, which is not lowered: {reason}"
         for sub in subjaxprs(eqn.params):
-            why = unlowered(sub, top=False)
+            why = unlowered(sub, top=hosted)
             if why is not None:
                 return why
     return None
 
 
+def _host(value: Any) -> np.ndarray:
+    return value.to_host() if isinstance(value, Buffer) else value
+
+
 class SplitExecutable(BackendExecutable):
-    """A program whose top-level host callbacks run on the host between device programs: each run of
-    equations between two callbacks is compiled on its own, taking the values it reads and giving
+    """A program whose host callbacks run on the host between device programs: each run of
+    equations between two host steps is compiled on its own, taking the values it reads and giving
     those read later; a callback gets its operands copied to the host, and its results go to the
-    device when a later program reads them. Donation is not used here."""
+    device when a later program reads them. A loop, branch or call holding a callback is a host
+    step too: the host runs its iterations (its branch), each body a ``SplitExecutable`` of its
+    own, as the reference interpreter runs them. Donation is not used here."""
 
     dialects = ("stablehlo",)
 
@@ -199,9 +221,10 @@ class SplitExecutable(BackendExecutable):
         jaxpr = closed.jaxpr
         self.constvars, self.invars, self.outvars = jaxpr.constvars, jaxpr.invars, jaxpr.outvars
         self.consts = [to_numpy(c, v.aval) for c, v in zip(closed.consts, jaxpr.constvars)]
+        inner = CompileOptions(options.name)
         blocks: list[Any] = []
         for eqn in jaxpr.eqns:
-            if eqn.primitive.name in HOST_STEPS:
+            if eqn.primitive.name in HOST_STEPS or _runs_on_host(eqn):
                 blocks.append(eqn)
             elif blocks and isinstance(blocks[-1], list):
                 blocks[-1].append(eqn)
@@ -221,48 +244,116 @@ class SplitExecutable(BackendExecutable):
                 outputs = [v for e in eqns for v in e.outvars if id(v) in read_later]
                 sub = ClosedJaxpr(Jaxpr([], inputs, eqns, outputs), [])
                 steps.append(("device", inputs, outputs, Program(client(backend.name), sub, options.name)))
-            else:
+            elif block.primitive.name in HOST_STEPS:
                 steps.append(("host", block))
+            else:
+                steps.append(("control", block, self._bodies(block, inner)))
             read_later |= {id(v) for v in inputs}
         self.steps = steps[::-1]
-        self.code = "compiled" if any(s[0] == "device" and s[3].code == "compiled" for s in self.steps) else "disk"
+        self.code = "compiled" if any(p.code == "compiled" for p in self._programs()) else "disk"
 
-    def __call__(self, *args: Any) -> list[Array]:
+    def _bodies(self, eqn: Any, options: CompileOptions) -> list["SplitExecutable"]:
+        """The sub-programs of a hosted loop, branch or call, each split in its turn: a while's
+        condition and body, a cond's branches, a scan's or a call's body."""
+        def split(sub: Any) -> SplitExecutable:
+            closed = sub if isinstance(sub, ClosedJaxpr) else ClosedJaxpr(sub, [])
+            return SplitExecutable(self.backend, closed, options)
+
+        p, params = eqn.primitive, eqn.params
+        if p is cf.while_p:
+            return [split(params["cond_jaxpr"]), split(params["body_jaxpr"])]
+        if p is cf.cond_p:
+            return [split(b) for b in params["branches"]]
+        if p is cf.scan_p:
+            return [split(params["jaxpr"])]
+        return [split(params[call_params[p]])]
+
+    def _programs(self) -> list[Program]:
+        found: list[Program] = []
+        for step in self.steps:
+            if step[0] == "device":
+                found.append(step[3])
+            elif step[0] == "control":
+                found.extend(p for body in step[2] for p in body._programs())
+        return found
+
+    def run(self, values: Sequence[Any]) -> list[Any]:
+        """The outputs (device buffers or host arrays) of the inputs ``values`` (either)."""
         backend = self.backend
         device = backend.devices()[0]
         env: dict[int, Any] = {}
         for v, c in zip(self.constvars, self.consts):
             env[id(v)] = c
-        for v, x, a in zip(self.invars, args, self.in_avals):
-            buffer = x.device_buffer if type(x) is Array else None
-            env[id(v)] = buffer if buffer is not None and buffer.backend == backend.name else to_numpy(x, a)
+        for v, x in zip(self.invars, values):
+            env[id(v)] = x
 
         def on_device(value: Any) -> Any:
             return value if isinstance(value, Buffer) else backend.put(np.array(value), device)
 
-        def on_host(a: Any) -> np.ndarray:
-            if isinstance(a, Literal):
-                return np.asarray(a.val, a.aval.dtype)
-            value = env[id(a)]
-            return value.to_host() if isinstance(value, Buffer) else value
+        def read(a: Any) -> Any:
+            return np.asarray(a.val, a.aval.dtype) if isinstance(a, Literal) else env[id(a)]
 
         for step in self.steps:
             if step[0] == "device":
                 _, inputs, outputs, program = step
                 outs = program.execute([on_device(env[id(v)]) for v in inputs])
                 env.update((id(v), b) for v, b in zip(outputs, outs))
-            else:
-                eqn = step[1]
+                continue
+            eqn = step[1]
+            if step[0] == "host":
                 with np.errstate(all="ignore"):
-                    outs = impl_rules[eqn.primitive](*map(on_host, eqn.invars), **eqn.params)
-                env.update((id(v), as_type(o, v.aval)) for v, o in zip(eqn.outvars, outs))
+                    outs = impl_rules[eqn.primitive](*(_host(read(a)) for a in eqn.invars), **eqn.params)
+                outs = [as_type(o, v.aval) for v, o in zip(eqn.outvars, outs)]
+            else:
+                outs = _run_hosted(eqn, step[2], [read(a) for a in eqn.invars])
+            env.update((id(v), o) for v, o in zip(eqn.outvars, outs))
+        return [read(v) for v in self.outvars]
+
+    def __call__(self, *args: Any) -> list[Array]:
+        name = self.backend.name
+        values = []
+        for x, a in zip(args, self.in_avals):
+            buffer = x.device_buffer if type(x) is Array else None
+            values.append(buffer if buffer is not None and buffer.backend == name else to_numpy(x, a))
         results = []
-        for v, a in zip(self.outvars, self.out_avals):
-            value = np.asarray(v.val, a.dtype) if isinstance(v, Literal) else env[id(v)]
-            results.append(Array.from_buffer(value, a) if isinstance(value, Buffer) else Array(as_type(value, a), a))
+        for value, a in zip(self.run(values), self.out_avals):
+            results.append(Array.from_buffer(value, a) if isinstance(value, Buffer) else
+                           Array(as_type(np.asarray(value), a), a))
         return results
 
     def as_text(self, dialect: str) -> str:
         if dialect != "stablehlo":
             return super().as_text(dialect)
-        return "\n".join(s[3].text for s in self.steps if s[0] == "device")
+        return "\n".join(p.text for p in self._programs())
+
+
+def _run_hosted(eqn: Any, bodies: list[SplitExecutable], operands: list[Any]) -> list[Any]:
+    """A loop, branch or call holding a host callback, run by the host as the reference runs it:
+    a while's condition read on the host each step, a cond's index read once, a scan's xs sliced
+    and its ys stacked on the host."""
+    p, params = eqn.primitive, eqn.params
+    if p is cf.while_p:
+        cond, body = bodies
+        c, b = params["cond_nconsts"], params["body_nconsts"]
+        cond_consts, body_consts, carry = operands[:c], operands[c:c + b], operands[c + b:]
+        while bool(_host(cond.run([*cond_consts, *carry])[0])):
+            carry = body.run([*body_consts, *carry])
+        return carry
+    if p is cf.cond_p:
+        i = int(_host(operands[0]))
+        return bodies[i if 0 <= i < len(bodies) else -1].run(operands[1:])
+    if p is cf.scan_p:
+        [body] = bodies
+        length, nk, nc = params["length"], params["num_carry"], params["num_consts"]
+        consts, carry = operands[:nc], operands[nc:nc + nk]
+        xs = [_host(x) for x in operands[nc + nk:]]
+        ys_per_step: list[list[np.ndarray]] = [[]] * length
+        for i in range(length - 1, -1, -1) if params["reverse"] else range(length):
+            outs = body.run([*consts, *carry, *(np.asarray(x[i]) for x in xs)])
+            carry, ys_per_step[i] = outs[:nk], [_host(y) for y in outs[nk:]]
+        y_avals = [v.aval for v in eqn.outvars[nk:]]
+        if not length:
+            return carry + [np.zeros(a.shape, a.dtype) for a in y_avals]
+        return carry + [np.stack(ys).astype(a.dtype) for ys, a in zip(zip(*ys_per_step), y_avals)]
+    [body] = bodies
+    return body.run(operands)
