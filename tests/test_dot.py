@@ -618,6 +618,39 @@ def test_native_product_called_on_any_strides_accumulating(rng, dtype):
                 np.testing.assert_allclose(out, start - 0.5 * want, **tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, n", [(200, 700), (700, 200)], ids=["wide", "tall"])
+def test_native_product_in_several_pieces_a_thread_equals_one_thread(rng, x64, dtype, m, n):
+    """A product split over a team in several pieces a thread (taken by whichever thread is free:
+    panels of columns of a wide product, blocks of rows of a tall one) computes every element as
+    one thread does, bit for bit."""
+    gemm = _gemm_compiled(dtype)
+    k = 256
+    by_columns, extent = gemm.split(m, n, dtype)
+    assert by_columns == (n >= m)
+    assert gemm.pieces_per_thread(m * n * k, extent, by_columns, 2) >= 2
+    a, b = rand(rng, (1, m, k), dtype), rand(rng, (1, k, n), dtype)
+    alone, shared = np.empty((1, m, n), dtype), np.full((1, m, n), np.nan, dtype)
+    gemm.matmul(a, b, alone, 1)
+    gemm.matmul(a, b, shared, 2)
+    np.testing.assert_array_equal(shared, alone)
+    np.testing.assert_allclose(alone, a.astype(np.float64) @ b.astype(np.float64), **_product_tol(dtype, k))
+    x, y = (rand(rng, (m, k), dtype), rand(rng, (k, n), dtype))  # jitted: the dispatcher's team
+    check_eager_and_jit(lambda u, v: u @ v, x, y, expected=(x.astype(np.float64) @ y).astype(dtype),
+                        **_product_tol(dtype, k))
+
+
+def test_pieces_a_thread_of_a_product():
+    from ember.backends.cpu import gemm
+
+    assert gemm.pieces_per_thread(10**12, 16, 1, 1) == 1  # one thread: one piece
+    assert gemm.pieces_per_thread(512**3, 16, 1, 2) == 8  # 512^3 by columns: a panel a piece
+    assert gemm.pieces_per_thread(10**12, 4, 1, 2) == 2  # no piece narrower than a panel
+    assert gemm.pieces_per_thread(10**12, 4 * gemm.MC, 0, 2) == 2  # nor shorter than a block of A
+    assert gemm.pieces_per_thread(3 * gemm.PIECE_MIN_MULTIPLY_ADDS, 1000, 1, 2) == 1  # each worth a split
+    assert gemm.pieces_per_thread(10**15, 10**6, 1, 2) == gemm.MOST_PIECES_PER_THREAD
+
+
 # --- einsum_path, against JAX ----------------------------------------------------------------------
 @pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", True, False])
 @pytest.mark.parametrize("subscripts,shapes", [("ij,jk,kl", [(2, 3), (3, 100), (100, 5)]), ("ij,jk", [(2, 3), (3, 4)]),

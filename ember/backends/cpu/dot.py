@@ -180,7 +180,8 @@ class DotGeneral:
         if not gemm.ready(self.dtype, self.skinny):
             return None
         address = jit.address(gemm.gemm_function(self.dtype, self.skinny)[1])
-        return address, self.extent, self.chunks, 1  # (one piece a thread: each packs its part of B)
+        return address, self.extent, self.chunks, gemm.pieces_per_thread(self.multiply_adds, self.extent,
+                                                                          self.by_columns, self.chunks)
 
     def __call__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         if self.contracted == 0:  # an empty sum
