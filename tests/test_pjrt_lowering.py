@@ -110,13 +110,12 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
     assert len(table) == len(abstract_eval_rules)
     # What is refused today (each with its reason in lowering.REFUSED): kept in step with the table.
     assert refused == sorted([
-        "all_gather", "all_to_all", "axis_index", "custom_vjp_lin", "debug_callback", "debug_print", "eig",
-        "io_callback", "pmax", "pmin",
-        "ppermute", "psum", "psum_scatter", "pure_callback", "schur"])
+        "all_gather", "all_to_all", "axis_index", "custom_vjp_lin", "debug_callback", "debug_print",
+        "io_callback", "pmax", "pmin", "ppermute", "psum", "psum_scatter", "pure_callback"])
 
 
 def test_a_refused_primitive_names_itself_and_the_reason():
-    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `schur`: a matrix decomposition"):
+    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `schur` on real matrices"):
         on_plugin(lambda a: lax.linalg.schur(a)[0], np.eye(3, dtype=np.float32))
     with pytest.raises(lowering.LoweringError, match=r"`pure_callback`: a host callback"):
         on_plugin(lambda a: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((3,), np.float32), a),
@@ -359,6 +358,47 @@ def test_geqp3_and_qr_with_pivoting(shape, dtype):
     ties = np.array([[1, 2, 2], [1, 2, 2], [1, 2, 2]], np.float32)  # (equal norms: the first column of them)
     got, want = on_plugin(lambda a: lax.linalg.geqp3(a), ties)
     assert_matches(got, want, 1e-6)
+
+
+def _matched(w, w_ref):
+    """The positions of ``w_ref``'s eigenvalues in ``w`` (the iteration's order is not LAPACK's)."""
+    order = [int(np.argmin(np.abs(w - v))) for v in w_ref]
+    assert sorted(order) == list(range(len(w)))
+    return order
+
+
+def test_eig_values_and_both_eigenvector_sets():
+    x = _matrices((3, 5, 5), np.float32, 12)
+    x[2, 1, 3] = np.nan  # (a matrix with NaN: all NaN, as JAX)
+    c = _matrices((3, 3), np.complex64, 13)
+    got, want = on_plugin(lambda a, c: (*lax.linalg.eig(a), lax.linalg.eig(c, compute_left_eigenvectors=False,
+                                                                            compute_right_eigenvectors=False)[0]), x, c)
+    (w, vl, vr, wc), (w_ref, vl_ref, vr_ref, wc_ref) = got, want
+    assert w.dtype == vl.dtype == vr.dtype == np.complex64 and vr.shape == x.shape
+    assert np.isnan(w[2]).all() and np.isnan(vr[2]).all() and np.isnan(vl[2]).all()
+    np.testing.assert_allclose(wc[_matched(wc, wc_ref)], wc_ref, rtol=1e-5, atol=1e-5)
+    for b in range(2):
+        order = _matched(w[b], w_ref[b])
+        np.testing.assert_allclose(w[b][order], w_ref[b], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(x[b] @ vr[b], vr[b] * w[b], atol=1e-5)
+        np.testing.assert_allclose(_adjoint(vl[b]) @ x[b], w[b][:, None] * _adjoint(vl[b]), atol=1e-5)
+        for v, v_ref in ((vr[b][:, order], vr_ref[b]), (vl[b][:, order], vl_ref[b])):
+            np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1, rtol=1e-6)
+            largest = np.argmax(np.abs(v), axis=0)  # made real and positive, as LAPACK's geev
+            assert np.all(v[largest, range(5)].real > 0) and np.all(v[largest, range(5)].imag == 0)
+            np.testing.assert_allclose(np.abs(np.sum(np.conj(v) * v_ref, axis=0)), 1, atol=1e-5)  # (up to sign)
+
+
+def test_complex_schur():
+    x = _matrices((2, 4, 4), np.complex64, 14)
+    got, want = on_plugin(lambda a: lax.linalg.schur(a), x)
+    (t, z), (t_ref, _) = got, want
+    np.testing.assert_allclose(z @ t @ _adjoint(z), x, atol=1e-5)
+    np.testing.assert_allclose(_adjoint(z) @ z, np.broadcast_to(np.eye(4), x.shape), atol=2e-6)
+    assert np.all(np.tril(t, -1) == 0)
+    for b in range(2):
+        diagonal, diagonal_ref = np.diagonal(t[b]), np.diagonal(t_ref[b])
+        np.testing.assert_allclose(diagonal[_matched(diagonal, diagonal_ref)], diagonal_ref, rtol=1e-5, atol=1e-5)
 
 
 def test_svd_of_a_rank_deficient_matrix_keeps_u_orthonormal():

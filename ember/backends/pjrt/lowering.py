@@ -1704,6 +1704,323 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
     return [ctx.reshape(u, out[0].shape), ctx.reshape(s_sorted, out[1].shape), ctx.reshape(vh, out[2].shape)]
 
 
+# --- schur and eig: the shifted QR iteration ---------------------------------------------------------------
+def _entries(b: Builder, m: Value, i: Value, j: Value) -> Value:
+    """``m[k, i[k], j[k]]`` for each matrix k of ``m`` ([B, n, n]; i, j: [B] int32), by a masked sum."""
+    shape, dt = m.aval.shape, m.aval.dtype
+    hit = b.binary("stablehlo.and", b.compare("EQ", b.iota(shape, 1), b.broadcast(i, shape, [0])),
+                   b.compare("EQ", b.iota(shape, 2), b.broadcast(j, shape, [0])))
+    [total] = b.reduce([b.select(hit, m, b.constant(0, dt, shape))], [b.constant(0, dt)], [1, 2],
+                       lambda r, acc, v: [r.binary("stablehlo.add", acc, v)])
+    return total
+
+
+def _matmul(b: Builder, x: Value, y: Value) -> Value:
+    """Batched ``x @ y`` ([B, m, k] @ [B, k, n]) at the highest precision."""
+    count, m, _ = x.aval.shape
+    return b.op("stablehlo.dot_general", [x, y], _aval((count, m, y.aval.shape[2]), x.aval.dtype),
+                "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = "
+                "[0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>, precision_config = "
+                "[#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]")
+
+
+def _hessenberg_q(ctx: Builder, packed: Value, taus: Value) -> Value:
+    """The unitary ``q`` of a packed Hessenberg form (LAPACK's orghr): 1 in the corner, and the
+    reflectors, whose leading 1 sits one row below the diagonal, applied to the rest."""
+    count, n, _ = packed.aval.shape
+    dt = packed.aval.dtype
+    inner = _householder_product_batched(ctx, ctx.slice(packed, (0, 1, 0), (count, n, n - 1)), taus)
+    q = ctx.op("stablehlo.pad", [inner, ctx.constant(0, dt)], _aval((count, n, n), dt),
+               f"edge_padding_high = {_array((0, 0, 0))}, edge_padding_low = {_array((0, 1, 1))}, "
+               f"interior_padding = {_array((0, 0, 0))}")
+    origin = ctx.constant(0, np.int32, q.aval.shape)
+    corner = ctx.binary("stablehlo.and", ctx.compare("EQ", ctx.iota(q.aval.shape, 1), origin),
+                        ctx.compare("EQ", ctx.iota(q.aval.shape, 2), origin))
+    return ctx.select(corner, ctx.constant(1, dt, q.aval.shape), q)
+
+
+def _givens_sweep(r: Builder, h: Value, z: Value, hi: Value) -> tuple[Value, Value]:
+    """One explicit QR step on ``h`` (already shifted): Givens rotations ``G_k`` zero the
+    subdiagonal (k < hi, per matrix; the identity past it) from the left, then ``R G_0^H ...``
+    from the right; ``z`` gathers the right rotations."""
+    count, n, _ = h.aval.shape
+    dt = h.aval.dtype
+    real = dtypes.real_dtype(dt)
+    vec = (count,)
+
+    def entry(b: Builder, m: Value, i: Value, j: Value) -> Value:
+        return b.reshape(b.op("stablehlo.dynamic_slice", [m, b.constant(0, np.int32), i, j], _aval((count, 1, 1), dt),
+                              f"slice_sizes = {_array((count, 1, 1))}"), vec)
+
+    def rotate(b: Builder, m: Value, axis: int, k: Value, c: Value, s_: Value) -> Value:
+        """Rows (axis 1) k, k+1 of m: k <- c k + s (k+1), k+1 <- c (k+1) - conj(s) k; columns (axis 2):
+        k <- c k + conj(s) (k+1), k+1 <- c (k+1) - s k (``m G^H``)."""
+        rows, cols = m.aval.shape[1:]
+        size = (count, 1, cols) if axis == 1 else (count, rows, 1)
+        zero = b.constant(0, np.int32)
+        at = (lambda i: [zero, i, zero]) if axis == 1 else (lambda i: [zero, zero, i])
+        k1 = b.binary("stablehlo.add", k, b.constant(1, np.int32))
+        first = b.op("stablehlo.dynamic_slice", [m, *at(k)], _aval(size, dt), f"slice_sizes = {_array(size)}")
+        second = b.op("stablehlo.dynamic_slice", [m, *at(k1)], _aval(size, dt), f"slice_sizes = {_array(size)}")
+        cc, ss = b.broadcast(c, size, [0]), b.broadcast(s_, size, [0])
+        s_first, s_second = (ss, _conj_value(b, ss)) if axis == 1 else (_conj_value(b, ss), ss)
+        mul = lambda u, w: b.binary("stablehlo.multiply", u, w)
+        new_first = b.binary("stablehlo.add", mul(cc, first), mul(s_first, second))
+        new_second = b.binary("stablehlo.subtract", mul(cc, second), mul(s_second, first))
+        m = b.op("stablehlo.dynamic_update_slice", [m, new_first, *at(k)], m.aval)
+        return b.op("stablehlo.dynamic_update_slice", [m, new_second, *at(k1)], m.aval)
+
+    def left(b: Builder, k: Value, m: Value, cs: Value, ss: Value) -> list[Value]:
+        zero, zero_r, one_r = b.constant(0, np.int32), b.constant(0, real, vec), b.constant(1, real, vec)
+        a = entry(b, m, k, k)
+        below = entry(b, m, b.binary("stablehlo.add", k, b.constant(1, np.int32)), k)
+        abs_a, abs_b = (b.op("stablehlo.abs", [v], _aval(vec, real)) for v in (a, below))
+        norm = b.op("stablehlo.sqrt", [b.binary("stablehlo.add", b.binary("stablehlo.multiply", abs_a, abs_a),
+                                                b.binary("stablehlo.multiply", abs_b, abs_b))], _aval(vec, real))
+        a_zero, trivial = b.compare("EQ", abs_a, zero_r), b.compare("EQ", norm, zero_r)
+        safe_norm = b.select(trivial, one_r, norm)
+        unit_a = b.binary("stablehlo.divide", a, b.convert(b.select(a_zero, one_r, abs_a), dt))
+        s_ = b.binary("stablehlo.divide", b.binary("stablehlo.multiply", unit_a, _conj_value(b, below)),
+                      b.convert(safe_norm, dt))
+        s_ = b.select(a_zero, b.constant(1, dt, vec), s_)  # (a = 0: the swap)
+        active = b.binary("stablehlo.and", b.compare("LT", b.broadcast(k, vec), hi),
+                          b.op("stablehlo.not", [trivial], trivial.aval))
+        c = b.select(active, b.convert(b.binary("stablehlo.divide", abs_a, safe_norm), dt), b.constant(1, dt, vec))
+        s_ = b.select(active, s_, b.constant(0, dt, vec))
+        cs = b.op("stablehlo.dynamic_update_slice", [cs, b.reshape(c, (count, 1)), zero, k], cs.aval)
+        ss = b.op("stablehlo.dynamic_update_slice", [ss, b.reshape(s_, (count, 1)), zero, k], ss.aval)
+        return [b.binary("stablehlo.add", k, b.constant(1, np.int32)), rotate(b, m, 1, k, c, s_), cs, ss]
+
+    def right(b: Builder, k: Value, m: Value, q: Value, cs: Value, ss: Value) -> list[Value]:
+        zero = b.constant(0, np.int32)
+        pick = lambda t: b.reshape(b.op("stablehlo.dynamic_slice", [t, zero, k], _aval((count, 1), dt),
+                                        f"slice_sizes = {_array((count, 1))}"), vec)
+        c, s_ = pick(cs), pick(ss)
+        return [b.binary("stablehlo.add", k, b.constant(1, np.int32)), rotate(b, m, 2, k, c, s_),
+                rotate(b, q, 2, k, c, s_), cs, ss]
+
+    steps = r.constant(n - 1, np.int32)
+
+    def counted(b: Builder, k: Value, *rest: Value) -> list[Value]:
+        return [b.compare("LT", k, steps)]
+
+    zero = r.constant(0, np.int32)
+    state = [zero, h, r.constant(1, dt, (count, n - 1)), r.constant(0, dt, (count, n - 1))]
+    avals = [v.aval for v in state]
+    _, h, cs, ss = r.ops("stablehlo.while", state, avals, "", [r.region(avals, counted), r.region(avals, left)])
+    state = [zero, h, z, cs, ss]
+    avals = [v.aval for v in state]
+    _, h, z, _, _ = r.ops("stablehlo.while", state, avals, "", [r.region(avals, counted), r.region(avals, right)])
+    return h, z
+
+
+def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value]:
+    """The complex Schur form ``a = z t z^H`` of each matrix of ``a`` ([B, n, n], complex): the
+    Hessenberg form, then single-shift QR steps (Wilkinson's shift from the trailing 2 x 2 of
+    the unreduced window, an exceptional one every 11th step without progress), the window's last
+    row deflated once its subdiagonal is below ``eps`` times its neighbours on the diagonal. A
+    matrix with inf or NaN, or not converged in 30 steps per eigenvalue, gives NaN (as LAPACK's
+    failures under JAX)."""
+    count, n, _ = a.aval.shape
+    dt = a.aval.dtype
+    real = dtypes.real_dtype(dt)
+    vec = (count,)
+    shape = (count, n, n)
+    finite = ctx.op("stablehlo.is_finite", [ctx.binary("stablehlo.add", *_parts_of(ctx, a))], _aval(shape, np.bool_))
+    [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
+                          lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
+    a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
+    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+    if n == 1:
+        packed, z = a, ctx.constant(1, dt, shape)
+    else:
+        packed, taus = _hessenberg(ctx, [a.aval, _aval((count, n - 1), dt)], a)
+        z = _hessenberg_q(ctx, packed, taus)
+    hessenberg = ctx.compare("LE", rows, ctx.binary("stablehlo.add", cols, ctx.constant(1, np.int32, shape)))
+    h = ctx.select(hessenberg, packed, ctx.constant(0, dt, shape))
+    eps, tiny = float(np.finfo(real).eps), float(np.finfo(real).tiny)
+    limit = 30 * max(n, 10)
+    one = ctx.constant(1, np.int32, vec)
+    state = [ctx.constant(0, np.int32), h, z, ctx.constant(n - 1, np.int32, vec), ctx.constant(0, np.int32, vec)]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, it: Value, h: Value, z: Value, hi: Value, stuck: Value) -> list[Value]:
+        [busy] = r.reduce([r.compare("GT", hi, r.constant(0, np.int32, vec))], [r.constant(False, np.bool_)], [0],
+                          lambda b, acc, v: [b.binary("stablehlo.or", acc, v)])
+        return [r.binary("stablehlo.and", busy, r.compare("LT", it, r.constant(limit, np.int32)))]
+
+    def body(r: Builder, it: Value, h: Value, z: Value, hi: Value, stuck: Value) -> list[Value]:
+        lo = r.binary("stablehlo.maximum", r.binary("stablehlo.subtract", hi, one), r.constant(0, np.int32, vec))
+        a11, a12, a21, a22 = (_entries(r, h, i, j) for i, j in ((lo, lo), (lo, hi), (hi, lo), (hi, hi)))
+        half = r.constant(0.5, dt, vec)
+        mean = r.binary("stablehlo.multiply", half, r.binary("stablehlo.add", a11, a22))
+        gap = r.binary("stablehlo.multiply", half, r.binary("stablehlo.subtract", a11, a22))
+        root = r.op("stablehlo.sqrt", [r.binary("stablehlo.add", r.binary("stablehlo.multiply", gap, gap),
+                                                r.binary("stablehlo.multiply", a12, a21))], a11.aval)
+        plus, minus = r.binary("stablehlo.add", mean, root), r.binary("stablehlo.subtract", mean, root)
+        distance = lambda v: r.op("stablehlo.abs", [r.binary("stablehlo.subtract", v, a22)], _aval(vec, real))
+        shift = r.select(r.compare("LE", distance(plus), distance(minus)), plus, minus)
+        exceptional = r.compare("EQ", r.binary("stablehlo.remainder", stuck, r.constant(11, np.int32, vec)),
+                                r.constant(10, np.int32, vec))
+        kick = r.binary("stablehlo.add", a22, r.convert(r.binary(
+            "stablehlo.multiply", r.constant(0.75, real, vec), r.op("stablehlo.abs", [a21], _aval(vec, real))), dt))
+        shift = r.select(exceptional, kick, shift)
+        rows, cols = r.iota(shape, 1), r.iota(shape, 2)
+        window = r.binary("stablehlo.and", r.compare("EQ", rows, cols),
+                          r.compare("LE", rows, r.broadcast(hi, shape, [0])))
+        shifted = r.select(window, r.broadcast(shift, shape, [0]), r.constant(0, dt, shape))
+        h = r.binary("stablehlo.subtract", h, shifted)
+        h, z = _givens_sweep(r, h, z, hi)
+        h = r.binary("stablehlo.add", h, shifted)
+        sub = r.op("stablehlo.abs", [_entries(r, h, hi, lo)], _aval(vec, real))
+        scale = r.binary("stablehlo.add", *(r.op("stablehlo.abs", [_entries(r, h, i, i)], _aval(vec, real))
+                                            for i in (lo, hi)))
+        small = r.binary("stablehlo.or", r.compare("LE", sub, r.binary("stablehlo.multiply", r.constant(eps, real, vec),
+                                                                        scale)),
+                         r.compare("LE", sub, r.constant(tiny, real, vec)))
+        deflate = r.binary("stablehlo.and", small, r.compare("GT", hi, r.constant(0, np.int32, vec)))
+        at = r.binary("stablehlo.and", r.compare("EQ", rows, r.broadcast(hi, shape, [0])),
+                      r.compare("EQ", cols, r.broadcast(lo, shape, [0])))
+        h = r.select(r.binary("stablehlo.and", at, r.broadcast(deflate, shape, [0])), r.constant(0, dt, shape), h)
+        hi = r.select(deflate, r.binary("stablehlo.subtract", hi, one), hi)
+        stuck = r.select(deflate, r.constant(0, np.int32, vec), r.binary("stablehlo.add", stuck, one))
+        return [r.binary("stablehlo.add", it, r.constant(1, np.int32)), h, z, hi, stuck]
+
+    if n > 1:
+        regions = [ctx.region(avals, cond), ctx.region(avals, body)]
+        _, h, z, hi, _ = ctx.ops("stablehlo.while", state, avals, "", regions)
+        finite = ctx.binary("stablehlo.and", finite, ctx.compare("EQ", hi, ctx.constant(0, np.int32, vec)))
+    t = ctx.select(ctx.compare("LE", rows, cols), h, ctx.constant(0, dt, shape))
+    ok = ctx.broadcast(finite, shape, [0])
+    nan = ctx.constant(complex(np.nan, np.nan), dt, shape)
+    return ctx.select(ok, t, nan), ctx.select(ok, z, nan)
+
+
+def _triangular_eigenvectors(ctx: Builder, t: Value) -> Value:
+    """The right eigenvectors of upper triangular ``t`` ([B, n, n]): column j is 1 at j, 0 below,
+    and above it back substitution in ``(t - t_jj) x = 0``, a near-zero ``t_ii - t_jj`` replaced
+    by ``eps |t_jj|`` (at least the smallest normal number), as LAPACK's trevc."""
+    count, n, _ = t.aval.shape
+    dt = t.aval.dtype
+    real = dtypes.real_dtype(dt)
+    shape = (count, n, n)
+    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+    diagonal = _sum_rows(ctx, ctx.select(ctx.compare("EQ", rows, cols), t, ctx.constant(0, dt, shape)), 1)  # [B, n]
+    x0 = ctx.convert(ctx.compare("EQ", rows, cols), dt)
+    eps, tiny = float(np.finfo(real).eps), float(np.finfo(real).tiny)
+    state = [ctx.constant(n - 2, np.int32), x0]
+    avals = [v.aval for v in state]
+
+    def cond(r: Builder, i: Value, x: Value) -> list[Value]:
+        return [r.compare("GE", i, r.constant(0, np.int32))]
+
+    def body(r: Builder, i: Value, x: Value) -> list[Value]:
+        zero = r.constant(0, np.int32)
+        line = r.reshape(r.op("stablehlo.dynamic_slice", [t, zero, i, zero], _aval((count, 1, n), dt),
+                              f"slice_sizes = {_array((count, 1, n))}"), (count, n))
+        index = r.iota((count, n), 1)
+        later = r.compare("GT", index, r.broadcast(i, (count, n)))
+        line = r.select(later, line, r.constant(0, dt, (count, n)))
+        total = _sum_rows(r, r.binary("stablehlo.multiply", r.broadcast(line, shape, [0, 1]), x), 1)  # [B, n]
+        t_ii = r.broadcast(r.reshape(r.op("stablehlo.dynamic_slice", [diagonal, zero, i], _aval((count, 1), dt),
+                                          f"slice_sizes = {_array((count, 1))}"), (count,)), (count, n), [0])
+        gap = r.binary("stablehlo.subtract", t_ii, diagonal)
+        floor = r.binary("stablehlo.maximum", r.binary("stablehlo.multiply", r.constant(eps, real, (count, n)),
+                                                       r.op("stablehlo.abs", [diagonal], _aval((count, n), real))),
+                         r.constant(tiny, real, (count, n)))
+        near = r.compare("LT", r.op("stablehlo.abs", [gap], _aval((count, n), real)), floor)
+        gap = r.select(near, r.convert(floor, dt), gap)
+        value = r.op("stablehlo.negate", [r.binary("stablehlo.divide", total, gap)], total.aval)
+        new_row = r.select(later, value, r.reshape(r.op("stablehlo.dynamic_slice", [x, zero, i, zero],
+                                                        _aval((count, 1, n), dt),
+                                                        f"slice_sizes = {_array((count, 1, n))}"), (count, n)))
+        x = r.op("stablehlo.dynamic_update_slice", [x, r.reshape(new_row, (count, 1, n)), zero, i, zero], x.aval)
+        return [r.binary("stablehlo.subtract", i, r.constant(1, np.int32)), x]
+
+    if n < 2:
+        return x0
+    _, x = ctx.ops("stablehlo.while", state, avals, "", [ctx.region(avals, cond), ctx.region(avals, body)])
+    return x
+
+
+def _normalized(ctx: Builder, v: Value) -> Value:
+    """Each column of ``v`` with unit 2-norm and its component of largest magnitude (the first of
+    equal ones) real and positive, as LAPACK's geev leaves eigenvectors."""
+    count, n, _ = v.aval.shape
+    dt = v.aval.dtype
+    real = dtypes.real_dtype(dt)
+    magnitude2 = _real_part(ctx, ctx.binary("stablehlo.multiply", _conj_value(ctx, v), v))
+    norm = ctx.op("stablehlo.sqrt", [_sum_rows(ctx, magnitude2, 1)], _aval((count, n), real))
+    norm = ctx.select(ctx.compare("EQ", norm, ctx.constant(0, real, norm.aval.shape)),
+                      ctx.constant(1, real, norm.aval.shape), norm)
+    v = ctx.binary("stablehlo.divide", v, ctx.convert(ctx.broadcast(norm, v.aval.shape, [0, 2]), dt))
+    magnitude2 = _real_part(ctx, ctx.binary("stablehlo.multiply", _conj_value(ctx, v), v))
+    largest = lower_rules[red.argmax_p](ctx, [_aval((count, n), np.int32)], magnitude2, axis=1, index_dtype=np.int32)
+    is_largest = ctx.compare("EQ", ctx.iota(v.aval.shape, 1), ctx.broadcast(largest, v.aval.shape, [0, 2]))
+    component = _sum_rows(ctx, ctx.select(is_largest, v, ctx.constant(0, dt, v.aval.shape)), 1)  # [B, n]
+    size = ctx.op("stablehlo.abs", [component], _aval((count, n), real))
+    safe = ctx.select(ctx.compare("EQ", size, ctx.constant(0, real, size.aval.shape)),
+                      ctx.constant(1, real, size.aval.shape), size)
+    phase = ctx.binary("stablehlo.divide", _conj_value(ctx, component), ctx.convert(safe, dt))
+    v = ctx.binary("stablehlo.multiply", v, ctx.broadcast(phase, v.aval.shape, [0, 2]))
+    made_real = ctx.convert(_real_part(ctx, v), dt)
+    return ctx.select(is_largest, made_real, v)
+
+
+def _as_complex(ctx: Builder, x: Value) -> Value:
+    if dtypes.is_complex(x.aval.dtype):
+        return x
+    return ctx.op("stablehlo.complex", [x, ctx.constant(0, x.aval.dtype, x.aval.shape)],
+                  _aval(x.aval.shape, dtypes.complex_dtype(x.aval.dtype)))
+
+
+def _schur(ctx: Builder, out: list, x: Value, *, compute_schur_vectors: bool) -> list[Value]:
+    """Complex matrices: ``_complex_schur``. Real ones would need LAPACK's real quasi-triangular
+    form (2 x 2 blocks for conjugate pairs, Francis double shifts), which is not written."""
+    if not dtypes.is_complex(x.aval.dtype):
+        raise LoweringError("the PJRT backend cannot compile the primitive `schur` on real matrices yet: their "
+                            "real Schur form (quasi-triangular, Francis double-shift QR) is not written; complex "
+                            "matrices are lowered (pass x.astype(complex) for the complex Schur form)")
+    count, n, _ = _batched(x)
+    if n == 0:
+        return [x, x][:len(out)]
+    t, z = _complex_schur(ctx, ctx.reshape(x, (count, n, n)))
+    return [ctx.reshape(t, out[0].shape), ctx.reshape(z, out[0].shape)][:len(out)]
+
+
+def _eig(ctx: Builder, out: list, x: Value, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
+         enable_eigvec_derivs: bool) -> list[Value]:
+    """The complex Schur form (``_complex_schur``, real matrices taken as complex), the eigenvalues on
+    its diagonal; the right eigenvectors ``z x`` and the left ones ``z y`` from those of the
+    triangular factor (``y`` those of ``t^H``, through the reversal that makes it upper
+    triangular), normalized as LAPACK's geev. The eigenvalues' order is the iteration's, not
+    LAPACK's (which differs between its real and complex routines too)."""
+    count, n, _ = _batched(x)
+    a = _as_complex(ctx, ctx.reshape(x, (count, n, n)))
+    dt = a.aval.dtype
+    if n == 0:
+        return [ctx.constant(0, dt, o.shape) for o in out]
+    t, z = _complex_schur(ctx, a)
+    shape = (count, n, n)
+    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+    w = _sum_rows(ctx, ctx.select(ctx.compare("EQ", rows, cols), t, ctx.constant(0, dt, shape)), 1)
+    results = [ctx.reshape(w, out[0].shape)]
+    if compute_left_eigenvectors:
+        flipped = ctx.op("stablehlo.reverse", [_conj_value(ctx, ctx.transpose(t, (0, 2, 1)))], t.aval,
+                         f"dimensions = {_array((1, 2))}")
+        y = ctx.op("stablehlo.reverse", [_triangular_eigenvectors(ctx, flipped)], t.aval,
+                   f"dimensions = {_array((1, 2))}")
+        results.append(ctx.reshape(_normalized(ctx, _matmul(ctx, z, y)), out[len(results)].shape))
+    if compute_right_eigenvectors:
+        results.append(ctx.reshape(_normalized(ctx, _matmul(ctx, z, _triangular_eigenvectors(ctx, t))),
+                                   out[len(results)].shape))
+    return results
+
+
+lower_rules[linalg.schur_p] = _schur
+lower_rules[linalg.eig_p] = _eig
+
+
 lower_rules[linalg.svd_p] = _svd
 lower_rules[linalg.eigh_p] = _eigh
 lower_rules[linalg.geqrf_p] = _geqrf
@@ -1719,10 +2036,6 @@ lower_rules[linalg.triangular_solve_p] = _triangular_solve
 
 
 # --- refused, with the reason ----------------------------------------------------------------------------------
-_DECOMPOSITION = ("XLA's CPU plugin has no handler for the LAPACK custom calls JAX emits for it, and "
-                  "StableHLO has no such operation (a TPU plugin has its own targets, not yet used)")
-REFUSED[linalg.schur_p] = "a matrix decomposition: " + _DECOMPOSITION
-REFUSED[linalg.eig_p] = "a nonsymmetric eigendecomposition, which JAX lowers on the CPU only (a LAPACK call)"
 _CALLBACK = ("a host callback, which is never lowered into a device program: the PJRT backend runs it on the "
              "host between device programs (ember.backends.pjrt.program.SplitExecutable), at a program's top "
              "level and inside loops, branches and calls, which the host then runs step by step")
