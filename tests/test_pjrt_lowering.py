@@ -109,9 +109,7 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
     refused = sorted(n for n, v in table.items() if v not in ("lowered", "inlined"))
     assert len(table) == len(abstract_eval_rules)
     # What is refused today (each with its reason in lowering.REFUSED): kept in step with the table.
-    assert refused == sorted([
-        "all_gather", "all_to_all", "axis_index", "custom_vjp_lin", "debug_callback", "debug_print",
-        "io_callback", "pmax", "pmin", "ppermute", "psum", "psum_scatter", "pure_callback"])
+    assert refused == sorted(["custom_vjp_lin", "debug_callback", "debug_print", "io_callback", "pure_callback"])
 
 
 def test_a_refused_primitive_names_itself_and_the_reason():
@@ -120,6 +118,29 @@ def test_a_refused_primitive_names_itself_and_the_reason():
     with pytest.raises(lowering.LoweringError, match=r"`pure_callback`: a host callback"):
         on_plugin(lambda a: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((3,), np.float32), a),
                   np.ones(3, np.float32))
+
+
+def test_collectives_are_lowered_over_an_axis_of_one_device_only():
+    from ember.lax import parallel
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def program(x):
+        return (lax.psum(x, "i"), lax.pmin(x, "i"), lax.all_gather(x, "i", tiled=True), lax.axis_index("i"),
+                lax.ppermute(x, "i", [(0, 0)]), lax.ppermute(x, "i", []), lax.all_to_all(x, "i", 0, 1, tiled=True))
+
+    with parallel.extend_axis_env([("i", 1, parallel.PMAP)]):  # (as pmap over one device binds it)
+        closed = ember.make_jaxpr(program)(x)
+        got = Program(pjrt.client("xla_cpu"), closed, "test")(x)
+    for g, w in zip(got, [x, x, x, np.int32(0), x, np.zeros_like(x), x]):
+        np.testing.assert_array_equal(g, w)
+    with parallel.extend_axis_env([("i", 2, parallel.PMAP)]):
+        closed = ember.make_jaxpr(lambda x: lax.psum(x, "i"))(x)
+        with pytest.raises(lowering.LoweringError, match=r"`psum` over the axis \('i',\), which has size 2: .*"
+                                                         r"single-device programs"):
+            Program(pjrt.client("xla_cpu"), closed, "test")
+    with pytest.raises(lowering.LoweringError, match=r"`psum` over the axis \('i',\), which is not bound here"):
+        Program(pjrt.client("xla_cpu"), closed, "test")
 
 
 def test_every_reference_rule_has_a_lowering_decision():

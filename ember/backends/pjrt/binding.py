@@ -394,6 +394,12 @@ class Device:
     def platform(self) -> str:
         return self.client.platform
 
+    @property
+    def process_index(self) -> int:
+        """The process driving the device (as ``pmap`` and ``shard_map`` ask): a client drives
+        only its own process's devices, so 0."""
+        return 0
+
     def __init__(self, client: "Client", handle: int) -> None:
         plugin = client.plugin
         self.client, self.handle = client, handle

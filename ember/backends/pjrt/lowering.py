@@ -2035,6 +2035,37 @@ lower_rules[linalg.cholesky_p] = _cholesky
 lower_rules[linalg.triangular_solve_p] = _triangular_solve
 
 
+# --- collectives over an axis of one device ---------------------------------------------------------------
+def _one_device(names: Sequence[Any], collective: str) -> None:
+    """Check that the named axes (bound while ``pmap`` or ``shard_map`` compiles its block) span one
+    device: this backend compiles single-device programs, where a collective is then the identity."""
+    try:
+        size = parallel.axis_size(tuple(names))
+    except NameError:
+        size = None
+    if size != 1:
+        extent = "is not bound here" if size is None else f"has size {size}"
+        raise LoweringError(f"the PJRT backend cannot compile the primitive `{collective}` over the axis "
+                            f"{tuple(names)!r}, which {extent}: this backend compiles single-device programs, so "
+                            "it lowers a collective only over an axis of one device (pmap or shard_map over one "
+                            "device); run programs over several devices on ember's CPU backend")
+
+
+def _collective(p: Primitive, identity: Callable[..., Value]) -> Rule:
+    def rule(ctx: Builder, out: list, *xs: Value, axes: tuple, **params: Any) -> Value:
+        _one_device(axes, p.name)
+        return identity(ctx, out, *xs, **params)
+    return rule
+
+
+for _p in (parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p, parallel.psum_scatter_p,
+           parallel.all_to_all_p):  # (the gathering ones in their tiled form: one block is the whole)
+    lower_rules[_p] = _collective(_p, lambda ctx, out, x, **_: x)
+lower_rules[parallel.ppermute_p] = _collective(parallel.ppermute_p, (  # (to itself, or nothing: zeros)
+    lambda ctx, out, x, *, perm: x if (0, 0) in perm else ctx.constant(0, x.aval.dtype, x.aval.shape)))
+lower_rules[parallel.axis_index_p] = _collective(parallel.axis_index_p, lambda ctx, out: ctx.constant(0, np.int32))
+
+
 # --- refused, with the reason ----------------------------------------------------------------------------------
 _CALLBACK = ("a host callback, which is never lowered into a device program: the PJRT backend runs it on the "
              "host between device programs (ember.backends.pjrt.program.SplitExecutable), at a program's top "
@@ -2042,9 +2073,5 @@ _CALLBACK = ("a host callback, which is never lowered into a device program: the
 REFUSED_BY_NAME["debug_print"] = _CALLBACK  # (defined in ember.debug, above this room)
 for _p in (cb.pure_callback_p, cb.io_callback_p, cb.debug_callback_p):
     REFUSED[_p] = _CALLBACK
-for _p in (parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.ppermute_p, parallel.all_gather_p,
-           parallel.psum_scatter_p, parallel.all_to_all_p, parallel.axis_index_p):
-    REFUSED[_p] = ("a collective over named axes, which needs a program over several devices (pmap, shard_map); "
-                   "this backend compiles single-device programs")
 REFUSED[custom_vjp_lin_p] = ("the linear part of a custom_vjp under differentiation, which has no forward meaning "
                              "(it never reaches a compiled program)")
