@@ -1,11 +1,23 @@
-"""Cold start: the first call of a jitted selu on 10^6 float32 in a fresh process.
+"""Start-up: the import, the first jit of a process, and the first call of a jitted selu in a
+fresh process, with ember's disk cache empty or warm, side by side with JAX.
 
 ``python benchmarks/cold_start.py [--runs N]`` prints a markdown table of medians over N fresh
-processes: ember with an empty disk cache (trace, optimize, generate code, run), ember with
-the disk cache warm from an earlier process (trace, load machine code, run), ember's first
-call on a new shape after a first call (retrace; the machine code is reused), and JAX (its
-persistent cache is off by default) when importable. Each process first imports its
-framework and initializes its backend, so the time is that of the first call only.
+processes per row, and the ratios the targets are stated in:
+
+- import: ``import ember`` against ``import jax``;
+- first jit ever: ``jit(f)(x)`` of a small function on 10 elements right after the import, the
+  backend not initialized yet (ember loads its LLVM backend then; JAX initializes its client),
+  with ember's disk cache empty, and warm from an earlier process;
+- selu on 10^6 float32, the backend initialized first (so that only the call is timed): ember with
+  an empty disk cache, tiered (the default) and untiered (``EMBER_TIERED_COMPILATION=0``); with
+  the disk cache warm from an earlier process, modules only (``EMBER_PERSISTENT_PROGRAM_CACHE=0``:
+  trace, passes, fusion, code generation, machine code loaded) and whole programs (the default:
+  trace, then the plan and machine code loaded); the first call on a new shape after a first call
+  (retrace; the machine code is reused); JAX (its persistent cache is off by default).
+
+Every process imports compiled bytecode: a first process of each framework writes it (the
+environment's ``PYTHONDONTWRITEBYTECODE`` is dropped for the children), so neither framework's
+import is timed compiling its sources.
 """
 from __future__ import annotations
 
@@ -16,7 +28,34 @@ import subprocess
 import sys
 import tempfile
 
-CHILD = """
+IMPORT = """
+import sys, time
+start = time.perf_counter()
+if sys.argv[1] == "jax":
+    import jax
+else:
+    import ember
+print(time.perf_counter() - start)
+"""
+
+FIRST_JIT = """
+import sys, time
+import numpy as np
+if sys.argv[1] == "jax":
+    import jax, jax.numpy as jnp
+else:
+    import ember as jax, ember.numpy as jnp
+
+def f(x):
+    return jnp.sin(x) * 2.0 + 1.0
+
+x = np.arange(10, dtype=np.float32)
+start = time.perf_counter()
+jax.jit(f)(x).block_until_ready()
+print(time.perf_counter() - start)
+"""
+
+SELU = """
 import sys, time
 import numpy as np
 framework = sys.argv[1]
@@ -43,9 +82,11 @@ print(time.perf_counter() - start)
 """
 
 
-def first_call(framework: str, cache_dir: str, *mode: str) -> float:
-    env = {**os.environ, "EMBER_CACHE_DIR": cache_dir, "EMBER_PERSISTENT_CACHE": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD, framework, *mode], env=env, check=True, text=True,
+def timed(child: str, framework: str, cache_dir: str = "", *mode: str, **env: str) -> float:
+    """Seconds that ``child`` prints, run in a fresh process (the disk cache in ``cache_dir``)."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environment.update({"EMBER_CACHE_DIR": cache_dir, "EMBER_PERSISTENT_CACHE": "1" if cache_dir else "0", **env})
+    out = subprocess.run([sys.executable, "-c", child, framework, *mode], env=environment, check=True, text=True,
                          capture_output=True).stdout
     return float(out.split()[-1])
 
@@ -54,30 +95,58 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
-    rows = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        rows["ember, cold"] = [first_call("ember", os.path.join(scratch, f"cold{i}")) for i in range(runs)]
-        warm = os.path.join(scratch, "warm")
-        first_call("ember", warm)  # fills the disk cache
-        rows["ember, warm disk cache"] = [first_call("ember", warm) for _ in range(runs)]
-        rows["ember, new shape (500, 2000) after a first call: retrace, reuse the code"] = [
-            first_call("ember", os.path.join(scratch, f"shape{i}"), "new-shape") for i in range(runs)]
     try:
         import jax  # noqa: F401  (only to know whether it is there)
-
-        rows["JAX, cold"] = [first_call("jax", "") for _ in range(runs)]
-        rows["JAX, new shape (500, 2000) after a first call"] = [first_call("jax", "", "new-shape")
-                                                                 for _ in range(runs)]
+        frameworks = ["ember", "jax"]
     except ImportError:
-        pass
+        frameworks = ["ember"]
+    rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        def fresh(name: str) -> str:
+            return os.path.join(scratch, f"{name}{len(os.listdir(scratch))}")
+
+        for framework in frameworks:  # bytecode written, files in the page cache
+            timed(FIRST_JIT, framework, fresh("warm-up"))
+        for _ in range(runs):  # interleaved: a change of the machine's load hits every row alike
+            rows.setdefault("import: ember", []).append(timed(IMPORT, "ember"))
+            rows.setdefault("first jit ever: ember, empty disk cache", []).append(
+                timed(FIRST_JIT, "ember", fresh("first")))
+            rows.setdefault("selu: ember, cold, tiered (the default)", []).append(timed(SELU, "ember", fresh("cold")))
+            rows.setdefault("selu: ember, cold, untiered", []).append(
+                timed(SELU, "ember", fresh("untiered"), EMBER_TIERED_COMPILATION="0"))
+            rows.setdefault("selu: ember, new shape (500, 2000) after a first call: retrace, reuse the code",
+                            []).append(timed(SELU, "ember", fresh("shape"), "new-shape"))
+            if "jax" in frameworks:
+                rows.setdefault("import: JAX", []).append(timed(IMPORT, "jax"))
+                rows.setdefault("first jit ever: JAX", []).append(timed(FIRST_JIT, "jax"))
+                rows.setdefault("selu: JAX, cold", []).append(timed(SELU, "jax"))
+                rows.setdefault("selu: JAX, new shape (500, 2000) after a first call", []).append(
+                    timed(SELU, "jax", "", "new-shape"))
+        warm = fresh("warm")
+        timed(FIRST_JIT, "ember", warm)  # fills the disk cache
+        timed(SELU, "ember", warm)
+        for _ in range(runs):
+            rows.setdefault("first jit ever: ember, warm disk cache", []).append(timed(FIRST_JIT, "ember", warm))
+            rows.setdefault("selu: ember, warm disk cache, modules only", []).append(
+                timed(SELU, "ember", warm, EMBER_PERSISTENT_PROGRAM_CACHE="0"))
+            rows.setdefault("selu: ember, warm disk cache, whole program", []).append(timed(SELU, "ember", warm))
     medians = {name: statistics.median(times) for name, times in rows.items()}
-    print(f"| selu, 10^6 float32: first call in a fresh process | median of {runs} (ms) |")
+    print(f"| start-up, fresh process | median of {runs} (ms) |")
     print("|---|---:|")
-    for name, median in medians.items():
-        print(f"| {name} | {median * 1e3:.1f} |")
-    cold = medians["ember, cold"]
-    print(f"\nwarm / cold: {medians['ember, warm disk cache'] / cold:.2f}; new shape / cold: "
-          f"{medians['ember, new shape (500, 2000) after a first call: retrace, reuse the code'] / cold:.2f}")
+    for name in sorted(medians, key=lambda n: (n.split(":")[0], n)):
+        print(f"| {name} | {medians[name] * 1e3:.1f} |")
+
+    def ratio(a: str, b: str) -> str:
+        return f"{medians[a] / medians[b]:.2f}" if a in medians and b in medians else "-"
+    cold, untiered = "selu: ember, cold, tiered (the default)", "selu: ember, cold, untiered"
+    whole = "selu: ember, warm disk cache, whole program"
+    print(f"\nimport ember / import jax: {ratio('import: ember', 'import: JAX')}; first jit ever, ember / JAX: "
+          f"{ratio('first jit ever: ember, empty disk cache', 'first jit ever: JAX')} (warm disk "
+          f"{ratio('first jit ever: ember, warm disk cache', 'first jit ever: JAX')})")
+    print(f"selu, warm disk (whole program) / cold untiered: {ratio(whole, untiered)}; / cold tiered: "
+          f"{ratio(whole, cold)}; modules only / cold untiered: "
+          f"{ratio('selu: ember, warm disk cache, modules only', untiered)}; ember cold / JAX cold: "
+          f"{ratio(cold, 'selu: JAX, cold')}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ _DEFAULTS: dict[str, Any] = {
     # Keep compiled native code on disk, so a new process running the same program loads it
     # instead of compiling (see ember.backends.disk_cache).
     "persistent_cache": os.environ.get("EMBER_PERSISTENT_CACHE", "1") not in ("0", "", "false", "False"),
+    # Keep whole programs there too (their plan and machine code), so that a new process's first call
+    # of a program an earlier one compiled skips every compile stage (ember.backends.cpu.program_cache).
+    "persistent_program_cache": os.environ.get("EMBER_PERSISTENT_PROGRAM_CACHE", "1") not in ("0", "", "false",
+                                                                                            "False"),
     # Where the persistent cache lives; empty: $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember or ~/.cache/ember.
     "cache_dir": "",
     # Size bound of the persistent cache (least recently used entries are evicted).

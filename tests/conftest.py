@@ -23,6 +23,11 @@ ember.config.update("retrace_warning_threshold", 0)
 # where it is the subject (tests/test_tiers.py), where it is turned back on.
 os.environ["EMBER_TIERED_COMPILATION"] = "0"  # (the processes the suite starts, too)
 ember.config.update("tiered_compilation", False)
+# Differential tests must also compile what they run: a program that another test (or another
+# worker) kept whole on disk would be loaded, not compiled. Whole programs on disk are tested where
+# they are the subject (tests/test_program_cache.py), where they are turned back on.
+os.environ["EMBER_PERSISTENT_PROGRAM_CACHE"] = "0"
+ember.config.update("persistent_program_cache", False)
 
 settings.register_profile(
     "ember", max_examples=int(os.environ.get("EMBER_HYPOTHESIS_EXAMPLES", "25")), deadline=None,

@@ -171,10 +171,13 @@ PROGRAM = textwrap.dedent("""
 LOADED = "selu_like: machine code loaded from the disk cache"
 
 
-def run_program(cache: str, **env: str) -> subprocess.Popen:
+def run_program(cache: str, program: str = PROGRAM, **env: str) -> subprocess.Popen:
+    """A fresh process running ``program``; the tests of module entries keep no whole programs
+    (a whole program's entry would be loaded instead of its modules': see the program tests)."""
     environment = {**os.environ, "EMBER_CACHE_DIR": cache, "EMBER_PERSISTENT_CACHE": "1",
-                   "EMBER_BACKEND": "cpu", **env}  # the disk cache holds native code
-    return subprocess.Popen([sys.executable, "-c", PROGRAM], env=environment, text=True,
+                   "EMBER_PERSISTENT_PROGRAM_CACHE": "0", "EMBER_BACKEND": "cpu",  # (it holds native code)
+                   **env}
+    return subprocess.Popen([sys.executable, "-c", program], env=environment, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -210,7 +213,7 @@ def test_results_of_a_loaded_program_match_numpy(entries):
     def program(x):
         return ember.numpy.tanh(x) * 3 + ember.numpy.exp(-x * x)
 
-    with ember.config.override(backend="cpu"):  # the disk cache holds native code
+    with ember.config.override(backend="cpu", persistent_program_cache=False):  # (modules: native code)
         first = np.asarray(ember.jit(program)(x))
         with ember.config.override(persistent_cache=False):  # forget only the in-memory copies
             ember.clear_caches()

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import tree_util
-from ember.backends import registry
+from ember.backends import disk_cache, registry
 from ember.backends.protocols import DECLINED, Backend, CompileOptions, Executable, host_outputs
 from ember.config import config
 from ember.core import sharding
@@ -175,6 +175,15 @@ class CpuBackend(Backend):
         return sharding.devices()
 
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> CpuExecutable:
+        return CpuExecutable(closed, options.name, options.donated)
+
+    def compile_if_on_disk(self, closed: ClosedJaxpr, options: CompileOptions) -> CpuExecutable | None:
+        """The executable of ``closed`` if the disk cache holds it whole (an earlier process
+        compiled it: loading takes milliseconds), else None. Asking reads no LLVM; an entry found
+        unusable when loaded (another host's, damaged) is compiled now."""
+        key, _ = disk_cache.program_key(closed, options.name, options.donated, self.name)
+        if key is None or not disk_cache.has(key):
+            return None
         return CpuExecutable(closed, options.name, options.donated)
 
 

@@ -1,12 +1,22 @@
 """The persistent cache: compiled native code on disk, shared by every process of the user.
 
 A new process running a program that an earlier one compiled loads its machine code
-from here instead of optimizing and generating code again (``ember.backends.cpu.jit``
-keys entries by everything that determines the code: see ``entry_key`` there).
+from here instead of optimizing and generating code again. Entries are of two kinds:
+
+- a module's machine code, keyed by everything that determines the code (``ember.backends.cpu.jit``:
+  its IR text, the optimization level, the host CPU and the toolchain);
+- a whole program (``ember.backends.cpu.program_cache``): keyed by ``program_key``, the stable
+  fingerprint of the traced program (``core/fingerprint.py``), its name and donated inputs, the
+  flags that change compiled code, the backend and ember's own source (``source_stamp``); the
+  entry holds the finished executable (the plan of its steps and the machine code of its
+  modules) and the host identity it was compiled for, so that a hit skips the passes, fusion,
+  planning, code generation and LLVM. A program that refers to Python objects by identity
+  (a callback, a custom rule's function) has no key, and is compiled (its modules still hit).
 
 Where: ``<cache root>/native/<sha256 key>.bin``; the root is ``config.cache_dir`` if
 set, else ``$EMBER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ember`` or ``~/.cache/ember``.
-Off with ``config.update("persistent_cache", False)`` or ``EMBER_PERSISTENT_CACHE=0``.
+Off with ``config.update("persistent_cache", False)`` or ``EMBER_PERSISTENT_CACHE=0``; whole
+programs alone off with ``persistent_program_cache`` (``EMBER_PERSISTENT_PROGRAM_CACHE=0``).
 
 An entry is a header (magic, format version, the entry's own key, payload length, sha256 of
 the payload) and the payload; what the payload holds is the caller's (for the CPU backend: a
@@ -62,6 +72,7 @@ What is verified before any byte reaches LLVM, and what is trusted:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -75,6 +86,9 @@ from pathlib import Path
 
 from ember.config import config
 from ember.core.caches import register_cache
+from ember.core.fingerprint import fingerprint
+from ember.core.ir import ClosedJaxpr
+from ember.version import __version__
 
 FORMAT_VERSION = 2  # 2: the header holds the entry's key
 _MAGIC = b"EMBERBIN"
@@ -95,6 +109,10 @@ class Stats:
     writes: int = 0
     damaged: int = 0
     evictions: int = 0
+    # entries of whole programs (``program_key``): loaded, absent, written
+    program_hits: int = 0
+    program_misses: int = 0
+    program_writes: int = 0
 
 
 stats = Stats()
@@ -102,7 +120,8 @@ _stats_lock = threading.Lock()
 _warned_unwritable = False
 
 
-def _count(field: str) -> None:
+def count(field: str) -> None:
+    """Add one to ``stats.<field>``."""
     with _stats_lock:
         setattr(stats, field, getattr(stats, field) + 1)
 
@@ -128,11 +147,56 @@ def entry_key(*parts: str) -> str:
     return digest.hexdigest()
 
 
-def load(key: str, check: Callable[[bytes], str] | None = None) -> bytes | None:
+def program_key(closed: ClosedJaxpr, name: str, donated: frozenset[int], backend: str) -> tuple[str | None, str]:
+    """(the key of the whole program ``closed`` compiled as ``name`` with inputs ``donated`` on
+    ``backend``, "") or (None, why it has none). The host it runs on is checked against the
+    entry's (``ember.backends.cpu.program_cache``), not keyed: asking whether there is an entry
+    needs no LLVM."""
+    if directory() is None:
+        return None, "the persistent cache is off"
+    if not config.persistent_program_cache:
+        return None, "whole programs are not kept (persistent_program_cache is off)"
+    digest, refs = fingerprint(closed, "config", config.codegen_key(), "donated", sorted(donated), stable=True)
+    if refs:
+        kinds = ", ".join(sorted({type(r).__name__ for r in refs}))
+        return None, f"the program refers to Python objects by identity ({kinds}), which no other process has"
+    return entry_key("program", backend, name, digest, source_stamp()), ""
+
+
+def has(key: str) -> bool:
+    """Whether an entry is stored under ``key`` (not whether it is sound: ``load`` says that)."""
+    folder = directory()
+    return folder is not None and _path(folder, key).is_file()
+
+
+@functools.cache
+def source_stamp() -> str:
+    """ember's version and the size and modification time of each of its source files: what a
+    whole program's entry depends on besides the program (any change of the compiler, the
+    backend or the primitives' rules invalidates every program entry; module entries key their
+    IR text, which says what they depend on)."""
+    lines = [__version__]
+    folders = [str(Path(__file__).resolve().parent.parent)]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(folder) as found:
+            for entry in sorted(found, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    info = entry.stat()
+                    lines.append(f"{entry.path} {info.st_size} {info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def load(key: str, check: Callable[[bytes], str] | None = None, *, program: bool = False) -> bytes | None:
     """The payload stored under ``key``; None on a miss, when off, or when the entry is damaged.
 
     ``check(payload)`` says what is wrong with a payload that passed the entry's own tests ("" if
-    nothing): a payload it rejects is handled like a damaged entry."""
+    nothing): a payload it rejects is handled like a damaged entry. ``program``: the entry of a
+    whole program (its miss counted as such in ``stats``; its hit by the caller, once it has
+    read the program: ``count("program_hits")``)."""
     folder = directory()
     if folder is None:
         return None
@@ -140,7 +204,7 @@ def load(key: str, check: Callable[[bytes], str] | None = None) -> bytes | None:
     try:
         data = path.read_bytes()
     except OSError:  # absent (or unreadable): a miss
-        _count("misses")
+        count("program_misses" if program else "misses")
         return None
     payload, problem = _unpack(data, key)
     if not problem and check is not None:
@@ -152,7 +216,8 @@ def load(key: str, check: Callable[[bytes], str] | None = None) -> bytes | None:
         os.utime(path)  # the least recently used entries are evicted first
     except OSError:  # evicted by another process meanwhile: the payload is still good
         pass
-    _count("hits")
+    if not program:
+        count("hits")
     return payload
 
 
@@ -164,8 +229,9 @@ def discard(key: str, problem: str) -> None:
         _discard(_path(folder, key), problem)
 
 
-def store(key: str, payload: bytes) -> None:
-    """Write ``payload`` under ``key`` atomically, then evict down to the size bound."""
+def store(key: str, payload: bytes, *, program: bool = False) -> None:
+    """Write ``payload`` under ``key`` atomically, then evict down to the size bound
+    (``program``: the entry of a whole program)."""
     folder = directory()
     if folder is None:
         return
@@ -187,7 +253,7 @@ def store(key: str, payload: bytes) -> None:
     except OSError as error:
         _warn_unwritable(folder, error)
         return
-    _count("writes")
+    count("program_writes" if program else "writes")
     _evict(folder, keep=path)
 
 
@@ -242,7 +308,7 @@ def _unpack(data: bytes, key: str) -> tuple[bytes, str]:
 
 
 def _discard(path: Path, problem: str) -> None:
-    _count("damaged")
+    count("damaged")
     _remove(path)
     warnings.warn(f"ember: the disk cache entry {path} is unusable ({problem}); it was removed and the "
                   "program is compiled again", RuntimeWarning, stacklevel=3)
@@ -268,7 +334,7 @@ def _evict(folder: Path, keep: Path) -> None:
             continue
         _remove(path)
         total -= size
-        _count("evictions")
+        count("evictions")
 
 
 def _remove(path: Path) -> None:

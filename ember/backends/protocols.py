@@ -48,7 +48,8 @@ class Executable(abc.ABC):
     in_avals: Sequence[ShapedArray]
     out_avals: Sequence[ShapedArray]
     # How its code came to be, for the compile log and ``cache_info().compiles``: "compiled"
-    # (generated now), "disk" (loaded from the disk cache), "reused" (an earlier program's code),
+    # (generated now), "disk" (loaded from the disk cache), "disk program" (the whole executable
+    # loaded from the disk cache: no stage of the compile ran), "reused" (an earlier program's code),
     # "none" (interpreted: no machine code) or "tiered" (compiling in the background).
     code: str = "compiled"
     # The donated arguments (their avals) whose buffers no output could take.

@@ -9,9 +9,15 @@ or single kernels (``ember.backends.cpu.codegen``).
 Params that are not plain data (e.g. the rule functions of ``custom_jvp``) enter the fingerprint
 by identity; whoever keys a cache on a fingerprint must keep ``refs`` alive with the entry, so
 that an id can never be reused for another object meanwhile.
+
+A *stable* fingerprint (``stable=True``) is the same in every process: primitives enter by their
+name and where their shape rule was registered (``stable_primitive_name``) instead of their
+identity, and enumerated params by their class and member name. It keys the disk cache of
+whole programs; one with ``refs`` refers to live objects and cannot key anything on disk.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import threading
 from collections import OrderedDict
@@ -21,12 +27,13 @@ import numpy as np
 
 from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
+from ember.core.primitive import Primitive, abstract_eval_rules
 
 _PLAIN = (bool, int, float, complex, str, type(None), np.dtype, np.generic)
 
 
-# Digests of recent programs, by identity (programs are never changed once built).
-_memo: OrderedDict[int, tuple[ClosedJaxpr, str, list]] = OrderedDict()
+# Digests of recent programs, by identity and whether stable (programs are never changed once built).
+_memo: OrderedDict[tuple[int, bool], tuple[ClosedJaxpr, str, list]] = OrderedDict()
 _memo_lock = threading.Lock()
 _MEMO_KEPT = 1024
 
@@ -39,14 +46,36 @@ def _clear_memo() -> None:
 register_cache("fingerprints of sub-programs, by identity", _clear_memo, lambda: len(_memo))
 
 
+# The stable names of primitives (``stable_primitive_name``), made again when the table changes.
+_stable_names: tuple[int, dict[Primitive, str]] = (-1, {})
+
+
+def stable_primitive_name(p: Primitive) -> str | None:
+    """A name of ``p`` that is the same in every process: its name and where its shape rule was
+    registered; None if another primitive has the same (a primitive made twice by one factory)."""
+    global _stable_names
+    version, names = _stable_names
+    if version != abstract_eval_rules.version:
+        by_name: dict[str, list[Primitive]] = {}
+        for q in list(abstract_eval_rules):
+            by_name.setdefault(f"{q.name}@{abstract_eval_rules._registrants.get(q, '?')}", []).append(q)
+        names = {qs[0]: name for name, qs in by_name.items() if len(qs) == 1}
+        _stable_names = (abstract_eval_rules.version, names)
+    return names.get(p)
+
+
 class Fingerprinter:
-    def __init__(self) -> None:
+    def __init__(self, stable: bool = False) -> None:
         self.digest = hashlib.sha256()
         self.refs: list[Any] = []  # objects hashed by identity, kept alive with the entry
+        self.stable = stable
 
     def add(self, *parts: Any) -> None:
         for p in parts:
-            self.digest.update(repr(p).encode())
+            text = repr(p)
+            if self.stable and " at 0x" in text:  # (a default repr: an address, this process's)
+                self.refs.append(p)
+            self.digest.update(text.encode())
             self.digest.update(b"\x00")
 
     def param(self, value: Any) -> None:
@@ -60,6 +89,8 @@ class Fingerprinter:
             self.closed(value)
         elif isinstance(value, Jaxpr):
             self.jaxpr(value, [])
+        elif self.stable and isinstance(value, enum.Enum):
+            self.add("enum", type(value).__module__, type(value).__qualname__, value.name)
         else:
             self.refs.append(value)
             self.add("object", id(value))
@@ -68,16 +99,17 @@ class Fingerprinter:
         """A sub-program enters by its own digest, computed once per program object: a program
         that holds the same callee again and again (each trace of a loop body calling one jitted
         function) is fingerprinted in the time of its new equations."""
+        memo_key = (id(closed), self.stable)
         with _memo_lock:
-            hit = _memo.get(id(closed))
+            hit = _memo.get(memo_key)
             if hit is not None and hit[0] is closed:
-                _memo.move_to_end(id(closed))
+                _memo.move_to_end(memo_key)
         if hit is None or hit[0] is not closed:
-            inner = Fingerprinter()
+            inner = Fingerprinter(self.stable)
             inner.jaxpr(closed.jaxpr, closed.consts)
             hit = (closed, inner.digest.hexdigest(), inner.refs)
             with _memo_lock:
-                _memo[id(closed)] = hit  # (the program is kept with its digest: its id is not reused)
+                _memo[memo_key] = hit  # (the program is kept with its digest: its id is not reused)
                 if len(_memo) > _MEMO_KEPT:
                     _memo.popitem(last=False)
         self.add("closed", hit[1])
@@ -105,7 +137,13 @@ class Fingerprinter:
         for v in jaxpr.invars:
             binder(v)
         for eqn in jaxpr.eqns:
-            self.add("eqn", eqn.primitive.name, id(eqn.primitive))
+            stable_name = stable_primitive_name(eqn.primitive) if self.stable else None
+            if stable_name is not None:
+                self.add("eqn", stable_name)
+            else:
+                if self.stable:  # (a primitive without a stable name: it refers to itself)
+                    self.refs.append(eqn.primitive)
+                self.add("eqn", eqn.primitive.name, id(eqn.primitive))
             for a in eqn.invars:
                 atom(a)
             for k in eqn.params:
@@ -118,10 +156,10 @@ class Fingerprinter:
             atom(a)
 
 
-def fingerprint(program: ClosedJaxpr | Jaxpr, *context: Any) -> tuple[str, list[Any]]:
+def fingerprint(program: ClosedJaxpr | Jaxpr, *context: Any, stable: bool = False) -> tuple[str, list[Any]]:
     """The hex digest of ``program`` (and of the plain values ``context``), and the objects it
-    refers to by identity."""
-    f = Fingerprinter()
+    refers to by identity; ``stable``: the same digest in every process (see the module's doc)."""
+    f = Fingerprinter(stable)
     f.add(*context)
     f.param(program)
     return f.digest.hexdigest(), f.refs

@@ -101,6 +101,8 @@ _BUILT = {
     "reused": "reused compiled code for {name} ({avals}): the same code as an earlier program "
               "that differs only in sizes, no compile",
     "disk": "loaded {name} for ({avals}) from the disk cache, no compile",
+    "disk program": "loaded {name} for ({avals}) whole from the disk cache (its plan and machine code): no "
+                    "passes, fusion, code generation or compile",
     "shared": "reused the executable of an equivalent program for {name} ({avals}), no compile",
     "tiered": "tiered {name} for ({avals}): calls run on the reference interpreter until its native code, "
               "compiling in the background, is ready",

@@ -209,7 +209,8 @@ def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again:
         _counts["compiles"] += 1
     if config.log_compiles:
         how = {"tiered": "tiered (its calls run on the reference interpreter until the native code, compiling "
-                         "in the background, is ready)", "disk": "loaded from the disk cache"}
+                         "in the background, is ready)", "disk": "loaded from the disk cache",
+               "disk program": "loaded whole from the disk cache"}
         what = how.get(executable.code, "compiled") if built else "reused the executable of an " \
             "equal program"
         logger.warning("ember: eager %s for (%s): %s in %.1f ms", p.name, _format(avals), what,

@@ -8,8 +8,9 @@ fusion, LLVM); calls switch to the native code when it is ready. Both tiers comp
 reference's results (the native code is tested against the reference, as always).
 
 What is not tiered: programs that donate buffers (donation is about the native buffers), the
-reference backend, ahead-of-time compiles (``jit(f).lower(x).compile()`` compiles now), and
-programs under ``config.tiered_compilation = False``.
+reference backend, ahead-of-time compiles (``jit(f).lower(x).compile()`` compiles now),
+programs under ``config.tiered_compilation = False``, and programs that an earlier process kept
+whole in the disk cache (``ember.backends.cpu.program_cache``: loading them takes milliseconds).
 
 The cost model is deliberately coarse (measured on the 2-core machine of the benchmarks, the
 ``benchmarks/compile_time.py`` programs): native compile about ``COMPILE_MS_FIXED`` plus
@@ -32,7 +33,7 @@ from typing import Any, Callable
 
 from ember.backends import registry
 from ember.backends.cpu_backend import CpuBackend, CpuExecutable
-from ember.backends.protocols import Executable
+from ember.backends.protocols import CompileOptions, Executable
 from ember.backends.reference.executable import ReferenceExecutable
 from ember.config import config
 from ember.core.background import Job, background
@@ -60,11 +61,14 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
     """``executable.compile_jaxpr``, tiered where the cost model says the first calls would
     otherwise wait (see the module docstring): on the native CPU backend, whose quick tier is
     the reference interpreter."""
-    if config.tiered_compilation and not donated and isinstance(registry.get(), CpuBackend):
+    backend = registry.get()
+    if config.tiered_compilation and not donated and isinstance(backend, CpuBackend):
         if count_eqns(closed.jaxpr) >= MIN_EQNS:
             estimate = compile_ms(closed.jaxpr)
             if reference_ms(closed.jaxpr) < estimate:
-                return TieredExecutable(closed, name, estimate / 1e3)
+                # (a program an earlier process kept whole on disk loads faster than one reference run)
+                loaded = backend.compile_if_on_disk(closed, CompileOptions(name, donated))
+                return loaded if loaded is not None else TieredExecutable(closed, name, estimate / 1e3)
     return compile_now(closed, name, donated)
 
 

@@ -27,7 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ember.backends.cpu import codegen, kernel
+from ember.backends import disk_cache
+from ember.backends.cpu import codegen, kernel, program_cache
 from ember.backends.cpu.codegen import Code, Report, can_fuse
 from ember.backends.cpu.expansions import expand, transposed_products
 from ember.backends.cpu.plan import Plan
@@ -126,10 +127,21 @@ CHECKED = ("expand", "products", "fuse")  # stages after which config.check_ir c
 
 
 def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = frozenset()) -> tuple[Program, Report]:
-    """``closed`` through every stage of ``STAGES``: the program, ready to run, and its report."""
+    """``closed`` through every stage of ``STAGES``: the program, ready to run, and its report.
+    A program that an earlier process compiled is loaded whole from the disk cache instead
+    (``program_cache``: no stage runs), and a compiled one is written there."""
+    dumping = dump_requested("trace", *(s.name for s in STAGES))
+    key, why = (None, "EMBER_DUMP_IR asks for its stages") if dumping else \
+        disk_cache.program_key(closed, name, donated, "cpu")
+    if key is not None:
+        loaded, why = program_cache.load(key, name, donated)
+        if loaded is not None:
+            program, report = loaded
+            report.program_cache = f"loaded whole from the disk cache (entry {key[:16]})"
+            _log(name, report)
+            return program, report
     c = Compilation(closed, name, donated)
     off = _switched_off()
-    dumping = dump_requested("trace", *(s.name for s in STAGES))
     if dumping:
         _check_dumped_names()
         if dump_requested("trace"):
@@ -150,9 +162,21 @@ def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = fr
             shown = stage.shows(c)
             size = f" ({len(shown.eqns)} equations)" if isinstance(shown, ClosedJaxpr) else ""
             dump(f"{name}: after {stage.name}{size}", shown)
-    if config.log_compiles:
-        logger.warning("%s", format_report(name, c.report))
+    if key is not None:
+        not_kept = program_cache.store(key, c.plan, c.code, c.report)
+        c.report.program_cache = (f"{why} in the disk cache (entry {key[:16]}): compiled, "
+                                  + (f"not kept whole ({not_kept})" if not_kept else "and stored whole"))
+    else:
+        c.report.program_cache = f"not kept whole in the disk cache: {why}"
+    _log(name, c.report)
     return c.program, c.report
+
+
+def _log(name: str, report: Report) -> None:
+    if config.log_compiles:
+        logger.warning("%s", format_report(name, report))
+    elif config.explain_cache_misses:
+        logger.warning("ember cpu: %s: %s", name, report.program_cache)
 
 
 def _switched_off() -> set[str]:
@@ -178,7 +202,8 @@ def format_report(name: str, report: Report) -> str:
         if before & counts.keys():
             parts.append(f"{len(before & counts.keys())} compiled before")
         return f" ({', '.join(parts)})" if parts else ""
-    lines = [f"ember cpu: compiled {name}: {len(report.kernels)} fused kernels{notes(kernels, len(report.kernels))}, "
+    verb = "loaded" if report.code == "disk program" else "compiled"
+    lines = [f"ember cpu: {verb} {name}: {len(report.kernels)} fused kernels{notes(kernels, len(report.kernels))}, "
              f"{len(report.loops)} native loops/conditionals{notes(loops, len(report.loops))}, "
              f"{report.contractions} matrix products"
              f"{f', {len(report.library_calls)} LAPACK calls' if report.library_calls else ''}"
@@ -194,4 +219,6 @@ def format_report(name: str, report: Report) -> str:
         counts = Counter(report.fallbacks)
         lines.append("  fell back to the reference interpreter: "
                      + ", ".join(f"{p} x{n}" if n > 1 else p for p, n in counts.items()))
+    if report.program_cache:
+        lines.append(f"  whole program: {report.program_cache}")
     return "\n".join(lines)

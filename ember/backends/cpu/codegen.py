@@ -125,6 +125,8 @@ class Report:
     code: str = "none"  # where the machine code came from (``jit.compile_or_reuse``); "none": no native code
     # Names (in ``kernels`` / ``loops``) of the functions that earlier programs compiled and this one calls.
     compiled_before: set[str] = field(default_factory=set)
+    # What the disk cache of whole programs did (``program_cache``): loaded, stored, or why neither.
+    program_cache: str = ""
 
 
 # --- functions shared between programs ---------------------------------------------------------

@@ -136,6 +136,7 @@ class DotGeneral:
     costs microseconds, which per-call shape arithmetic in Python would exceed."""
 
     def __init__(self, eqn: Eqn) -> None:
+        self.eqn = eqn  # (what a whole program's disk entry keeps of it: ``program_cache``)
         (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
         lhs, rhs = (a.aval for a in eqn.invars)
         lhs_free = tuple(d for d in range(lhs.ndim) if d not in lhs_contract + lhs_batch)

@@ -122,6 +122,9 @@ class CompiledModule:
     """Machine code of a module; holds the JIT engine that owns it alive."""
 
     _optimized_ir: llvm.ModuleRef | None  # made on demand for code loaded from disk (``optimized_ir``)
+    # The disk-cache payload of its machine code (the code's sha256, then the object), where
+    # known: kept for the entry of a whole program (``program_cache``).
+    payload: bytes | None
 
     def __init__(self, module: ir.Module | str, quick: bool = False, payload: bytes | None = None,
                  look_up: bool = True) -> None:
@@ -139,8 +142,29 @@ class CompiledModule:
             objects: list[bytes] = []  # payloads: the code's sha256, taken as LLVM hands it over, + the code
             self.engine = _generate(self._optimized_ir, self.target_machine,
                                     lambda obj: objects.append(hashlib.sha256(obj).digest() + obj))
-        if objects and self._usable:
-            _store(self._key, objects[0], self.source)
+        if objects:
+            self.payload = objects[0]
+            if self._usable:
+                _store(self._key, objects[0], self.source)
+
+    @classmethod
+    def loaded(cls, source: str, quick: bool, payload: bytes) -> tuple[CompiledModule | None, str]:
+        """The machine code of ``source`` from ``payload`` (a disk-cache payload kept with a whole
+        program: ``program_cache``), checked as a disk-cache hit is: (module, "") or (None, what
+        is wrong with it)."""
+        compiled = cls.__new__(cls)
+        compiled._begin(source, quick)
+        problem, imports = object_code.inspect(payload, source, _host()[0]) if compiled._usable else \
+            ("object code of this host cannot be checked", [])
+        if not problem:
+            with _lock:
+                problem = compiled._load(payload[object_code.DIGEST_SIZE:], imports,
+                                         "loaded with its program from the disk cache")
+        if problem:
+            return None, problem
+        compiled.from_disk = True
+        compiled.payload = payload
+        return compiled, ""
 
     @classmethod
     def cached(cls, source: str, quick: bool = False) -> CompiledModule | None:
@@ -154,6 +178,7 @@ class CompiledModule:
         self.quick = quick
         self._optimized_ir = None
         self.from_disk = False
+        self.payload = None
         self._key = _disk_key(source, quick)
         # Hosts whose objects the checks cannot read do without the disk cache.
         self._usable = object_code.elf_machine(_host()[0]) is not None
@@ -178,6 +203,7 @@ class CompiledModule:
             disk_cache.discard(self._key, problem)
             return False
         self.from_disk = True
+        self.payload = cached
         return True
 
     def _from_worker(self, payload: bytes) -> bool:
@@ -189,6 +215,7 @@ class CompiledModule:
         if problem:
             compile_workers.refused(_module_name(self.source), problem)
             return False
+        self.payload = payload
         if self._usable:
             disk_cache.store(self._key, payload)
         return True
@@ -366,6 +393,12 @@ def _compile_or_reuse(key: str, quick: bool) -> tuple[CompiledModule, str]:
             del _compiling[key]
         compiling.set()
     return compiled, "disk" if compiled.from_disk else "compiled"
+
+
+def keep_loaded(compiled: CompiledModule) -> None:
+    """Keep a module loaded with a whole program (``program_cache``) for later programs that
+    generate the same IR (as if compiled here)."""
+    _keep({("quick:" if compiled.quick else "") + compiled.source: compiled})
 
 
 def _keep(compiled: dict[str, CompiledModule]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-import ducc0
 import numpy as np
 
 from ember.backends import thread_count
@@ -41,6 +40,8 @@ def _fft(x: np.ndarray, *, fft_type: FftType, fft_lengths: tuple[int, ...]) -> n
         shape, dtype = x.shape, x.dtype
     if x.size == 0 or math.prod(shape) == 0:  # pocketfft refuses zero lengths; an empty sum is 0
         return np.zeros(shape, dtype)
+    import ducc0  # (at the first transform: ``import ember`` does not load the library)
+
     workers = _workers(x, rank)
     if fft_type == FftType.RFFT:
         out = ducc0.fft.r2c(x, axes=axes, forward=True, nthreads=workers)
