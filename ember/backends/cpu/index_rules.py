@@ -159,8 +159,10 @@ def _pad(k, eqn, index, scope):
         if step > 1:
             conditions.append(k.compare("==", k.rem_signed(shifted, step), 0))
         comps.append(k.clamp(src, n))
-    inside = yield from _operand_at(k, eqn, index, scope, comps)
     fill = yield Read(pad_value, Index(k, (), []), scope)
+    if any(c.const == 0 for c in conditions):  # (known to be in the padding: nothing to read)
+        return fill
+    inside = yield from _operand_at(k, eqn, index, scope, comps)
     return k.select_all(conditions, inside, fill, scope)
 
 
@@ -176,13 +178,14 @@ def _sliding_windows(k, eqn, index, scope):
 def _concatenate(k, eqn, index, scope):
     dim = eqn.params["dimension"]
     c = index.comps[dim]
-    pieces, offset = [], 0
-    for x in eqn.invars:
-        n = x.aval.shape[dim]
+    starts = np.cumsum([0] + [x.aval.shape[dim] for x in eqn.invars]).tolist()
+    pieces = []
+    for x, offset, stop in zip(eqn.invars, starts, starts[1:]):
+        if k.known("<", c, offset) or k.known(">=", c, stop) or (x is not eqn.invars[-1] and offset == stop):
+            continue  # (where ``c`` is known to fall outside the piece: an index of a split loop)
         comps = list(index.comps)
-        comps[dim] = k.clamp(k.add(c, -offset), n)
+        comps[dim] = k.clamp(k.add(c, -offset), stop - offset)
         pieces.append((offset, (yield Read(x, Index(k, x.aval.shape, comps), scope))))
-        offset += n
     out = pieces[0][1]
     for start, piece in pieces[1:]:
         out = k.select_all([k.compare(">=", c, start)], piece, out, scope)

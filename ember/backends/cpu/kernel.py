@@ -67,6 +67,11 @@ MAX_DEPTH = 512
 MAX_PRODUCTS = 4
 
 
+def _bounded(value: Scalar, bounds: tuple[int, int] | None) -> Scalar:
+    value.bounds = bounds or None
+    return value
+
+
 class KernelBuilder:
     """Emits the LLVM function of one kernel into ``module``."""
 
@@ -106,12 +111,16 @@ class KernelBuilder:
             return int_const(a.const + b.const)
         if a.const == 0 or b.const == 0:
             return b if a.const == 0 else a
-        return self._emit("add", a, b)
+        return _bounded(self._emit("add", a, b), a.bounds and b.bounds and
+                        (a.bounds[0] + b.bounds[0], a.bounds[1] + b.bounds[1]))
 
     def mul(self, a: Scalar, n: int) -> Scalar:
         if a.const is not None:
             return int_const(a.const * n)
-        return a if n == 1 else int_const(0) if n == 0 else self._emit("mul", a, int_const(n))
+        if n in (0, 1):
+            return a if n == 1 else int_const(0)
+        return _bounded(self._emit("mul", a, int_const(n)), a.bounds and
+                        (min(a.bounds[0] * n, a.bounds[1] * n), max(a.bounds[0] * n, a.bounds[1] * n)))
 
     def div(self, a: Scalar, n: int) -> Scalar:
         if a.const is not None:
@@ -144,18 +153,33 @@ class KernelBuilder:
             return int_const(int(np.fmod(a.const, n)))
         return self._emit("srem", a, int_const(n))
 
+    def known(self, op: str, a: Scalar, n: int) -> bool | None:
+        """Whether ``a <op> n`` holds for every value ``a`` takes (``a.bounds``), fails for every
+        one, or None: it depends (or the bounds are unknown). Emits nothing."""
+        if a.bounds is None:
+            return None
+        low, high = a.bounds
+        if op == "<":
+            return True if high < n else False if low >= n else None
+        if op == ">=":
+            return True if low >= n else False if high < n else None
+        return (low == n) if low == high else False if not low <= n <= high else None
+
     def compare(self, op: str, a: Scalar, n: int) -> Scalar:
-        """An i1 ``a <op> n`` (signed)."""
-        if a.const is not None:
-            holds = {"<": a.const < n, ">=": a.const >= n, "==": a.const == n}[op]
+        """An i1 ``a <op> n`` (signed); a constant where ``a``'s bounds decide it."""
+        holds = self.known(op, a, n)
+        if holds is not None:
             return Scalar(ir.Constant(lowering.I1, int(holds)), 0, int(holds))
         b = self._builder_at(a.depth)
         return Scalar(b.icmp_signed(op, a.value, ir.Constant(I64, n)), a.depth)
 
     def clamp(self, a: Scalar, n: int) -> Scalar:
-        """``a`` clamped into [0, n): a safe index to read speculatively."""
+        """``a`` clamped into [0, n): a safe index to read speculatively (``a`` itself where its
+        bounds are inside)."""
         if a.const is not None:
             return int_const(min(max(a.const, 0), max(n - 1, 0)))
+        if a.bounds is not None and a.bounds[0] >= 0 and a.bounds[1] <= n - 1:
+            return a
         b = self._builder_at(a.depth)
         low = b.select(b.icmp_signed("<", a.value, ir.Constant(I64, 0)), ir.Constant(I64, 0), a.value)
         high = ir.Constant(I64, max(n - 1, 0))
@@ -389,9 +413,7 @@ class KernelBuilder:
     def _build_loops(self) -> ir.IRBuilder:
         """The loops of an elementwise kernel (or one with reductions, gathers, products) into
         ``self.fn``; returns the builder after them."""
-        out = self.jaxpr.outvars[0]
-        shape = out.aval.shape
-        out_ptr = self.fn.args[len(self.jaxpr.invars)]
+        shape = self.jaxpr.outvars[0].aval.shape
         begin, end = self.fn.args[-2], self.fn.args[-1]
         regions = [Region(ir.IRBuilder(self.entry))]
         self.root_scope = self.scope = Scope(regions)
@@ -407,7 +429,9 @@ class KernelBuilder:
         bounds = [(begin, end) if d == split else (ir.Constant(I64, 0), ir.Constant(I64, n))
                   for d, n in enumerate(shape)]
         tiled = _tiled_dims(self.jaxpr)
-        comps = [loop_over(*bounds[d]).index for d in range(len(shape) - len(tiled))]
+        pieces = [] if tiled or split == len(shape) - 1 else _last_axis_pieces(self.jaxpr)
+        nested = len(shape) - len(tiled) - (1 if pieces else 0)
+        comps = [loop_over(*bounds[d]).index for d in range(nested)]
         self.shared_loop_var = loops[split].var if loops else None
         tiles = [loop_over(*bounds[d], TILE) for d in tiled]
         for d, tile in zip(tiled, tiles):  # the loops within one tile
@@ -415,15 +439,30 @@ class KernelBuilder:
             tile_end = b.add(tile.var, ir.Constant(I64, TILE))
             stop = bounds[d][1]
             comps.append(loop_over(tile.var, b.select(b.icmp_signed("<", tile_end, stop), tile_end, stop)).index)
-        index = Index(self, shape, [int_const(0) if n == 1 and d else c for d, (n, c) in enumerate(zip(shape, comps))])
-        result = self.value(out, index, self.root_scope)
-        offset = index.linear
-        b = regions[-1].b
-        # (Non-temporal stores for large outputs were measured 1.3-10x slower here: not used.)
-        lowering.store(b, result.value, b.gep(out_ptr, [offset.value]), out.aval.dtype)
+        if not pieces:
+            self._store_element(shape, comps, self.root_scope)
+        for low, high in pieces:  # the last axis in pieces, one loop after the other
+            scope = Scope(list(regions), self.root_scope)
+            piece = Loop(self.fn, regions[-1], ir.Constant(I64, low), ir.Constant(I64, high), len(regions),
+                         bounds=(low, high - 1))
+            scope.regions.append(piece.inner)
+            self._store_element(shape, comps + [piece.index], scope)
+            piece.close()
         for loop in reversed(loops):
             loop.close()
         return regions[0].b
+
+    def _store_element(self, shape: tuple[int, ...], comps: list[Scalar], scope: Scope) -> None:
+        """The output's element at ``comps`` computed and stored, in the innermost region of ``scope``."""
+        out = self.jaxpr.outvars[0]
+        index = Index(self, shape, [int_const(0) if n == 1 and d else c for d, (n, c) in enumerate(zip(shape, comps))])
+        result = self.value(out, index, scope)
+        saved, self.scope = self.scope, scope
+        offset = index.linear
+        self.scope = saved
+        b = scope.regions[-1].b
+        # (Non-temporal stores for large outputs were measured 1.3-10x slower here: not used.)
+        lowering.store(b, result.value, b.gep(self.fn.args[len(self.jaxpr.invars)], [offset.value]), out.aval.dtype)
 
     def _build_scan(self, root) -> ir.Function:
         """A running reduction (the kernel's root): loops over the other output dimensions, the
@@ -596,6 +635,85 @@ def is_view(fusion_eqn) -> bool:
 # Tiles of 16x16: each cache line read along a column is used 16 times. Measured on x.T * 2 + 1
 # (2048x2048 float32, one thread): no tiles 30 ms; tiles of 8: 6.6 ms, 16: 6.2, 32: 8.4, 64: 7.9.
 TILE = 16
+
+
+# The most loops that the last axis is split into (``_last_axis_pieces``): each piece repeats the
+# code of the kernel's innermost loop.
+MAX_PIECES = 8
+
+
+def _last_axis_pieces(jaxpr: Jaxpr) -> list[tuple[int, int]]:
+    """The parts [low, high) of the output's last axis in which no pad or concatenation along
+    that axis changes sides (the backward pass of a split: the gradients of the pieces padded
+    and added): walked by one loop each, their index's bounds known, each such equation reads
+    one side there, contiguously, instead of gathering every side's element at clamped indices
+    and selecting one (what LLVM turns into gathers). [] where there is nothing to split."""
+    out = jaxpr.outvars[0]
+    if not isinstance(out, Var) or out.aval.ndim == 0:
+        return []
+    n = out.aval.shape[-1]
+    defining = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+    breaks: set[int] = set()
+    seen: set[tuple[int, int]] = set()
+    work = [(out, 0)]  # a variable whose last index is the output's plus an offset
+    while work:
+        var, offset = work.pop()
+        eqn = defining.get(id(var))
+        if eqn is None or (id(var), offset) in seen:
+            continue
+        seen.add((id(var), offset))
+        for operand, shift in _last_axis_operands(eqn, var, breaks, offset):
+            work.append((operand, offset + shift))
+        if len(breaks) >= MAX_PIECES * 2:
+            return []
+    cuts = sorted(b for b in breaks if 0 < b < n)
+    if not cuts or len(cuts) >= MAX_PIECES:
+        return []
+    return list(zip([0] + cuts, cuts + [n]))
+
+
+def _last_axis_operands(eqn: Any, var: Var, breaks: set[int], offset: int) -> list[tuple[Var, int]]:
+    """The operands of ``eqn`` (which computes ``var``) read along their last axis at ``var``'s
+    last index plus a constant, with that constant; the output's last indices (``var``'s minus
+    ``offset``) at which ``eqn`` changes the operand it reads go into ``breaks``."""
+    p, params, ndim = eqn.primitive, eqn.params, var.aval.ndim
+    last = var.aval.shape[-1]
+    operand = eqn.invars[0] if eqn.invars else None
+    if p is sh.pad_p:
+        low, _, interior = params["padding_config"][-1]
+        size = operand.aval.shape[-1]
+        if interior:
+            return []
+        breaks.update((low - offset, low + size - offset))
+        return [(operand, -low)] if isinstance(operand, Var) else []
+    if p is sh.concatenate_p:
+        if params["dimension"] != ndim - 1:
+            return [(x, 0) for x in eqn.invars if isinstance(x, Var)]
+        found, start = [], 0
+        for x in eqn.invars:
+            breaks.add(start - offset)
+            if isinstance(x, Var):
+                found.append((x, -start))
+            start += x.aval.shape[-1]
+        return found
+    if p is sh.slice_p:
+        strides = params["strides"]
+        return [(operand, params["start_indices"][-1])] if not strides or strides[-1] == 1 else []
+    if p is sh.broadcast_in_dim_p:
+        keeps = operand.aval.ndim and params["broadcast_dimensions"][-1] == ndim - 1
+        return [(operand, 0)] if keeps and operand.aval.shape[-1] == last and isinstance(operand, Var) else []
+    if p in (sh.reshape_p, sh.squeeze_p):
+        return [(operand, 0)] if operand.aval.ndim and operand.aval.shape[-1] == last else []
+    if p is sh.transpose_p:
+        return [(operand, 0)] if params["permutation"][-1] == ndim - 1 else []
+    if p is sh.rev_p:
+        return [(operand, 0)] if ndim - 1 not in params["dimensions"] else []
+    if p in REDUCTION_PRIMITIVES and "axes" in params:
+        kept = operand.aval.ndim - 1 not in params["axes"]
+        return [(operand, 0)] if kept and operand.aval.shape[-1] == last else []
+    if p in index_rules:  # (products, gathers, dynamic slices, iota, windows: not followed)
+        return []
+    return [(x, 0) for x in eqn.invars if isinstance(x, Var) and x.aval.shape == var.aval.shape]
 
 
 def _tiled_dims(jaxpr: Jaxpr) -> tuple[int, ...]:

@@ -1,7 +1,8 @@
 """Loop nests for generated kernels: index arithmetic that knows which loops it depends on.
 
 A ``Scalar`` is an LLVM value with the depth of the innermost loop it depends
-on (0: none; Python ints are folded). Code for a value goes into the ``Region``
+on (0: none; Python ints are folded), and where known the range of its values (an index in a
+loop over a known part of an axis: comparisons and clamps on it fold). Code for a value goes into the ``Region``
 of that depth, the straight-line code of one loop level just before its inner
 loop, so everything is computed in the outermost loop where it can be: the
 same thing as loop-invariant code motion, done while generating the code.
@@ -27,14 +28,17 @@ if TYPE_CHECKING:
 
 
 class Scalar:
-    """An i64 (or element) value and the loop depth it depends on (0: none). Python ints fold."""
+    """An i64 (or element) value and the loop depth it depends on (0: none). Python ints fold.
+    ``bounds``: the least and greatest value an i64 takes, where known (None: unknown)."""
 
-    __slots__ = ("value", "depth", "const")
+    __slots__ = ("value", "depth", "const", "bounds")
 
-    def __init__(self, value: ir.Value | None, depth: int, const_value: int | None = None) -> None:
+    def __init__(self, value: ir.Value | None, depth: int, const_value: int | None = None,
+                 bounds: tuple[int, int] | None = None) -> None:
         self.value = value
         self.depth = depth
         self.const = const_value
+        self.bounds = (const_value, const_value) if const_value is not None else bounds
 
     @property
     def key(self) -> Any:
@@ -100,7 +104,8 @@ class Region:
 
 class Loop:
     def __init__(self, fn: ir.Function, region: Region, start: ir.Value, stop: ir.Value, depth: int,
-                 step: int = 1) -> None:
+                 step: int = 1, bounds: tuple[int, int] | None = None) -> None:
+        """``bounds``: the least and greatest index the loop can take, where the caller knows them."""
         self.region = region
         self.start, self.stop, self.step = start, stop, step
         self.header = fn.append_basic_block("loop")
@@ -110,7 +115,7 @@ class Loop:
         b = ir.IRBuilder(self.header)
         self.var = b.phi(I64)
         b.cbranch(b.icmp_signed("<", self.var, stop), self.body, self.exit)
-        self.index = Scalar(self.var, depth)
+        self.index = Scalar(self.var, depth, bounds=bounds)
         self.inner = Region(ir.IRBuilder(self.body))
 
     def close(self) -> None:
