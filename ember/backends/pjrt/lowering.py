@@ -1814,13 +1814,14 @@ def _givens_sweep(r: Builder, h: Value, z: Value, hi: Value) -> tuple[Value, Val
     return h, z
 
 
-def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value]:
-    """The complex Schur form ``a = z t z^H`` of each matrix of ``a`` ([B, n, n], complex): the
-    Hessenberg form, then single-shift QR steps (Wilkinson's shift from the trailing 2 x 2 of
-    the unreduced window, an exceptional one every 11th step without progress), the window's last
-    row deflated once its subdiagonal is below ``eps`` times its neighbours on the diagonal. A
-    matrix with inf or NaN, or not converged in 30 steps per eigenvalue, gives NaN (as LAPACK's
-    failures under JAX)."""
+def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
+    """The complex Schur form ``a = z (scale t) z^H`` of each matrix of ``a`` ([B, n, n], complex),
+    returned as ``(t, z, scale)`` ([B]: the largest magnitude in the matrix, divided out first so
+    that no square overflows): the Hessenberg form, then single-shift QR steps (Wilkinson's shift
+    from the trailing 2 x 2 of the unreduced window, an exceptional one every 11th step without
+    progress), the window's last row deflated once its subdiagonal is below ``eps`` times its
+    neighbours on the diagonal. A matrix with inf or NaN, or not converged in 30 steps per
+    eigenvalue, gives NaN (as LAPACK's failures under JAX)."""
     count, n, _ = a.aval.shape
     dt = a.aval.dtype
     real = dtypes.real_dtype(dt)
@@ -1830,6 +1831,10 @@ def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value]:
     [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
                           lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
     a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
+    [size] = ctx.reduce([ctx.op("stablehlo.abs", [a], _aval(shape, real))], [ctx.constant(0, real)], [1, 2],
+                        lambda r, acc, v: [r.binary("stablehlo.maximum", acc, v)])
+    scale = ctx.select(ctx.compare("EQ", size, ctx.constant(0, real, vec)), ctx.constant(1, real, vec), size)
+    a = ctx.binary("stablehlo.divide", a, ctx.broadcast(ctx.convert(scale, dt), shape, [0]))  # (no overflow)
     rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
     if n == 1:
         packed, z = a, ctx.constant(1, dt, shape)
@@ -1893,13 +1898,14 @@ def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value]:
     t = ctx.select(ctx.compare("LE", rows, cols), h, ctx.constant(0, dt, shape))
     ok = ctx.broadcast(finite, shape, [0])
     nan = ctx.constant(complex(np.nan, np.nan), dt, shape)
-    return ctx.select(ok, t, nan), ctx.select(ok, z, nan)
+    return ctx.select(ok, t, nan), ctx.select(ok, z, nan), scale
 
 
 def _triangular_eigenvectors(ctx: Builder, t: Value) -> Value:
     """The right eigenvectors of upper triangular ``t`` ([B, n, n]): column j is 1 at j, 0 below,
     and above it back substitution in ``(t - t_jj) x = 0``, a near-zero ``t_ii - t_jj`` replaced
-    by ``eps |t_jj|`` (at least the smallest normal number), as LAPACK's trevc."""
+    by ``eps |t_jj|`` (at least the smallest normal number), as LAPACK's trevc; each column is
+    divided by its largest magnitude (above 1) after each step, so that none overflows."""
     count, n, _ = t.aval.shape
     dt = t.aval.dtype
     real = dtypes.real_dtype(dt)
@@ -1935,6 +1941,9 @@ def _triangular_eigenvectors(ctx: Builder, t: Value) -> Value:
                                                         _aval((count, 1, n), dt),
                                                         f"slice_sizes = {_array((count, 1, n))}"), (count, n)))
         x = r.op("stablehlo.dynamic_update_slice", [x, r.reshape(new_row, (count, 1, n)), zero, i, zero], x.aval)
+        [largest] = r.reduce([r.op("stablehlo.abs", [x], _aval(shape, real))], [r.constant(1, real)], [1],
+                             lambda b, acc, v: [b.binary("stablehlo.maximum", acc, v)])
+        x = r.binary("stablehlo.divide", x, r.broadcast(r.convert(largest, dt), shape, [0, 2]))
         return [r.binary("stablehlo.subtract", i, r.constant(1, np.int32)), x]
 
     if n < 2:
@@ -1984,7 +1993,8 @@ def _schur(ctx: Builder, out: list, x: Value, *, compute_schur_vectors: bool) ->
     count, n, _ = _batched(x)
     if n == 0:
         return [x, x][:len(out)]
-    t, z = _complex_schur(ctx, ctx.reshape(x, (count, n, n)))
+    t, z, scale = _complex_schur(ctx, ctx.reshape(x, (count, n, n)))
+    t = ctx.binary("stablehlo.multiply", t, ctx.broadcast(ctx.convert(scale, t.aval.dtype), t.aval.shape, [0]))
     return [ctx.reshape(t, out[0].shape), ctx.reshape(z, out[0].shape)][:len(out)]
 
 
@@ -2000,10 +2010,11 @@ def _eig(ctx: Builder, out: list, x: Value, *, compute_left_eigenvectors: bool, 
     dt = a.aval.dtype
     if n == 0:
         return [ctx.constant(0, dt, o.shape) for o in out]
-    t, z = _complex_schur(ctx, a)
+    t, z, scale = _complex_schur(ctx, a)
     shape = (count, n, n)
     rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
     w = _sum_rows(ctx, ctx.select(ctx.compare("EQ", rows, cols), t, ctx.constant(0, dt, shape)), 1)
+    w = ctx.binary("stablehlo.multiply", w, ctx.broadcast(ctx.convert(scale, dt), w.aval.shape, [0]))
     results = [ctx.reshape(w, out[0].shape)]
     if compute_left_eigenvectors:
         flipped = ctx.op("stablehlo.reverse", [_conj_value(ctx, ctx.transpose(t, (0, 2, 1)))], t.aval,
