@@ -118,9 +118,13 @@ def test_aot_text_is_the_stablehlo(on_xla_cpu):
 
 
 def test_a_program_with_a_refused_primitive_says_which_and_why(on_xla_cpu):
-    with pytest.raises(NotImplementedError, match=r"cannot compile the primitive `schur` on real matrices yet: .*"
-                                                  r"Francis double-shift"):
-        ember.jit(lambda a: lax.linalg.schur(a)[0])(np.eye(3, dtype=np.float32))
+    from ember.sharding import Mesh, PartitionSpec as P
+
+    mesh = Mesh(np.array(ember.devices()[:2]), ("d",))
+    summed = ember.shard_map(lambda x: lax.psum(x, "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
+    with pytest.raises(NotImplementedError, match=r"cannot compile the primitive `psum` over the axis \('d',\), "
+                                                  r"which has size 2: .*single-device programs"):
+        summed(np.arange(4, dtype=np.float32))
 
 
 def test_an_accelerator_plugin_found_is_the_default_backend():

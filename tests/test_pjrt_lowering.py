@@ -113,8 +113,6 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
 
 
 def test_a_refused_primitive_names_itself_and_the_reason():
-    with pytest.raises(lowering.LoweringError, match=r"cannot compile the primitive `schur` on real matrices"):
-        on_plugin(lambda a: lax.linalg.schur(a)[0], np.eye(3, dtype=np.float32))
     with pytest.raises(lowering.LoweringError, match=r"`pure_callback`: a host callback"):
         on_plugin(lambda a: ember.pure_callback(np.sin, ember.ShapeDtypeStruct((3,), np.float32), a),
                   np.ones(3, np.float32))
@@ -432,6 +430,29 @@ def test_complex_schur():
     for b in range(2):
         diagonal, diagonal_ref = np.diagonal(t[b]), np.diagonal(t_ref[b])
         np.testing.assert_allclose(diagonal[_matched(diagonal, diagonal_ref)], diagonal_ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_real_schur_is_quasi_triangular_in_standard_form(dtype, x64):
+    n = 6
+    x = np.concatenate([_matrices((3, n, n), dtype, 15), [np.roll(np.eye(n), 1, axis=1), np.eye(n, k=-1),
+                                                          np.eye(n) * 2 + np.eye(n, k=1)]]).astype(dtype)
+    x[1] *= 1e20 if dtype == np.float32 else 1e200
+    (t, z), _ = on_plugin(lambda a: lax.linalg.schur(a), x)
+    assert t.dtype == z.dtype == dtype
+    tol = 2e-6 if dtype == np.float32 else 1e-14
+    for b in range(len(x)):
+        scale = np.abs(x[b]).max()
+        np.testing.assert_allclose(z[b] @ t[b] @ z[b].T, x[b], atol=tol * scale)
+        np.testing.assert_allclose(z[b].T @ z[b], np.eye(n), atol=tol)
+        assert np.all(np.tril(t[b], -2) == 0)
+        sub = np.diagonal(t[b], -1)
+        assert not np.any((sub[:-1] != 0) & (sub[1:] != 0))  # (blocks of at most 2 x 2)
+        for i in np.flatnonzero(sub):  # each 2 x 2 block holds a complex pair, in LAPACK's standard form
+            assert t[b, i, i] == t[b, i + 1, i + 1] and np.sign(t[b, i, i + 1]) * np.sign(t[b, i + 1, i]) < 0
+        values = np.linalg.eigvals(t[b].astype(np.float64))
+        exact = np.linalg.eigvals(x[b].astype(np.float64))
+        np.testing.assert_allclose(values[_matched(values, exact)], exact, atol=tol * scale * 2)
 
 
 def test_svd_of_a_rank_deficient_matrix_keeps_u_orthonormal():

@@ -1983,17 +1983,260 @@ def _as_complex(ctx: Builder, x: Value) -> Value:
                   _aval(x.aval.shape, dtypes.complex_dtype(x.aval.dtype)))
 
 
+class _Vector:
+    """Elementwise arithmetic on values of one shape and dtype (scalars become constants): what
+    the real Schur form's per-matrix 2 x 2 computations are written in."""
+
+    def __init__(self, b: Builder, shape: tuple, dt: np.dtype) -> None:
+        self.b, self.shape, self.dt = b, shape, dt
+
+    def c(self, v: Any) -> Value:
+        return v if isinstance(v, Value) else self.b.constant(v, self.dt, self.shape)
+
+    def _op(self, op: str, x: Any, y: Any) -> Value:
+        return self.b.binary(op, self.c(x), self.c(y))
+
+    def add(self, x: Any, y: Any) -> Value:
+        return self._op("stablehlo.add", x, y)
+
+    def sub(self, x: Any, y: Any) -> Value:
+        return self._op("stablehlo.subtract", x, y)
+
+    def mul(self, x: Any, y: Any) -> Value:
+        return self._op("stablehlo.multiply", x, y)
+
+    def div(self, x: Any, y: Any) -> Value:
+        return self._op("stablehlo.divide", x, y)
+
+    def max(self, x: Any, y: Any) -> Value:
+        return self._op("stablehlo.maximum", x, y)
+
+    def min(self, x: Any, y: Any) -> Value:
+        return self._op("stablehlo.minimum", x, y)
+
+    def abs(self, x: Value) -> Value:
+        return self.b.op("stablehlo.abs", [x], x.aval)
+
+    def sqrt(self, x: Value) -> Value:
+        return self.b.op("stablehlo.sqrt", [x], x.aval)
+
+    def sign(self, x: Value) -> Value:
+        """Fortran's SIGN(1, x): -1 for negative x (-0 included), else 1."""
+        negative = self.b.op("stablehlo.bitcast_convert", [x], _aval(self.shape, {4: np.int32, 8: np.int64}[
+            self.dt.itemsize]))
+        return self.where(self.b.compare("LT", negative, self.b.constant(0, negative.aval.dtype, self.shape)),
+                          -1.0, 1.0)
+
+    def hypot(self, x: Value, y: Value) -> Value:
+        big = self.max(self.abs(x), self.abs(y))
+        safe = self.where(self.cmp("EQ", big, 0.0), 1.0, big)
+        return self.mul(big, self.sqrt(self.add(self.mul(self.div(x, safe), self.div(x, safe)),
+                                                self.mul(self.div(y, safe), self.div(y, safe)))))
+
+    def cmp(self, direction: str, x: Any, y: Any) -> Value:
+        return self.b.compare(direction, self.c(x), self.c(y))
+
+    def where(self, pred: Value, x: Any, y: Any) -> Value:
+        return self.b.select(pred, self.c(x), self.c(y))
+
+    def both(self, *preds: Value) -> Value:
+        out = preds[0]
+        for p in preds[1:]:
+            out = self.b.binary("stablehlo.and", out, p)
+        return out
+
+    def either(self, *preds: Value) -> Value:
+        out = preds[0]
+        for p in preds[1:]:
+            out = self.b.binary("stablehlo.or", out, p)
+        return out
+
+    def no(self, pred: Value) -> Value:
+        return self.b.op("stablehlo.not", [pred], pred.aval)
+
+
+def _standard_block(v: _Vector, a: Value, b: Value, c: Value, d: Value) -> tuple[Value, Value, Value]:
+    """LAPACK's dlanv2: the rotation ``(cs, sn)`` that puts the 2 x 2 block ``[[a, b], [c, d]]`` in
+    standard form (upper triangular for real eigenvalues; equal diagonal and ``b c < 0`` for a
+    complex pair), and whether its eigenvalues are real."""
+    eps = float(np.finfo(v.dt).eps)
+    c_zero, b_zero = v.cmp("EQ", c, 0.0), v.cmp("EQ", b, 0.0)
+    standard = v.both(v.cmp("EQ", v.sub(a, d), 0.0), v.cmp("NE", v.sign(b), v.sign(c)))
+    temp = v.sub(a, d)
+    p = v.mul(0.5, temp)
+    bcmax = v.max(v.abs(b), v.abs(c))
+    bcmis = v.mul(v.mul(v.min(v.abs(b), v.abs(c)), v.sign(b)), v.sign(c))
+    scale = v.max(v.abs(p), bcmax)
+    safe_scale = v.where(v.cmp("EQ", scale, 0.0), 1.0, scale)
+    z = v.add(v.mul(v.div(p, safe_scale), p), v.mul(v.div(bcmax, safe_scale), bcmis))
+    real_pair = v.cmp("GE", z, 4 * eps)
+    # real eigenvalues
+    zz = v.add(p, v.mul(v.sign(p), v.mul(v.sqrt(safe_scale), v.sqrt(v.max(z, 0.0)))))
+    tau = v.hypot(c, zz)
+    safe_tau = v.where(v.cmp("EQ", tau, 0.0), 1.0, tau)
+    cs_real, sn_real = v.div(zz, safe_tau), v.div(c, safe_tau)
+    # a complex pair or nearly equal real eigenvalues
+    sigma = v.add(b, c)
+    tau = v.hypot(sigma, temp)
+    safe_tau = v.where(v.cmp("EQ", tau, 0.0), 1.0, tau)
+    cs = v.sqrt(v.mul(0.5, v.add(1.0, v.div(v.abs(sigma), safe_tau))))
+    sn = v.mul(v.div(p, v.mul(safe_tau, cs)), v.mul(-1.0, v.sign(sigma)))
+    aa, bb = v.add(v.mul(a, cs), v.mul(b, sn)), v.add(v.mul(v.mul(-1.0, a), sn), v.mul(b, cs))
+    cc, dd = v.add(v.mul(c, cs), v.mul(d, sn)), v.add(v.mul(v.mul(-1.0, c), sn), v.mul(d, cs))
+    b2 = v.add(v.mul(bb, cs), v.mul(dd, sn))
+    c2 = v.sub(v.mul(cc, cs), v.mul(aa, sn))
+    c2_zero, b2_zero = v.cmp("EQ", c2, 0.0), v.cmp("EQ", b2, 0.0)
+    split = v.both(v.no(c2_zero), v.no(b2_zero), v.cmp("EQ", v.sign(b2), v.sign(c2)))
+    sab, sac = v.sqrt(v.abs(b2)), v.sqrt(v.abs(c2))
+    tau2 = v.div(1.0, v.sqrt(v.where(split, v.abs(v.add(b2, c2)), 1.0)))
+    cs1, sn1 = v.mul(sab, tau2), v.mul(sac, tau2)
+    cs_split, sn_split = v.sub(v.mul(cs, cs1), v.mul(sn, sn1)), v.add(v.mul(cs, sn1), v.mul(sn, cs1))
+    swap = v.both(v.no(c2_zero), b2_zero)
+    cs_c = v.where(split, cs_split, v.where(swap, v.mul(-1.0, sn), cs))
+    sn_c = v.where(split, sn_split, v.where(swap, cs, sn))
+    complex_real = v.either(split, c2_zero, swap)  # (the pair turned out real)
+    cs_out = v.where(real_pair, cs_real, cs_c)
+    sn_out = v.where(real_pair, sn_real, sn_c)
+    is_real = v.either(real_pair, complex_real)
+    trivial = v.either(c_zero, standard)
+    cs_out = v.where(trivial, 1.0, v.where(b_zero, 0.0, cs_out))
+    sn_out = v.where(trivial, 0.0, v.where(b_zero, 1.0, sn_out))
+    is_real = v.either(c_zero, b_zero, v.both(v.no(standard), is_real))
+    return cs_out, sn_out, is_real
+
+
+def _real_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
+    """The real Schur form ``a = z (scale t) z^T`` of real matrices ([B, n, n]), as LAPACK's
+    quasi-triangular one: ``(t, z, scale)``. The Hessenberg form, then double-shift QR steps in
+    explicit form (``q`` from the QR decomposition of ``h^2 - s h + p`` over the unreduced window,
+    ``s`` and ``p`` the trace and determinant of its trailing 2 x 2, exceptional shifts as
+    LAPACK's every 11th step without progress); a 1 x 1 or 2 x 2 block deflated once the
+    subdiagonal above it is below ``eps`` times its neighbours, a 2 x 2 one put in standard form
+    (``_standard_block``). inf, NaN or no convergence in 30 steps per eigenvalue give NaN."""
+    count, n, _ = a.aval.shape
+    dt = a.aval.dtype
+    vec, shape = (count,), (count, n, n)
+    finite = ctx.op("stablehlo.is_finite", [a], _aval(shape, np.bool_))
+    [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
+                          lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
+    a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
+    [size] = ctx.reduce([ctx.op("stablehlo.abs", [a], a.aval)], [ctx.constant(0, dt)], [1, 2],
+                        lambda r, acc, v: [r.binary("stablehlo.maximum", acc, v)])
+    scale = ctx.select(ctx.compare("EQ", size, ctx.constant(0, dt, vec)), ctx.constant(1, dt, vec), size)
+    a = ctx.binary("stablehlo.divide", a, ctx.broadcast(scale, shape, [0]))
+    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+    if n == 1:
+        h, z = a, ctx.constant(1, dt, shape)
+    else:
+        packed, taus = _hessenberg(ctx, [a.aval, _aval((count, n - 1), dt)], a)
+        z = _hessenberg_q(ctx, packed, taus)
+        h = ctx.select(ctx.compare("LE", rows, ctx.binary("stablehlo.add", cols, ctx.constant(1, np.int32, shape))),
+                       packed, ctx.constant(0, dt, shape))
+    eps, tiny = float(np.finfo(dt).eps), float(np.finfo(dt).tiny)
+    limit = 30 * max(n, 10)
+    state = [ctx.constant(0, np.int32), h, z, ctx.constant(n - 1, np.int32, vec), ctx.constant(0, np.int32, vec)]
+    avals = [s.aval for s in state]
+
+    def cond(r: Builder, it: Value, h: Value, z: Value, hi: Value, stuck: Value) -> list[Value]:
+        [busy] = r.reduce([r.compare("GT", hi, r.constant(0, np.int32, vec))], [r.constant(False, np.bool_)], [0],
+                          lambda b, acc, v: [b.binary("stablehlo.or", acc, v)])
+        return [r.binary("stablehlo.and", busy, r.compare("LT", it, r.constant(limit, np.int32)))]
+
+    def body(r: Builder, it: Value, h: Value, z: Value, hi: Value, stuck: Value) -> list[Value]:
+        v, iv = _Vector(r, vec, dt), _Vector(r, vec, np.dtype(np.int32))
+        at = lambda k: iv.max(iv.sub(hi, k), 0)
+        lo, lo2 = at(1), at(2)
+        entry = lambda i, j: _entries(r, h, i, j)
+        small = lambda sub, x, y: v.either(v.cmp("LE", v.abs(sub), v.mul(eps, v.add(v.abs(x), v.abs(y)))),
+                                           v.cmp("LE", v.abs(sub), tiny))
+        h11, h12, h21, h22 = entry(lo, lo), entry(lo, hi), entry(hi, lo), entry(hi, hi)
+        h_above = entry(lo, lo2)  # (the subdiagonal entry above the trailing 2 x 2)
+        alive = iv.cmp("GE", hi, 1)
+        one = v.both(alive, small(h21, h11, h22))
+        two = v.both(alive, v.no(one), v.either(iv.cmp("EQ", hi, 1), small(h_above, entry(lo2, lo2), h11)))
+        step = v.both(alive, v.no(one), v.no(two))
+        # the double-shift step, over the window [0, hi] of the matrices that take it
+        exceptional = iv.cmp("EQ", r.binary("stablehlo.remainder", stuck, iv.c(11)), iv.c(10))
+        kick = v.add(v.abs(h21), v.abs(h_above))
+        e11 = v.add(v.mul(0.75, kick), h22)
+        trace = v.where(exceptional, v.mul(2.0, e11), v.add(h11, h22))
+        det = v.where(exceptional, v.add(v.mul(e11, e11), v.mul(0.4375, v.mul(kick, kick))),
+                      v.sub(v.mul(h11, h22), v.mul(h12, h21)))
+        eye = r.convert(r.compare("EQ", rows, cols), dt)
+        m = r.binary("stablehlo.add", r.binary("stablehlo.subtract", _matmul(r, h, h), r.binary(
+            "stablehlo.multiply", r.broadcast(trace, shape, [0]), h)), r.binary(
+            "stablehlo.multiply", r.broadcast(det, shape, [0]), eye))
+        inside = r.binary("stablehlo.and", r.compare("LE", rows, r.broadcast(hi, shape, [0])),
+                          r.compare("LE", cols, r.broadcast(hi, shape, [0])))
+        inside = r.binary("stablehlo.and", inside, r.broadcast(step, shape, [0]))
+        m = r.select(inside, m, eye)
+        reflectors, taus = _geqrf_batched(r, m)
+        q = _householder_product_batched(r, reflectors, taus)
+        qt = r.transpose(q, (0, 2, 1))
+        h = _matmul(r, qt, _matmul(r, h, q))
+        h = r.select(r.compare("GT", rows, r.binary("stablehlo.add", cols, r.constant(1, np.int32, shape))),
+                     r.constant(0, dt, shape), h)
+        z = _matmul(r, z, q)
+        # deflation: one row, or a 2 x 2 block put in standard form
+        cut_one = r.binary("stablehlo.and", r.broadcast(one, shape, [0]), r.binary(
+            "stablehlo.and", r.compare("EQ", rows, r.broadcast(hi, shape, [0])),
+            r.compare("EQ", cols, r.broadcast(lo, shape, [0]))))
+        cut_two = r.binary("stablehlo.and", r.broadcast(v.both(two, iv.cmp("GE", hi, 2)), shape, [0]),
+                           r.binary("stablehlo.and", r.compare("EQ", rows, r.broadcast(lo, shape, [0])),
+                                    r.compare("EQ", cols, r.broadcast(lo2, shape, [0]))))
+        h = r.select(r.binary("stablehlo.or", cut_one, cut_two), r.constant(0, dt, shape), h)
+        cs, sn, is_real = _standard_block(v, entry(lo, lo), entry(lo, hi), entry(hi, lo), entry(hi, hi))
+        cs, sn = v.where(two, cs, 1.0), v.where(two, sn, 0.0)
+
+        def rotate(m: Value, axis: int) -> Value:
+            """Rows (axis 1) or columns (axis 2) lo and hi of m: lo <- cs lo + sn hi, hi <- cs hi - sn lo."""
+            index = rows if axis == 1 else cols
+            is_lo = r.compare("EQ", index, r.broadcast(lo, shape, [0]))
+            is_hi = r.compare("EQ", index, r.broadcast(hi, shape, [0]))
+            line = lambda mask: _sum_rows(r, r.select(mask, m, r.constant(0, dt, shape)), axis)
+            keep = [0, 2] if axis == 1 else [0, 1]
+            m_lo, m_hi = (r.broadcast(line(mask), shape, keep) for mask in (is_lo, is_hi))
+            c_, s_ = r.broadcast(cs, shape, [0]), r.broadcast(sn, shape, [0])
+            new_lo = r.binary("stablehlo.add", r.binary("stablehlo.multiply", c_, m_lo),
+                              r.binary("stablehlo.multiply", s_, m_hi))
+            new_hi = r.binary("stablehlo.subtract", r.binary("stablehlo.multiply", c_, m_hi),
+                              r.binary("stablehlo.multiply", s_, m_lo))
+            return r.select(is_lo, new_lo, r.select(is_hi, new_hi, m))
+
+        h = rotate(rotate(h, 1), 2)
+        z = rotate(z, 2)
+        pair = v.both(two, v.no(is_real))
+        mean = v.mul(0.5, v.add(entry(lo, lo), entry(hi, hi)))
+        diagonal = r.binary("stablehlo.and", r.compare("EQ", rows, cols), r.binary(
+            "stablehlo.or", r.compare("EQ", rows, r.broadcast(lo, shape, [0])),
+            r.compare("EQ", rows, r.broadcast(hi, shape, [0]))))
+        h = r.select(r.binary("stablehlo.and", diagonal, r.broadcast(pair, shape, [0])),
+                     r.broadcast(mean, shape, [0]), h)
+        below = r.binary("stablehlo.and", r.compare("EQ", rows, r.broadcast(hi, shape, [0])),
+                         r.compare("EQ", cols, r.broadcast(lo, shape, [0])))
+        h = r.select(r.binary("stablehlo.and", below, r.broadcast(v.both(two, is_real), shape, [0])),
+                     r.constant(0, dt, shape), h)
+        hi = iv.where(one, iv.sub(hi, 1), iv.where(two, iv.max(iv.sub(hi, 2), 0), hi))
+        stuck = iv.where(step, iv.add(stuck, 1), 0)
+        return [r.binary("stablehlo.add", it, r.constant(1, np.int32)), h, z, hi, stuck]
+
+    if n > 1:
+        regions = [ctx.region(avals, cond), ctx.region(avals, body)]
+        _, h, z, hi, _ = ctx.ops("stablehlo.while", state, avals, "", regions)
+        finite = ctx.binary("stablehlo.and", finite, ctx.compare("EQ", hi, ctx.constant(0, np.int32, vec)))
+    ok = ctx.broadcast(finite, shape, [0])
+    nan = ctx.constant(np.nan, dt, shape)
+    return ctx.select(ok, h, nan), ctx.select(ok, z, nan), scale
+
+
 def _schur(ctx: Builder, out: list, x: Value, *, compute_schur_vectors: bool) -> list[Value]:
-    """Complex matrices: ``_complex_schur``. Real ones would need LAPACK's real quasi-triangular
-    form (2 x 2 blocks for conjugate pairs, Francis double shifts), which is not written."""
-    if not dtypes.is_complex(x.aval.dtype):
-        raise LoweringError("the PJRT backend cannot compile the primitive `schur` on real matrices yet: their "
-                            "real Schur form (quasi-triangular, Francis double-shift QR) is not written; complex "
-                            "matrices are lowered (pass x.astype(complex) for the complex Schur form)")
+    """Complex matrices: ``_complex_schur``; real ones: ``_real_schur`` (LAPACK's quasi-triangular
+    form)."""
     count, n, _ = _batched(x)
     if n == 0:
         return [x, x][:len(out)]
-    t, z, scale = _complex_schur(ctx, ctx.reshape(x, (count, n, n)))
+    a = ctx.reshape(x, (count, n, n))
+    t, z, scale = (_complex_schur if dtypes.is_complex(x.aval.dtype) else _real_schur)(ctx, a)
     t = ctx.binary("stablehlo.multiply", t, ctx.broadcast(ctx.convert(scale, t.aval.dtype), t.aval.shape, [0]))
     return [ctx.reshape(t, out[0].shape), ctx.reshape(z, out[0].shape)][:len(out)]
 
