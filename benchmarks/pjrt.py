@@ -1,21 +1,27 @@
 """ember on a PJRT device against JAX on its own, side by side: a conformance subset, then times.
 
-``python benchmarks/pjrt.py [--backend NAME] [--quick] [--skip-first-calls]`` runs on the PJRT backend
-``NAME`` (default: the first accelerator found, else XLA's CPU plugin, ``xla_cpu``); JAX runs on its
-default platform (the TPU on a TPU machine, its CPU otherwise). It prints markdown tables:
+``python benchmarks/pjrt.py [--backend NAME] [--quick] [--parts conformance,steady,first]`` runs on the
+PJRT backend ``NAME`` (default: the first accelerator found, else XLA's CPU plugin, ``xla_cpu``); JAX
+runs on its default platform (the TPU on a TPU machine, its CPU otherwise). It prints markdown tables:
 
-1. conformance: a subset of programs on the PJRT backend against ember's CPU backend, at ``highest``
-   matmul precision (the largest relative error of each, and whether it is within float32 tolerance);
+1. conformance: a subset of programs (elementwise and special functions, reductions, products,
+   sorts, loops, branches, FFT, gathers and scatters, convolutions and pooling with their
+   gradients, random numbers, linear algebra) on the PJRT backend against ember's CPU backend, at
+   ``highest`` matmul precision (the largest error of each, relative above 1, and whether it is
+   within float32 tolerance; random bits and pooling gradients must be exact);
 2. steady medians of each program, ember / JAX and their ratio: the tiny-op call (``x * 2 + 1`` on
    (10,) float32, the call overhead), selu on 10^6 float32, matrix products (bf16 1024/4096/8192 on an
-   accelerator, f32 512/1024 on a CPU plugin), and a small CNN train step (batch 128 of 32x32x3, two
-   3x3 convolutions, max and average pooling, dense, SGD with momentum);
+   accelerator, f32 512/1024 on a CPU plugin), a small CNN train step (batch 128 of 32x32x3, two
+   3x3 convolutions, max and average pooling, dense, SGD with momentum) and a 2-layer GPT train step
+   (d 512, 8 heads, seq 256, batch 16, vocab 8192, float32, Adam);
 3. first calls, each in a fresh process: ember and JAX with empty caches, and each with its disk cache
    warm from an earlier process (ember's holds the plugin's serialized executables; JAX's persistent
    cache is switched on for that row: it is opt-in).
 
-Timings are medians over repeated calls (steady) or over ``--runs`` processes (first calls); ratios
-come from one run, side by side. Nothing here asserts a time.
+Every measurement runs in a child process of one framework: a device (a TPU) can be held by one
+program at a time, so ember and JAX never share a process, and this parent opens none. Timings are
+medians over repeated calls (steady) or over ``--runs`` processes (first calls); ratios come from
+one run, side by side. Nothing here asserts a time.
 """
 from __future__ import annotations
 
@@ -31,9 +37,12 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # (run as a script from a checkout: this checkout's ember)
+    sys.path.insert(0, ROOT)
 
 # The programs, written once for both frameworks (``np`` below is ember.numpy or jax.numpy).
 PROGRAMS = r'''
+import math
 import numpy as onp
 
 def tiny(x):
@@ -74,7 +83,65 @@ def cnn_step(p, v, x, labels):
     v = {k: 0.9 * v[k] + g[k] for k in p}
     p = {k: p[k] - 0.01 * v[k] for k in p}
     return p, v, loss
+
+def gpt_init(seed=0):
+    rng = onp.random.default_rng(seed)
+    d, vocab, seq = GPT["d"], GPT["vocab"], GPT["seq"]
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.02).astype(onp.float32)
+    p = {"wte": w(vocab, d), "wpe": w(seq, d), "lnf_g": onp.ones(d, onp.float32), "lnf_b": onp.zeros(d, onp.float32)}
+    for l in range(GPT["layers"]):
+        p.update({f"{l}.ln1_g": onp.ones(d, onp.float32), f"{l}.ln1_b": onp.zeros(d, onp.float32),
+                  f"{l}.qkv": w(d, 3 * d), f"{l}.proj": w(d, d),
+                  f"{l}.ln2_g": onp.ones(d, onp.float32), f"{l}.ln2_b": onp.zeros(d, onp.float32),
+                  f"{l}.fc": w(d, 4 * d), f"{l}.out": w(4 * d, d)})
+    m = {k: onp.zeros_like(a) for k, a in p.items()}
+    v = {k: onp.zeros_like(a) for k, a in p.items()}
+    tokens = rng.integers(0, vocab, (GPT["batch"], seq + 1)).astype(onp.int32)
+    return p, m, v, onp.float32(0.0), tokens[:, :-1], tokens[:, 1:]
+
+def layer_norm(x, g, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) * lax.rsqrt(var + 1e-5) * g + b
+
+def gpt_loss(p, tokens, targets):
+    batch, seq = tokens.shape
+    d, heads = p["wte"].shape[1], GPT["heads"]
+    x = p["wte"][tokens] + p["wpe"][None, :seq]
+    causal = np.tril(np.ones((seq, seq), dtype=bool))
+    def split_heads(t):
+        return t.reshape(batch, seq, heads, d // heads).transpose(0, 2, 1, 3)
+    for l in range(GPT["layers"]):
+        h = layer_norm(x, p[f"{l}.ln1_g"], p[f"{l}.ln1_b"])
+        q, k, v = np.split(h @ p[f"{l}.qkv"], 3, axis=-1)
+        q, k, v = split_heads(q), split_heads(k), split_heads(v)
+        att = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(d // heads))
+        att = np.where(causal, att, -1e9)
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att = att / att.sum(-1, keepdims=True)
+        y = (att @ v).transpose(0, 2, 1, 3).reshape(batch, seq, d)
+        x = x + y @ p[f"{l}.proj"]
+        h = layer_norm(x, p[f"{l}.ln2_g"], p[f"{l}.ln2_b"]) @ p[f"{l}.fc"]
+        h = 0.5 * h * (1.0 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+        x = x + h @ p[f"{l}.out"]
+    logits = layer_norm(x, p["lnf_g"], p["lnf_b"]) @ p["wte"].T
+    logits = logits - logits.max(-1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return -np.take_along_axis(logp, targets[..., None], axis=-1).mean()
+
+def gpt_step(p, m, v, t, tokens, targets, lr=3e-4, b1=0.9, b2=0.999, eps=1e-8):
+    loss, g = value_and_grad(gpt_loss)(p, tokens, targets)
+    t = t + 1.0
+    m = {k: b1 * m[k] + (1 - b1) * g[k] for k in p}
+    v = {k: b2 * v[k] + (1 - b2) * g[k] * g[k] for k in p}
+    step = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    p = {k: p[k] - step * m[k] / (np.sqrt(v[k]) + eps) for k in p}
+    return p, m, v, t, loss
 '''
+
+GPT_FULL = {"d": 512, "heads": 8, "seq": 256, "batch": 16, "vocab": 8192, "layers": 2}
+GPT_QUICK = {"d": 64, "heads": 4, "seq": 32, "batch": 2, "vocab": 256, "layers": 2}
 
 
 def framework(name: str, backend: str | None) -> dict:
@@ -85,7 +152,7 @@ def framework(name: str, backend: str | None) -> dict:
         from jax import lax
 
         return {"np": jnp, "lax": lax, "jit": jax.jit, "value_and_grad": jax.value_and_grad,
-                "ready": jax.block_until_ready}
+                "ready": jax.block_until_ready, "devices": jax.devices}
     import ember
     import ember.numpy as enp
     from ember import lax as elax
@@ -93,16 +160,16 @@ def framework(name: str, backend: str | None) -> dict:
     if backend:
         ember.config.update("backend", backend)
     return {"np": enp, "lax": elax, "jit": ember.jit, "value_and_grad": ember.value_and_grad,
-            "ready": ember.block_until_ready}
+            "ready": ember.block_until_ready, "devices": ember.devices}
 
 
-def programs(names: dict, batch: int) -> dict:
-    space = dict(names, BATCH=batch)
+def programs(names: dict, quick: bool) -> dict:
+    space = dict(names, BATCH=32 if quick else 128, GPT=GPT_QUICK if quick else GPT_FULL)
     exec(PROGRAMS, space)  # noqa: S102  (the benchmark's own source, shared by both frameworks)
     return space
 
 
-def inputs(kind: str, size: int, dtype: str, np_module, batch: int, space: dict) -> tuple:
+def inputs(kind: str, size: int, dtype: str, np_module, space: dict) -> tuple:
     rng = np.random.default_rng(0)
     if kind == "tiny":
         return (np.arange(10, dtype=np.float32),)
@@ -112,7 +179,7 @@ def inputs(kind: str, size: int, dtype: str, np_module, batch: int, space: dict)
         a = rng.standard_normal((size, size)).astype(np.float32)
         b = rng.standard_normal((size, size)).astype(np.float32)
         return tuple(np_module.asarray(m).astype(dtype) for m in (a, b))
-    return space["cnn_init"]()
+    return space[f"{kind}_init"]()
 
 
 def cases(accelerator: bool, quick: bool) -> list[tuple[str, str, int, str]]:
@@ -122,7 +189,7 @@ def cases(accelerator: bool, quick: bool) -> list[tuple[str, str, int, str]]:
         rows += [(f"bf16 matmul {n}", "matmul", n, "bfloat16") for n in ((1024,) if quick else (1024, 4096, 8192))]
     else:
         rows += [(f"f32 matmul {n}", "matmul", n, "float32") for n in ((256,) if quick else (512, 1024))]
-    rows.append(("CNN train step", "cnn", 0, "float32"))
+    rows += [("CNN train step", "cnn", 0, "float32"), ("GPT train step", "gpt", 0, "float32")]
     return rows
 
 
@@ -137,55 +204,78 @@ def steady(fn, args: tuple, ready, repeats: int) -> float:
 
 
 def jitted(space: dict, kind: str):
-    jit = space["jit"]
-    return jit({"tiny": space["tiny"], "selu": space["selu"], "matmul": space["matmul"],
-                "cnn": space["cnn_step"]}[kind])
+    return space["jit"](space[{"cnn": "cnn_step", "gpt": "gpt_step"}.get(kind, kind)])
 
 
-CHILD = r"""
-import json, os, sys, time
-sys.path.insert(0, os.path.join({root!r}, "benchmarks"))
-import pjrt as bench
-name, backend, kind, size, dtype, batch = json.loads(sys.argv[1])
-if name == "jax" and os.environ.get("BENCH_JAX_CACHE"):
-    import jax
-    jax.config.update("jax_compilation_cache_dir", os.environ["BENCH_JAX_CACHE"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-names = bench.framework(name, backend)
-space = bench.programs(names, batch)
-args = bench.inputs(kind, size, dtype, names["np"], batch, space)
-if name == "jax":
-    import jax; jax.devices()
-else:
-    import ember; ember.devices()  # the plugin opened and its client created before the clock starts
-fn = bench.jitted(space, kind)
-start = time.perf_counter()
-names["ready"](fn(*args))
-print(time.perf_counter() - start)
-"""
+CONFORMANCE = r'''
+def elementwise(x):
+    return np.tanh(x) * np.exp(-x * x) + np.log1p(np.abs(x)) + lax.erf(x) + np.expm1(x / 4)
 
+def special(x):
+    u = np.abs(x) + 0.5
+    return lax.lgamma(u), lax.digamma(u), lax.erf_inv(np.tanh(x) * 0.99), np.arctan2(x, x[::-1] + 0.1)
 
-def first_call(name: str, backend: str | None, case: tuple, batch: int, env: dict) -> float:
-    _, kind, size, dtype = case
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=ROOT), json.dumps([name, backend, kind, size, dtype,
-                                                                                      batch])],
-                         env={**os.environ, **env}, capture_output=True, text=True, cwd=ROOT, timeout=1800)
-    if out.returncode:
-        raise RuntimeError(f"{name} first call of {kind} failed:\n{out.stderr[-3000:]}")
-    return float(out.stdout.split()[-1])
+def reductions(x):
+    return x.sum(0), x.max(1), np.argmax(x, 0), np.cumsum(x, 1), lax.cummax(x, axis=0), np.var(x, axis=1)
 
+def matmul(x):
+    return np.dot(x, x.T, precision="highest") + np.matmul(x.T, x, precision="highest").sum()
 
-CONFORMANCE = [
-    ("elementwise", lambda np, lax: lambda x: np.tanh(x) * np.exp(-x * x) + np.log1p(np.abs(x))),
-    ("reductions", lambda np, lax: lambda x: (x.sum(0), x.max(1), np.argmax(x, 0), np.cumsum(x, 1))),
-    ("matmul", lambda np, lax: lambda x: np.dot(x, x.T, precision="highest") + np.matmul(
-        x.T, x, precision="highest").sum()),
-    ("sort", lambda np, lax: lambda x: (np.sort(x, axis=0), np.argsort(x[:, 0]))),
-    ("scan", lambda np, lax: lambda x: lax.scan(lambda c, r: (c * 0.9 + r, np.sin(c)), x[0] * 0, x)),
-    ("fft", lambda np, lax: lambda x: np.abs(np.fft.fft(x, axis=1))),
-    ("grad", None),
-]
+def sort(x):
+    return np.sort(x, axis=0), np.argsort(x[:, 0]), lax.top_k(x, 5)[0]
+
+def scan(x):
+    return lax.scan(lambda c, r: (c * 0.9 + r, np.sin(c)), x[0] * 0, x)
+
+def while_loop(x):
+    def body(s):
+        i, y = s
+        return i + 1, y - (y * y - np.abs(x) - 1.0) / (2 * y)
+    return lax.while_loop(lambda s: s[0] < 20, body, (0, np.ones_like(x) * 2.0))[1]
+
+def branches(x):
+    return (lax.cond(x.sum() > 0, lambda v: v * 2, lambda v: -v, x),
+            lax.switch(2, [np.sin, np.cos, np.tanh], x))
+
+def fft(x):
+    return np.abs(np.fft.fft(x, axis=1)), np.fft.irfft(np.fft.rfft(x, axis=0), n=64, axis=0)
+
+def gather_scatter(x):
+    idx = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    return x[idx], x.at[idx].add(1.0), x.at[idx, 2].max(5.0), np.take_along_axis(x, np.argsort(x, 1), 1)
+
+def conv_grad(x):
+    img = x.reshape(2, 32, 32, 1)
+    def loss(w):
+        y = lax.conv_general_dilated(img, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                     precision="highest")
+        return (y * y).sum()
+    return value_and_grad(loss)(np.ones((3, 3, 1, 4)) * 0.1)
+
+def pool_grad(x):
+    relu = np.maximum(np.round(x * 2), 0.0).reshape(1, 64, 32, 1)  # many ties: each window's cotangent to one
+    def loss(h):
+        return (lax.reduce_window(h, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2).sum()
+    return value_and_grad(loss)(relu)
+
+def random(x):
+    key = rnd.PRNGKey(7)
+    k1, k2 = rnd.split(key)
+    return rnd.bits(k1, (256,)), rnd.normal(k2, (64, 8)), rnd.uniform(key, (100,))
+
+def linalg(x):
+    a = np.dot(x.T, x, precision="highest") / 64 + np.eye(32)
+    lower = np.linalg.cholesky(a)
+    q, r = np.linalg.qr(x)
+    return (lower, np.linalg.solve(a, x.T), np.linalg.inv(a), np.linalg.slogdet(a)[1],
+            np.abs(np.diag(r)), np.linalg.eigvalsh(a), np.linalg.svd(x, compute_uv=False),
+            lax.linalg.triangular_solve(lower, x.T[:32], left_side=True, lower=True))
+
+def grad_tanh(x):
+    return grad(lambda w: np.sum(np.tanh(np.matmul(w, w.T, precision="highest"))))(x)
+'''
+CONFORMANCE_NAMES = ("elementwise", "special", "reductions", "matmul", "sort", "scan", "while_loop", "branches",
+                     "fft", "gather_scatter", "conv_grad", "pool_grad", "random", "linalg", "grad_tanh")
 
 
 def conformance(backend: str) -> list[tuple[str, float, bool]]:
@@ -193,22 +283,84 @@ def conformance(backend: str) -> list[tuple[str, float, bool]]:
     TPU's default passes bfloat16)."""
     import ember
     import ember.numpy as enp
-    from ember import lax as elax
+    from ember import lax as elax, random as erandom
 
+    space = {"np": enp, "lax": elax, "rnd": erandom, "grad": ember.grad, "value_and_grad": ember.value_and_grad}
+    exec(CONFORMANCE, space)  # noqa: S102  (the benchmark's own source)
     x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
     rows = []
-    for label, make in CONFORMANCE:
-        fn = make(enp, elax) if make else ember.grad(lambda w: enp.sum(enp.tanh(enp.matmul(w, w.T,
-                                                                                        precision="highest"))))
+    for label in CONFORMANCE_NAMES:
         results = {}
-        for name in (backend, "cpu"):
-            ember.config.update("backend", name)
-            out = ember.jit(fn)(x)
-            results[name] = [np.asarray(o, np.float64) for o in (out if isinstance(out, tuple) else (out,))]
-        err = max(float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1.0))) if a.size else 0.0
-                  for a, b in zip(results[backend], results["cpu"]))
-        rows.append((label, err, err <= 1e-4))
+        try:
+            for name in (backend, "cpu"):
+                ember.config.update("backend", name)
+                with ember.default_matmul_precision("highest"):
+                    out = ember.jit(space[label])(x)
+                results[name] = [np.asarray(o) for o in ember.tree_util.tree_leaves(out)]
+        except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
+            rows.append((label, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}", False))
+            continue
+        pairs = list(zip(results[backend], results["cpu"]))
+        wide = [(a.astype(np.float64), b.astype(np.float64)) for a, b in pairs]
+        err = max((float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1.0))) if a.size else 0.0
+                   for a, b in wide), default=0.0)
+        exact = all(np.array_equal(a, b) for a, b in pairs if label == "pool_grad" or a.dtype.kind != "f")
+        rows.append((label, err, exact and err <= 1e-4))
+    ember.config.update("backend", "")
     return rows
+
+
+def run_steady(name: str, backend: str | None, rows: list, quick: bool) -> dict:
+    names = framework(name, backend)
+    platform = str(names["devices"]()[0].platform)
+    space = programs(names, quick)
+    repeats = 20 if quick else 100
+    times: dict = {}
+    for label, kind, size, dtype in rows:
+        try:
+            args = inputs(kind, size, dtype, names["np"], space)
+            times[label] = steady(jitted(space, kind), args, names["ready"],
+                                  repeats // 4 if kind in ("cnn", "gpt") else repeats)
+        except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
+            times[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return {"platform": platform, "times": times}
+
+
+def run_first(name: str, backend: str | None, case: list, quick: bool) -> float:
+    if name == "jax" and os.environ.get("BENCH_JAX_CACHE"):
+        import jax
+        jax.config.update("jax_compilation_cache_dir", os.environ["BENCH_JAX_CACHE"])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    names = framework(name, backend)
+    space = programs(names, quick)
+    _, kind, size, dtype = case
+    args = inputs(kind, size, dtype, names["np"], space)
+    names["devices"]()  # the device opened and its client created before the clock starts
+    fn = jitted(space, kind)
+    start = time.perf_counter()
+    names["ready"](fn(*args))
+    return time.perf_counter() - start
+
+
+def child(task: dict) -> None:
+    """One measurement in this process (``--child``): prints its result as JSON on the last line."""
+    if task["part"] == "conformance":
+        result = conformance(task["backend"])
+    elif task["part"] == "steady":
+        result = run_steady(task["name"], task["backend"], task["rows"], task["quick"])
+    else:
+        result = run_first(task["name"], task["backend"], task["case"], task["quick"])
+    print(json.dumps(result))
+
+
+def spawn(task: dict, env: dict | None = None, timeout: float = 1800) -> object:
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(task)],
+                         env={**os.environ, **(env or {})}, capture_output=True, text=True, cwd=ROOT,
+                         timeout=timeout)
+    if out.returncode:
+        raise RuntimeError(f"{task} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -216,61 +368,68 @@ def main() -> None:
     parser.add_argument("--backend", default=None, help="the PJRT backend (default: an accelerator, else xla_cpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run)")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per first-call row")
-    parser.add_argument("--skip-first-calls", action="store_true")
+    parser.add_argument("--parts", default="conformance,steady,first", help="which tables, comma-separated")
+    parser.add_argument("--first-rows", default="", help="programs of the first-call table (default: all rows)")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.child:
+        return child(json.loads(opts.child))
 
-    import ember
-    from ember.backends import registry
-    from ember.backends.pjrt.backend import BACKENDS
+    from ember.backends.pjrt.discovery import find_plugins
 
-    if not BACKENDS:
+    plugins = find_plugins()
+    if not plugins:
         sys.exit("no PJRT plugin found: pip install ember[pjrt-cpu] (or ember[tpu] on a TPU machine)")
-    backend = opts.backend or max(BACKENDS.values(), key=lambda b: b.priority).name
-    accelerator = registry.get(backend).platform != "cpu"
-    batch = 32 if opts.quick else 128
-    repeats = 20 if opts.quick else 100
-    device = registry.get(backend).devices()[0]
-    print(f"# ember on PJRT backend {backend!r} ({device!r}) vs JAX, {time.strftime('%Y-%m-%d')}\n")
-
-    print("| conformance (vs ember's CPU backend, highest precision) | max error (relative above 1) | within 1e-4 |\n"
-          "|---|---|---|")
-    for label, err, ok in conformance(backend):
-        print(f"| {label} | {err:.2e} | {'yes' if ok else 'NO'} |")
-
-    import jax
-
+    backend = opts.backend or next((n for n, spec in plugins.items() if spec.accelerator), "xla_cpu")
+    if backend not in plugins:
+        sys.exit(f"no plugin for backend {backend!r}; found: {sorted(plugins)}")
+    accelerator = plugins[backend].accelerator
+    parts = set(opts.parts.split(","))
     rows = cases(accelerator, opts.quick)
-    print(f"\n| steady (median of {repeats}) | ember | JAX ({jax.devices()[0].platform}) | ember/JAX |\n"
-          "|---|---|---|---|")
-    for case in rows:
-        label, kind, size, dtype = case
-        times = {}
-        for name in ("ember", "jax"):
-            names = framework(name, backend if name == "ember" else None)
-            space = programs(names, batch)
-            args = inputs(kind, size, dtype, names["np"], batch, space)
-            times[name] = steady(jitted(space, kind), args, names["ready"], repeats if kind != "cnn" else repeats // 4)
-        print(f"| {label} | {times['ember'] * 1e3:.3f} ms | {times['jax'] * 1e3:.3f} ms | "
-              f"{times['ember'] / times['jax']:.2f} |", flush=True)
-    ember.config.update("backend", "")
+    print(f"# ember on PJRT backend {backend!r} ({plugins[backend].path}) vs JAX, {time.strftime('%Y-%m-%d')}\n",
+          flush=True)
 
-    if opts.skip_first_calls:
+    if "conformance" in parts:
+        print("| conformance (vs ember's CPU backend, highest precision) | max error (relative above 1) | within "
+              "tolerance (1e-4; integers, random bits and pooling gradients exact) |\n|---|---|---|", flush=True)
+        for label, err, ok in spawn({"part": "conformance", "backend": backend}):
+            print(f"| {label} | {err if isinstance(err, str) else f'{err:.2e}'} | {'yes' if ok else 'NO'} |",
+                  flush=True)
+
+    if "steady" in parts:
+        results = {name: spawn({"part": "steady", "name": name, "backend": backend if name == "ember" else None,
+                                "rows": rows, "quick": opts.quick}) for name in ("ember", "jax")}
+        print(f"\n| steady (median) | ember ({backend}) | JAX ({results['jax']['platform']}) | ember/JAX |\n"
+              "|---|---|---|---|")
+        for label, *_ in rows:
+            e, j = results["ember"]["times"][label], results["jax"]["times"][label]
+            if isinstance(e, str) or isinstance(j, str):
+                print(f"| {label} | {e if isinstance(e, str) else f'{e * 1e3:.3f} ms'} | "
+                      f"{j if isinstance(j, str) else f'{j * 1e3:.3f} ms'} | - |", flush=True)
+                continue
+            print(f"| {label} | {e * 1e3:.3f} ms | {j * 1e3:.3f} ms | {e / j:.2f} |", flush=True)
+
+    if "first" not in parts:
         return
+    wanted = [r for r in rows if not opts.first_rows or r[1] in opts.first_rows.split(",")]
     print(f"\n| first call (median of {opts.runs} processes) | ember cold | ember warm disk | JAX cold | "
-          f"JAX warm disk | ember cold/JAX cold | ember warm/JAX cold |\n|---|---|---|---|---|---|---|")
-    for case in rows:
+          f"JAX warm disk | ember cold/JAX cold | ember warm/JAX cold |\n|---|---|---|---|---|---|---|", flush=True)
+    for case in wanted:
         with tempfile.TemporaryDirectory() as scratch:
+            def first(name: str, env: dict) -> float:
+                return spawn({"part": "first", "name": name, "backend": backend if name == "ember" else None,
+                              "case": case, "quick": opts.quick}, env)
+
             def runs(name: str, env: dict) -> float:
-                return statistics.median(first_call(name, backend if name == "ember" else None, case, batch, env)
-                                         for _ in range(opts.runs))
+                return statistics.median(first(name, env) for _ in range(opts.runs))
             ember_cold = runs("ember", {"EMBER_CACHE_DIR": os.path.join(scratch, "cold"),
                                         "EMBER_PERSISTENT_CACHE": "0"})
             warm = os.path.join(scratch, "warm")
-            first_call("ember", backend, case, batch, {"EMBER_CACHE_DIR": warm})
+            first("ember", {"EMBER_CACHE_DIR": warm})
             ember_warm = runs("ember", {"EMBER_CACHE_DIR": warm})
             jax_cold = runs("jax", {})
             jax_dir = os.path.join(scratch, "jax")
-            first_call("jax", None, case, batch, {"BENCH_JAX_CACHE": jax_dir})
+            first("jax", {"BENCH_JAX_CACHE": jax_dir})
             jax_warm = runs("jax", {"BENCH_JAX_CACHE": jax_dir})
         print(f"| {case[0]} | {ember_cold:.3f} s | {ember_warm:.3f} s | {jax_cold:.3f} s | {jax_warm:.3f} s | "
               f"{ember_cold / jax_cold:.2f} | {ember_warm / jax_cold:.2f} |", flush=True)

@@ -20,7 +20,7 @@ from ember import (  # noqa: F401
     tree,
     tree_util,
 )
-from ember.api import disable_jit, eval_shape, jit, make_jaxpr, typeof  # noqa: F401
+from ember.api import default_matmul_precision, disable_jit, eval_shape, jit, make_jaxpr, typeof  # noqa: F401
 from ember.callbacks import io_callback, pure_callback  # noqa: F401
 from ember.config import config  # noqa: F401
 from ember.core.array import (

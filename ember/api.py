@@ -768,3 +768,9 @@ def _rerun_deoptimized(e: InvalidOutputValues, fun: Callable, args: tuple, kwarg
 def disable_jit(disable: bool = True):
     """Context manager: run jitted functions op by op (for print / pdb debugging)."""
     return config.override(disable_jit=disable)
+
+
+def default_matmul_precision(precision: str | None):
+    """Context manager: the precision of contractions that give none, as JAX's (``"highest"`` makes a
+    TPU compute float32 products in full float32; the CPU backends always do)."""
+    return config.override(default_matmul_precision=precision)

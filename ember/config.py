@@ -47,6 +47,11 @@ _DEFAULTS: dict[str, Any] = {
     # What jnp does when operands of different ranks broadcast (``x[None] + y``): "allow" it, "warn"
     # (a UserWarning each time) or "raise" a ValueError, as JAX's jax_numpy_rank_promotion.
     "numpy_rank_promotion": "allow",
+    # The precision of contractions (dot_general, convolutions) that give none (``precision=None``), as
+    # JAX's jax_default_matmul_precision: None (the backend's default: on a TPU, bfloat16 passes; the CPU
+    # backends always compute float32 at full precision), or "default"/"bfloat16", "high"/"tensorfloat32"/
+    # "bfloat16_3x", "highest"/"float32".
+    "default_matmul_precision": os.environ.get("JAX_DEFAULT_MATMUL_PRECISION") or None,
     # Which backend runs jitted programs (ember.backends.registry), by JAX's rules for JAX_PLATFORMS: a
     # comma-separated list of backend names (or platforms) in priority order, whose first available one runs
     # them: "cpu" (native, LLVM), "reference" (the NumPy interpreter), or one registered by a plugin. Empty:
@@ -69,9 +74,11 @@ _JAX_NAMES = {"platforms": "backend"}
 
 # Flags whose value changes the traced or the compiled program, hence part of the cache key.
 CODEGEN_FLAGS = ("enable_x64", "debug_nans", "debug_infs", "backend", "disabled_passes", "numpy_dtype_promotion",
-                 "numpy_rank_promotion")
+                 "numpy_rank_promotion", "default_matmul_precision")
 # The values an enumerated flag takes (others are a ValueError, as in JAX).
-CHOICES = {"numpy_dtype_promotion": ("standard", "strict"), "numpy_rank_promotion": ("allow", "warn", "raise")}
+CHOICES = {"numpy_dtype_promotion": ("standard", "strict"), "numpy_rank_promotion": ("allow", "warn", "raise"),
+           "default_matmul_precision": (None, "default", "high", "highest", "bfloat16", "tensorfloat32",
+                                        "bfloat16_3x", "float32", "fastest")}
 
 
 class _Config:

@@ -4,6 +4,8 @@ each precision, random numbers bit for bit, windows, sorts, FFT and linear algeb
 coverage of the primitive table (each primitive lowered or refused with a reason)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -16,13 +18,14 @@ from ember import dtypes, lax
 from ember.backends.reference import eval_jaxpr, impl_rules
 from ember.core.primitive import abstract_eval_rules, call_params
 
-pytest.importorskip("lammps_jax_pjrt_cpu",
-                    reason="XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
+# The plugin the lowering runs on: XLA's CPU plugin here and in CI; EMBER_TEST_PJRT=tpu runs the same
+# tests on a TPU machine (by hand: CI has none).
+PLUGIN = os.environ.get("EMBER_TEST_PJRT", "xla_cpu")
+if PLUGIN == "xla_cpu":
+    pytest.importorskip("lammps_jax_pjrt_cpu",
+                        reason="XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
 
-from ember.backends.pjrt import (
-    lowering,  # noqa: E402
-    program as pjrt,  # noqa: E402
-)
+from ember.backends.pjrt import lowering, program as pjrt  # noqa: E402
 from ember.backends.pjrt.program import Program  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:ember.jit.*has been traced:RuntimeWarning")
@@ -34,7 +37,7 @@ def on_plugin(fn, *args):
     """``fn`` traced, lowered, compiled and run on the plugin; and the reference's answer."""
     closed = ember.make_jaxpr(fn)(*args)
     values = [np.asarray(a) for a in args]
-    got = Program(pjrt.client("xla_cpu"), closed, "test")(*values)
+    got = Program(pjrt.client(PLUGIN), closed, "test")(*values)
     with np.errstate(all="ignore"):
         want = eval_jaxpr(closed.jaxpr, closed.consts, *values)
     return got, want
@@ -177,6 +180,16 @@ def test_dot_general_precision_in_the_text():
         lowering.lower_module(closed)
     closed = ember.make_jaxpr(lambda a, b: a @ b)(X, X.T)
     assert "precision_config" not in lowering.lower_module(closed)
+    # JAX's default_matmul_precision fills in products that give none (and only those).
+    with ember.default_matmul_precision("float32"):
+        text = lowering.lower_module(closed)
+        assert "precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]" in text
+        mixed = ember.make_jaxpr(lambda a, b: jnp.dot(a, b, precision="default") + a @ b)(X, X.T)
+        text = lowering.lower_module(mixed)
+        assert text.count("precision DEFAULT") == 2 and text.count("precision HIGHEST") == 2
+    with pytest.raises(ValueError, match="jax_default_matmul_precision must be one of"):
+        ember.config.update("jax_default_matmul_precision", "double")
+    assert ember.config.default_matmul_precision is None
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 5, 7), np.float32), rng.standard_normal((2, 7, 3), np.float32)
     for precision in (None, "highest", ("default", "high")):

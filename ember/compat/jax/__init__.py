@@ -70,7 +70,7 @@ MISSING = (
     "ad", "allow_f16_reductions", "array_garbage_collection_guard",
     "auto_pcast", "check_tracer_leaks", "checking_leaks", "copy_to_host_async",
     "debug_key_reuse",
-    "default_device", "default_matmul_precision", "default_prng_impl", "ds",
+    "default_device", "default_prng_impl", "ds",
     "empty_ref", "enable_custom_prng", "export",
     "ffi", "free_ref", "fwd_and_bwd", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "live_arrays",
@@ -215,6 +215,8 @@ enable_checks = _ConfigState("enable_checks", "check_ir")
 # ``with jax.numpy_dtype_promotion("strict"):``, ``with jax.numpy_rank_promotion("raise"):``
 numpy_dtype_promotion = _ConfigState("numpy_dtype_promotion", "numpy_dtype_promotion")
 numpy_rank_promotion = _ConfigState("numpy_rank_promotion", "numpy_rank_promotion")
+# ``with jax.default_matmul_precision("highest"):``
+default_matmul_precision = _ConfigState("default_matmul_precision", "default_matmul_precision")
 
 
 @contextlib.contextmanager
