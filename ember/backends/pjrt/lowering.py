@@ -2241,32 +2241,94 @@ def _schur(ctx: Builder, out: list, x: Value, *, compute_schur_vectors: bool) ->
     return [ctx.reshape(t, out[0].shape), ctx.reshape(z, out[0].shape)][:len(out)]
 
 
-def _eig(ctx: Builder, out: list, x: Value, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
-         enable_eigvec_derivs: bool) -> list[Value]:
-    """The complex Schur form (``_complex_schur``, real matrices taken as complex), the eigenvalues on
-    its diagonal; the right eigenvectors ``z x`` and the left ones ``z y`` from those of the
-    triangular factor (``y`` those of ``t^H``, through the reversal that makes it upper
-    triangular), normalized as LAPACK's geev. The eigenvalues' order is the iteration's, not
-    LAPACK's (which differs between its real and complex routines too)."""
-    count, n, _ = _batched(x)
-    a = _as_complex(ctx, ctx.reshape(x, (count, n, n)))
-    dt = a.aval.dtype
-    if n == 0:
-        return [ctx.constant(0, dt, o.shape) for o in out]
-    t, z, scale = _complex_schur(ctx, a)
+def _complexified(ctx: Builder, t: Value, z: Value) -> tuple[Value, Value, Value, Value]:
+    """A real Schur form ``(t, z)`` made complex triangular: each standard 2 x 2 block ``[[a, b],
+    [c, a]]`` turned by the unitary ``[u1, u2]``, ``u1 = (b, i w) / |(b, i w)|`` its eigenvector of
+    ``a + i w`` (``w = sqrt(-b c)``), ``u2 = (i w, b) / |...|``, so that its eigenvalues stand on
+    the diagonal as LAPACK's real geev lists them (the positive imaginary part first). Returns
+    ``(t, z, w, real)``: the eigenvalues exact (conjugate pairs exactly so, real ones real) and
+    which are real."""
+    count, n, _ = t.aval.shape
+    real_dt = t.aval.dtype
+    dt = dtypes.complex_dtype(real_dt)
     shape = (count, n, n)
     rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
-    w = _sum_rows(ctx, ctx.select(ctx.compare("EQ", rows, cols), t, ctx.constant(0, dt, shape)), 1)
-    w = ctx.binary("stablehlo.multiply", w, ctx.broadcast(ctx.convert(scale, dt), w.aval.shape, [0]))
-    results = [ctx.reshape(w, out[0].shape)]
+    one = ctx.constant(1, np.int32, shape)
+    pick = lambda mask, axis: _sum_rows(ctx, ctx.select(mask, t, ctx.constant(0, real_dt, shape)), axis)
+    sub = pick(ctx.compare("EQ", rows, ctx.binary("stablehlo.add", cols, one)), 1)  # t[k + 1, k], by column k
+    sup = pick(ctx.compare("EQ", cols, ctx.binary("stablehlo.add", rows, one)), 2)  # t[k, k + 1], by row k
+    diagonal = pick(ctx.compare("EQ", rows, cols), 1)
+    v = _Vector(ctx, (count, n), real_dt)
+    start = v.cmp("NE", sub, 0.0)
+    omega = v.sqrt(v.abs(v.mul(sup, sub)))
+    length = v.hypot(sup, omega)
+    length = v.where(start, length, 1.0)
+    first, turn = v.div(sup, length), v.div(omega, length)  # (u's real diagonal and imaginary corners)
+
+    def later(x: Value, fill: Any) -> Value:
+        """x moved one place on (entry k is x's k - 1)."""
+        return ctx.op("stablehlo.pad", [ctx.slice(x, (0, 0), (count, n - 1)), ctx.constant(fill, x.aval.dtype)],
+                      x.aval, f"edge_padding_high = {_array((0, 0))}, edge_padding_low = {_array((0, 1))}, "
+                      f"interior_padding = {_array((0, 0))}")
+
+    second = later(start, False)
+    u_diagonal = v.where(start, first, v.where(second, later(first, 1.0), 1.0))
+    corner = ctx.op("stablehlo.complex", [v.c(0.0), v.where(start, turn, 0.0)], _aval((count, n), dt))
+    u = ctx.select(ctx.compare("EQ", rows, cols), ctx.broadcast(ctx.convert(u_diagonal, dt), shape, [0, 1]),
+                   ctx.constant(0, dt, shape))
+    u = ctx.select(ctx.compare("EQ", rows, ctx.binary("stablehlo.add", cols, one)),
+                   ctx.broadcast(corner, shape, [0, 2]), u)
+    u = ctx.select(ctx.compare("EQ", cols, ctx.binary("stablehlo.add", rows, one)),
+                   ctx.broadcast(corner, shape, [0, 1]), u)
+    tc = _matmul(ctx, _conj_value(ctx, ctx.transpose(u, (0, 2, 1))), _matmul(ctx, _as_complex(ctx, t), u))
+    zc = _matmul(ctx, _as_complex(ctx, z), u)
+    imaginary = v.where(start, omega, v.where(second, v.mul(-1.0, later(omega, 0.0)), 0.0))
+    w = ctx.op("stablehlo.complex", [diagonal, imaginary], _aval((count, n), dt))
+    tc = ctx.select(ctx.compare("GT", rows, cols), ctx.constant(0, dt, shape), tc)
+    tc = ctx.select(ctx.compare("EQ", rows, cols), ctx.broadcast(w, shape, [0, 1]), tc)
+    return tc, zc, w, v.no(v.either(start, second))
+
+
+def _eig(ctx: Builder, out: list, x: Value, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
+         enable_eigvec_derivs: bool) -> list[Value]:
+    """The Schur form (``_complex_schur``; for real matrices ``_real_schur`` made complex by
+    ``_complexified``, so that conjugate pairs come exactly so and real eigenvalues real, with
+    real eigenvectors), the eigenvalues on its diagonal; the right eigenvectors ``z x`` and the
+    left ones ``z y`` from those of the triangular factor (``y`` those of ``t^H``, through the
+    reversal that makes it upper triangular), normalized as LAPACK's geev. The eigenvalues come
+    in the iteration's order, which is often but not always LAPACK's."""
+    count, n, _ = _batched(x)
+    dt = dtypes.complex_dtype(x.aval.dtype)
+    if n == 0:
+        return [ctx.constant(0, dt, o.shape) for o in out]
+    a = ctx.reshape(x, (count, n, n))
+    shape = (count, n, n)
+    if dtypes.is_complex(x.aval.dtype):
+        t, z, scale = _complex_schur(ctx, a)
+        rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+        w = _sum_rows(ctx, ctx.select(ctx.compare("EQ", rows, cols), t, ctx.constant(0, dt, shape)), 1)
+        real = None
+    else:
+        t, z, scale = _real_schur(ctx, a)
+        t, z, w, real = _complexified(ctx, t, z)
+    results = [ctx.reshape(ctx.binary("stablehlo.multiply", w, ctx.broadcast(ctx.convert(scale, dt), w.aval.shape,
+                                                                               [0])), out[0].shape)]
+
+    def finish(v: Value) -> Value:
+        v = _normalized(ctx, v)
+        if real is None:
+            return v
+        keep = ctx.broadcast(real, shape, [0, 2])  # (a real eigenvalue's vector is real)
+        return ctx.select(keep, ctx.convert(_real_part(ctx, v), dt), v)
+
     if compute_left_eigenvectors:
         flipped = ctx.op("stablehlo.reverse", [_conj_value(ctx, ctx.transpose(t, (0, 2, 1)))], t.aval,
                          f"dimensions = {_array((1, 2))}")
         y = ctx.op("stablehlo.reverse", [_triangular_eigenvectors(ctx, flipped)], t.aval,
                    f"dimensions = {_array((1, 2))}")
-        results.append(ctx.reshape(_normalized(ctx, _matmul(ctx, z, y)), out[len(results)].shape))
+        results.append(ctx.reshape(finish(_matmul(ctx, z, y)), out[len(results)].shape))
     if compute_right_eigenvectors:
-        results.append(ctx.reshape(_normalized(ctx, _matmul(ctx, z, _triangular_eigenvectors(ctx, t))),
+        results.append(ctx.reshape(finish(_matmul(ctx, z, _triangular_eigenvectors(ctx, t))),
                                    out[len(results)].shape))
     return results
 
