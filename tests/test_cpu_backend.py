@@ -430,6 +430,43 @@ def test_while_scan_and_cond_run_natively_and_match():
         check_backends_agree(f, *args)
 
 
+def test_large_carries_trade_buffers_and_match():
+    """Carries larger than a stack slot live in two buffers that trade roles each iteration (the
+    body writes the next value into the one it does not read), and a scan's stacked outputs are
+    written in place: swapped carries, carries passed through, one value to two carries or to a
+    carry and an output, views, literals, nested and empty loops give the reference's bits."""
+    rng = np.random.default_rng(11)
+    x, y = (rng.standard_normal((8, 40)).astype(np.float32) for _ in range(2))
+
+    def swapped(a, b):
+        return lax.fori_loop(0, 5, lambda i, c: (c[1] * 0.5, c[0] + i.astype(jnp.float32)), (a, b))
+
+    def passed_through(a, b):
+        return lax.fori_loop(0, 4, lambda i, c: (c[0], c[1] * 1.5 + c[0], c[1]), (a, b, b))
+
+    def one_value_twice(a, b):
+        def body(c, row):
+            new = c[0] * 0.75 + row
+            return (new, new, c[0].reshape(40, 8).reshape(8, 40)), (new, new, c[1], 2.0, row * 3.0)
+        return lax.scan(body, (a, b, a), jnp.stack([a, b, a + b]))
+
+    def in_a_while(a, b):
+        def body(state):
+            i, u, v = state
+            inner = lax.scan(lambda c, r: (c * 0.5 + r, c.sum()), u, jnp.stack([v, u]))
+            return i + 1, v - inner[0], inner[0]
+        return lax.while_loop(lambda s: (s[0] < 6) & (jnp.max(jnp.abs(s[1])) < 1e6), body, (0, a, b))
+
+    def reversed_and_empty(a, b):
+        forward = lax.scan(lambda c, r: (c * 0.5 - r, c + r), a, jnp.stack([b, a, b]), reverse=True)
+        return forward, lax.scan(lambda c, r: (c + r, c), a, jnp.zeros((0, 8, 40), jnp.float32))
+
+    for f in (swapped, passed_through, one_value_twice, in_a_while, reversed_and_empty):
+        exe = compile_cpu(f, x, y)
+        assert exe.report.loops and not exe.report.fallbacks, f.__name__
+        check_backends_agree(f, x, y, exact=True)
+
+
 def test_unlowered_work_falls_back_visibly(caplog):
     def f(x):
         return jnp.sort(jnp.exp(x))[::-1] * 2.0

@@ -327,11 +327,20 @@ class LoopFunction:
         return slot
 
     # --- blocks of equations ---
-    def emit_block(self, jaxpr: Jaxpr, env: dict, carried: Sequence[tuple[int, int]] = ()) -> list[ir.Value]:
+    def emit_block(self, jaxpr: Jaxpr, env: dict, carried: Sequence[tuple[int, int]] = (),
+                   destinations: dict[int, ir.Value] | None = None) -> list[ir.Value]:
         """Run the equations of ``jaxpr`` (its inputs bound in ``env``); pointers to its outputs.
         ``carried``: (input position, output position) pairs of a loop body's carries, whose
-        ``carry + product`` is accumulated in the carry's own buffer (``_accumulations``)."""
+        ``carry + product`` is accumulated in the carry's own buffer (``_accumulations``).
+        ``destinations``: where the equation that computes an output variable (by ``id``) writes
+        it, instead of a buffer of its own (``_destinations``: a scan's slice of its stacked
+        output, a carry's next buffer)."""
         into = _accumulations(jaxpr, carried)
+        destinations = destinations or {}
+
+        def space(v: Var) -> ir.Value:
+            return destinations[id(v)] if id(v) in destinations else self.buffer(_nbytes(v))
+
         for eqn in jaxpr.eqns:
             target = into.get(id(eqn))
             if target is not None:  # the product added to its carry, or the addition done by it
@@ -340,21 +349,21 @@ class LoopFunction:
                 if eqn.primitive is dot_general_p:
                     self.emit_product(eqn, env, outs[0], accumulate=scale)
             elif eqn.primitive in CONTROL_FLOW:
-                outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
+                outs = [space(v) for v in eqn.outvars]
                 self.emit_control_flow(eqn, env, outs)
             elif eqn.primitive is dot_general_p:
-                outs = [self.buffer(_nbytes(eqn.outvars[0]))]
+                outs = [space(eqn.outvars[0])]
                 self.emit_product(eqn, env, outs[0])
             elif lapack.lowers(eqn):
-                outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
+                outs = [space(v) for v in eqn.outvars]
                 self.emit_library_call(eqn, env, outs)
             elif is_host_call(eqn):
-                outs = [self.buffer(_nbytes(v)) for v in eqn.outvars]
+                outs = [space(v) for v in eqn.outvars]
                 self.emit_host_call(eqn, env, outs)
             elif kernel.is_view(eqn):
                 outs = [env[id(eqn.invars[0])]]
             else:
-                outs = [self.buffer(_nbytes(eqn.outvars[0]))]
+                outs = [space(eqn.outvars[0])]
                 self.emit_kernel(eqn, env, outs[0])
             for v, ptr in zip(eqn.outvars, outs):
                 env[id(v)] = ptr
@@ -449,18 +458,79 @@ class LoopFunction:
     def _bind(self, jaxpr: Jaxpr, pointers: list[ir.Value]) -> dict:
         return {id(v): p for v, p in zip(jaxpr.invars, pointers)}
 
-    def _update_carries(self, carries: list[ir.Value], new: list[ir.Value], avals: list) -> None:
-        """carries[k] = new[k] for all k, as one simultaneous assignment."""
+    def _carry_buffers(self, avals: list, inits: list[ir.Value]) -> list[tuple[ir.Value, ir.Value | None]]:
+        """Each carry's buffers, the first holding its initial value: one for a small carry
+        (on the stack, in registers), two for a larger one, which trade roles every iteration
+        (``_carry_phis``): the body writes the next value into the one it does not read."""
+        pairs = []
+        for a, init in zip(avals, inits):
+            nbytes = a.size * a.dtype.itemsize
+            first = self.buffer(nbytes)
+            self.copy(first, init, nbytes)
+            pairs.append((first, self.buffer(nbytes) if nbytes > STACK_BYTES else None))
+        return pairs
+
+    def _carry_phis(self, pairs: list, before: ir.Block) -> tuple[list[ir.Value], list[ir.Value | None], list]:
+        """At the top of a loop's header: the buffer each carry is read from in this iteration
+        and the one its next value goes to (phis for carries of two buffers), and the phis."""
+        carries, others, phis = [], [], []
+        for first, second in pairs:
+            if second is None:
+                carries.append(first)
+                others.append(None)
+                continue
+            current, other = self.b.phi(I8P), self.b.phi(I8P)
+            current.add_incoming(first, before)
+            other.add_incoming(second, before)
+            carries.append(current)
+            others.append(other)
+            phis.append((current, other))
+        return carries, others, phis
+
+    @staticmethod
+    def _destinations(body: Jaxpr, targets: Sequence[tuple[int, ir.Value | None]]) -> dict[int, ir.Value]:
+        """Where the equations of ``body`` write its outputs: (output position, buffer) pairs,
+        for outputs that an equation of the body computes, each variable once."""
+        computed = {id(v) for e in body.eqns for v in e.outvars}
+        found: dict[int, ir.Value] = {}
+        for position, target in targets:
+            v = body.outvars[position]
+            if target is not None and id(v) in computed and id(v) not in found:
+                found[id(v)] = target
+        return found
+
+    def _update_carries(self, carries: list[ir.Value], others: list[ir.Value | None], new: list[ir.Value],
+                        avals: list, phis: list) -> None:
+        """carries[k] = new[k] for all k, as one simultaneous assignment, at the end of the body:
+        a carry of two buffers reads on from the one its value is in (copied into its other
+        buffer, unless it is there or unchanged: nothing is written that this iteration reads);
+        a small carry is copied back (by way of a temporary where it takes another one's value)."""
+        pairs = iter(phis)
+        block = None
+        for k, (ptr, other, aval) in enumerate(zip(new, others, avals)):
+            if other is None:
+                continue
+            current = carries[k]
+            if ptr is not current and ptr is not other:
+                self.copy(other, ptr, aval.size * aval.dtype.itemsize)
+            phi_current, phi_other = next(pairs)
+            following = (current, other) if ptr is current else (other, current)
+            block = self.b.block
+            phi_current.add_incoming(following[0], block)
+            phi_other.add_incoming(following[1], block)
+        small = [k for k, other in enumerate(others) if other is None]
         staged = []
-        for k, (ptr, aval) in enumerate(zip(new, avals)):
-            if ptr in carries and carries.index(ptr) != k:  # the body passes another carry through
+        for k in small:
+            ptr, aval = new[k], avals[k]
+            if any(ptr is carries[j] for j in small if j != k):  # the body passes another carry through
                 temp = self.buffer(aval.size * aval.dtype.itemsize)
                 self.copy(temp, ptr, aval.size * aval.dtype.itemsize)
                 ptr = temp
             staged.append(ptr)
-        for dst, src, aval in zip(carries, staged, avals):
-            if dst is not src:
-                self.copy(dst, src, aval.size * aval.dtype.itemsize)
+        for k, src in zip(small, staged):
+            if carries[k] is not src:
+                self.copy(carries[k], src, avals[k].size * avals[k].dtype.itemsize)
+        assert block is None or block is self.b.block  # (copies add no blocks: the phis' edge is this one)
 
     def _loop_blocks(self) -> tuple[ir.Block, ir.Block, ir.Block]:
         return (self.fn.append_basic_block("loop"), self.fn.append_basic_block("body"),
@@ -471,19 +541,20 @@ class LoopFunction:
         n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         cond_consts, body_consts = operands[:n_cond], operands[n_cond:n_cond + n_body]
         avals = [v.aval for v in eqn.outvars]
-        carries = [self.buffer(a.size * a.dtype.itemsize) for a in avals]
-        for dst, src, a in zip(carries, operands[n_cond + n_body:], avals):
-            self.copy(dst, src, a.size * a.dtype.itemsize)
+        pairs = self._carry_buffers(avals, operands[n_cond + n_body:])
         header, body_block, done = self._loop_blocks()
+        before = self.b.block
         self.b.branch(header)
         self.b = ir.IRBuilder(header)
+        carries, others, phis = self._carry_phis(pairs, before)
         predicate = self.emit_block(cond.jaxpr, self._bind(cond.jaxpr, cond_consts + carries))[0]
         go_on = self.b.icmp_unsigned("!=", self.b.load(predicate), ir.Constant(I8, 0))
         self.b.cbranch(go_on, body_block, done)
         self.b = ir.IRBuilder(body_block)
         new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, body_consts + carries),
-                              [(n_body + j, j) for j in range(len(carries))])
-        self._update_carries(carries, new, avals)
+                              [(n_body + j, j) for j in range(len(carries))],
+                              self._destinations(body.jaxpr, list(enumerate(others))))
+        self._update_carries(carries, others, new, avals, phis)
         self.b.branch(header)
         self.b = ir.IRBuilder(done)
         for dst, src, a in zip(outs, carries, avals):
@@ -495,9 +566,7 @@ class LoopFunction:
         n_consts, n_carry, length = p["num_consts"], p["num_carry"], p["length"]
         consts, xs = operands[:n_consts], operands[n_consts + n_carry:]
         carry_avals = [v.aval for v in eqn.outvars[:n_carry]]
-        carries = [self.buffer(a.size * a.dtype.itemsize) for a in carry_avals]
-        for dst, src, a in zip(carries, operands[n_consts:n_consts + n_carry], carry_avals):
-            self.copy(dst, src, a.size * a.dtype.itemsize)
+        pairs = self._carry_buffers(carry_avals, operands[n_consts:n_consts + n_carry])
         x_bytes = [_nbytes(v) // max(length, 1) for v in eqn.invars[n_consts + n_carry:]]
         y_bytes = [_nbytes(v) // max(length, 1) for v in eqn.outvars[n_carry:]]
         header, body_block, done = self._loop_blocks()
@@ -506,15 +575,20 @@ class LoopFunction:
         self.b = ir.IRBuilder(header)
         i = self.b.phi(I64)
         i.add_incoming(ir.Constant(I64, 0), before)
+        carries, others, phis = self._carry_phis(pairs, before)
         self.b.cbranch(self.b.icmp_signed("<", i, ir.Constant(I64, length)), body_block, done)
         self.b = ir.IRBuilder(body_block)
         step = self.b.sub(ir.Constant(I64, length - 1), i) if p["reverse"] else i
         slices = [self.b.gep(x, [self.b.mul(step, ir.Constant(I64, nb))]) for x, nb in zip(xs, x_bytes)]
+        ys = [self.b.gep(y_out, [self.b.mul(step, ir.Constant(I64, nb))]) for y_out, nb in zip(outs[n_carry:], y_bytes)]
+        # (each stacked output's row written in place by the equation that computes it)
+        targets = list(enumerate(others)) + [(n_carry + j, y) for j, y in enumerate(ys)]
         new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, consts + carries + slices),
-                              [(n_consts + j, j) for j in range(n_carry)])
-        for y_out, y, nb in zip(outs[n_carry:], new[n_carry:], y_bytes):
-            self.copy(self.b.gep(y_out, [self.b.mul(step, ir.Constant(I64, nb))]), y, nb)
-        self._update_carries(carries, new[:n_carry], carry_avals)
+                              [(n_consts + j, j) for j in range(n_carry)], self._destinations(body.jaxpr, targets))
+        for y_row, y, nb in zip(ys, new[n_carry:], y_bytes):
+            if y is not y_row:
+                self.copy(y_row, y, nb)
+        self._update_carries(carries, others, new[:n_carry], carry_avals, phis)
         i.add_incoming(self.b.add(i, ir.Constant(I64, 1)), self.b.block)
         self.b.branch(header)
         self.b = ir.IRBuilder(done)
