@@ -395,6 +395,42 @@ def test_softmax_is_one_kernel_with_vectorized_row_loops():
     check_backends_agree(softmax, x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_division_by_a_row_value_multiplies_by_its_reciprocal_as_xla(dtype, x64):
+    """In a kernel, a float division by a value of an outer loop (a row's sum, or a (n, 1)
+    operand broadcast along rows) is a multiply by its reciprocal, computed once per row: JAX's
+    bits (XLA rewrites a division by a broadcast so), within an ulp of the quotient, special
+    values as x * (1 / s) gives them. Divisions by literals, by scalars and of equal shapes, and
+    half-precision ones, divide."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((40, 70)).astype(dtype)
+    x[0, :4] = [0.0, np.inf, -np.inf, np.nan]
+    tiny = np.finfo(dtype).smallest_subnormal
+    s = rng.uniform(0.5, 4.0, (40, 1)).astype(dtype)
+    s[1:6, 0] = [0.0, -0.0, np.inf, np.nan, tiny]
+    one = dtype(1)
+    with np.errstate(all="ignore"):
+        by_reciprocal, quotient = x * (one / s), x / s
+    got = np.asarray(ember.jit(lambda a, b: a / b)(x, s))
+    np.testing.assert_array_equal(got, by_reciprocal)
+    finite = np.isfinite(quotient) & (s > tiny)
+    assert np.all(np.abs(got[finite] - quotient[finite]) <= np.spacing(np.abs(quotient[finite])))
+    normalized = np.asarray(ember.jit(lambda a: a / jnp.sum(a, axis=-1, keepdims=True))(x[6:]))  # one kernel
+    np.testing.assert_allclose(normalized, x[6:] / x[6:].sum(axis=-1, keepdims=True, dtype=np.float64),
+                               rtol=100 * np.finfo(dtype).eps)
+    jax = pytest.importorskip("jax")
+    with jax.enable_x64(dtype == np.float64):
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(lambda a, b: a / b)(x, s)))
+    y = rng.uniform(0.5, 4.0, (40, 70)).astype(dtype)
+    scalar = dtype(3.0)
+    with np.errstate(all="ignore"):
+        for f, args, want in ((lambda a: a / 3.0, (x,), x / scalar), (lambda a, c: a / c, (x, scalar), x / scalar),
+                              (lambda a, b: a / b, (x, y), x / y),
+                              (lambda a, b: a / b, (x.astype(np.float16), s.astype(np.float16)),
+                               x.astype(np.float16) / s.astype(np.float16))):
+            np.testing.assert_array_equal(np.asarray(ember.jit(f)(*args)), want)
+
+
 def test_scalar_fori_loop_is_one_native_loop():
     f = lambda x: lax.fori_loop(0, 100_000, lambda i, acc: acc * 0.999 + 1.0, x)  # noqa: E731
     exe = compile_cpu(f, np.float32(0))
