@@ -88,6 +88,19 @@ def _logsumexp(xp, lax, nn):
     return f
 
 
+def _cross_entropy_gradient(xp, lax, nn):
+    """The gradient of a softmax cross-entropy with respect to its logits (a classifier's last step
+    backwards: softmax minus the labels, by rows)."""
+    def loss(logits, labels):
+        return -xp.mean(xp.sum(nn.log_softmax(logits) * labels, axis=-1))
+    return _ad(xp).grad(loss)
+
+
+def _cross_entropy_inputs(rng):
+    logits = rng.standard_normal((4096, 1024), dtype=np.float32)
+    return [logits, np.eye(1024, dtype=np.float32)[rng.integers(0, 1024, 4096)]]
+
+
 def _sum_of_squares(xp, lax, nn):
     return lambda x: xp.sum(x * x)
 
@@ -388,6 +401,7 @@ WORKLOADS = [
     Workload("layer norm 4096x1024", _layer_norm, _rng_normal(4096, 1024),
              lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
     Workload("logsumexp 4096x1024", _logsumexp, _rng_normal(4096, 1024), _logsumexp(np, None, None)),
+    Workload("cross-entropy gradient 4096x1024", _cross_entropy_gradient, _cross_entropy_inputs),
     Workload("sum of squares 1e7", _sum_of_squares, _rng_normal(10_000_000), lambda x: np.sum(x * x)),
     Workload("matmul 512", _matmul, lambda rng: [rng.standard_normal((512, 512), dtype=np.float32)] * 2,
              np.matmul),
