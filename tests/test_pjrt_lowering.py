@@ -472,6 +472,18 @@ def test_real_schur_is_quasi_triangular_in_standard_form(dtype, x64):
         np.testing.assert_allclose(values[_matched(values, exact)], exact, atol=tol * scale * 2)
 
 
+def test_svd_and_eigh_of_huge_and_tiny_matrices():
+    x = _matrices((2, 4, 3), np.float32, 16) * np.array([1e20, 1e-25], np.float32)[:, None, None]
+    sym = (x[:, :3] + np.swapaxes(x[:, :3], -1, -2)) / 2  # (squares of these overflow, or underflow, in float32)
+    (u, s, vh, w), _ = on_plugin(lambda a, h: (*jnp.linalg.svd(a, full_matrices=False), jnp.linalg.eigvalsh(h)),
+                                 x, sym)
+    for b in range(2):
+        np.testing.assert_allclose(s[b], np.linalg.svd(x[b].astype(np.float64), compute_uv=False), rtol=1e-5)
+        np.testing.assert_allclose(w[b], np.linalg.eigvalsh(sym[b].astype(np.float64)), rtol=1e-5,
+                                   atol=1e-6 * np.abs(sym[b]).max())
+        np.testing.assert_allclose((u[b] * s[b]) @ vh[b], x[b], rtol=1e-4, atol=1e-5 * np.abs(x[b]).max())
+
+
 def test_svd_of_a_rank_deficient_matrix_keeps_u_orthonormal():
     x = np.random.default_rng(9).standard_normal((6, 2)).astype(np.float32)
     x = np.concatenate([x, 2 * x[:, :1]], axis=1)

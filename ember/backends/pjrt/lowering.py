@@ -1572,6 +1572,20 @@ def _real_part(b: Builder, v: Value) -> Value:
         if dtypes.is_complex(v.aval.dtype) else v
 
 
+def _divided_by_largest(ctx: Builder, a: Value) -> tuple[Value, Value]:
+    """Each matrix of ``a`` ([B, m, n]) divided by its largest magnitude (1 where that is zero or not
+    finite), and those scales ([B], real): the squares that rotations and norms form then neither
+    overflow nor underflow (1e20 or 1e-25 in float32)."""
+    count = a.aval.shape[0]
+    real = dtypes.real_dtype(a.aval.dtype)
+    [size] = ctx.reduce([ctx.op("stablehlo.abs", [a], _aval(a.aval.shape, real))], [ctx.constant(0, real)], [1, 2],
+                        lambda r, acc, v: [r.binary("stablehlo.maximum", acc, v)])
+    usable = ctx.binary("stablehlo.and", ctx.compare("GT", size, ctx.constant(0, real, (count,))),
+                        ctx.op("stablehlo.is_finite", [size], _aval((count,), np.bool_)))
+    scale = ctx.select(usable, size, ctx.constant(1, real, (count,)))
+    return ctx.binary("stablehlo.divide", a, ctx.broadcast(ctx.convert(scale, a.aval.dtype), a.aval.shape, [0])), scale
+
+
 def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     """Symmetric (Hermitian) matrices: cyclic Jacobi rotations (a fixed number of sweeps over every
     pair (p, q), one ``while`` over sweeps times pairs, all matrices of a batch at once; complex
@@ -1590,6 +1604,7 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
         triangle = ctx.select(diagonal_only, ctx.convert(_real_part(ctx, triangle), dt), triangle)
     strict = ctx.select(diagonal_only, ctx.constant(0, dt, shape), triangle)
     a = ctx.binary("stablehlo.add", triangle, _conj_value(ctx, ctx.transpose(strict, (0, 2, 1))))  # mirrored
+    a, scale = _divided_by_largest(ctx, a)
     v = ctx.convert(diagonal_only, dt)
     schedule = _JacobiSchedule(ctx, n, dtypes.real_dtype(dt))
     if schedule.count:
@@ -1616,6 +1631,7 @@ def _eigh(ctx: Builder, out: list, x: Value, *, lower: bool) -> list[Value]:
     region = _sort_region(ctx, [key, v], 1, "LT")
     key, v = ctx.ops("stablehlo.sort", [key, v], [key.aval, v.aval], "dimension = 2 : i64, is_stable = true", [region])
     w = ctx.reshape(ctx.slice(key, (0, 0, 0), (count, 1, n)), (count, n))
+    w = ctx.binary("stablehlo.multiply", w, ctx.broadcast(scale, (count, n), [0]))
     return [ctx.reshape(v, out[0].shape), ctx.reshape(w, out[1].shape)]
 
 
@@ -1657,7 +1673,7 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
     dt = x.aval.dtype
     real = dtypes.real_dtype(dt)
     count, m, n = _batched(x)
-    a = ctx.reshape(x, (count, m, n))
+    a, scale = _divided_by_largest(ctx, ctx.reshape(x, (count, m, n)))
     wide = m < n
     if wide:
         a, m, n = _conj_value(ctx, ctx.transpose(a, (0, 2, 1))), n, m
@@ -1693,6 +1709,7 @@ def _svd(ctx: Builder, out: list, x: Value, *, full_matrices: bool, compute_uv: 
     _, v = ctx.ops("stablehlo.sort", [key_v, v], [key_v.aval, v.aval], "dimension = 2 : i64, is_stable = true",
                    [_sort_region(ctx, [key_v, v], 1, "GT")])
     s_sorted = ctx.reshape(ctx.slice(key_u, (0, 0, 0), (count, 1, n)), (count, n))
+    s_sorted = ctx.binary("stablehlo.multiply", s_sorted, ctx.broadcast(scale, (count, n), [0]))
     if not compute_uv:
         return [ctx.reshape(s_sorted, out[0].shape)]
     u = _complete_basis(ctx, u, m if full_matrices else n)
@@ -1831,10 +1848,7 @@ def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
                           lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
     a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
-    [size] = ctx.reduce([ctx.op("stablehlo.abs", [a], _aval(shape, real))], [ctx.constant(0, real)], [1, 2],
-                        lambda r, acc, v: [r.binary("stablehlo.maximum", acc, v)])
-    scale = ctx.select(ctx.compare("EQ", size, ctx.constant(0, real, vec)), ctx.constant(1, real, vec), size)
-    a = ctx.binary("stablehlo.divide", a, ctx.broadcast(ctx.convert(scale, dt), shape, [0]))  # (no overflow)
+    a, scale = _divided_by_largest(ctx, a)
     rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
     if n == 1:
         packed, z = a, ctx.constant(1, dt, shape)
@@ -2120,10 +2134,7 @@ def _real_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
                           lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
     a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
-    [size] = ctx.reduce([ctx.op("stablehlo.abs", [a], a.aval)], [ctx.constant(0, dt)], [1, 2],
-                        lambda r, acc, v: [r.binary("stablehlo.maximum", acc, v)])
-    scale = ctx.select(ctx.compare("EQ", size, ctx.constant(0, dt, vec)), ctx.constant(1, dt, vec), size)
-    a = ctx.binary("stablehlo.divide", a, ctx.broadcast(scale, shape, [0]))
+    a, scale = _divided_by_largest(ctx, a)
     rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
     if n == 1:
         h, z = a, ctx.constant(1, dt, shape)
