@@ -24,6 +24,7 @@ and why (printed by ``log_compiles`` and ``explain_cache_misses``).
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from typing import Any
@@ -50,8 +51,10 @@ class NotKept(Exception):
 
 def identity() -> str:
     """What the entry's machine code and plan depend on besides the key: the host, the toolchain,
-    and whether the float16 helpers are there (they decide which equations fuse)."""
-    return f"{jit.identity()} float16 {jit.float16_supported()}"
+    whether the float16 helpers are there (they decide which equations fuse), the threads (a
+    large reduction is split for them) and the choice of products (``EMBER_GEMM``: which ones fuse)."""
+    return (f"{jit.identity()} float16 {jit.float16_supported()} threads {threads.thread_count()} "
+            f"gemm {os.environ.get('EMBER_GEMM', '')!r}")
 
 
 # --- writing ---------------------------------------------------------------------------------

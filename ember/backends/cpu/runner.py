@@ -201,8 +201,8 @@ class Program:
         self._keep_arena = self.output_sources() is not None
         self.plan = self._dispatch_plan() if dispatch and entry.available() \
             and any(isinstance(s, NATIVE_STEPS) for s in self.steps) else None
-        if not threads.openmp_available() and any(getattr(getattr(step, "dot", step), "chunks", 1) > 1
-                                                  for step in self.steps):
+        if any(getattr(getattr(step, "dot", step), "chunks", 1) > 1 for step in self.steps) \
+                and not threads.openmp_available():
             threads.start()
 
     def output_sources(self) -> list[tuple[str, Any]] | None:

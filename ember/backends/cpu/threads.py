@@ -70,8 +70,11 @@ def chunk_count(extent: int, work: int, min_work: int | None = None) -> int:
 
 
 def kernel_chunks(extent: int, work: int) -> tuple[int, bool]:
-    """(parts, whether an OpenMP team runs them) for a kernel's outermost loop."""
-    return chunk_count(extent, work), openmp_available()
+    """(parts, whether an OpenMP team runs them) for a kernel's outermost loop. The team's runner
+    is compiled with the first program that splits a kernel (a program of small kernels, the
+    first jit of a process often, does not wait for it)."""
+    chunks = chunk_count(extent, work)
+    return chunks, chunks > 1 and openmp_available()
 
 
 def run_split(kernel: Callable, buffers: object, extent: int, chunks: int) -> None:
