@@ -22,9 +22,11 @@ An entry is a header (magic, format version, the entry's own key, payload length
 the payload) and the payload; what the payload holds is the caller's (for the CPU backend: a
 sha256 of the object code taken when LLVM produced it, and the object code). Safety:
 
-- writes are atomic: a temporary file in the same directory, fsync, ``os.replace``;
-  readers never see a partial entry, and two processes writing the same key each
-  replace the file with a complete, identical one;
+- writes are atomic: a temporary file in the same directory, then ``os.replace``; readers
+  never see a partial entry, and two processes writing the same key each replace the file with
+  a complete, identical one. Writes are not flushed to the device (no ``fsync``: 4-10 ms each,
+  in the first call of every program): a file that a power failure left torn fails the checks
+  below like any damaged entry, and the program is compiled again;
 - a damaged or truncated entry fails the header or checksum test, an entry moved or copied
   under another key's name fails the key test, and one whose payload the caller's ``check``
   rejects fails that: it is removed, a ``RuntimeWarning`` names it and says what is wrong, and
@@ -244,8 +246,6 @@ def store(key: str, payload: bytes, *, program: bool = False) -> None:
         try:
             with os.fdopen(descriptor, "wb") as file:
                 file.write(header + payload)
-                file.flush()
-                os.fsync(file.fileno())
             os.replace(temporary, path)
         except BaseException:
             _remove(Path(temporary))

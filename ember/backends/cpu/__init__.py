@@ -16,8 +16,9 @@ steps, or has the native dispatcher (``entry``) run them in one call from the ji
 ``loops`` and ``lowering`` generate a kernel's loop nest; ``vecmath`` is the inline math library;
 ``control_flow`` compiles loops and conditionals; ``gemm`` and ``dot`` compute products; ``fft``
 transforms batches of rows; ``jit`` drives LLVM (and shares machine code between programs with
-the same IR); ``compile_workers`` are the processes that compile a large program's parts at the
-same time as this one; ``threads`` splits work over cores.
+the same IR); ``program_cache`` keeps whole compiled programs in the disk cache (a fresh
+process loads one instead of running the stages); ``compile_workers`` are the processes that
+compile a large program's parts at the same time as this one; ``threads`` splits work over cores.
 """
 from __future__ import annotations
 
