@@ -570,11 +570,14 @@ def panel_columns(dtype: np.dtype) -> int:
 
 # A product split over a team is cut into up to MOST_PIECES_PER_THREAD pieces a thread (each taken
 # from a shared counter by the next free thread), each of at least PIECE_MIN_MULTIPLY_ADDS (~80 us
-# on one core) and of whole panels (a piece of columns packs only its own part of B) or, split by
-# rows, of at least one block of A (each piece of rows packs all of B). One piece a thread left a
-# product waiting on the slower thread whenever the cores were shared: ember/JAX on 2 busy cores
-# (interleaved rounds, one run), 512^3 0.96 with one piece a thread, 0.90 with 8; 1024^3 1.05 and 0.98.
+# on one core) and of PIECE_MIN_PANELS panels of columns (a piece of columns packs only its own
+# part of B, and reads all of A once per block of it: 512^3 in pieces of one panel cost 2% more
+# CPU time than in one piece a thread, of two panels none) or, split by rows, of at least one
+# block of A (each piece of rows packs all of B). One piece a thread left a product waiting on
+# the slower thread whenever the cores were shared: ember/JAX on 2 busy cores (interleaved
+# rounds, one run), 512^3 0.96 with one piece a thread, 0.90 with 8; 1024^3 1.05 and 0.98.
 PIECE_MIN_MULTIPLY_ADDS = 1 << 23
+PIECE_MIN_PANELS = 2
 MOST_PIECES_PER_THREAD = 8
 
 
@@ -583,7 +586,7 @@ def pieces_per_thread(multiply_adds: int, extent: int, by_columns: int, parts: i
     ``multiply_adds`` split over ``extent`` panels of columns (``by_columns``) or rows."""
     if parts <= 1:
         return 1
-    by_size = extent // ((1 if by_columns else MC) * parts)
+    by_size = extent // ((PIECE_MIN_PANELS if by_columns else MC) * parts)
     by_work = multiply_adds // (PIECE_MIN_MULTIPLY_ADDS * parts)
     return max(1, min(MOST_PIECES_PER_THREAD, by_size, by_work))
 
