@@ -452,8 +452,10 @@ def test_complex_schur_and_eig_in_float64(x64):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
 def test_real_schur_is_quasi_triangular_in_standard_form(dtype, x64):
     n = 6
+    q = np.linalg.qr(_matrices((n, n), np.float64, 17))[0]
+    clusters = q @ np.diag([1.0, 1, 1, 2, 2, 3]) @ q.T  # (repeated eigenvalues: the shifts' polynomial is singular)
     x = np.concatenate([_matrices((3, n, n), dtype, 15), [np.roll(np.eye(n), 1, axis=1), np.eye(n, k=-1),
-                                                          np.eye(n) * 2 + np.eye(n, k=1)]]).astype(dtype)
+                                                          np.eye(n) * 2 + np.eye(n, k=1), clusters]]).astype(dtype)
     x[1] *= 1e20 if dtype == np.float32 else 1e200
     (t, z), _ = on_plugin(lambda a: lax.linalg.schur(a), x)
     assert t.dtype == z.dtype == dtype

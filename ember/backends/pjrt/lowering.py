@@ -2112,21 +2112,84 @@ def _standard_block(v: _Vector, a: Value, b: Value, c: Value, d: Value) -> tuple
     cs_out = v.where(real_pair, cs_real, cs_c)
     sn_out = v.where(real_pair, sn_real, sn_c)
     is_real = v.either(real_pair, complex_real)
-    trivial = v.either(c_zero, standard)
-    cs_out = v.where(trivial, 1.0, v.where(b_zero, 0.0, cs_out))
-    sn_out = v.where(trivial, 0.0, v.where(b_zero, 1.0, sn_out))
+    cs_out = v.where(c_zero, 1.0, v.where(b_zero, 0.0, v.where(standard, 1.0, cs_out)))  # (dlanv2's order of cases)
+    sn_out = v.where(c_zero, 0.0, v.where(b_zero, 1.0, v.where(standard, 0.0, sn_out)))
     is_real = v.either(c_zero, b_zero, v.both(v.no(standard), is_real))
     return cs_out, sn_out, is_real
 
 
+def _francis_step(r: Builder, h: Value, z: Value, start: Value, hi: Value, trace: Value, det: Value,
+                  step: Value) -> tuple[Value, Value]:
+    """LAPACK's implicit double-shift QR step (dlahqr's) on the window [start, hi] of each matrix
+    that takes one (``step``): the first column of ``h^2 - trace h + det`` at the window's start,
+    then 3 x 3 Householder reflectors (2 x 2 at the window's end) chasing the bulge down, applied
+    to whole rows and columns and gathered in ``z``. The loop over k is shared by the batch:
+    a matrix's reflector is the identity outside its window."""
+    count, n, _ = h.aval.shape
+    dt = h.aval.dtype
+    vec = (count,)
+    v, iv = _Vector(r, vec, dt), _Vector(r, vec, np.dtype(np.int32))
+    e = lambda i, j: _entries(r, h, i, j)
+    s1, s2, s3 = start, iv.add(start, 1), iv.add(start, 2)
+    h00, h01, h10, h11, h21 = e(s1, s1), e(s1, s2), e(s2, s1), e(s2, s2), e(s3, s2)
+    first = [v.add(v.sub(v.add(v.mul(h00, h00), v.mul(h01, h10)), v.mul(trace, h00)), det),
+             v.mul(h10, v.sub(v.add(h00, h11), trace)), v.mul(h10, h21)]
+    first = r.op("stablehlo.concatenate", [r.reshape(x, (count, 1)) for x in first], _aval((count, 3), dt),
+                 "dimension = 1 : i64")
+    pad = lambda m, low: r.op("stablehlo.pad", [m, r.constant(0, dt)], _aval(
+        (count, m.aval.shape[1] + low[1], m.aval.shape[2] + 1), dt), f"edge_padding_high = {_array(low)}, "
+        f"edge_padding_low = {_array((0, 0, 0))}, interior_padding = {_array((0, 0, 0))}")
+    hp, zp = pad(h, (0, 1, 1)), pad(z, (0, 0, 1))
+    size = n + 1
+
+    def body(b: Builder, k: Value, hp: Value, zp: Value) -> list[Value]:
+        bv, biv = _Vector(b, vec, dt), _Vector(b, vec, np.dtype(np.int32))
+        zero = b.constant(0, np.int32)
+        kk = b.broadcast(k, vec)
+        left = b.binary("stablehlo.maximum", b.binary("stablehlo.subtract", k, b.constant(1, np.int32)), zero)
+        active = bv.both(step, biv.cmp("GE", kk, start), biv.cmp("LE", kk, biv.sub(hi, 1)))
+        at_start = biv.cmp("EQ", kk, start)
+        slice_ = lambda m, starts, sizes: b.op("stablehlo.dynamic_slice", [m, *starts], _aval(sizes, dt),
+                                               f"slice_sizes = {_array(sizes)}")
+        column = b.reshape(slice_(hp, [zero, k, left], (count, 3, 1)), (count, 3))
+        x = b.select(b.broadcast(at_start, (count, 3), [0]), first, column)
+        third = b.compare("EQ", b.iota((count, 3), 1), b.constant(2, np.int32, (count, 3)))
+        beyond = b.broadcast(biv.cmp("GT", biv.add(kk, 2), hi), (count, 3), [0])
+        x = b.select(b.binary("stablehlo.and", third, beyond), b.constant(0, dt, (count, 3)), x)
+        reflector, tau, packed = _larfg(b, x, zero)
+        tau = bv.where(active, tau, 0.0)
+        rows3 = _reflect(b, slice_(hp, [zero, k, zero], (count, 3, size)), reflector, tau)
+        hp = b.op("stablehlo.dynamic_update_slice", [hp, rows3, zero, k, zero], hp.aval)
+        cols3 = _reflect_right(b, slice_(hp, [zero, zero, k], (count, size, 3)), reflector, tau)
+        hp = b.op("stablehlo.dynamic_update_slice", [hp, cols3, zero, zero, k], hp.aval)
+        z3 = _reflect_right(b, slice_(zp, [zero, zero, k], (count, n, 3)), reflector, tau)
+        zp = b.op("stablehlo.dynamic_update_slice", [zp, z3, zero, zero, k], zp.aval)
+        # (the bulge chased on: its column below the subdiagonal is zero, exactly)
+        clean = bv.both(active, bv.no(at_start))
+        beta = b.broadcast(b.reshape(b.slice(packed, (0, 0), (count, 1)), vec), (count, 3), [0])
+        chased = b.select(b.compare("EQ", b.iota((count, 3), 1), b.constant(0, np.int32, (count, 3))), beta,
+                          b.constant(0, dt, (count, 3)))
+        current = b.reshape(slice_(hp, [zero, k, left], (count, 3, 1)), (count, 3))
+        fixed = b.select(b.broadcast(clean, (count, 3), [0]), chased, current)
+        hp = b.op("stablehlo.dynamic_update_slice", [hp, b.reshape(fixed, (count, 3, 1)), zero, k, left], hp.aval)
+        return [b.binary("stablehlo.add", k, b.constant(1, np.int32)), hp, zp]
+
+    steps = r.constant(n - 1, np.int32)
+    state = [r.constant(0, np.int32), hp, zp]
+    avals = [s.aval for s in state]
+    regions = [r.region(avals, lambda b, k, *rest: [b.compare("LT", k, steps)]), r.region(avals, body)]
+    _, hp, zp = r.ops("stablehlo.while", state, avals, "", regions)
+    return r.slice(hp, (0, 0, 0), (count, n, n)), r.slice(zp, (0, 0, 0), (count, n, n))
+
+
 def _real_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     """The real Schur form ``a = z (scale t) z^T`` of real matrices ([B, n, n]), as LAPACK's
-    quasi-triangular one: ``(t, z, scale)``. The Hessenberg form, then double-shift QR steps in
-    explicit form (``q`` from the QR decomposition of ``h^2 - s h + p`` over the unreduced window,
-    ``s`` and ``p`` the trace and determinant of its trailing 2 x 2, exceptional shifts as
-    LAPACK's every 11th step without progress); a 1 x 1 or 2 x 2 block deflated once the
-    subdiagonal above it is below ``eps`` times its neighbours, a 2 x 2 one put in standard form
-    (``_standard_block``). inf, NaN or no convergence in 30 steps per eigenvalue give NaN."""
+    quasi-triangular one: ``(t, z, scale)``. The Hessenberg form, then implicit double-shift QR
+    steps (``_francis_step``) on the unreduced window (from the last subdiagonal entry below ``eps``
+    times its neighbours, set to zero), the shifts the eigenvalues of its trailing 2 x 2 (LAPACK's
+    exceptional ones every 11th step without progress); a window of 1 x 1 or 2 x 2 deflated, a
+    2 x 2 one put in standard form (``_standard_block``). inf, NaN or no convergence in 30 steps
+    per eigenvalue give NaN."""
     count, n, _ = a.aval.shape
     dt = a.aval.dtype
     vec, shape = (count,), (count, n, n)
@@ -2156,46 +2219,41 @@ def _real_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     def body(r: Builder, it: Value, h: Value, z: Value, hi: Value, stuck: Value) -> list[Value]:
         v, iv = _Vector(r, vec, dt), _Vector(r, vec, np.dtype(np.int32))
         at = lambda k: iv.max(iv.sub(hi, k), 0)
-        lo, lo2 = at(1), at(2)
+        lo, lo2 = at(1), at(2)  # (the trailing 2 x 2 is [lo, hi])
+        # the unreduced window [start, hi]: negligible subdiagonal entries (at or above hi) set to zero
+        index = r.iota((count, n), 1)
+        pick = lambda mask: _sum_rows(r, r.select(mask, h, r.constant(0, dt, shape)), 2)  # (by row)
+        sub = pick(r.compare("EQ", rows, r.binary("stablehlo.add", cols, r.constant(1, np.int32, shape))))
+        diagonal = pick(r.compare("EQ", rows, cols))
+        before = r.op("stablehlo.pad", [r.slice(diagonal, (0, 0), (count, n - 1)), r.constant(0, dt)],
+                      diagonal.aval, f"edge_padding_high = {_array((0, 0))}, edge_padding_low = {_array((0, 1))}, "
+                      f"interior_padding = {_array((0, 0))}")
+        nv = _Vector(r, (count, n), dt)
+        negligible = nv.both(r.compare("GE", index, r.constant(1, np.int32, (count, n))),
+                             r.compare("LE", index, r.broadcast(hi, (count, n), [0])),
+                             nv.either(nv.cmp("LE", nv.abs(sub), nv.mul(eps, nv.add(nv.abs(before), nv.abs(diagonal)))),
+                                       nv.cmp("LE", nv.abs(sub), tiny)))
+        [start] = r.reduce([r.select(negligible, index, r.constant(0, np.int32, (count, n)))],
+                           [r.constant(0, np.int32)], [1], lambda b, acc, x: [b.binary("stablehlo.maximum", acc, x)])
+        below = r.compare("EQ", rows, r.binary("stablehlo.add", cols, r.constant(1, np.int32, shape)))
+        h = r.select(r.binary("stablehlo.and", below, r.broadcast(negligible, shape, [0, 1])),
+                     r.constant(0, dt, shape), h)
         entry = lambda i, j: _entries(r, h, i, j)
-        small = lambda sub, x, y: v.either(v.cmp("LE", v.abs(sub), v.mul(eps, v.add(v.abs(x), v.abs(y)))),
-                                           v.cmp("LE", v.abs(sub), tiny))
+        alive = iv.cmp("GE", hi, 1)
+        one = v.both(alive, iv.cmp("EQ", start, hi))
+        two = v.both(alive, iv.cmp("EQ", start, lo))
+        step = v.both(alive, iv.cmp("GE", iv.sub(hi, start), 2))
+        # the double-shift step of the matrices that take one, with the trailing 2 x 2's eigenvalues as shifts
         h11, h12, h21, h22 = entry(lo, lo), entry(lo, hi), entry(hi, lo), entry(hi, hi)
         h_above = entry(lo, lo2)  # (the subdiagonal entry above the trailing 2 x 2)
-        alive = iv.cmp("GE", hi, 1)
-        one = v.both(alive, small(h21, h11, h22))
-        two = v.both(alive, v.no(one), v.either(iv.cmp("EQ", hi, 1), small(h_above, entry(lo2, lo2), h11)))
-        step = v.both(alive, v.no(one), v.no(two))
-        # the double-shift step, over the window [0, hi] of the matrices that take it
         exceptional = iv.cmp("EQ", r.binary("stablehlo.remainder", stuck, iv.c(11)), iv.c(10))
         kick = v.add(v.abs(h21), v.abs(h_above))
         e11 = v.add(v.mul(0.75, kick), h22)
         trace = v.where(exceptional, v.mul(2.0, e11), v.add(h11, h22))
         det = v.where(exceptional, v.add(v.mul(e11, e11), v.mul(0.4375, v.mul(kick, kick))),
                       v.sub(v.mul(h11, h22), v.mul(h12, h21)))
-        eye = r.convert(r.compare("EQ", rows, cols), dt)
-        m = r.binary("stablehlo.add", r.binary("stablehlo.subtract", _matmul(r, h, h), r.binary(
-            "stablehlo.multiply", r.broadcast(trace, shape, [0]), h)), r.binary(
-            "stablehlo.multiply", r.broadcast(det, shape, [0]), eye))
-        inside = r.binary("stablehlo.and", r.compare("LE", rows, r.broadcast(hi, shape, [0])),
-                          r.compare("LE", cols, r.broadcast(hi, shape, [0])))
-        inside = r.binary("stablehlo.and", inside, r.broadcast(step, shape, [0]))
-        m = r.select(inside, m, eye)
-        reflectors, taus = _geqrf_batched(r, m)
-        q = _householder_product_batched(r, reflectors, taus)
-        qt = r.transpose(q, (0, 2, 1))
-        h = _matmul(r, qt, _matmul(r, h, q))
-        h = r.select(r.compare("GT", rows, r.binary("stablehlo.add", cols, r.constant(1, np.int32, shape))),
-                     r.constant(0, dt, shape), h)
-        z = _matmul(r, z, q)
+        h, z = _francis_step(r, h, z, start, hi, trace, det, step)
         # deflation: one row, or a 2 x 2 block put in standard form
-        cut_one = r.binary("stablehlo.and", r.broadcast(one, shape, [0]), r.binary(
-            "stablehlo.and", r.compare("EQ", rows, r.broadcast(hi, shape, [0])),
-            r.compare("EQ", cols, r.broadcast(lo, shape, [0]))))
-        cut_two = r.binary("stablehlo.and", r.broadcast(v.both(two, iv.cmp("GE", hi, 2)), shape, [0]),
-                           r.binary("stablehlo.and", r.compare("EQ", rows, r.broadcast(lo, shape, [0])),
-                                    r.compare("EQ", cols, r.broadcast(lo2, shape, [0]))))
-        h = r.select(r.binary("stablehlo.or", cut_one, cut_two), r.constant(0, dt, shape), h)
         cs, sn, is_real = _standard_block(v, entry(lo, lo), entry(lo, hi), entry(hi, lo), entry(hi, hi))
         cs, sn = v.where(two, cs, 1.0), v.where(two, sn, 0.0)
 
