@@ -205,6 +205,88 @@ def test_jvp_returns_python_scalars_where_jax_does(name, fun) -> None:
             assert a.dtype == b.dtype and a.weak_type == b.weak_type
 
 
+def _custom_jvp_cases(lib):
+    """Functions with custom_jvp rules, built with ``lib`` (ember or jax), each recording the kinds of
+    values its rule receives."""
+    seen: list = []
+
+    def kinds(tree):
+        return [_kind(x) for x in lib.tree_util.tree_leaves(tree)]
+
+    @lib.custom_jvp
+    def double(x):
+        return x * 2.0
+
+    @double.defjvp
+    def double_jvp(primals, tangents):
+        seen.append((kinds(primals), kinds(tangents)))
+        return double(primals[0]), 3.0 * tangents[0]
+
+    @lib.custom_jvp
+    def constants(x):
+        return x
+
+    @constants.defjvp
+    def constants_jvp(primals, tangents):
+        seen.append((kinds(primals), kinds(tangents)))
+        return 7.0, 8.0
+
+    @lib.custom_jvp
+    def plus(x, y):
+        return x + y
+
+    @plus.defjvp
+    def plus_jvp(primals, tangents):
+        seen.append((kinds(primals), kinds(tangents)))
+        return plus(*primals), tangents[0] + tangents[1]
+
+    cases = {
+        "float": (double, (1.0,), (1.0,)),
+        "complex": (double, (1.0 + 2j,), (1.0 + 0j,)),
+        "numpy scalar": (double, (np.float32(1.5),), (np.float32(1.0),)),
+        "float primal, numpy tangent": (double, (1.0,), (np.float32(1.0),)),
+        "numpy array": (double, (np.ones(2, np.float32),), (np.ones(2, np.float32),)),
+        "rule of constants": (constants, (1.0,), (1.0,)),
+        "one argument differentiated": (lambda x: plus(x, 2.0), (1.0,), (1.0,)),
+        "then a primitive": (lambda x: double(x) + 1.0, (1.0,), (1.0,)),
+        "jvp of jvp": (lambda x: lib.jvp(double, (x,), (1.0,)), (1.0,), (1.0,)),
+        "array primal": (double, (lib.numpy.float32(1.0),), (lib.numpy.float32(1.0),)),
+    }
+    return cases, seen
+
+
+def _kind(x):
+    """A leaf's kind as far as a user can tell: a Python scalar, a NumPy value, or an array (with its
+    dtype and weak type)."""
+    for python in (bool, int, float, complex):  # (JAX passes subclasses of these for constants)
+        if isinstance(x, python) and not isinstance(x, np.generic):
+            return python.__name__
+    if isinstance(x, (np.ndarray, np.generic)):
+        return f"numpy {type(x).__name__} {x.dtype}"
+    return f"array {x.dtype} weak={x.aval.weak_type}"
+
+
+@pytest.mark.parametrize("case", list(_custom_jvp_cases(ember)[0]))
+def test_custom_jvp_under_jvp_sees_and_returns_the_values_jax_does(case) -> None:
+    """JAX calls a custom_jvp rule under jvp on the values as the caller gave them (a Python float
+    stays one) and returns what the rule returns; ember made arrays of them."""
+    ours_cases, ours_seen = _custom_jvp_cases(ember)
+    theirs_cases, theirs_seen = _custom_jvp_cases(jax)
+    ours, theirs = ember.jvp(*ours_cases[case]), jax.jvp(*theirs_cases[case])
+    assert ours_seen == theirs_seen
+    ours_leaves, theirs_leaves = jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)
+    assert [_leaf_type(x) for x in ours_leaves] == [_leaf_type(x) for x in theirs_leaves]
+    for a, b in zip(ours_leaves, theirs_leaves):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+def _leaf_type(x):
+    """A result leaf's type: the Python or NumPy type, or an array's dtype and weak type."""
+    if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
+        return type(x).__name__, np.result_type(x).name if not isinstance(x, (bool, int, float, complex)) else None
+    return "array", x.dtype.name, x.weak_type
+
+
 def test_jvp_passes_a_python_int_to_the_function_as_jax() -> None:
     float0 = np.zeros((), jax.dtypes.float0)
     ours, theirs = ember.jvp(lambda n: n * 2, (1,), (float0,)), jax.jvp(lambda n: n * 2, (1,), (float0,))

@@ -48,12 +48,12 @@ class _FlatFunction:
     that they leave the transformation as plain values (``split`` separates them again).
     """
 
-    def __init__(self, fun: Callable, in_tree: Any, has_aux: bool, api: str) -> None:
+    def __init__(self, fun: Callable, in_tree: Any, has_aux: bool, api: str, as_given: bool = False) -> None:
         self.fun, self.in_tree, self.has_aux, self.api = fun, in_tree, has_aux, api
+        self.as_given = as_given  # (jvp: output leaves are checked, not converted, as JAX returns them)
         self.out_tree: Any = None
         self.aux_leaves: list = []
         self.aux_tree: Any = None
-        self.raw_out_leaves: list = []
 
     def __call__(self, *leaves: Any) -> list:
         out = self.fun(*tree_util.tree_unflatten(self.in_tree, list(leaves)))
@@ -66,8 +66,8 @@ class _FlatFunction:
             self.aux_leaves, self.aux_tree = tree_util.flatten_for_trace(aux)
             aux_arrays = [x for x in self.aux_leaves if _is_array_like(x)]
         out_leaves, self.out_tree = tree_util.flatten_for_trace(out)
-        self.raw_out_leaves = out_leaves  # (as the function returned them: jvp gives Python scalars back)
-        return [_array_leaf(x, f"output of the function passed to {self.api}") for x in out_leaves] + aux_arrays
+        where = f"output of the function passed to {self.api}"
+        return [_array_leaf(x, where, self.as_given) for x in out_leaves] + aux_arrays
 
     @property
     def num_aux(self) -> int:
@@ -87,16 +87,18 @@ def _is_array_like(x: Any) -> bool:
     return isinstance(x, (Tracer, np.ndarray, np.generic)) or hasattr(x, "_value")
 
 
-def _array_leaf(x: Any, where: str) -> Any:
+def _array_leaf(x: Any, where: str, as_given: bool = False) -> Any:
+    """``x`` as an array (or, ``as_given``, unchanged once checked to be one)."""
     if _is_array_like(x) or isinstance(x, (bool, int, float, complex)):
-        return ensure_array(x)
+        return x if as_given and (isinstance(x, (bool, int, float, complex, np.ndarray, np.generic))
+                                  or isinstance(x, (Array, Tracer))) else ensure_array(x)
     raise TypeError(f"{where}: a value of type {type(x).__name__} is not an array. Differentiated functions "
                     "take and return arrays, Python scalars and pytrees (tuples, lists, dicts) of them.")
 
 
-def _flat_inputs(args: Sequence[Any], api: str) -> tuple[list, Any]:
+def _flat_inputs(args: Sequence[Any], api: str, as_given: bool = False) -> tuple[list, Any]:
     leaves, tree = tree_util.flatten_for_trace(tuple(args))
-    return [_array_leaf(x, f"argument of {api}") for x in leaves], tree
+    return [_array_leaf(x, f"argument of {api}", as_given) for x in leaves], tree
 
 
 def _public_tangent(t: Any, primal_aval: ShapedArray) -> Any:
@@ -107,8 +109,9 @@ def _public_tangent(t: Any, primal_aval: ShapedArray) -> Any:
 
 
 # --- forward mode -------------------------------------------------------------------------------
-def _check_tangent(primal: Any, tangent: Any, api: str) -> Any:
-    """The tangent as the JVP trace takes it (symbolic zero for integer primals), checked like JAX."""
+def _check_tangent(primal: Any, tangent: Any, api: str, as_given: bool = False) -> Any:
+    """The tangent as the JVP trace takes it (symbolic zero for integer primals), checked like JAX;
+    ``as_given``: a Python or NumPy tangent is kept as it is, as JAX's jvp keeps it."""
     p = aval(primal)
 
     def mismatch(expected: Any, got: Any) -> TypeError:
@@ -131,12 +134,15 @@ def _check_tangent(primal: Any, tangent: Any, api: str) -> Any:
         return Zero(p)
     if t_dtype is not None and np.dtype(t_dtype) == float0:  # (a float0 tangent is for an integer primal only)
         raise mismatch(p.dtype, float0)
+    given = tangent
     tangent = ensure_array(tangent)
     t = aval(tangent)
     if t.dtype != p.dtype:
         raise mismatch(p.dtype, t.dtype)
     if t.shape != p.shape:
         raise shape_mismatch(t.shape)
+    if as_given and isinstance(given, (bool, int, float, complex, np.ndarray, np.generic)):
+        return given  # (a Python or NumPy value stays as given, as in JAX: a custom rule sees it)
     return match_type(tangent, p)
 
 
@@ -149,51 +155,22 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("primal and tangent arguments to ember.jvp must be tuples or lists; found "
                         f"{type(primals).__name__} and {type(tangents).__name__}.")
-    primal_leaves, in_tree = _flat_inputs(primals, "ember.jvp")
+    # (leaves as given: JAX's jvp makes no arrays of Python or NumPy values; a primitive applied to
+    # them does, so a custom_jvp rule sees them, and a function returning them returns them unchanged)
+    primal_leaves, in_tree = _flat_inputs(primals, "ember.jvp", as_given=True)
     # (the user's structures: a key array's tangent is one float0 leaf of its shape, as in JAX)
     tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
     primal_tree = tree_util.tree_structure(tuple(primals))
     if tangent_tree != primal_tree:
         raise TypeError("primal and tangent arguments to ember.jvp must have the same tree structure; primals "
                         f"have tree structure {primal_tree} whereas tangents have tree structure {tangent_tree}.")
-    tangent_leaves = [_check_tangent(p, t, "ember.jvp") for p, t in zip(primal_leaves, tangent_leaves)]
-    # (a Python int or bool, which has no tangent, reaches the function as it was given, as in JAX)
-    raw = tree_util.tree_leaves(tuple(primals))
-    if len(raw) == len(primal_leaves):
-        primal_leaves = [r if type(r) in (int, bool) and isinstance(t, Zero) else p
-                         for r, p, t in zip(raw, primal_leaves, tangent_leaves)]
-    flat = _FlatFunction(fun, in_tree, has_aux, "ember.jvp")
-    inputs: list = []
-
-    def traced(*ins: Any) -> list:
-        inputs[:] = ins
-        return flat(*ins)
-
-    outs, out_tangents = jvp_flat(traced, primal_leaves, tangent_leaves)
+    tangent_leaves = [_check_tangent(p, t, "ember.jvp", as_given=True) for p, t in zip(primal_leaves, tangent_leaves)]
+    flat = _FlatFunction(fun, in_tree, has_aux, "ember.jvp", as_given=True)
+    outs, out_tangents = jvp_flat(flat, primal_leaves, tangent_leaves)
     outs, aux = flat.split(outs)
     out_tangents = [_public_tangent(t, aval(o)) for t, o in zip(out_tangents, outs)]
-    _keep_python_scalars(flat.raw_out_leaves, inputs, primals, tangents, outs, out_tangents)
     result = (tree_util.tree_unflatten(flat.out_tree, outs), tree_util.tree_unflatten(flat.out_tree, out_tangents))
     return result + (aux,) if has_aux else result
-
-
-def _keep_python_scalars(raw_outs: list, inputs: list, primals: Sequence[Any], tangents: Sequence[Any],
-                         outs: list, out_tangents: list) -> None:
-    """JAX's jvp returns Python scalars where it never made them arrays: a Python-scalar primal
-    returned unchanged comes back as the caller's primal and tangent, and a Python-scalar constant
-    output as itself (its tangent, zeros, an array)."""
-    user_primals = tree_util.tree_leaves(tuple(primals))
-    user_tangents = tree_util.tree_leaves(tuple(tangents))
-    by_input = {id(x): i for i, x in enumerate(inputs)} if len(user_primals) == len(inputs) else {}
-    for k, raw in enumerate(raw_outs[:len(outs)]):
-        i = by_input.get(id(raw))
-        if i is not None and type(user_primals[i]) in _PYTHON_SCALARS and len(user_tangents) == len(inputs):
-            outs[k], out_tangents[k] = user_primals[i], user_tangents[i]
-        elif type(raw) in _PYTHON_SCALARS:
-            outs[k] = raw
-
-
-_PYTHON_SCALARS = (bool, int, float, complex)
 
 
 @errors.api_boundary

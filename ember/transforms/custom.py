@@ -18,6 +18,8 @@ import functools
 import inspect
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ember import tree_util
 from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
@@ -60,8 +62,8 @@ class _Arguments:
         self.nondiff_argnums = nondiff_argnums
         self.static = [args[i] for i in nondiff_argnums]
         dynamic = tuple(a for i, a in enumerate(args) if i not in nondiff_argnums)
-        leaves, self.tree = tree_util.flatten_for_trace(dynamic)
-        self.leaves = [ensure_array(x) for x in leaves]
+        self.given, self.tree = tree_util.flatten_for_trace(dynamic)
+        self.leaves = [ensure_array(x) for x in self.given]
 
     def dynamic(self, leaves: Sequence[Any]) -> tuple:
         return tree_util.tree_unflatten(self.tree, list(leaves))
@@ -191,9 +193,11 @@ class custom_jvp:
                 return self.__wrapped__(*args)
         trace = _differentiating(owner, arguments.leaves)
         if trace is not None:  # only the rule runs, as in JAX: f is neither traced nor run
-            primals, tangents = zip(*map(trace.to_pair, arguments.leaves))
+            # (on the values as the caller gave them: a Python float stays one, as in JAX)
+            primals, tangents = zip(*map(trace.to_pair, arguments.given))
             with set_current_trace(trace.parent):
-                outs, out_tangents, tree = _apply_jvp_rule(self, name, arguments, primals, tangents, None, None)
+                outs, out_tangents, tree = _apply_jvp_rule(self, name, arguments, primals, tangents, None, None,
+                                                           as_given=True)
             return tree_util.tree_unflatten(tree, [trace.new(o, t) for o, t in zip(outs, out_tangents)])
         handler = custom_call_handlers.get(type(owner))
         if handler is not None:
@@ -242,11 +246,12 @@ custom_call_handlers: dict[type, Callable[[Trace, Any, tuple], Any]] = {}
 
 
 def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: Sequence[Any],
-                    tangents: Sequence[Any], out_tree: Any, out_avals: Sequence[ShapedArray] | None
-                    ) -> tuple[list, list, Any]:
+                    tangents: Sequence[Any], out_tree: Any, out_avals: Sequence[ShapedArray] | None,
+                    as_given: bool = False) -> tuple[list, list, Any]:
     """The user's rule on flat primals and tangents: (outputs, output tangents, output tree), checked
     against the function's output type where it was traced (``out_tree``, ``out_avals``), else
-    against the rule's own primal outputs."""
+    against the rule's own primal outputs. ``as_given``: outputs that are Python or NumPy values
+    are returned as the rule made them (JAX's jvp returns them so), else as arrays."""
     symbolic = fn.symbolic_zeros
     given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else instantiate(t) for t in tangents]
     out, out_tangent = fn.jvp(*arguments.static, arguments.dynamic(primals), arguments.dynamic(given))
@@ -258,17 +263,25 @@ def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: S
     out_avals = [aval(o) for o in outs] if out_avals is None else out_avals
     out_tangents = _flatten_like("Custom JVP", out_tangent, out_tree, "tangent outputs")
     checked = []
-    for o, t, expected in zip(outs, out_tangents, out_avals):
-        if not is_differentiable(expected.dtype) or isinstance(t, SymbolicZero):  # (integer: ignored)
+    for o, given, expected in zip(outs, out_tangents, out_avals):
+        if not is_differentiable(expected.dtype) or isinstance(given, SymbolicZero):  # (integer: ignored)
             checked.append(Zero(expected))
             continue
-        t = ensure_array(t)
+        t = ensure_array(given)
         if aval(o).shape != expected.shape or aval(t).shape != expected.shape:
             raise TypeError(f"Custom JVP rule of {name} must produce primal and tangent outputs with the "
                             f"shapes of the function's output: expected {expected.str_short()}, got primal "
                             f"{aval(o).str_short()} and tangent {aval(t).str_short()}")
-        checked.append(match_type(t, expected))
+        keep = as_given and _is_given_value(given) and aval(t).dtype == expected.dtype
+        checked.append(given if keep else match_type(t, expected))
+    if as_given:
+        outs = [o if _is_given_value(o) else a for o, a in zip(out_leaves, outs)]
     return outs, checked, out_tree
+
+
+def _is_given_value(x: Any) -> bool:
+    """A Python or NumPy value (which JAX's jvp passes through its rules unchanged)."""
+    return isinstance(x, (bool, int, float, complex, np.ndarray, np.generic))
 
 
 class _TracedOnce:

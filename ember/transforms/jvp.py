@@ -17,6 +17,7 @@ import operator
 from typing import Any, Callable, Sequence
 
 from ember import errors
+from ember.core.array import Array, ensure_array
 from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive, RuleTable
 from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, unexpected_tracer_error
@@ -35,7 +36,11 @@ jvp_rules: RuleTable = RuleTable("jvp_rules")
 
 
 class JVPTracer(Tracer):
-    """A value being differentiated: its primal and its tangent (never a symbolic zero)."""
+    """A value being differentiated: its primal and its tangent (never a symbolic zero).
+
+    Both are kept as they were given (a Python or NumPy scalar stays one, as in JAX, so that a
+    ``custom_jvp`` rule sees the caller's values and ``jvp`` can hand them back unchanged);
+    a primitive applied to the tracer receives them as arrays (``JVPTrace.array_pair``)."""
 
     __slots__ = ("primal", "tangent")
 
@@ -69,7 +74,7 @@ class JVPTracer(Tracer):
         return operator.index(self._concrete_primal())
 
     def item(self, *args: Any) -> Any:
-        return self._concrete_primal().item(*args)
+        return ensure_array(self._concrete_primal()).item(*args)
 
 
 class JVPTrace(Trace):
@@ -86,6 +91,17 @@ class JVPTrace(Trace):
             raise unexpected_tracer_error(x)
         return x, Zero(aval(x))
 
+    def array_pair(self, x: Any) -> tuple[Any, Any]:
+        """``to_pair``, with a primal or tangent kept as given (a Python scalar) made an array of the
+        tracer's type: what primitives and their rules receive."""
+        primal, tangent = self.to_pair(x)
+        if isinstance(x, JVPTracer) and x._trace is self:
+            if not isinstance(primal, (Array, Tracer)):
+                primal = ensure_array(primal)
+            if not isinstance(tangent, (Array, Tracer)):
+                tangent = match_type(ensure_array(tangent), x.aval)
+        return primal, tangent
+
     def new(self, primal: Any, tangent: Any) -> Any:
         """A tracer, or the primal itself when its tangent is zero (nothing to track)."""
         if isinstance(tangent, Zero) or not is_differentiable(aval(primal).dtype):
@@ -93,7 +109,7 @@ class JVPTrace(Trace):
         return JVPTracer(self, primal, tangent)
 
     def process_primitive(self, primitive: Primitive, args: tuple, params: dict) -> Any:
-        primals, tangents = zip(*map(self.to_pair, args)) if args else ((), ())
+        primals, tangents = zip(*map(self.array_pair, args)) if args else ((), ())
         with set_current_trace(self.parent):
             if all(isinstance(t, Zero) for t in tangents):
                 return primitive.bind(*primals, **params)
