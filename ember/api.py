@@ -158,6 +158,32 @@ def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dic
     return tuple(args), kwargs
 
 
+def _refuse_aliased_donation(leaves: Sequence[Any], donated: frozenset[int]) -> None:
+    """An Array donated (usably) and also passed again in the same call is refused before anything
+    runs, with the error JAX's runtime gives: the program could overwrite its buffer while another
+    input still reads it. Nothing is deleted. ``donated``: the donations the program uses."""
+    if not donated:
+        return
+    first: dict[int, int] = {}
+    for j, x in enumerate(leaves):
+        if type(x) is not Array:
+            continue
+        i = first.setdefault(id(x), j)
+        if i == j or not (i in donated or j in donated):
+            continue
+        if i in donated and j in donated:
+            what, example = "Attempt to donate the same buffer twice in", "f(donate(a), donate(a))"
+        elif i in donated:
+            what, example = "Attempt to use a buffer that was previously donated in the same call to", "f(donate(a), a)"
+        else:
+            what, example = "Attempt to donate a buffer which is also used by the same call to", "f(a, donate(a))"
+        raise errors.JaxRuntimeError(
+            f"INVALID_ARGUMENT: {what} Execute() (flattened argument {j}, replica 0, "
+            f"partition 0, first use: {i}). Toy example for this bug: `{example}`. The same Array is passed "
+            "as both arguments and one of them is donated, so the program would overwrite a buffer that it "
+            "also reads; nothing was run or deleted. Pass a copy (`x.copy()`) as one of them, or do not donate it.")
+
+
 def _check_leaf(x: Any, where: str) -> Any:
     if isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float, complex)) or hasattr(x, "_value"):
         return x
@@ -309,6 +335,7 @@ class JitFunction(Dispatcher):
 
     def _call_donating(self, executable: Executable, leaves: Sequence[Any], donated: frozenset[int]) -> list:
         """Run, then delete the donated Arrays: the outputs may have taken over their buffers."""
+        _refuse_aliased_donation(leaves, donated - executable.kept_donations)
         try:
             outs = executable(*leaves)
         except BaseException:

@@ -59,6 +59,14 @@ class JaxRuntimeError(RuntimeError):
     """An error raised while a compiled program runs (JAX's runtime errors)."""
 
 
+class DeletedArrayError(RuntimeError, ValueError):
+    """An Array used after it was deleted (``delete()``, or donated to a jitted function).
+
+    JAX raises a RuntimeError for it, except where a jitted call's compiled fast path meets a
+    donated argument, which raises a ValueError (XLA's "Buffer has been deleted or donated"). One
+    class that is both lets code written against either ``except`` catch it wherever it is raised."""
+
+
 class InconclusiveDimensionOperation(Exception):
     """A comparison of symbolic dimensions that cannot be decided (JAX's shape polymorphism;
     ember's shapes are concrete, so it is never raised by ember itself)."""

@@ -1,5 +1,7 @@
 """Buffer donation: ``jit(f, donate_argnums=..., donate_argnames=...)`` reuses donated inputs'
 buffers for outputs where that is safe, and deletes the donated Arrays."""
+import functools
+import re
 import warnings
 
 import numpy as np
@@ -85,13 +87,49 @@ def test_shapes_or_dtypes_that_differ_are_not_aliased():
     assert out.tolist() == [0, 1, 2, 3] and out.dtype == jnp.int32
 
 
-def test_the_same_array_passed_twice_is_not_aliased():
-    f = ember.jit(lambda x, y: x * 2 + y, donate_argnums=0)
-    x = fresh([1.0, 2.0, 3.0])
-    before = address(x)
-    out = f(x, x)
-    assert out.tolist() == [3.0, 6.0, 9.0] and address(out) != before
-    assert x.is_deleted()
+_SHARED_ARRAY_CALLS = {  # (function of (numpy module, *args), donate_argnums, the arguments that are one array)
+    "donated, then passed": (lambda m, x, y: x * 2 + y, (0,), (0, 1)),
+    "passed, then donated": (lambda m, x, y: x * 2 + y, (1,), (0, 1)),
+    "donated twice, one output": (lambda m, x, y: x * 2 + y, (0, 1), (0, 1)),
+    "donated twice, two outputs": (lambda m, x, y: (x * 2, y + 1), (0, 1), (0, 1)),
+    "donated, a third use": (lambda m, x, z, y: x + y * z, (0,), (0, 2)),
+    "donation not usable": (lambda m, x, y: m.sum(x + y), (0,), (0, 1)),
+    "other array donated": (lambda m, x, z, y: (x + y, z * 2), (1,), (0, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(_SHARED_ARRAY_CALLS))
+def test_an_array_both_donated_and_passed_again_is_refused_as_jax_does(case):
+    """JAX's runtime refuses a call in which a buffer it may overwrite is also read (nothing runs
+    and nothing is deleted); ember ran it. A donation the program cannot use is dropped, so the
+    call runs (with the warning)."""
+    import jax
+
+    fun, donate, shared = _SHARED_ARRAY_CALLS[case]
+    n = fun.__code__.co_argcount - 1
+
+    def run(lib, m):
+        one = m.asarray(np.arange(3, dtype=np.float32))
+        args = [one if i in shared else m.asarray(np.full(3, i, np.float32)) for i in range(n)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                return lib.jit(functools.partial(fun, m), donate_argnums=donate)(*args), one
+            except Exception as refusal:
+                return refusal, one
+
+    ours, our_array = run(ember, jnp)
+    theirs, their_array = run(jax, jax.numpy)
+    assert our_array.is_deleted() == their_array.is_deleted()
+    if isinstance(theirs, Exception):
+        assert isinstance(ours, ember.errors.JaxRuntimeError) and isinstance(ours, RuntimeError), ours
+        jax_words = str(theirs).split(". Toy example")[0]  # (XLA's text, flat positions and the first use)
+        assert str(ours).startswith(jax_words), (str(ours), str(theirs))
+        assert our_array.tolist() == [0.0, 1.0, 2.0]
+    else:
+        assert not isinstance(ours, Exception), ours
+        for a, b in zip(ember.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+            assert_allclose(a, np.asarray(b))
 
 
 @pytest.mark.parametrize("other_holder", ["view", "numpy", "second_array"])
@@ -234,3 +272,38 @@ def test_ahead_of_time_compile_warns_of_an_unusable_donation():
     assert caught[0].filename == __file__
     x = fresh([1, 2, 3])
     assert compiled(x).tolist() == 6.0 and not x.is_deleted()  # (an unusable donation keeps it, as in JAX)
+
+
+_USES_OF_A_DELETED_ARRAY = {
+    "a compiled jitted call": lambda lib, x: lib.jit(lambda a: a * 2)(x),
+    "the donating function again": lambda lib, x: lib.jit(lambda a: a + 1, donate_argnums=0)(x),
+    "an eager operation": lambda lib, x: x + 1,
+    "np.asarray": lambda lib, x: np.asarray(x),
+    "str": lambda lib, x: str(x),
+}
+
+
+@pytest.mark.parametrize("use", list(_USES_OF_A_DELETED_ARRAY))
+def test_a_donated_array_used_again_raises_what_jax_raises(use):
+    """JAX raises a RuntimeError ("Array has been deleted ...") for most uses of a donated array
+    but a ValueError where a jitted call's compiled fast path meets it; ember raised RuntimeError
+    everywhere. Its error is both, so an ``except`` written for either JAX error catches it."""
+    import jax
+
+    def deleted(lib, m):
+        fun = lib.jit(lambda a: a + 1, donate_argnums=0)
+        warm = lib.jit(lambda a: a * 2)
+        for _ in range(2):  # (each compiled and called twice: JAX's fast path is in place)
+            fun(m.ones(3)), warm(m.ones(3))
+        x = m.ones(3)
+        fun(x)
+        assert x.is_deleted()
+        return x
+
+    with pytest.raises(Exception) as theirs:
+        _USES_OF_A_DELETED_ARRAY[use](jax, deleted(jax, jax.numpy))
+    with pytest.raises(type(theirs.value)) as ours:
+        _USES_OF_A_DELETED_ARRAY[use](ember, deleted(ember, jnp))
+    assert isinstance(ours.value, ValueError) and isinstance(ours.value, RuntimeError)
+    assert re.search(r"deleted", str(theirs.value)) and re.search(
+        r"Array has been deleted with shape=float32\[3\]\. It was donated to `<lambda>`", str(ours.value))

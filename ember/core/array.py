@@ -13,7 +13,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from ember import dtypes
+from ember import dtypes, errors
 from ember.core.avals import AvalProperties, ShapedArray, aval_of_value
 from ember.core.sharding import (  # noqa: F401  (CPU: re-exported)
     CPU,
@@ -292,7 +292,8 @@ class Array(AvalProperties, metaclass=_ArrayType):
             return None
         if name == "_value":
             if self.is_deleted():
-                raise RuntimeError(f"Array has been deleted with shape={type_string(self.aval)}.{self._deleted}")
+                raise errors.DeletedArrayError(
+                    f"Array has been deleted with shape={type_string(self.aval)}.{self._deleted}")
             buffer = self.device_buffer
             if buffer is not None:
                 value = np.asarray(buffer.to_host(), dtype=self.aval.dtype).reshape(self.aval.shape)
