@@ -193,6 +193,43 @@ def test_a_jitted_static_recursion_100_deep_traces(recwarn) -> None:
                                jax.grad(lambda x: reference(x, 100))(x), rtol=1e-5)
 
 
+def test_a_static_recursion_300_deep_prunes_each_nested_call_once(monkeypatch) -> None:
+    """300 nested jit calls took 74 s to run once: the reference interpreter pruned dead code from
+    each call it ran, the whole nest below it each time, and every pruned equation searched its
+    nest for effects again (n^3 equation visits). A program records that it is pruned and whether it
+    has effects, so the work grows with the depth (a count, not a time, is asserted)."""
+    from ember.compiler import dce
+    from ember.core import ir
+
+    visits = {"prune": 0, "effects": 0}
+
+    def counted(name, fun):
+        def wrapper(*args):
+            visits[name] += 1
+            return fun(*args)
+        return wrapper
+
+    monkeypatch.setattr(dce, "_live_eqns", counted("prune", dce._live_eqns))
+    effectful = counted("effects", ir.is_effectful)
+    monkeypatch.setattr(ir, "is_effectful", effectful)
+    monkeypatch.setattr(dce, "is_effectful", effectful)
+
+    def nested(x, n):
+        return x if n == 0 else step(jnp.sin(x), n - 1)
+
+    step = ember.jit(nested, static_argnums=1)
+    x = np.float32(0.5)
+    chain = [0.5]  # (sin applied 0, 1, ..., 300 times; a derivative is the product of their cosines)
+    for _ in range(300):
+        chain.append(np.sin(chain[-1]))
+    with ember.config.override(backend="reference"):  # (what runs a first call while it compiles)
+        np.testing.assert_allclose(step(x, 300), chain[-1], rtol=1e-5)
+    assert visits["prune"] <= 4 * 300 and visits["effects"] <= 10 * 300, visits
+    visits.update(prune=0, effects=0)
+    np.testing.assert_allclose(ember.grad(lambda x: step(x, 150))(x), np.prod(np.cos(chain[:150])), rtol=1e-4)
+    assert visits["prune"] <= 10 * 150 and visits["effects"] <= 20 * 150, visits
+
+
 # --- jvp of Python scalars --------------------------------------------------------------------------
 @pytest.mark.parametrize("name,fun", [("identity", lambda x: x), ("constant", lambda x: 3.0),
                                       ("computed", lambda x: x * 2), ("pair", lambda x: (x, 2.5, x + 1))])

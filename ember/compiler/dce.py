@@ -28,15 +28,34 @@ from ember.lax.control_flow import cond_p, scan_p, while_p
 def eliminate_dead_code(closed: ClosedJaxpr) -> ClosedJaxpr:
     """``closed`` without dead equations and unused consts."""
     jaxpr = closed.jaxpr
+    if jaxpr.facts.get("live") and used_vars(jaxpr.constvars) <= _reads(jaxpr):
+        return closed
     eqns, live = _live_eqns(jaxpr.eqns, jaxpr.outvars, SubprogramRewriter(_dce_interface_kept))
     kept = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if id(v) in live]
-    new = rebuild(jaxpr, eqns, jaxpr.outvars, [v for v, _ in kept])
+    new = _live(rebuild(jaxpr, eqns, jaxpr.outvars, [v for v, _ in kept]))
     return closed if new is jaxpr else ClosedJaxpr(new, [c for _, c in kept])
 
 
+def _live(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr``, recorded as free of dead equations (its sub-programs too): what this pass returns,
+    and what a later run of it (the reference interpreter prunes each call it runs) leaves as is."""
+    jaxpr.facts["live"] = True
+    return jaxpr
+
+
+def _reads(jaxpr: Jaxpr) -> set[int]:
+    """The ids of the variables that ``jaxpr``'s equations and outputs read (its own level only)."""
+    reads = used_vars(jaxpr.outvars)
+    for eqn in jaxpr.eqns:
+        reads |= used_vars(eqn.invars)
+    return reads
+
+
 def _dce_interface_kept(jaxpr: Jaxpr, subprograms: SubprogramRewriter) -> Jaxpr:
+    if jaxpr.facts.get("live"):
+        return jaxpr
     eqns, _ = _live_eqns(jaxpr.eqns, jaxpr.outvars, subprograms)
-    return rebuild(jaxpr, eqns, jaxpr.outvars)
+    return _live(rebuild(jaxpr, eqns, jaxpr.outvars))
 
 
 def _live_eqns(eqns: list[Eqn], outvars: list, subprograms: SubprogramRewriter) -> tuple[list[Eqn], set[int]]:
@@ -75,13 +94,22 @@ def _prune_alternatives(programs: tuple[ClosedJaxpr, ...], needed: list[bool],
 
 def _pruned_alternatives(programs: tuple[ClosedJaxpr, ...], needed: list[bool],
                          subprograms: SubprogramRewriter) -> tuple[list[ClosedJaxpr], list[bool]] | None:
-    pruned = [_live_eqns(p.jaxpr.eqns, _select(p.jaxpr.outvars, needed), subprograms) for p in programs]
+    if all(needed) and all(p.jaxpr.facts.get("live") for p in programs):  # (only unread inputs can go)
+        pruned = [(p.jaxpr.eqns, _reads(p.jaxpr)) for p in programs]
+    else:
+        pruned = [_live_eqns(p.jaxpr.eqns, _select(p.jaxpr.outvars, needed), subprograms) for p in programs]
     keep = [any(id(p.jaxpr.invars[i]) in live for p, (_, live) in zip(programs, pruned))
             for i in range(len(programs[0].jaxpr.invars))]
     if all(needed) and all(keep):
+        for p, (eqns, _) in zip(programs, pruned):
+            if len(eqns) == len(p.jaxpr.eqns) and all(a is b for a, b in zip(eqns, p.jaxpr.eqns)):
+                _live(p.jaxpr)
         return None
-    return [_closed_like(p, _select(p.jaxpr.invars, keep), eqns, _select(p.jaxpr.outvars, needed))
-            for p, (eqns, _) in zip(programs, pruned)], keep
+    results = [_closed_like(p, _select(p.jaxpr.invars, keep), eqns, _select(p.jaxpr.outvars, needed))
+               for p, (eqns, _) in zip(programs, pruned)]
+    for r in results:
+        _live(r.jaxpr)
+    return results, keep
 
 
 def _prune_call(eqn: Eqn, needed: list[bool], subprograms: SubprogramRewriter) -> Eqn:

@@ -73,13 +73,17 @@ class Eqn:
 class Jaxpr:
     """A typed SSA program. ``constvars`` are bound to arrays the program closes over."""
 
-    __slots__ = ("constvars", "invars", "eqns", "outvars")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "facts")
 
     def __init__(self, constvars: list[Var], invars: list[Var], eqns: list[Eqn], outvars: list) -> None:
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
         self.outvars = list(outvars)
+        # What passes found out about this program, kept with it since a program is not changed once
+        # built ("effects": ``_effects``; "live": dead-code elimination has nothing to remove). A call
+        # nested n deep would otherwise be searched again at each of the n levels.
+        self.facts: dict[str, Any] = {}
 
     @property
     def in_avals(self) -> list[ShapedArray]:
@@ -141,14 +145,21 @@ def count_eqns(jaxpr: Jaxpr) -> int:
 
 def is_effectful(eqn: Eqn) -> bool:
     """Whether the equation, or any equation in its sub-programs, has an effect."""
-    return eqn.primitive in EFFECTFUL or any(
-        is_effectful(inner) for sub in subjaxprs(eqn.params) for inner in sub.eqns)
+    return eqn.primitive in EFFECTFUL or any(_effects(sub)[0] for sub in subjaxprs(eqn.params))
 
 
 def is_replayable(eqn: Eqn) -> bool:
     """Whether every effect of the equation (sub-programs included) may run again (``REPLAYABLE``)."""
     return (eqn.primitive not in EFFECTFUL or eqn.primitive in REPLAYABLE) and all(
-        is_replayable(inner) for sub in subjaxprs(eqn.params) for inner in sub.eqns)
+        _effects(sub)[1] for sub in subjaxprs(eqn.params))
+
+
+def _effects(jaxpr: Jaxpr) -> tuple[bool, bool]:
+    """(whether any equation of ``jaxpr`` is effectful, whether all are replayable), remembered."""
+    effects = jaxpr.facts.get("effects")
+    if effects is None:
+        effects = jaxpr.facts["effects"] = (any(map(is_effectful, jaxpr.eqns)), all(map(is_replayable, jaxpr.eqns)))
+    return effects
 
 
 # --- pretty-printing -----------------------------------------------------------
