@@ -227,7 +227,7 @@ import numpy as np, ember, ember.numpy as jnp
 from ember.backends.cpu import entry
 f = ember.jit(lambda x, y: jnp.exp(x) * y - 1.0)
 f(jnp.arange(5.0), jnp.full(5, 2.0))
-entry.prepare_dispatcher().wait()  # (the first compile started building the dispatcher)
+entry.prepare_dispatcher().wait()  # (the first call started building the dispatcher)
 x, y = jnp.arange(5.0), jnp.full(5, 2.0)
 outs = [np.asarray(f(x, y)) for _ in range(3)]
 print(len(f._fast), all((o == outs[0]).all() for o in outs), outs[0].tolist())

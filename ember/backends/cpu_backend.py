@@ -34,8 +34,6 @@ class CpuExecutable(Executable):
         self.out_avals = closed.out_avals
         self.program, self.report = cpu.compile_program(closed, name, donated)
         self._entry = cpu.entry
-        if self.program.plan is not None or self.program.plan_pending:
-            cpu.entry.prepare_dispatcher()
         self.code = self.report.code  # compiled now, loaded from disk, reused, or "none"
         self.unusable_donations = tuple(self.program.unusable_donations)
         self.kept_donations = frozenset(self.program.kept_donations)
@@ -52,7 +50,16 @@ class CpuExecutable(Executable):
         elif self.program.plan is not None or self.program.plan_pending:  # the dispatcher from the
             if self._called:                   # second call on: a first call does not pay for setting it up
                 self._native = self._native_runner()
-            self._called = True
+            else:
+                self._called = True
+                try:
+                    return self._run(args)
+                finally:  # (the dispatcher's build starts once the first call is done: it does not
+                    self._entry.prepare_dispatcher()  # share the cores with it; once per process)
+        return self._run(args)
+
+    def _run(self, args: tuple) -> list[Array]:
+        """The outputs of a run of the program's steps from Python (not by the dispatcher)."""
         reused = [p for p in self.program.reused_inputs if _may_reuse(args, p)] if self.program.reuses else ()
         vals = [_contiguous_numpy(x, a) for x, a in zip(args, self.in_avals)]
         if not reused:

@@ -382,9 +382,10 @@ class _Dispatcher:
         self.function = _new_builtin(ctypes.addressof(self._method), (self._method, self._compiled), None)
 
 
-# The dispatcher is built once per process, in the background: the first native compile starts
-# it (``prepare_dispatcher``), and until it is ready calls take the general path, so that no call
-# of a jitted function waits for it (about 40 ms to compile, a few to load from the disk cache).
+# The dispatcher is built once per process, in the background: the end of the first call of a
+# native program starts it (``prepare_dispatcher``; not during that call, whose cores it would
+# take), and until it is ready calls take the general path, so that no call of a jitted function
+# waits for it (about 40 ms to compile, a few to load from the disk cache).
 _built: Any = None
 _build_lock = threading.Lock()  # held while building
 BUILD_JOB = "cpu: build the dispatcher"
