@@ -191,6 +191,10 @@ def unknown_step(plan):
     plan["steps"][0]["kind"] = "shell"
 
 
+def object_buffer(plan):
+    plan["allocations"][0][1][1] = "object"
+
+
 def missing_function(plan):
     next(step for step in plan["steps"] if step["kind"] == "kernel")["name"] = "no_such_kernel"
 
@@ -201,6 +205,8 @@ DAMAGES = {
         lambda folder, name: rewrite(folder, name, blobs=flip_code), "machine code is unusable"),
     "a slot out of range": (lambda folder, name: rewrite(folder, name, header=wrong_slot), "is not one of the program"),
     "a step of an unknown kind": (lambda folder, name: rewrite(folder, name, header=unknown_step), "unknown kind"),
+    "a buffer of Python objects": (lambda folder, name: rewrite(folder, name, header=object_buffer),
+                                   "dtype object, which native code never computes"),
     "a kernel its module lacks": (lambda folder, name: rewrite(folder, name, header=missing_function),
                                   "does not define no_such_kernel"),
     "a truncated plan": (lambda folder, name: disk_cache.store(name[:-4], b"\x20\x00\x00\x00\x00\x00\x00\x00{\"for",

@@ -13,7 +13,9 @@ sha256), then its structure here, then each module's object code as a module ent
 (``object_code.inspect``: the checksum taken when LLVM generated it, the ELF object's
 structure); an entry that fails any of them is removed with a ``RuntimeWarning`` and the
 program compiled again. The plan is JSON and raw array bytes (never pickled): nothing in an
-entry is executed but the checked object code.
+entry is executed but the checked object code. Trusted, as the machine code is (see
+``disk_cache``): that the plan's sizes (buffers, extents) are those its kernels were compiled
+for; a checksummed entry is the one this user's ember wrote.
 
 What is kept: programs whose steps are native kernels, views and matrix products (the steps
 that are plain data once linked). A program with a loop, an FFT, a LAPACK call or a step on
@@ -280,13 +282,20 @@ def _rebuild(header: dict, blobs: list[bytes], name: str, donated: frozenset[int
     return Program(plan, report, modules, [], dispatch=not donated), report
 
 
+def _read_dtype(name: Any) -> np.dtype:
+    dtype = dtypes.dtype(str(name))
+    if dtype.hasobject:
+        raise Damaged(f"a value of dtype {dtype}, which native code never computes")
+    return dtype
+
+
 def _read_aval(a: list) -> ShapedArray:
     shape, dtype, weak = a
-    return ShapedArray(tuple(int(d) for d in shape), dtypes.dtype(str(dtype)), bool(weak))
+    return ShapedArray(tuple(int(d) for d in shape), _read_dtype(dtype), bool(weak))
 
 
 def _read_array(record: dict, blobs: list[bytes]) -> np.ndarray:
-    dtype, shape = dtypes.dtype(str(record["dtype"])), tuple(int(d) for d in record["shape"])
+    dtype, shape = _read_dtype(record["dtype"]), tuple(int(d) for d in record["shape"])
     data = blobs[record["blob"]]
     if len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
         raise Damaged(f"an array of {len(data)} bytes for {dtype}{list(shape)}")
@@ -303,6 +312,6 @@ def _read_param(value: Any) -> Any:
         if kind == "list":
             return [_read_param(v) for v in inner]
         if kind == "dtype":
-            return dtypes.dtype(str(inner))
+            return _read_dtype(inner)
         raise Damaged(f"a param of unknown kind {kind!r}")
     return value
