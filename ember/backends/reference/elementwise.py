@@ -26,9 +26,11 @@ def round_float8(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     return (x if dt == dtypes.float8_e8m0fnu else x.astype(np.float16)).astype(dt)
 
 
-def _float_math(fn: Callable) -> Callable:
+def _float_math(fn: Callable, plain: Callable | None = None) -> Callable:
     """Compute half-precision and float8 math in float32 and round once (float8: as XLA, see
-    ``round_float8``)."""
+    ``round_float8``). Other types run ``fn`` itself: ``plain(avals, params)`` (``core.evaluation.runner``)
+    gives it with the params bound, or ``plain``'s own function of the values (a NumPy call that
+    computes what ``fn`` does, for eager calls of small arrays)."""
     def impl(*xs: np.ndarray, **params: Any) -> np.ndarray:
         dt = xs[0].dtype
         with np.errstate(all="ignore"):
@@ -36,6 +38,14 @@ def _float_math(fn: Callable) -> Callable:
                 out = fn(*(x.astype(np.float32) for x in xs), **params)
                 return round_float8(out, dt) if dt in dtypes.FLOAT8 else out.astype(dt)
             return fn(*xs, **params)
+
+    def plain_rule(avals: Any, params: dict) -> Callable | None:
+        if avals[0].dtype in _LOW:
+            return None
+        if plain is not None:
+            return plain(avals, params)
+        return functools.partial(fn, **params) if params else fn
+    impl.plain = plain_rule  # type: ignore[attr-defined]
     return impl
 
 
@@ -78,6 +88,7 @@ def _ufunc_unary(fn: Callable) -> Callable:
     def impl(x: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             return fn(x)
+    impl.plain = lambda avals, params: fn  # type: ignore[attr-defined]
     return impl
 
 
@@ -163,6 +174,11 @@ def _int_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         if dtypes.is_signed(x.dtype):  # one more where the division is inexact and the signs differ
             q = np.where((np.mod(x, safe_y) != 0) & ((x < 0) != (safe_y < 0)), q + 1, q).astype(x.dtype)
     return np.where(y == 0, np.invert(np.zeros((), x.dtype)), q)
+
+
+# (eager calls: a float division is NumPy's; ``core.evaluation.runner``)
+_int_div.plain = lambda avals, params: (  # type: ignore[attr-defined]
+    np.true_divide if avals[0].dtype in dtypes.INEXACT and avals[0].dtype not in _LOW else None)
 
 
 def _int_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:

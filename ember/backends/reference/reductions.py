@@ -7,6 +7,7 @@ integer, False), as XLA does, where NumPy would raise.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -185,7 +186,9 @@ def _top_k(x: np.ndarray, *, k: int, axis: int) -> list[np.ndarray]:
 
 
 impl_rules.update({
-    red.reduce_sum_p: in_float32(lambda x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype)),
+    red.reduce_sum_p: in_float32(lambda x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype),
+                                 lambda avals, params: functools.partial(
+                                     np.add.reduce, axis=params["axes"], dtype=avals[0].dtype)),
     red.reduce_prod_p: in_float32(lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype)),
     red.reduce_max_p: in_float32(_reduce_max),
     red.reduce_min_p: in_float32(_reduce_min),

@@ -1,0 +1,181 @@
+"""The eager path of small operations (ember.runtime.eager ``apply``, core.evaluation ``runner``
+and the jnp functions' checks for operands that need no promotion): a signature's second and
+later calls skip the dispatch and give what the reference interpreter gives, bit for bit, with
+JAX's dtypes and weak types; errors, config changes and traced calls are those of the general path."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember.core.evaluation import eval_jaxpr
+from ember.runtime import eager
+
+jax = pytest.importorskip("jax")
+jjnp = jax.numpy
+
+DTYPES = ["float32", "float16", "bfloat16", "int32", "uint8", "bool", "complex64", "int8"]
+SHAPES = [(), (1,), (5,), (2, 3), (0,), (3, 0)]
+
+UNARY = {
+    "sin": (jnp.sin, jjnp.sin), "exp": (jnp.exp, jjnp.exp), "negative": (jnp.negative, jjnp.negative),
+    "sqrt": (jnp.sqrt, jjnp.sqrt), "tanh": (jnp.tanh, jjnp.tanh), "abs": (jnp.abs, jjnp.abs),
+    "floor": (jnp.floor, jjnp.floor), "sum": (jnp.sum, jjnp.sum), "max": (jnp.max, jjnp.max),
+    "prod": (jnp.prod, jjnp.prod), "sum0": (lambda x: jnp.sum(x, axis=0), lambda x: jjnp.sum(x, axis=0)),
+    "neg_op": (lambda x: -x, lambda x: -x),
+}
+BINARY = {
+    "add": (lambda x, y: x + y, lambda x, y: x + y), "sub": (jnp.subtract, jjnp.subtract),
+    "mul": (lambda x, y: x * y, lambda x, y: x * y), "div": (lambda x, y: x / y, lambda x, y: x / y),
+    "maximum": (jnp.maximum, jjnp.maximum), "eq": (lambda x, y: x == y, lambda x, y: x == y),
+    "lt": (jnp.less, jjnp.less), "arctan2": (jnp.arctan2, jjnp.arctan2),
+    "and": (jnp.bitwise_and, jjnp.bitwise_and),
+}
+
+
+def _values(rng, shape, dtype):
+    v = rng.standard_normal(shape) * 3
+    if dtype == "bool":
+        return v > 0
+    if dtype.startswith(("int", "uint")):
+        return np.abs(v).astype(dtype) if dtype.startswith("uint") else v.astype(dtype)
+    if dtype == "complex64":
+        return (v + 1j * rng.standard_normal(shape)).astype(dtype)
+    out = v.astype(jnp.dtype(dtype))
+    if out.size:
+        out.flat[0] = np.nan if out.size > 1 else out.flat[0]
+    return out
+
+
+def _outcome(fn, *args):
+    """The result as (bits, dtype, weak type), or the exception's type and message."""
+    try:
+        r = fn(*args)
+    except Exception as e:  # noqa: BLE001  (compared between the paths)
+        return type(e), str(e)
+    r = np.asarray(r), r.dtype, r.weak_type
+    return r[0].tobytes(), r[0].shape, r[1], r[2]
+
+
+def _reference(fn, *args):
+    """``fn`` evaluated by the reference interpreter's environment loop on its traced program (the
+    impl rules called directly, not the eager path's runners)."""
+    closed = ember.make_jaxpr(fn)(*args)
+    (out,) = eval_jaxpr(closed.jaxpr, closed.consts, *[np.asarray(a) for a in args])
+    return out
+
+
+def _check(fn, jfn, args, jargs):
+    first, second, third = (_outcome(fn, *args) for _ in range(3))
+    assert first == second == third  # (the first call builds the signature's runner; the later ones use it)
+    if isinstance(first[0], type):
+        return
+    expected = _reference(fn, *args)
+    assert first[0] == expected.tobytes() and first[1] == expected.shape
+    with jax.numpy_dtype_promotion("standard"):
+        want = jfn(*jargs)
+    assert (first[2], first[3]) == (want.dtype, want.weak_type)
+
+
+@given(st.sampled_from(sorted(UNARY)), st.sampled_from(DTYPES), st.sampled_from(SHAPES),
+       st.booleans())
+def test_small_unary_calls_equal_the_reference_and_jaxs_types(name, dtype, shape, weak):
+    fn, jfn = UNARY[name]
+    host = _values(np.random.default_rng(0), shape, dtype)
+    x, jx = jnp.asarray(host), jax.device_put(host)
+    if weak and dtype in ("float32", "int32"):  # (a weakly typed array: a Python scalar filled in)
+        fill = 1.5 if dtype == "float32" else 3
+        x, jx = jnp.full(shape, fill), jjnp.full(shape, fill)
+    if dtype == "bool" and name == "floor":
+        return  # (jnp.floor of bools: ember's gives float32, JAX's bool, a difference outside this path)
+    _check(fn, jfn, (x,), (jx,))
+
+
+@given(st.sampled_from(sorted(BINARY)), st.sampled_from(DTYPES), st.sampled_from(DTYPES),
+       st.sampled_from(SHAPES), st.sampled_from(SHAPES))
+def test_small_binary_calls_equal_the_reference_and_jaxs_types(name, dtype1, dtype2, shape1, shape2):
+    fn, jfn = BINARY[name]
+    rng = np.random.default_rng(1)
+    a, b = _values(rng, shape1, dtype1), _values(rng, shape2, dtype2)
+    _check(fn, jfn, (jnp.asarray(a), jnp.asarray(b)), (jax.device_put(a), jax.device_put(b)))
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_same_typed_operands_equal_the_reference_bit_for_bit(name, dtype):
+    fn, jfn = BINARY[name]
+    rng = np.random.default_rng(2)
+    a, b = _values(rng, (7,), dtype), _values(rng, (7,), dtype)
+    _check(fn, jfn, (jnp.asarray(a), jnp.asarray(b)), (jax.device_put(a), jax.device_put(b)))
+
+
+def test_weak_operands_of_one_type_give_a_weak_result_as_jax():
+    x, jx = jnp.full(3, 1.5), jjnp.full(3, 1.5)
+    assert x.weak_type and jx.weak_type
+    for _ in range(2):
+        r, jr = x + x, jx + jx
+        assert (r.dtype, r.weak_type) == (jr.dtype, jr.weak_type) == (np.float32, True)
+        s, js = jnp.sum(x), jjnp.sum(jx)  # (a sum's result is strongly typed)
+        assert (s.dtype, s.weak_type) == (js.dtype, js.weak_type)
+        assert (jnp.sin(x).weak_type, jnp.sin(x).dtype) == (jjnp.sin(jx).weak_type, jjnp.sin(jx).dtype)
+
+
+def test_results_are_fresh_read_only_arrays():
+    x = jnp.asarray(np.arange(4, dtype=np.float32))
+    for _ in range(3):
+        for r in (x + x, jnp.sin(x), jnp.sum(x), -x):
+            buffer = np.asarray(r)
+            assert not buffer.flags.writeable and buffer.flags.c_contiguous
+            assert not np.shares_memory(buffer, np.asarray(x))
+            with pytest.raises(ValueError, match="read-only"):
+                buffer[...] = 0
+
+
+def test_bad_operands_raise_the_general_paths_errors_every_call():
+    x, i = jnp.ones(3, jnp.float32), jnp.ones(3, jnp.int32)
+    for _ in range(3):
+        with pytest.raises(TypeError, match="add requires operands of one dtype, got float32, int32") as error:
+            lax.add(x, i)
+        assert error.value.__context__ is None
+        with pytest.raises(TypeError, match=r"add got incompatible shapes for broadcasting: \(3,\), \(4,\)\."):
+            jnp.add(x, jnp.ones(4, jnp.float32))
+        with pytest.raises(ValueError, match="zero-size array to reduction operation max which has no identity"):
+            jnp.max(jnp.ones(0, jnp.float32))
+        with pytest.raises(TypeError, match="add requires ndarray or scalar arguments"):
+            jnp.add(x, [1.0, 2.0, 3.0])
+    y = jnp.ones(3, jnp.float32) * 2
+    x + y
+    y.delete()
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        x + y
+
+
+def test_a_config_change_reaches_signatures_seen_before():
+    x = jnp.asarray(np.array([0.0, 1.0], np.float32))
+    for _ in range(2):
+        x / x
+    with ember.config.override(debug_nans=True):
+        with pytest.raises(FloatingPointError, match="invalid value"):
+            x / x
+    assert np.isnan(np.asarray(x / x)[0])
+    with ember.config.override(numpy_dtype_promotion="strict"):
+        with pytest.raises(Exception, match="strict"):
+            x + jnp.ones(2, jnp.int32)
+    assert (x + x).dtype == np.float32
+
+
+def test_calls_under_jit_on_concrete_arrays_are_staged():
+    x = jnp.asarray(np.arange(3, dtype=np.float32))
+    x + x, jnp.sin(x), jnp.sum(x)  # (their eager signatures known)
+    closed = ember.make_jaxpr(lambda: (x + x, jnp.sin(x), jnp.sum(x)))()
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["add", "sin", "reduce_sum"]
+
+
+def test_a_repeated_small_signature_runs_no_native_code_and_compiles_nothing():
+    x = jnp.asarray(np.arange(10, dtype=np.float32))
+    before = eager.cache_info()
+    for _ in range(5):
+        x + x, jnp.sin(x), jnp.sum(x)
+    after = eager.cache_info()
+    assert (after.native_calls, after.compiles) == (before.native_calls, before.compiles)
