@@ -7,7 +7,9 @@ processes per row (wall and CPU time), and the ratios the targets are stated in:
 - import: ``import ember`` against ``import jax``;
 - first jit ever: ``jit(f)(x)`` of a small function on 10 elements right after the import, the
   backend not initialized yet (ember loads its LLVM backend then; JAX initializes its client),
-  with ember's disk cache empty, and warm from an earlier process;
+  with ember's disk cache empty (tiered, the default: the first program of a process runs on the
+  reference interpreter while LLVM loads and compiles it; and untiered), and warm from an
+  earlier process;
 - selu on 10^6 float32, the backend initialized first (so that only the call is timed): ember with
   an empty disk cache, tiered (the default) and untiered (``EMBER_TIERED_COMPILATION=0``); with
   the disk cache warm from an earlier process, modules only (``EMBER_PERSISTENT_PROGRAM_CACHE=0``:
@@ -114,6 +116,8 @@ def main() -> None:
             rows.setdefault("import: ember", []).append(timed(IMPORT, "ember"))
             rows.setdefault("first jit ever: ember, empty disk cache", []).append(
                 timed(FIRST_JIT, "ember", fresh("first")))
+            rows.setdefault("first jit ever: ember, empty disk cache, untiered", []).append(
+                timed(FIRST_JIT, "ember", fresh("first"), EMBER_TIERED_COMPILATION="0"))
             rows.setdefault("selu: ember, cold, tiered (the default)", []).append(timed(SELU, "ember", fresh("cold")))
             rows.setdefault("selu: ember, cold, untiered", []).append(
                 timed(SELU, "ember", fresh("untiered"), EMBER_TIERED_COMPILATION="0"))
@@ -148,6 +152,7 @@ def main() -> None:
     whole = "selu: ember, warm disk cache, whole program"
     print(f"\nimport ember / import jax: {ratio('import: ember', 'import: JAX')}")
     print(f"first jit ever, ember / JAX: {ratio('first jit ever: ember, empty disk cache', 'first jit ever: JAX')}; "
+          f"untiered: {ratio('first jit ever: ember, empty disk cache, untiered', 'first jit ever: JAX')}; "
           f"warm disk: {ratio('first jit ever: ember, warm disk cache', 'first jit ever: JAX')}")
     print(f"selu, warm disk (whole program) / cold untiered: {ratio(whole, untiered)}; / cold tiered: "
           f"{ratio(whole, cold)}; modules only / cold untiered: "

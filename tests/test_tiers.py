@@ -1,6 +1,7 @@
 """Tiered compilation (ember.runtime.tiers): a large program's first calls run on the reference
 interpreter while its native code compiles in the background; every tier gives the reference's
 answers, and the switch is visible in ``cache_info`` and the compile log."""
+import json
 import logging
 import os
 import subprocess
@@ -82,6 +83,8 @@ def test_the_compile_log_says_which_tier_ran(caplog):
 
 
 def test_small_programs_compile_natively_at_once():
+    import ember.backends.cpu  # noqa: F401  (loaded: the first program of a process is tiered whatever its size)
+
     jf = ember.jit(lambda x: jnp.tanh(x) * 3.25 + 1.0)
     jf(jnp.ones(4))
     assert jf.cache_info().quick_tier_calls == 0
@@ -178,3 +181,39 @@ def test_a_process_that_exits_during_the_background_compile_exits_cleanly(tmp_pa
     assert runs[0].stdout == runs[1].stdout
     # The compile that the exit waited for was kept on disk for the next process.
     assert any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+FIRST_PROGRAM = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import ember, ember.numpy as jnp
+    from ember.runtime import tiers
+
+    x = np.linspace(-2, 2, 10, dtype=np.float32)
+    f = ember.jit(lambda x: jnp.sin(x) * 2.0 + 1.0)
+    first = np.asarray(f(x))
+    state = {"first_quick": f.cache_info().quick_tier_calls}
+    assert ember.wait_for_compiles(timeout=120)
+    second = np.asarray(f(x))
+    state["second_quick"] = f.cache_info().quick_tier_calls
+    state["backend"] = "ember.backends.cpu" in sys.modules
+    g = ember.jit(lambda x: jnp.cos(x) - 1.0)  # the backend is loaded now: compiled at once
+    third = np.asarray(g(x))
+    state["later_quick"] = g.cache_info().quick_tier_calls
+    with ember.config.override(backend="reference"):
+        want = [np.asarray(ember.jit(lambda x: jnp.sin(x) * 2.0 + 1.0)(x)),
+                np.asarray(ember.jit(lambda x: jnp.cos(x) - 1.0)(x))]
+    np.testing.assert_array_equal(first, want[0])  # the reference tier is the reference
+    np.testing.assert_allclose(second, want[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(third, want[1], rtol=1e-6, atol=1e-6)
+    print(json.dumps(state))
+""")
+
+
+def test_the_first_program_of_a_process_runs_on_the_reference_while_the_backend_loads(tmp_path):
+    """Its compile also loads LLVM and the backend: a small first program is tiered, later ones not."""
+    env = {**os.environ, "EMBER_TIERED_COMPILATION": "1", "EMBER_CACHE_DIR": str(tmp_path), "EMBER_BACKEND": "cpu"}
+    done = subprocess.run([sys.executable, "-c", FIRST_PROGRAM], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert state == {"first_quick": 1, "second_quick": 1, "backend": True, "later_quick": 0}

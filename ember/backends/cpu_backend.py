@@ -184,6 +184,12 @@ class CpuBackend(Backend):
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> CpuExecutable:
         return CpuExecutable(closed, options.name, options.donated)
 
+    @staticmethod
+    def native_code_loaded() -> bool:
+        """Whether the native backend's package (LLVM) is loaded, or loading: the first native
+        compile of a process loads it."""
+        return "ember.backends.cpu" in sys.modules
+
     def compile_if_on_disk(self, closed: ClosedJaxpr, options: CompileOptions) -> CpuExecutable | None:
         """The executable of ``closed`` if the disk cache holds it whole (an earlier process
         compiled it: loading takes milliseconds), else None. Asking reads no LLVM; an entry found

@@ -7,6 +7,10 @@ NumPy, nothing to compile) while one background thread builds the native executa
 fusion, LLVM); calls switch to the native code when it is ready. Both tiers compute the
 reference's results (the native code is tested against the reference, as always).
 
+The first program of a process is tiered whatever its size (if its reference run is cheaper):
+its native compile also loads LLVM and the backend (``BACKEND_LOAD_MS``), which the first call of
+a small program would otherwise wait for; later small programs are compiled at once.
+
 What is not tiered: programs that donate buffers (donation is about the native buffers), the
 reference backend, ahead-of-time compiles (``jit(f).lower(x).compile()`` compiles now),
 programs under ``config.tiered_compilation = False``, and programs that an earlier process kept
@@ -46,7 +50,11 @@ from ember.runtime.executable import compile_jaxpr as compile_now
 
 logger = logging.getLogger("ember")
 
-MIN_EQNS = 24  # smaller programs compile in milliseconds: not worth a second tier
+MIN_EQNS = 24  # smaller programs compile in milliseconds: not worth a second tier (but the first one)
+# The first native compile of a process also loads LLVM and the backend's modules (llvmlite about
+# 20 ms, the modules 25 ms of CPU time on the 2-core host): a first program runs on the reference
+# tier, whatever its size, when one run there is cheaper than that and its compile.
+BACKEND_LOAD_MS = 45.0
 COMPILE_MS_FIXED = 40.0
 COMPILE_MS_PER_EQN = 0.5
 REFERENCE_MS_PER_EQN = 0.04
@@ -63,12 +71,18 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
     the reference interpreter."""
     backend = registry.get()
     if config.tiered_compilation and not donated and isinstance(backend, CpuBackend):
-        if count_eqns(closed.jaxpr) >= MIN_EQNS:
-            estimate = compile_ms(closed.jaxpr)
-            if reference_ms(closed.jaxpr) < estimate:
-                # (a program an earlier process kept whole on disk loads faster than one reference run)
-                loaded = backend.compile_if_on_disk(closed, CompileOptions(name, donated))
-                return loaded if loaded is not None else TieredExecutable(closed, name, estimate / 1e3)
+        first = not backend.native_code_loaded()  # (this compile loads LLVM and the backend's modules too)
+        if first or count_eqns(closed.jaxpr) >= MIN_EQNS:
+            estimate = compile_ms(closed.jaxpr) + (BACKEND_LOAD_MS if first else 0.0)
+            reference = reference_ms(closed.jaxpr)
+            if reference < estimate:
+                # (a program an earlier process kept whole on disk loads faster than one reference
+                # run, unless the backend must load first)
+                if not first or reference >= BACKEND_LOAD_MS:
+                    loaded = backend.compile_if_on_disk(closed, CompileOptions(name, donated))
+                    if loaded is not None:
+                        return loaded
+                return TieredExecutable(closed, name, estimate / 1e3)
     return compile_now(closed, name, donated)
 
 
