@@ -45,6 +45,20 @@ NARROW_INT, NARROW_FLOAT = NARROW[:len(NARROW_INT_NAMES)], NARROW[len(NARROW_INT
 float0 = np.dtype([("float0", "V")])
 
 
+def float0_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``float0`` (which holds no data): a NumPy array, never an ember Array, as JAX keeps
+    them on the host (its ``jnp.zeros(shape, float0)``): the tangent or cotangent of an integer value."""
+    return np.zeros(shape, float0)
+
+
+def is_float0(dt: Any) -> bool:
+    """Whether ``dt`` names ``float0``."""
+    try:
+        return dt is not None and np.dtype(dt) == float0
+    except TypeError:
+        return False
+
+
 class extended(np.generic):  # noqa: N801  (JAX's names: jax.dtypes.extended, prng_key)
     """The abstract scalar type of JAX's extended dtypes, for ``issubdtype(x, extended)``. ember
     has none of them yet: no dtype is a subtype."""

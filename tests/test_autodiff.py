@@ -18,9 +18,9 @@ from ember import errors, lax, nn, tree_util
 from ember.api import jit_p
 from ember.core import traits
 from ember.core.primitive import Primitive, abstract_eval_rules, higher_order
+from ember.dtypes import float0
 from ember.transforms.jvp import jvp_rules
 from ember.transforms.partial_eval import partial_eval_rules
-from ember.transforms.tangents import float0
 from ember.transforms.transpose import transpose_rules
 
 

@@ -11,7 +11,7 @@ from test_autodiff import check_grads
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember.transforms.tangents import float0
+from ember.dtypes import float0
 
 RNG = np.random.default_rng(7)
 

@@ -329,3 +329,61 @@ def test_jvp_passes_a_python_int_to_the_function_as_jax() -> None:
     ours, theirs = ember.jvp(lambda n: n * 2, (1,), (float0,)), jax.jvp(lambda n: n * 2, (1,), (float0,))
     assert type(ours[0]) is type(theirs[0]) is int and ours[0] == theirs[0] == 2
     assert ours[1].dtype == theirs[1].dtype and ours[1].shape == theirs[1].shape == ()
+
+
+# --- float0 arrays: made as JAX makes them, and taken as tangents of integer values ---------------
+def _float0_uses(lib):
+    float0 = lib.dtypes.float0
+    m = lib.numpy
+    return {
+        "zeros": lambda: m.zeros((), dtype=float0),
+        "zeros of a shape": lambda: m.zeros((3,), dtype=float0),
+        "zeros_like": lambda: m.zeros_like(m.arange(2), dtype=float0),
+        "asarray of NumPy's": lambda: m.asarray(np.zeros((2,), float0)),
+        "array of NumPy's": lambda: m.array(np.zeros((2,), float0)),
+        "device_put": lambda: lib.device_put(np.zeros((2,), float0)),
+        "jvp, jnp's float0 tangent": lambda: lib.jvp(lambda n: n * 2, (m.int32(3),), (m.zeros((), float0),)),
+        "jvp, NumPy's float0 tangent": lambda: lib.jvp(lambda n: n * 2, (m.arange(3),), (np.zeros((3,), float0),)),
+        "vjp, jnp's float0 cotangent": lambda: lib.vjp(lambda n: n * 2, m.arange(3))[1](m.zeros((3,), float0)),
+        "jvp of jit, mixed": lambda: lib.jvp(lib.jit(lambda n, x: n * x), (m.int32(2), 1.0),
+                                             (m.zeros((), float0), 1.0)),
+        "linearized": lambda: lib.linearize(lambda n, x: n * x, m.int32(2), 1.0)[1](m.zeros((), float0), 1.0),
+    }
+
+
+@pytest.mark.parametrize("use", list(_float0_uses(jax)))
+def test_float0_arrays_as_jax_makes_and_takes_them(use) -> None:
+    """JAX makes float0 arrays (NumPy arrays on the host: they hold no data) with jnp's creation
+    functions and takes them as tangents of integer values; ember refused the dtype."""
+    ours, theirs = _float0_uses(ember)[use](), _float0_uses(jax)[use]()
+    ours_leaves, theirs_leaves = ember.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)
+    assert len(ours_leaves) == len(theirs_leaves)
+    for a, b in zip(ours_leaves, theirs_leaves):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if b.dtype == jax.dtypes.float0:
+            assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)  # (JAX's is an ndarray subclass)
+        else:
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_custom_jvp_rule_gets_float0_tangents_for_integer_inputs_as_in_jax() -> None:
+    def build(lib):
+        seen = []
+
+        @lib.custom_jvp
+        def scale(x, n):
+            return x * n
+
+        @scale.defjvp
+        def scale_jvp(primals, tangents):
+            seen.append([(np.dtype(t.dtype), np.shape(t)) for t in tangents])
+            x, n = primals
+            return scale(x, n), tangents[0] * n
+
+        return scale, seen
+
+    (ours, ours_seen), (theirs, theirs_seen) = build(ember), build(jax)
+    x, t = np.float32(2.0), np.float32(1.0)
+    np.testing.assert_allclose(ember.jvp(lambda x: ours(x, 3), (x,), (t,))[1],
+                               jax.jvp(lambda x: theirs(x, 3), (x,), (t,))[1])
+    assert ours_seen == theirs_seen == [[(np.dtype(np.float32), ()), (jax.dtypes.float0, ())]]

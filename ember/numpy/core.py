@@ -28,6 +28,8 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
 def _asarray(a: Any, dtype: Any = None) -> Any:
     if a is None or (isinstance(a, (list, tuple)) and any(x is None for x in flatten_nested(a))):
         raise ValueError("None is not a valid value for jnp.array")  # (JAX's class and words)
+    if dtypes.is_float0(dtype) or (dtype is None and dtypes.is_float0(getattr(a, "dtype", None))):
+        return dtypes.float0_zeros(np.shape(a))  # (JAX's: a NumPy array, for tangents of integers)
     if dtype is not None:
         dtype = dtypes.requested_dtype(dtype)
     if is_array(a):
@@ -44,6 +46,8 @@ def _asarray(a: Any, dtype: Any = None) -> Any:
 def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None, ndmin: int = 0, *,
           device: Any = None) -> Any:
     out = _asarray(object, dtype)
+    if isinstance(out, np.ndarray):  # (float0)
+        return out.reshape((1,) * (ndmin - out.ndim) + out.shape)
     if ndmin > aval(out).ndim:
         out = lax.broadcast(out, (1,) * (ndmin - aval(out).ndim))
     return place(out, device)
@@ -210,6 +214,8 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) 
     the result is weakly typed when no ``dtype`` is given and the fill is weak.
     """
     shape = shape_tuple(shape)
+    if dtypes.is_float0(dtype):
+        return dtypes.float0_zeros(shape)
     weak = dtype is None and dtypes.is_weakly_typed(fill_value)
     target = None if dtype is None else dtypes.requested_dtype(dtype)
     if type(fill_value) in (bool, int, float, complex) or isinstance(fill_value, np.generic):

@@ -17,6 +17,7 @@ from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.core.trace import Tracer, current_trace
+from ember.dtypes import float0, float0_zeros
 from ember.lax import parallel as par
 from ember.lax.base import aval
 from ember.transforms import rules  # noqa: F401  (registers the rules)
@@ -32,7 +33,7 @@ from ember.transforms.programs import (
     select_by,
     trace_program,
 )
-from ember.transforms.tangents import Zero, float0, float0_zeros, instantiate, is_differentiable, match_type, zeros
+from ember.transforms.tangents import Zero, instantiate, is_differentiable, match_type, zeros
 from ember.transforms.transpose import UndefinedPrimal, backward_pass
 
 __all__ = ["jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "hessian",

@@ -26,6 +26,7 @@ from ember.core.avals import ShapedArray
 from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p
 from ember.core.ir import ClosedJaxpr, Eqn, print_rules
 from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, is_tracing, set_current_trace
+from ember.dtypes import float0_zeros
 from ember.lax.base import aval
 from ember.lax.stop_gradient import stop_gradient_p
 from ember.transforms.jvp import JVPTrace, JVPTracer, defzero, jvp_rules
@@ -253,7 +254,10 @@ def _apply_jvp_rule(fn: custom_jvp, name: str, arguments: _Arguments, primals: S
     against the rule's own primal outputs. ``as_given``: outputs that are Python or NumPy values
     are returned as the rule made them (JAX's jvp returns them so), else as arrays."""
     symbolic = fn.symbolic_zeros
-    given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else instantiate(t) for t in tangents]
+    # (an integer input's tangent is float0 zeros, as in JAX; with symbolic_zeros, a SymbolicZero)
+    given = [SymbolicZero(t.aval) if symbolic and isinstance(t, Zero) else
+             float0_zeros(t.aval.shape) if isinstance(t, Zero) and not is_differentiable(t.aval.dtype) else
+             instantiate(t) for t in tangents]
     out, out_tangent = fn.jvp(*arguments.static, arguments.dynamic(primals), arguments.dynamic(given))
     if out_tree is None:
         out_leaves, out_tree = tree_util.flatten_for_trace(out)

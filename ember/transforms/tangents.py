@@ -18,7 +18,6 @@ from ember.core.evaluation import impl_rules
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, print_rules
 from ember.core.primitive import Primitive, abstract_eval_rules, call_params
 from ember.core.traits import Family, declare
-from ember.dtypes import float0
 from ember.lax.base import aval
 from ember.lax.elementwise import add_p
 
@@ -147,6 +146,3 @@ def sum_to_shape(x: Any, shape: tuple) -> Any:
     assert shape == (), f"cannot sum a cotangent of shape {a.shape} to {shape}"
     return lax.reduce_sum(x, tuple(range(a.ndim)))
 
-
-def float0_zeros(shape: tuple) -> np.ndarray:
-    return np.zeros(shape, float0)

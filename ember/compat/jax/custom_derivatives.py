@@ -13,7 +13,6 @@ from ember.transforms.custom import (  # noqa: F401
     custom_vjp,
     custom_vjp_call_p,
 )
-from ember.transforms.tangents import float0_zeros
 
 
 def zero_from_primal(val: Any, symbolic_zeros: bool = False) -> Any:
@@ -23,7 +22,7 @@ def zero_from_primal(val: Any, symbolic_zeros: bool = False) -> Any:
         tangent = aval_of_value(x).to_tangent_aval()
         if symbolic_zeros:
             return SymbolicZero(tangent)
-        return float0_zeros(tangent.shape) if tangent.dtype == dtypes.float0 else tangents.zeros(tangent)
+        return dtypes.float0_zeros(tangent.shape) if tangent.dtype == dtypes.float0 else tangents.zeros(tangent)
     return tree_util.tree_map(zero, val)
 
 
