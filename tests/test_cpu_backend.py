@@ -10,7 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, note, strategies as st
+from hypothesis import given, note, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 from util import assert_allclose, tolerance
 
@@ -191,6 +191,44 @@ def test_reductions_over_any_axes(axes):
     check_backends_agree(lambda a: (jnp.sum(a, axes), jnp.max(a, axes), jnp.min(a, axes), jnp.prod(a * 0.5, axes),
                                     jnp.sum(a.astype(jnp.int32), axes), jnp.all(a > -5, axes), jnp.any(a > 5, axes)),
                          x, exact=True)
+
+
+def _ieee_extremum(x: np.ndarray, axes: tuple, largest: bool) -> np.ndarray:
+    """IEEE 754-2019 maximum (minimum) over ``axes``: NaN if any element is NaN, +0 above -0."""
+    with np.errstate(invalid="ignore"):
+        value = np.max(x, axes) if largest else np.min(x, axes)
+        plus_zero = np.any((x == 0) & ~np.signbit(x), axes)
+        minus_zero = np.any((x == 0) & np.signbit(x), axes)
+    zero = np.where(plus_zero if largest else ~minus_zero, x.dtype.type(0.0), x.dtype.type(-0.0))
+    value = np.where(value == 0, zero, value)
+    return np.where(np.any(np.isnan(x), axes), x.dtype.type(np.nan), value)
+
+
+SPECIAL_FLOATS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-45, -1e-45, 5e-324, 3e38, -3e38]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_float_max_and_min_reductions_are_ieee_maximum_and_minimum(data, dtype):
+    """Float max / min reductions in kernels fold three one-instruction reductions (the plain max,
+    the largest magnitude's bits, the smallest bits) into IEEE's maximum / minimum: any NaN gives
+    NaN, +0 is above -0 whatever the order, infinities and subnormals as they are."""
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=40), label="shape")
+    finite = st.floats(-10, 10, width=np.dtype(dtype).itemsize * 8)
+    values = st.one_of(finite, st.sampled_from([float(dtype(v)) for v in SPECIAL_FLOATS]))
+    x = data.draw(hnp.arrays(dtype, shape, elements=values), label="x")
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1), label="axes")))
+    note(f"axes {axes}")
+    with ember.config.override(enable_x64=True):
+        got_max, got_min, rowwise = (np.asarray(v) for v in ember.jit(
+            lambda a: (jnp.max(a, axes), jnp.min(a, axes), a - jnp.max(a, axis=-1, keepdims=True)))(x))
+    for got, want in ((got_max, _ieee_extremum(x, axes, True)), (got_min, _ieee_extremum(x, axes, False))):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got.view(f"u{x.itemsize}")[~np.isnan(want)],
+                                      want.view(f"u{x.itemsize}")[~np.isnan(want)])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(rowwise, x - _ieee_extremum(x, (x.ndim - 1,), True)[..., None])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16, np.float16, np.float64, np.int8, np.uint8, np.int32, np.bool_])
