@@ -241,6 +241,8 @@ class JitFunction(Dispatcher):
             # A cache key (equal to the sorted structure; a trace sorts it before unflattening).
             leaves, in_tree = tree_util.flatten_for_key((dyn_args, dyn_kwargs))
             all_arrays = all(type(x) is Array for x in leaves)
+            if not all_arrays and tree_util.has_float0_leaf(leaves):  # (no data: structure, as for outputs)
+                leaves, in_tree = tree_util.flatten_for_key(tree_util.float0_as_structure((dyn_args, dyn_kwargs)))
         # The hit path: every leaf an Array (no tracer: nothing is being traced).
         if all_arrays and type(current_trace()) is EvalTrace:
             key = (in_tree, tuple([x.aval for x in leaves]), statics, config._codegen_key)
@@ -449,7 +451,8 @@ class JitFunction(Dispatcher):
                     dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
                     call_args, call_kwargs = _merge_static(dyn_args, dyn_kwargs, statics)
                     out = self.fun(*call_args, **call_kwargs)
-                    out_leaves, out_tree = tree_util.flatten_for_trace(out)
+                    # (float0 results hold no data: the structure rebuilds them, as JAX returns them)
+                    out_leaves, out_tree = tree_util.flatten_for_trace(tree_util.float0_as_structure(out))
                     for leaf in out_leaves:
                         if _refs.is_ref(leaf):
                             raise _returned_ref_error(self.fun, leaf, scope)

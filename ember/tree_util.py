@@ -10,7 +10,10 @@ import functools
 import warnings
 from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, Union, cast
 
+import numpy as np
 import optree
+
+from ember import dtypes
 
 NAMESPACE = "ember"
 # Types registered with a flatten function of their own besides a keyed one (JAX's
@@ -519,3 +522,34 @@ class Partial(functools.partial):
 
 register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
                      lambda func, children: Partial(func, *children[0], **children[1]))
+
+
+# --- float0 arrays: structure to the transformations ------------------------------------------------
+class _Float0Array:
+    """A float0 array among a traced function's arguments or results. float0 arrays hold no data,
+    so ``jit`` carries them in the structure (their shape), not as values of the program, and the
+    structure rebuilds them as NumPy arrays, as JAX returns them."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+
+def _is_float0_array(x: Any) -> bool:
+    return type(x) is np.ndarray and x.dtype == dtypes.float0
+
+
+register_pytree_node(_Float0Array, lambda x: ((), x.shape), lambda shape, _: dtypes.float0_zeros(shape))
+
+
+def float0_as_structure(tree: Any) -> Any:
+    """``tree`` with its float0 arrays made part of its structure (itself when it has none)."""
+    if not any(map(_is_float0_array, tree_leaves(tree))):
+        return tree
+    return tree_map(lambda x: _Float0Array(x.shape) if _is_float0_array(x) else x, tree)
+
+
+def has_float0_leaf(leaves: Iterable[Any]) -> bool:
+    """Whether any of ``leaves`` is a float0 array (which ``float0_as_structure`` takes out)."""
+    return any(map(_is_float0_array, leaves))

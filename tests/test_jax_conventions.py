@@ -348,6 +348,13 @@ def _float0_uses(lib):
         "jvp of jit, mixed": lambda: lib.jvp(lib.jit(lambda n, x: n * x), (m.int32(2), 1.0),
                                              (m.zeros((), float0), 1.0)),
         "linearized": lambda: lib.linearize(lambda n, x: n * x, m.int32(2), 1.0)[1](m.zeros((), float0), 1.0),
+        "jit, a float0 argument returned": lambda: lib.jit(lambda t: (t, t))(np.zeros((2,), float0)),
+        "jit of grad(allow_int)": lambda: lib.jit(lib.grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True))(
+            1.0, 3),
+        "jit of vjp of an integer function": lambda: lib.jit(
+            lambda n: lib.vjp(lambda n: n * 2, n)[1](np.zeros((3,), float0)))(m.arange(3)),
+        "jit of jvp, the float0 tangent an argument": lambda: lib.jit(
+            lambda n, t: lib.jvp(lambda n: n * 2, (n,), (t,)))(m.arange(3), np.zeros((3,), float0)),
     }
 
 
