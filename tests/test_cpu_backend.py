@@ -541,6 +541,34 @@ def test_large_carries_trade_buffers_and_match():
         check_backends_agree(f, x, y, exact=True)
 
 
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 4])
+def test_large_carries_read_their_initial_value_in_place_and_leave_it(length):
+    """A large carry's first iteration reads the initial value where it is and writes only the
+    loop's buffers (its output among them): for any count of iterations, odd or even, in a scan
+    and in a while loop, the initial value is intact after the loop and the result is the
+    reference's, also beside a carry that accumulates a product in place."""
+    rng = np.random.default_rng(length)
+    a, b = (rng.standard_normal((16, 24)).astype(np.float32) for _ in range(2))
+    kept = a.copy()
+
+    def scanned(a, b):
+        r = lax.fori_loop(0, length, lambda i, c: c * 0.5 + b, a)
+        return r, a * 2.0 + r * 0.0
+
+    def counted(a, b, n):
+        def body(state):
+            i, c, total = state
+            return i + 1, c * 0.5 - b, total + c.T @ b
+        i, r, total = lax.while_loop(lambda s: s[0] < n, body, (0, a, jnp.zeros((24, 24), jnp.float32)))
+        return r, total, a * 2.0 + r * 0.0
+
+    for f, args in ((scanned, (a, b)), (counted, (a, b, np.int32(length)))):
+        exe = compile_cpu(f, *args)
+        assert exe.report.loops and not exe.report.fallbacks
+        check_backends_agree(f, *args, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(a, kept)
+
+
 def test_unlowered_work_falls_back_visibly(caplog):
     def f(x):
         return jnp.sort(jnp.exp(x))[::-1] * 2.0

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -233,6 +234,27 @@ def _accumulations(body: Jaxpr, carried: Sequence[tuple[int, int]]) -> dict[int,
         if scale is not None:
             found[id(product)] = found[id(kernel_eqn)] = (carry, scale)
     return found
+
+
+def _accumulated_carries(body: Jaxpr, carried: Sequence[tuple[int, int]]) -> set[int]:
+    """The output positions of the carries that ``body`` updates in their own buffer (``_accumulations``)."""
+    targets = {id(carry) for carry, _ in _accumulations(body, carried).values()}
+    return {out for position, out in carried if id(body.invars[position]) in targets}
+
+
+@dataclass(eq=False)
+class _Carry:
+    """A loop carry's buffers: ``start`` is read by the first iteration (the initial value, or a
+    copy of it), ``other`` is written by it (None: a small carry, always in ``start``); ``spare``
+    takes the initial value's turn once that is read (None: ``start`` is writable); ``out`` is
+    the loop's output. ``current_phi``, ``other_phi``: the header's phis of the two roles."""
+    nbytes: int
+    start: ir.Value
+    other: ir.Value | None
+    spare: ir.Value | None
+    out: ir.Value
+    current_phi: Any = None
+    other_phi: Any = None
 
 
 def _scaled_sum(sub: Jaxpr, carry: Var, product: Var) -> float | None:
@@ -458,34 +480,43 @@ class LoopFunction:
     def _bind(self, jaxpr: Jaxpr, pointers: list[ir.Value]) -> dict:
         return {id(v): p for v, p in zip(jaxpr.invars, pointers)}
 
-    def _carry_buffers(self, avals: list, inits: list[ir.Value]) -> list[tuple[ir.Value, ir.Value | None]]:
-        """Each carry's buffers, the first holding its initial value: one for a small carry
-        (on the stack, in registers), two for a larger one, which trade roles every iteration
-        (``_carry_phis``): the body writes the next value into the one it does not read."""
-        pairs = []
-        for a, init in zip(avals, inits):
+    def _carry_buffers(self, avals: list, inits: list[ir.Value], outs: list[ir.Value], in_place: set[int],
+                       last_into_out: bool) -> list[_Carry]:
+        """Each carry's buffers. A small one: one stack slot (registers), holding a copy of its
+        initial value. A larger one: two buffers that trade roles every iteration
+        (``_carry_phis``), the body writing the next value into the one it does not read; the
+        first iteration reads the initial value where it is, and the carry's output is one of
+        the two (the last iteration's when ``last_into_out``), so neither end copies. A carry
+        that the body updates in place (``in_place``: an accumulation) starts from a copy."""
+        carries = []
+        for k, (a, init, out) in enumerate(zip(avals, inits, outs)):
             nbytes = a.size * a.dtype.itemsize
-            first = self.buffer(nbytes)
-            self.copy(first, init, nbytes)
-            pairs.append((first, self.buffer(nbytes) if nbytes > STACK_BYTES else None))
-        return pairs
+            if nbytes <= STACK_BYTES or k in in_place:
+                first = self.buffer(nbytes)
+                self.copy(first, init, nbytes)
+                second = self.buffer(nbytes) if nbytes > STACK_BYTES else None
+                carries.append(_Carry(nbytes, first, second, None, out))
+            else:
+                scratch = self.buffer(nbytes)
+                written_first, spare = (out, scratch) if last_into_out else (scratch, out)
+                carries.append(_Carry(nbytes, init, written_first, spare, out))
+        return carries
 
-    def _carry_phis(self, pairs: list, before: ir.Block) -> tuple[list[ir.Value], list[ir.Value | None], list]:
+    def _carry_phis(self, carries: list[_Carry], before: ir.Block) -> tuple[list[ir.Value], list[ir.Value | None]]:
         """At the top of a loop's header: the buffer each carry is read from in this iteration
-        and the one its next value goes to (phis for carries of two buffers), and the phis."""
-        carries, others, phis = [], [], []
-        for first, second in pairs:
-            if second is None:
-                carries.append(first)
+        and the one its next value goes to (phis, for carries of two buffers)."""
+        current, others = [], []
+        for c in carries:
+            if c.other is None:
+                current.append(c.start)
                 others.append(None)
                 continue
-            current, other = self.b.phi(I8P), self.b.phi(I8P)
-            current.add_incoming(first, before)
-            other.add_incoming(second, before)
-            carries.append(current)
-            others.append(other)
-            phis.append((current, other))
-        return carries, others, phis
+            c.current_phi, c.other_phi = self.b.phi(I8P), self.b.phi(I8P)
+            c.current_phi.add_incoming(c.start, before)
+            c.other_phi.add_incoming(c.other, before)
+            current.append(c.current_phi)
+            others.append(c.other_phi)
+        return current, others
 
     @staticmethod
     def _destinations(body: Jaxpr, targets: Sequence[tuple[int, ir.Value | None]]) -> dict[int, ir.Value]:
@@ -499,38 +530,50 @@ class LoopFunction:
                 found[id(v)] = target
         return found
 
-    def _update_carries(self, carries: list[ir.Value], others: list[ir.Value | None], new: list[ir.Value],
-                        avals: list, phis: list) -> None:
-        """carries[k] = new[k] for all k, as one simultaneous assignment, at the end of the body:
-        a carry of two buffers reads on from the one its value is in (copied into its other
-        buffer, unless it is there or unchanged: nothing is written that this iteration reads);
-        a small carry is copied back (by way of a temporary where it takes another one's value)."""
-        pairs = iter(phis)
+    def _update_carries(self, carries: list[_Carry], new: list[ir.Value]) -> None:
+        """Each carry takes its ``new`` value, as one simultaneous assignment, at the end of the
+        body: a carry of two buffers reads on from the one its value is in (copied into its
+        other buffer, unless it is there or unchanged: nothing is written that this iteration
+        reads; the buffer read first, when it is the initial value's, is not written: the spare
+        takes its turn); a small carry is copied back (by way of a temporary where it takes
+        another one's value)."""
         block = None
-        for k, (ptr, other, aval) in enumerate(zip(new, others, avals)):
-            if other is None:
+        for c, ptr in zip(carries, new):
+            if c.other is None:
                 continue
-            current = carries[k]
-            if ptr is not current and ptr is not other:
-                self.copy(other, ptr, aval.size * aval.dtype.itemsize)
-            phi_current, phi_other = next(pairs)
-            following = (current, other) if ptr is current else (other, current)
+            current, other = c.current_phi, c.other_phi
+            if ptr is current:
+                following = (current, other)
+            else:
+                if ptr is not other:
+                    self.copy(other, ptr, c.nbytes)
+                if c.spare is not None:  # (the initial value's buffer is read, never written)
+                    current = self.b.select(self.b.icmp_unsigned("==", current, c.start), c.spare, current)
+                following = (other, current)
             block = self.b.block
-            phi_current.add_incoming(following[0], block)
-            phi_other.add_incoming(following[1], block)
-        small = [k for k, other in enumerate(others) if other is None]
+            c.current_phi.add_incoming(following[0], block)
+            c.other_phi.add_incoming(following[1], block)
+        small = [(c, ptr) for c, ptr in zip(carries, new) if c.other is None]
         staged = []
-        for k in small:
-            ptr, aval = new[k], avals[k]
-            if any(ptr is carries[j] for j in small if j != k):  # the body passes another carry through
-                temp = self.buffer(aval.size * aval.dtype.itemsize)
-                self.copy(temp, ptr, aval.size * aval.dtype.itemsize)
+        for c, ptr in small:
+            if any(ptr is d.start for d, _ in small if d is not c):  # the body passes another carry through
+                temp = self.buffer(c.nbytes)
+                self.copy(temp, ptr, c.nbytes)
                 ptr = temp
             staged.append(ptr)
-        for k, src in zip(small, staged):
-            if carries[k] is not src:
-                self.copy(carries[k], src, avals[k].size * avals[k].dtype.itemsize)
+        for (c, _), src in zip(small, staged):
+            if c.start is not src:
+                self.copy(c.start, src, c.nbytes)
         assert block is None or block is self.b.block  # (copies add no blocks: the phis' edge is this one)
+
+    def _carry_outputs(self, carries: list[_Carry], current: list[ir.Value]) -> None:
+        """After the loop: each carry's value into its output, unless it is there already."""
+        for c, ptr in zip(carries, current):
+            if c.spare is None:
+                self.copy(c.out, ptr, c.nbytes)
+                continue
+            with self.b.if_then(self.b.icmp_unsigned("!=", ptr, c.out)):
+                self.copy(c.out, ptr, c.nbytes)
 
     def _loop_blocks(self) -> tuple[ir.Block, ir.Block, ir.Block]:
         return (self.fn.append_basic_block("loop"), self.fn.append_basic_block("body"),
@@ -541,24 +584,24 @@ class LoopFunction:
         n_cond, n_body = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         cond_consts, body_consts = operands[:n_cond], operands[n_cond:n_cond + n_body]
         avals = [v.aval for v in eqn.outvars]
-        pairs = self._carry_buffers(avals, operands[n_cond + n_body:])
+        carried = [(n_body + j, j) for j in range(len(avals))]
+        pairs = self._carry_buffers(avals, operands[n_cond + n_body:], outs,
+                                    _accumulated_carries(body.jaxpr, carried), True)
         header, body_block, done = self._loop_blocks()
         before = self.b.block
         self.b.branch(header)
         self.b = ir.IRBuilder(header)
-        carries, others, phis = self._carry_phis(pairs, before)
+        carries, others = self._carry_phis(pairs, before)
         predicate = self.emit_block(cond.jaxpr, self._bind(cond.jaxpr, cond_consts + carries))[0]
         go_on = self.b.icmp_unsigned("!=", self.b.load(predicate), ir.Constant(I8, 0))
         self.b.cbranch(go_on, body_block, done)
         self.b = ir.IRBuilder(body_block)
-        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, body_consts + carries),
-                              [(n_body + j, j) for j in range(len(carries))],
+        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, body_consts + carries), carried,
                               self._destinations(body.jaxpr, list(enumerate(others))))
-        self._update_carries(carries, others, new, avals, phis)
+        self._update_carries(pairs, new)
         self.b.branch(header)
         self.b = ir.IRBuilder(done)
-        for dst, src, a in zip(outs, carries, avals):
-            self.copy(dst, src, a.size * a.dtype.itemsize)
+        self._carry_outputs(pairs, carries)
 
     def _scan(self, eqn: Eqn, subs, operands, outs) -> None:
         (body,) = subs
@@ -566,7 +609,9 @@ class LoopFunction:
         n_consts, n_carry, length = p["num_consts"], p["num_carry"], p["length"]
         consts, xs = operands[:n_consts], operands[n_consts + n_carry:]
         carry_avals = [v.aval for v in eqn.outvars[:n_carry]]
-        pairs = self._carry_buffers(carry_avals, operands[n_consts:n_consts + n_carry])
+        carried = [(n_consts + j, j) for j in range(n_carry)]
+        pairs = self._carry_buffers(carry_avals, operands[n_consts:n_consts + n_carry], outs[:n_carry],
+                                    _accumulated_carries(body.jaxpr, carried), length % 2 == 1)
         x_bytes = [_nbytes(v) // max(length, 1) for v in eqn.invars[n_consts + n_carry:]]
         y_bytes = [_nbytes(v) // max(length, 1) for v in eqn.outvars[n_carry:]]
         header, body_block, done = self._loop_blocks()
@@ -575,7 +620,7 @@ class LoopFunction:
         self.b = ir.IRBuilder(header)
         i = self.b.phi(I64)
         i.add_incoming(ir.Constant(I64, 0), before)
-        carries, others, phis = self._carry_phis(pairs, before)
+        carries, others = self._carry_phis(pairs, before)
         self.b.cbranch(self.b.icmp_signed("<", i, ir.Constant(I64, length)), body_block, done)
         self.b = ir.IRBuilder(body_block)
         step = self.b.sub(ir.Constant(I64, length - 1), i) if p["reverse"] else i
@@ -583,17 +628,16 @@ class LoopFunction:
         ys = [self.b.gep(y_out, [self.b.mul(step, ir.Constant(I64, nb))]) for y_out, nb in zip(outs[n_carry:], y_bytes)]
         # (each stacked output's row written in place by the equation that computes it)
         targets = list(enumerate(others)) + [(n_carry + j, y) for j, y in enumerate(ys)]
-        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, consts + carries + slices),
-                              [(n_consts + j, j) for j in range(n_carry)], self._destinations(body.jaxpr, targets))
+        new = self.emit_block(body.jaxpr, self._bind(body.jaxpr, consts + carries + slices), carried,
+                              self._destinations(body.jaxpr, targets))
         for y_row, y, nb in zip(ys, new[n_carry:], y_bytes):
             if y is not y_row:
                 self.copy(y_row, y, nb)
-        self._update_carries(carries, others, new[:n_carry], carry_avals, phis)
+        self._update_carries(pairs, new[:n_carry])
         i.add_incoming(self.b.add(i, ir.Constant(I64, 1)), self.b.block)
         self.b.branch(header)
         self.b = ir.IRBuilder(done)
-        for dst, src, a in zip(outs, carries, carry_avals):
-            self.copy(dst, src, a.size * a.dtype.itemsize)
+        self._carry_outputs(pairs, carries)
 
     def _cond(self, eqn: Eqn, subs, operands, outs) -> None:
         index_aval = eqn.invars[0].aval
