@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from ember.core.avals import ShapedArray
 from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
@@ -41,10 +43,15 @@ _MEMO_KEPT = 1024
 def _clear_memo() -> None:
     with _memo_lock:
         _memo.clear()
+        _binder_bytes.clear()
 
 
 register_cache("fingerprints of sub-programs, by identity", _clear_memo, lambda: len(_memo))
 
+
+# What a variable of each type adds to a digest (``Fingerprinter.jaxpr``): repr of a type is most of
+# the time of a fingerprint otherwise. Types are few; the table is emptied with the memo.
+_binder_bytes: dict[ShapedArray, bytes] = {}
 
 # The stable names of primitives (``stable_primitive_name``), made again when the table changes.
 _stable_names: tuple[int, dict[Primitive, str]] = (-1, {})
@@ -62,6 +69,15 @@ def stable_primitive_name(p: Primitive) -> str | None:
         names = {qs[0]: name for name, qs in by_name.items() if len(qs) == 1}
         _stable_names = (abstract_eval_rules.version, names)
     return names.get(p)
+
+
+def _importable(cls: type) -> bool:
+    """Whether ``cls`` is what its module and qualified name find (not a class made at run time,
+    whose name another class may share)."""
+    found: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
 
 
 class Fingerprinter:
@@ -89,7 +105,7 @@ class Fingerprinter:
             self.closed(value)
         elif isinstance(value, Jaxpr):
             self.jaxpr(value, [])
-        elif self.stable and isinstance(value, enum.Enum):
+        elif self.stable and isinstance(value, enum.Enum) and _importable(type(value)):
             self.add("enum", type(value).__module__, type(value).__qualname__, value.name)
         else:
             self.refs.append(value)
@@ -118,15 +134,24 @@ class Fingerprinter:
     def jaxpr(self, jaxpr: Jaxpr, consts: list) -> None:
         names: dict[int, int] = {}
 
+        update = self.digest.update
+
         def binder(v: Var) -> None:
             names[id(v)] = len(names)
-            self.add("var", v.aval)
+            aval = v.aval
+            if type(aval) is ShapedArray:  # (the bytes ``add("var", aval)`` hashes, made once per type)
+                text = _binder_bytes.get(aval)
+                if text is None:
+                    text = _binder_bytes[aval] = f"'var'\x00{aval!r}\x00".encode()
+                update(text)
+            else:
+                self.add("var", aval)
 
         def atom(a: Any) -> None:
             if isinstance(a, Literal):
                 self.add("lit", a.aval, np.asarray(a.val).tobytes())
             else:
-                self.add("ref", names[id(a)])
+                update(f"'ref'\x00{names[id(a)]}\x00".encode())  # (``add("ref", n)``, written out)
 
         self.add("jaxpr", len(jaxpr.constvars), len(jaxpr.invars), len(jaxpr.eqns))
         for v, c in zip(jaxpr.constvars, consts):

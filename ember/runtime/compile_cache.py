@@ -25,8 +25,9 @@ from ember.core.ir import ClosedJaxpr
 
 def fingerprint(closed: ClosedJaxpr, donated: frozenset[int] = frozenset()) -> tuple[str, list[Any]]:
     """A digest of the program, the codegen config and the donated inputs' positions, and the
-    objects it refers to by identity."""
-    return fingerprints.fingerprint(closed, "config", config.codegen_key(), "donated", sorted(donated))
+    objects it refers to by identity. Stable (the disk cache's: ``disk_cache.program_key``), so
+    that the disk cache's key of the same program is the memo's, not a second walk over it."""
+    return fingerprints.fingerprint(closed, "config", config.codegen_key(), "donated", sorted(donated), stable=True)
 
 
 _entries: OrderedDict[str, tuple[Executable, list[Any]]] = OrderedDict()

@@ -176,7 +176,7 @@ def compile_program(closed: ClosedJaxpr, name: str, donated: frozenset[int] = fr
 def _log(name: str, report: Report) -> None:
     if config.log_compiles:
         logger.warning("%s", format_report(name, report))
-    elif config.explain_cache_misses:
+    elif config.explain_cache_misses and config.persistent_cache and config.persistent_program_cache:
         logger.warning("ember cpu: %s: %s", name, report.program_cache)
 
 
