@@ -21,9 +21,14 @@ exception it raises stops the rest of the loop's host calls and is raised when t
 
 Buffers: small values (at most ``STACK_BYTES``) live on the stack, where LLVM
 promotes scalars to registers; larger ones get space in a scratch area that
-the caller allocates (its size is known when compiling). Carries are copied
-back after every iteration, once all new values are computed, so a body that
-swaps its carries is correct. Nothing is allocated per iteration.
+the caller allocates (its size is known when compiling). A small carry is copied back
+after every iteration, once all new values are computed, so a body that swaps its
+carries is correct. A larger carry has two buffers that trade roles every iteration:
+the equation that computes its next value writes it into the one this iteration does
+not read (``_carry_buffers``); the first iteration reads the initial value in place, and
+the loop's output is one of the two, so nothing is copied in, back or out. A scan's
+stacked outputs are written row by row by the equations that compute them. Nothing is
+allocated per iteration.
 
 The function is ``void name(i8** buffers, i64, i64)`` like a kernel:
 ``buffers`` holds the operands, then the outputs, then the scratch area, then the address of

@@ -11,7 +11,10 @@ maximum inside softmax depends on the row index only, so it is computed once
 per row, before the loop over the row's elements (this is what makes row-wise
 patterns take one pass over memory per reduction plus one for the output).
 The innermost loop walks the output contiguously, so LLVM's loop vectorizer
-turns it (and the reduction loops) into SIMD code.
+turns it (and the reduction loops) into SIMD code. Where a pad or concatenation
+along the last axis changes sides, that loop is split into pieces whose index
+bounds are known (``_last_axis_pieces``), so each piece reads one side in place
+rather than every side at clamped indices (gathers).
 
 Evaluation is demand-driven, but not recursive: a rule asks for an operand by
 yielding a ``Read``, and ``KernelBuilder.run`` evaluates the Reads on an explicit
