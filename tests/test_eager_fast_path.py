@@ -132,6 +132,18 @@ def test_results_are_fresh_read_only_arrays():
                 buffer[...] = 0
 
 
+def test_fortran_ordered_operands_give_c_ordered_results_after_c_ordered_ones():
+    """NumPy lays a ufunc's result out as its operands are: an Array of a Fortran-ordered NumPy
+    array, after the signature was learned from C-ordered ones, still gives a C-ordered buffer."""
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    c, f = jnp.asarray(host), jnp.asarray(np.asfortranarray(host))
+    for _ in range(2):
+        c + c, jnp.sin(c), -c
+    for got, want in ((f + f, host + host), (jnp.sin(f), np.sin(host)), (-f, -host)):
+        buffer = np.asarray(got)
+        assert buffer.flags.c_contiguous and buffer.tobytes() == want.tobytes()
+
+
 def test_bad_operands_raise_the_general_paths_errors_every_call():
     x, i = jnp.ones(3, jnp.float32), jnp.ones(3, jnp.int32)
     for _ in range(3):

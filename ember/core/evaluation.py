@@ -39,7 +39,10 @@ def to_numpy(x: Any, a: ShapedArray) -> np.ndarray:
 # directly, as ``np.errstate`` does, without building the state each call (a third of the time of
 # an operation on a small array). (NumPy's private names; ``np.errstate`` where they are missing.)
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]  # (private: not in NumPy's stubs)
+        _extobj_contextvar,
+        _make_extobj,
+    )
     _IGNORE_ERRORS: Any = _make_extobj(all="ignore")
     _set_errors, _reset_errors = _extobj_contextvar.set, _extobj_contextvar.reset
 except ImportError:  # pragma: no cover  (a NumPy without them)
@@ -77,7 +80,10 @@ def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
 
     # What fn's results are, learned on the first call: EXACT, an Array's buffer as they come; SCALAR,
     # a NumPy scalar of the result's dtype (a whole reduction); OTHER, anything else (``as_type``).
-    kind = None
+    # (A result of two dimensions or more is checked each call: NumPy lays a ufunc's result out as
+    # its operands are, and an Array made from a NumPy array may be in Fortran order.)
+    kind: str | None = None
+    laid_out = len(out.shape) > 1
 
     def run_plain(values: Sequence[np.ndarray], params: dict) -> Any:
         nonlocal kind
@@ -89,7 +95,7 @@ def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
                 v = fn(*values)
             finally:
                 _reset_errors(token)
-        if kind is _EXACT or kind is _SCALAR:
+        if kind is _EXACT and not (laid_out and not v.flags.c_contiguous) or kind is _SCALAR:
             if kind is _SCALAR:
                 v = _as_ndarray(v)
             v.setflags(False)  # (write=False: Arrays are immutable; the constructor's checks known to pass)

@@ -282,14 +282,18 @@ def _broadcast_size_one(name: str, args: tuple) -> tuple:
                  else _broadcast_in_dim(a, shape, tuple(range(len(shape)))) for a in args)
 
 
-def _same_shaped_arrays(args: tuple) -> bool:
-    """Whether every operand is an array (no Python scalar) of one shape: then there is nothing to
-    convert or broadcast (the commonest call, checked first for the sake of eager calls)."""
+def _nothing_to_broadcast(args: tuple) -> bool:
+    """Whether every operand is an array (no Python scalar) of one shape, or of rank 0: then there
+    is nothing to convert or broadcast (the commonest call, checked first for the sake of eager
+    calls)."""
     try:  # (Arrays and tracers: their types' shapes, read directly)
-        shape = args[0].aval.shape
-        for a in args[1:]:
-            if a.aval.shape != shape:
-                return False
+        shape: Any = ()
+        for a in args:
+            s = a.aval.shape
+            if s != shape and s != ():
+                if shape != ():
+                    return False
+                shape = s
         return True
     except AttributeError:  # (NumPy arrays, Python scalars)
         shape = getattr(args[0], "shape", None)
@@ -303,7 +307,7 @@ _broadcast_in_dim: Callable[..., Any] = None  # type: ignore[assignment]
 
 def _bind(p: Primitive, broadcasting: bool = False):
     def op(*args: Any) -> Any:
-        if len(args) > 1 and not _same_shaped_arrays(args):
+        if len(args) > 1 and not _nothing_to_broadcast(args):
             args = _scalars_like(args)
             if broadcasting:
                 args = _broadcast_size_one(p.name, args)

@@ -177,6 +177,8 @@ def _checked(fn: Callable, spec: str, default_name: str) -> Callable:
             if type(x) not in _FAST:
                 break
         else:
+            if not kwargs:
+                return fn(*args)
             for x in kwargs.values():
                 if type(x) not in _FAST:
                     break
