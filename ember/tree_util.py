@@ -536,7 +536,8 @@ class _Float0Array:
         self.shape = shape
 
 
-def _is_float0_array(x: Any) -> bool:
+def is_float0_array(x: Any) -> bool:
+    """Whether ``x`` is a float0 array (always a NumPy one)."""
     return type(x) is np.ndarray and x.dtype == dtypes.float0
 
 
@@ -545,11 +546,11 @@ register_pytree_node(_Float0Array, lambda x: ((), x.shape), lambda shape, _: dty
 
 def float0_as_structure(tree: Any) -> Any:
     """``tree`` with its float0 arrays made part of its structure (itself when it has none)."""
-    if not any(map(_is_float0_array, tree_leaves(tree))):
+    if not any(map(is_float0_array, tree_leaves(tree))):
         return tree
-    return tree_map(lambda x: _Float0Array(x.shape) if _is_float0_array(x) else x, tree)
+    return tree_map(lambda x: _Float0Array(x.shape) if is_float0_array(x) else x, tree)
 
 
 def has_float0_leaf(leaves: Iterable[Any]) -> bool:
     """Whether any of ``leaves`` is a float0 array (which ``float0_as_structure`` takes out)."""
-    return any(map(_is_float0_array, leaves))
+    return any(map(is_float0_array, leaves))

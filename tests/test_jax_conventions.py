@@ -355,6 +355,14 @@ def _float0_uses(lib):
             lambda n: lib.vjp(lambda n: n * 2, n)[1](np.zeros((3,), float0)))(m.arange(3)),
         "jit of jvp, the float0 tangent an argument": lambda: lib.jit(
             lambda n, t: lib.jvp(lambda n: n * 2, (n,), (t,)))(m.arange(3), np.zeros((3,), float0)),
+        "vmap of jvp": lambda: lib.vmap(lambda n, t: lib.jvp(lambda n: n * 2, (n,), (t,)))(
+            m.arange(3), np.zeros((3,), float0)),
+        "vmap, out_axes=1": lambda: lib.vmap(lambda n, t: lib.jvp(lambda n: n * 2, (n,), (t,)), out_axes=1)(
+            m.ones((3, 2), m.int32), np.zeros((3, 2), float0)),
+        "vmap, in_axes=1, one example's shape": lambda: lib.vmap(lambda t: (t, m.zeros(t.shape)), in_axes=1)(
+            np.zeros((2, 3), float0)),
+        "vmap, float0 not mapped": lambda: lib.vmap(lambda x, t: (x, t), in_axes=(0, None))(
+            m.ones(3), np.zeros((2,), float0)),
     }
 
 

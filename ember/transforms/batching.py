@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import optree
 
-from ember import errors, lax, tree_util
+from ember import dtypes, errors, lax, tree_util
 from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, subjaxprs
@@ -289,12 +289,17 @@ def _hidden_dims(leaves: Sequence[Any], public: Sequence[Any]) -> list[int]:
     return [len(aval(x).shape) - len(p.shape) if tree_util.is_array_node(p) else 0 for x, p in zip(leaves, public)]
 
 
+def _shape(x: Any) -> tuple[int, ...]:
+    """A leaf's shape: an array's, or a float0 array's (which has no aval: it holds no data)."""
+    return x.shape if tree_util.is_float0_array(x) else aval(x).shape
+
+
 def _canonical_in_dims(leaves: list, in_dims: list[BatchDim], hidden: Sequence[int] = ()) -> list[BatchDim]:
     out = []
     for i, (x, d) in enumerate(zip(leaves, in_dims)):
         if d is not None:
             extra = hidden[i] if hidden else 0
-            shape = aval(x).shape[:len(aval(x).shape) - extra]
+            shape = _shape(x)[:len(_shape(x)) - extra]
             if not -len(shape) <= d < len(shape):
                 raise ValueError(f"vmap was requested to map its argument along axis {d}, which implies that its "
                                  f"rank should be at least {d + 1 if d >= 0 else -d}, but is only {len(shape)} "
@@ -307,7 +312,7 @@ def _canonical_in_dims(leaves: list, in_dims: list[BatchDim], hidden: Sequence[i
 def _axis_size(fun: Callable, args: tuple, kwargs: dict, leaves: list, in_dims: list[BatchDim],
                axis_size: int | None) -> int:
     """The size of the mapped axis, which every mapped argument (and ``axis_size``) must agree on."""
-    mapped = [(i, aval(x).shape[d]) for i, (x, d) in enumerate(zip(leaves, in_dims)) if d is not None]
+    mapped = [(i, _shape(x)[d]) for i, (x, d) in enumerate(zip(leaves, in_dims)) if d is not None]
     sizes = {n for _, n in mapped}
     if axis_size is not None and sizes <= {int(axis_size)}:
         return int(axis_size)
@@ -354,6 +359,15 @@ def _to_out_axis(x: Any, dim: BatchDim, out_axis: BatchDim, axis_size: int, hidd
     return move_batch_axis(x, dim, axis_size, out_axis % rank)
 
 
+def _float0_batch(x: np.ndarray, axis: int | None, size: int) -> np.ndarray:
+    """A float0 result of every example, with the batch axis where ``out_axes`` puts it (float0
+    holds no data: a result of the examples is one of their shape)."""
+    if axis is None:
+        return x
+    axis = axis % (x.ndim + 1)
+    return dtypes.float0_zeros(x.shape[:axis] + (size,) + x.shape[axis:])
+
+
 def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
          spmd_axis_name: Any = None, *, _axis_kind: str = VMAP) -> Callable:
     """Vectorize ``fun`` over an axis of its inputs: ``vmap(f)(xs)`` is ``stack([f(x) for x in xs])``,
@@ -388,6 +402,10 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         hidden = _hidden_dims(leaves, tree_util.tree_leaves((args, kwargs)))
         in_dims = _canonical_in_dims(leaves, _flatten_axes("in_axes", in_tree, (in_axes, 0), leaves), hidden)
         size = _axis_size(fun, args, kwargs, leaves, in_dims, axis_size)
+        in_dims = list(in_dims)
+        for i, x in enumerate(leaves):  # (float0 holds no data: the function gets one example's shape)
+            if in_dims[i] is not None and tree_util.is_float0_array(x):
+                leaves[i], in_dims[i] = dtypes.float0_zeros(x.shape[:in_dims[i]] + x.shape[in_dims[i] + 1:]), None
         # A mapped Ref argument: the function sees a ref of one example (over the batched value), and
         # the ref gets the batch of what the examples wrote (as JAX batches refs).
         mapped_refs = [(i, x) for i, (x, d) in enumerate(zip(leaves, in_dims)) if d is not None and _refs.is_ref(x)]
@@ -421,7 +439,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             outs, out_dims = outs[:n], out_dims[:n]
         out_tree = out_tree_box[0]
         targets = _flatten_axes("out_axes", out_tree, out_axes, outs)
-        outs = [_to_out_axis(x, d, t, size, h, functools.partial(_leaf_path, out_tree, i))
+        outs = [_float0_batch(x, t, size) if tree_util.is_float0_array(x) else
+                _to_out_axis(x, d, t, size, h, functools.partial(_leaf_path, out_tree, i))
                 for i, (x, d, t, h) in enumerate(zip(outs, out_dims, targets, out_hidden[0]))]
         return tree_util.tree_unflatten(out_tree, outs)
 
