@@ -278,34 +278,69 @@ CONFORMANCE_NAMES = ("elementwise", "special", "reductions", "matmul", "sort", "
                      "fft", "gather_scatter", "conv_grad", "pool_grad", "random", "linalg", "grad_tanh")
 
 
-def conformance(backend: str) -> list[tuple[str, float, bool]]:
-    """Each program on ``backend`` and on ember's CPU backend (products at ``highest`` precision: a
-    TPU's default passes bfloat16)."""
+def _compare(label: str, got: list, want: list) -> tuple[float, bool]:
+    """The largest error (relative above 1) and whether it is within tolerance (integers, random
+    bits and pooling gradients exact)."""
+    pairs = list(zip(got, want))
+    err = max((float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)) /
+                             np.maximum(np.abs(b.astype(np.float64)), 1.0))) if a.size else 0.0
+               for a, b in pairs), default=0.0)
+    exact = len(got) == len(want) and all(np.array_equal(a, b) for a, b in pairs
+                                          if label == "pool_grad" or a.dtype.kind != "f")
+    return err, exact and err <= 1e-4
+
+
+def _failure(e: Exception) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+
+
+def conformance(name: str, backend: str, reference: str) -> list:
+    """Each program under ember on ``backend`` (or under JAX on its device) against ember's CPU
+    backend, products at ``highest`` precision (a TPU's default passes bfloat16). ember's run keeps
+    the CPU backend's results in the file ``reference``; JAX's run reads them."""
+    x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    if name == "jax":
+        import jax
+
+        space = {"np": jax.numpy, "lax": jax.lax, "rnd": jax.random, "grad": jax.grad,
+                 "value_and_grad": jax.value_and_grad}
+        exec(CONFORMANCE, space)  # noqa: S102  (the benchmark's own source)
+        want = np.load(reference)
+        rows = []
+        for label in CONFORMANCE_NAMES:
+            try:
+                with jax.default_matmul_precision("highest"):
+                    got = [np.asarray(o) for o in jax.tree_util.tree_leaves(jax.jit(space[label])(x))]
+            except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
+                rows.append((label, _failure(e), False))
+                continue
+            count = sum(1 for k in want.files if k.startswith(label + "/"))
+            rows.append((label, *_compare(label, got, [want[f"{label}/{k}"] for k in range(count)])))
+        return rows
     import ember
     import ember.numpy as enp
     from ember import lax as elax, random as erandom
 
     space = {"np": enp, "lax": elax, "rnd": erandom, "grad": ember.grad, "value_and_grad": ember.value_and_grad}
     exec(CONFORMANCE, space)  # noqa: S102  (the benchmark's own source)
-    x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
-    rows = []
+    rows, kept = [], {}
     for label in CONFORMANCE_NAMES:
         results = {}
-        try:
-            for name in (backend, "cpu"):
-                ember.config.update("backend", name)
+        for target in ("cpu", backend):
+            ember.config.update("backend", target)
+            try:
                 with ember.default_matmul_precision("highest"):
                     out = ember.jit(space[label])(x)
-                results[name] = [np.asarray(o) for o in ember.tree_util.tree_leaves(out)]
-        except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
-            rows.append((label, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}", False))
-            continue
-        pairs = list(zip(results[backend], results["cpu"]))
-        wide = [(a.astype(np.float64), b.astype(np.float64)) for a, b in pairs]
-        err = max((float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1.0))) if a.size else 0.0
-                   for a, b in wide), default=0.0)
-        exact = all(np.array_equal(a, b) for a, b in pairs if label == "pool_grad" or a.dtype.kind != "f")
-        rows.append((label, err, exact and err <= 1e-4))
+                results[target] = [np.asarray(o) for o in ember.tree_util.tree_leaves(out)]
+            except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
+                results[target] = _failure(e)
+        if isinstance(results["cpu"], list):
+            kept.update({f"{label}/{k}": v for k, v in enumerate(results["cpu"])})
+        if isinstance(results[backend], str) or isinstance(results["cpu"], str):
+            rows.append((label, results[backend] if isinstance(results[backend], str) else results["cpu"], False))
+        else:
+            rows.append((label, *_compare(label, results[backend], results["cpu"])))
+    np.savez(reference, **kept)
     ember.config.update("backend", "")
     return rows
 
@@ -346,7 +381,7 @@ def run_first(name: str, backend: str | None, case: list, quick: bool) -> float:
 def child(task: dict) -> None:
     """One measurement in this process (``--child``): prints its result as JSON on the last line."""
     if task["part"] == "conformance":
-        result = conformance(task["backend"])
+        result = conformance(task["name"], task["backend"], task["reference"])
     elif task["part"] == "steady":
         result = run_steady(task["name"], task["backend"], task["rows"], task["quick"])
     else:
@@ -390,10 +425,17 @@ def main() -> None:
           flush=True)
 
     if "conformance" in parts:
-        print("| conformance (vs ember's CPU backend, highest precision) | max error (relative above 1) | within "
-              "tolerance (1e-4; integers, random bits and pooling gradients exact) |\n|---|---|---|", flush=True)
-        for label, err, ok in spawn({"part": "conformance", "backend": backend}):
-            print(f"| {label} | {err if isinstance(err, str) else f'{err:.2e}'} | {'yes' if ok else 'NO'} |",
+        with tempfile.TemporaryDirectory() as scratch:
+            reference = os.path.join(scratch, "cpu.npz")
+            rows_of = {name: spawn({"part": "conformance", "name": name, "backend": backend, "reference": reference})
+                       for name in ("ember", "jax")}
+        print(f"| conformance: max error against ember's CPU backend (relative above 1), highest precision; "
+              f"ok: within 1e-4, integers, random bits and pooling gradients exact | ember ({backend}) | ok | "
+              "JAX (its device) | ok |\n|---|---|---|---|---|", flush=True)
+        for (label, err, ok), (_, jerr, jok) in zip(rows_of["ember"], rows_of["jax"]):
+            def shown(e: object) -> str:
+                return e if isinstance(e, str) else f"{e:.2e}"
+            print(f"| {label} | {shown(err)} | {'yes' if ok else 'NO'} | {shown(jerr)} | {'yes' if jok else 'NO'} |",
                   flush=True)
 
     if "steady" in parts:

@@ -51,6 +51,10 @@ class ToyBuffer:
         DELETED.append(id(self))
         self.data = None
 
+    @property
+    def deleted(self) -> bool:
+        return self.data is None
+
     def block_until_ready(self) -> None:
         pass
 
@@ -82,6 +86,7 @@ class ToyBackend(Backend):
         self.priority, self.available = priority, available
         self.device = ToyDevice()
         self.compiled: list[ToyExecutable] = []
+        self.puts: list[tuple] = []  # one entry per copy of host data to the toy
 
     def is_available(self) -> bool:
         return self.available
@@ -101,6 +106,7 @@ class ToyBackend(Backend):
 
     def put(self, value: np.ndarray, device: ToyDevice) -> ToyBuffer:
         assert device is self.device
+        self.puts.append(value.shape)
         return ToyBuffer(value, device)
 
 
@@ -181,6 +187,28 @@ def test_arguments_on_another_backend_are_transferred(toy):
         out = ember.jit(f)(jnp.asarray(x), on_toy)
     assert type(out.device_buffer) is ToyBuffer and TO_HOST == []
     np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+
+
+def test_a_host_array_crosses_to_the_device_once(toy):
+    # a weight or a batch on the host is copied to the device by its first program there, and the
+    # copy (the Array's mirror) serves later calls, of any program, without changing its placement
+    x, y = jnp.asarray(np.linspace(0, 1, 4, dtype=np.float32)), np.ones(4, np.float32)
+    with ember.config.override(backend="toy"):
+        first = ember.jit(f)(x, y)
+        second = ember.jit(lambda v: v * 3.0)(x)
+        third = ember.jit(f)(x, y)  # the hit path
+    assert toy.puts == [(4,), (4,), (4,)]  # x once; the NumPy y each call (it cannot keep a copy)
+    assert x.device_buffer is None and x.platform() == "cpu" and x.device == ember.devices("cpu")[0]
+    np.testing.assert_allclose(np.asarray(third), np.asarray(first))
+    np.testing.assert_allclose(np.asarray(second), np.asarray(x) * 3.0, rtol=1e-6)
+    # donating it deletes the array and its mirror; the CPU backend never made one
+    mirror = x._mirror
+    with ember.config.override(backend="toy"):
+        ember.jit(lambda v: v + 1.0, donate_argnums=0)(x)
+    assert x.is_deleted() and mirror.deleted
+    z = jnp.arange(3.0)
+    ember.jit(lambda v: v * 2.0)(z)
+    assert z._mirror is None
 
 
 def test_donating_a_toy_array_deletes_its_buffer(toy):

@@ -128,13 +128,25 @@ def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[Shap
     """The buffer of each argument on ``backend`` (a device backend): an Array on it passes its
     own; any other value (on the host or on another backend) is copied there through the host."""
     device = backend.devices()[0]
-    buffers = []
-    for x, a in zip(args, avals):
-        buffer = x.device_buffer if type(x) is Array else None
-        if buffer is None or buffer.backend != backend.name:
-            buffer = backend.put(to_numpy(x, a), device)
-        buffers.append(buffer)
-    return buffers
+    return [device_argument(backend, device, x, a) for x, a in zip(args, avals)]
+
+
+def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) -> Any:
+    """The buffer of one argument on ``backend``: an Array's own there, else its mirror there (a host
+    Array's copy made by an earlier call, kept on the Array: ``Array._mirror``), else a new copy
+    (kept as the mirror of a host Array)."""
+    if type(x) is not Array:
+        return backend.put(to_numpy(x, aval), device)
+    buffer = x._device
+    if buffer is not None and buffer.backend == backend.name:
+        return buffer
+    mirror = x._mirror
+    if mirror is not None and mirror.backend == backend.name and not mirror.deleted:
+        return mirror
+    buffer = backend.put(to_numpy(x, aval), device)
+    if x._device is None:
+        x._mirror = buffer
+    return buffer
 
 
 def host_outputs(name: str, outs: Sequence[np.ndarray], avals: Sequence[ShapedArray]) -> list[Array]:

@@ -34,6 +34,7 @@ class DeviceBuffer(Protocol):
 
     backend: str  # the name of the backend that holds it (``ember.backends.registry``)
     device: Any  # the device it lives on (one of the backend's ``devices()``)
+    deleted: bool  # whether it was freed (donated to a program, or deleted by hand)
 
     def to_host(self) -> np.ndarray:
         """A copy of the data in host memory (C-contiguous, of the array's dtype)."""
@@ -58,8 +59,11 @@ class Array(AvalProperties, metaclass=_ArrayType):
     """A concrete array: a NumPy buffer and its abstract value (``aval``). ``isinstance(x,
     Array)`` is also true of tracers (``_ArrayType``); ``type(x) is Array`` is not."""
     # ``_value``: the host buffer; unset while the data lives only on a device (``_device``, set for
-    # device arrays only) and once the array is deleted (``_deleted``, set only then).
-    __slots__ = ("_value", "aval", "_device", "_deleted", "__weakref__")
+    # device arrays only) and once the array is deleted (``_deleted``, set only then). ``_mirror``: a
+    # host array's copy on a device backend, made by the first program there that reads it and
+    # reused by later ones (an array is immutable), so a weight or a batch crosses to a TPU once, not
+    # per call; it changes no placement (the array stays on the host), and dies with the array.
+    __slots__ = ("_value", "aval", "_device", "_mirror", "_deleted", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value: np.ndarray, aval: ShapedArray | None = None) -> None:
@@ -281,6 +285,10 @@ class Array(AvalProperties, metaclass=_ArrayType):
             if buffer is not None:
                 del self._device
                 buffer.delete()
+            mirror = self._mirror
+            if mirror is not None:
+                del self._mirror
+                mirror.delete()
             self._deleted = reason
 
     def __getattr__(self, name: str) -> Any:
@@ -288,7 +296,7 @@ class Array(AvalProperties, metaclass=_ArrayType):
         # without raising: the donation path asks per argument); ``_value`` is unset once the
         # array is deleted, and until the host first needs the data of an array on a device
         # (copied then, once).
-        if name == "_device":
+        if name == "_device" or name == "_mirror":
             return None
         if name == "_value":
             if self.is_deleted():

@@ -138,11 +138,15 @@ class PjrtExecutable(BackendExecutable):
             for x in args:
                 buffer = getattr(x, "_device", None)
                 if buffer is None or buffer.backend != name:
-                    try:
-                        value = x._value
-                    except RuntimeError:  # deleted
-                        return DECLINED
-                    buffer = backend.put(value, device)
+                    buffer = getattr(x, "_mirror", None)
+                    if buffer is None or buffer.backend != name or buffer.deleted:
+                        try:
+                            value = x._value
+                        except RuntimeError:  # deleted
+                            return DECLINED
+                        buffer = backend.put(value, device)
+                        if x._device is None:
+                            x._mirror = buffer
                 buffers.append(buffer)
             outs = program.execute(buffers, checked=False)
             return unflatten(out_tree, [from_buffer(b, a) for b, a in zip(outs, out_avals)])
