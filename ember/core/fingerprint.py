@@ -11,9 +11,11 @@ by identity; whoever keys a cache on a fingerprint must keep ``refs`` alive with
 that an id can never be reused for another object meanwhile.
 
 A *stable* fingerprint (``stable=True``) is the same in every process: primitives enter by their
-name and where their shape rule was registered (``stable_primitive_name``) instead of their
-identity, and enumerated params by their class and member name. It keys the disk cache of
-whole programs; one with ``refs`` refers to live objects and cannot key anything on disk.
+name, where their shape rule was registered and how many such came before them
+(``stable_primitive_name``; a name is never reused, so it is as good as their identity), and
+enumerated params by their class and member name. It keys the jit's shared executables and the
+disk cache of whole programs; one with ``refs`` refers to live objects and cannot key anything
+on disk.
 """
 from __future__ import annotations
 
@@ -53,22 +55,32 @@ register_cache("fingerprints of sub-programs, by identity", _clear_memo, lambda:
 # the time of a fingerprint otherwise. Types are few; the table is emptied with the memo.
 _binder_bytes: dict[ShapedArray, bytes] = {}
 
-# The stable names of primitives (``stable_primitive_name``), made again when the table changes.
-_stable_names: tuple[int, dict[Primitive, str]] = (-1, {})
+# The stable names of primitives (``stable_primitive_name``): every primitive named so far, kept
+# (a name is never given to another primitive, even once the first has left the table), and how
+# many primitives of each name and registrant there were.
+_stable_names: dict[Primitive, str] = {}
+_name_counts: dict[str, int] = {}
+_scanned_version = -1
+_names_lock = threading.Lock()
 
 
 def stable_primitive_name(p: Primitive) -> str | None:
-    """A name of ``p`` that is the same in every process: its name and where its shape rule was
-    registered; None if another primitive has the same (a primitive made twice by one factory)."""
-    global _stable_names
-    version, names = _stable_names
-    if version != abstract_eval_rules.version:
-        by_name: dict[str, list[Primitive]] = {}
-        for q in list(abstract_eval_rules):
-            by_name.setdefault(f"{q.name}@{abstract_eval_rules._registrants.get(q, '?')}", []).append(q)
-        names = {qs[0]: name for name, qs in by_name.items() if len(qs) == 1}
-        _stable_names = (abstract_eval_rules.version, names)
-    return names.get(p)
+    """A name of ``p`` that is the same in every process that defines the same primitives in the
+    same order: its name, where its shape rule was registered, and how many primitives of that
+    name and place came before it (a factory makes several). None if it has no shape rule."""
+    global _scanned_version
+    name = _stable_names.get(p)
+    if name is None and _scanned_version != abstract_eval_rules.version:
+        with _names_lock:
+            for q in list(abstract_eval_rules):  # (in the order they were registered)
+                if q not in _stable_names:
+                    key = f"{q.name}@{abstract_eval_rules._registrants.get(q, '?')}"
+                    count = _name_counts.get(key, 0)
+                    _name_counts[key] = count + 1
+                    _stable_names[q] = f"{key}#{count}"
+            _scanned_version = abstract_eval_rules.version
+        name = _stable_names.get(p)
+    return name
 
 
 def _importable(cls: type) -> bool:

@@ -25,6 +25,7 @@ and why (printed by ``log_compiles`` and ``explain_cache_misses``).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -283,15 +284,25 @@ def _rebuild(header: dict, blobs: list[bytes], name: str, donated: frozenset[int
 
 
 def _read_dtype(name: Any) -> np.dtype:
-    dtype = dtypes.dtype(str(name))
+    dtype = _dtype_named(str(name))
     if dtype.hasobject:
         raise Damaged(f"a value of dtype {dtype}, which native code never computes")
     return dtype
 
 
+@functools.lru_cache(maxsize=256)
+def _dtype_named(name: str) -> np.dtype:
+    return dtypes.dtype(name)
+
+
 def _read_aval(a: list) -> ShapedArray:
     shape, dtype, weak = a
-    return ShapedArray(tuple(int(d) for d in shape), _read_dtype(dtype), bool(weak))
+    return _aval_of(tuple(int(d) for d in shape), str(dtype), bool(weak))
+
+
+@functools.lru_cache(maxsize=4096)
+def _aval_of(shape: tuple[int, ...], dtype: str, weak: bool) -> ShapedArray:  # (a program's types are few)
+    return ShapedArray(shape, _read_dtype(dtype), weak)
 
 
 def _read_array(record: dict, blobs: list[bytes]) -> np.ndarray:
