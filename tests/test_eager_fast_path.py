@@ -191,3 +191,56 @@ def test_a_repeated_small_signature_runs_no_native_code_and_compiles_nothing():
         x + x, jnp.sin(x), jnp.sum(x)
     after = eager.cache_info()
     assert (after.native_calls, after.compiles) == (before.native_calls, before.compiles)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "bfloat16", "float16", "int32", "bool"])
+@pytest.mark.parametrize("m, k, n", [(4, 4, 4), (1, 7, 3), (33, 65, 17), (0, 3, 2), (3, 0, 2), (64, 64, 96)])
+def test_small_matrix_products_equal_the_reference_bit_for_bit(dtype, m, k, n):
+    rng = np.random.default_rng(3)
+    a, b = _values(rng, (m, k), dtype), _values(rng, (k, n), dtype)
+    if dtype.startswith("float") or dtype in ("bfloat16", "complex64"):
+        a, b = np.nan_to_num(a), np.nan_to_num(b)
+    _check(lambda x, y: x @ y, lambda x, y: x @ y, (jnp.asarray(a), jnp.asarray(b)),
+           (jax.device_put(a), jax.device_put(b)))
+    _check(jnp.dot, jjnp.dot, (jnp.asarray(a), jnp.asarray(b)), (jax.device_put(a), jax.device_put(b)))
+
+
+@pytest.mark.parametrize("scalar", [0.0, -0.0, 0, 1.5, -2, float("nan"), float("inf"), True, 2**40, 1e300, 0j, -0j])
+def test_python_scalars_with_an_array_equal_the_general_path(scalar):
+    """Scalars promotion converts alone are reused by type and value; 0.0 and -0.0 (equal, and
+    hashed alike) stay apart; values that do not fit raise the general path's error every call."""
+    x, jx = jnp.asarray(np.array([-1.0, 0.0, 2.5], np.float32)), jax.device_put(np.array([-1.0, 0.0, 2.5], np.float32))
+    i, ji = jnp.asarray(np.array([3, -4, 5], np.int32)), jax.device_put(np.array([3, -4, 5], np.int32))
+    for fn, jfn in ((lambda a, s: a * s, None), (lambda a, s: s - a, None), (lambda a, s: a / s, None),
+                    (jnp.maximum, jjnp.maximum)):
+        for a, ja in ((x, jx), (i, ji)):
+            outcomes = [_outcome(fn, a, scalar) for _ in range(3)]
+            assert outcomes[0] == outcomes[1] == outcomes[2]
+            if isinstance(outcomes[0][0], type):
+                continue
+            expected = _reference(lambda v: fn(v, scalar), a)
+            assert outcomes[0][0] == expected.tobytes()
+            want = (jfn or fn)(ja, scalar)
+            assert (outcomes[0][2], outcomes[0][3]) == (want.dtype, want.weak_type)
+
+
+@given(st.sampled_from(["float32", "bfloat16", "int32", "bool", "complex64"]), st.sampled_from(SHAPES),
+       st.sampled_from([None, 0, -1, (0,), "all"]), st.booleans())
+def test_means_and_sums_over_axes_equal_the_reference_and_jaxs_types(dtype, shape, axis, keepdims):
+    if axis == "all":
+        axis = tuple(range(len(shape)))
+    if axis is not None and not shape:
+        axis = None
+    host = _values(np.random.default_rng(4), shape, dtype)
+    for fn, jfn in ((jnp.mean, jjnp.mean), (jnp.sum, jjnp.sum), (jnp.max, jjnp.max)):
+        _check(lambda a: fn(a, axis=axis, keepdims=keepdims), lambda a: jfn(a, axis=axis, keepdims=keepdims),
+               (jnp.asarray(host),), (jax.device_put(host),))
+
+
+def test_a_means_count_follows_x64():
+    x = jnp.asarray(np.arange(4, dtype=np.float32))
+    jnp.mean(x), jnp.mean(x)
+    with ember.config.override(enable_x64=True):
+        y = jnp.asarray(np.arange(4, dtype=np.float64))
+        assert jnp.mean(y).dtype == np.float64 and jnp.mean(y) == 1.5
+    assert jnp.mean(x).dtype == np.float32

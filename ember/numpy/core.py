@@ -108,7 +108,7 @@ def promoted_scalar(x: Array, v: Any, scalar_first: bool, inexact: bool = False)
     """The Python scalar ``v`` as ``promote_dtypes`` (``promote_dtypes_inexact`` if ``inexact``)
     makes it beside the Array ``x`` (``v`` first if ``scalar_first``), when that leaves ``x`` as it
     is (a float array with any Python number, an int array with an int); None otherwise, and for
-    other operands. Zeros are converted each time (0.0 and -0.0 are one key)."""
+    other operands. (A zero's key holds its text too: 0.0 and -0.0 are equal, and hash alike.)"""
     if type(v) not in _PYTHON_SCALARS or type(x) is not Array:
         return None
     a = x.aval
@@ -116,8 +116,8 @@ def promoted_scalar(x: Array, v: Any, scalar_first: bool, inexact: bool = False)
     keeps = _KEEPS_ARRAY.get(kind)
     if keeps is False:
         return None
-    key = (kind, v)
-    s = _PROMOTED_SCALARS.get(key) if v else None
+    key = (kind, v) if v else (kind, v, repr(v))
+    s = _PROMOTED_SCALARS.get(key)
     if s is None:
         promote = promote_dtypes_inexact if inexact else promote_dtypes
         out = promote(v, x) if scalar_first else promote(x, v)
@@ -126,10 +126,9 @@ def promoted_scalar(x: Array, v: Any, scalar_first: bool, inexact: bool = False)
         if not keeps:
             return None
         s = out[0 if scalar_first else 1]
-        if v:
-            if len(_PROMOTED_SCALARS) >= _SCALARS_KEPT:
-                _PROMOTED_SCALARS.clear()
-            _PROMOTED_SCALARS[key] = s
+        if len(_PROMOTED_SCALARS) >= _SCALARS_KEPT:
+            _PROMOTED_SCALARS.clear()
+        _PROMOTED_SCALARS[key] = s
     return s
 
 

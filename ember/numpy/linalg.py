@@ -131,6 +131,8 @@ def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any
             raise ValueError(f"matmul input operand {i} must have ndim at least 1, but it has ndim 0")
     a_shape, b_shape = a.shape, b.shape
     _check_aligned("matmul", a_shape, b_shape, len(a_shape) - 1, max(len(b_shape) - 2, 0))
+    if len(a_shape) == 2 and len(b_shape) == 2:  # (no batch, no vector: the product itself)
+        return _dot_general(a, b, (((1,), (0,)), ((), ())), precision, preferred_element_type)
     a = lax.expand_dims(a, (0,)) if len(a_shape) == 1 else a
     b = lax.expand_dims(b, (1,)) if len(b_shape) == 1 else b
     try:

@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ember import dtypes, lax
+from ember.config import config
 from ember.core.array import Array
 from ember.core.primitive import Primitive
 from ember.lax import reductions as red
@@ -51,8 +52,23 @@ def _no_out(out: Any, name: str) -> None:
 
 
 def _full_scalar(value: Any, dtype: np.dtype) -> Any:
-    """A strongly typed rank-0 constant (NumPy makes the value exact in ``dtype``)."""
-    return ensure_array(np.array(value, dtype=dtype))
+    """A strongly typed rank-0 constant (NumPy makes the value exact in ``dtype``); the counts of
+    means are kept (Arrays are immutable: one serves every call)."""
+    key = (type(value), value, dtype)
+    try:
+        return _SCALAR_CONSTANTS[key]
+    except (KeyError, TypeError):
+        pass
+    out = ensure_array(np.array(value, dtype=dtype))
+    if type(value) is int:  # (ints only: 0.0 and -0.0 are one key)
+        if len(_SCALAR_CONSTANTS) >= 256:
+            _SCALAR_CONSTANTS.clear()
+        _SCALAR_CONSTANTS[key] = out
+    return out
+
+
+_SCALAR_CONSTANTS: dict[tuple, Any] = {}
+config.on_update(lambda _name: _SCALAR_CONSTANTS.clear())  # (x64 changes what a dtype canonicalizes to)
 
 
 def _count(shape: tuple, axes: tuple) -> int:
@@ -114,10 +130,11 @@ _BOOL_VERSION = {_SUM: _ANY, _PROD: _ALL}
 
 def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any,
             where: Any, promote_integers: bool = False) -> Any:
-    if axis is None and type(a) is Array and dtype is None and out is None and not keepdims and initial is None \
-            and where is None:
+    if type(a) is Array and out is None and not keepdims and initial is None and where is None:
         t = a.aval
-        if t.dtype in _INEXACT and not t.weak_type and (monoid.has_identity or t.size) and len(t.shape) < 8:
+        if (dtype is None or dtype is t.dtype) and t.dtype in _INEXACT and not t.weak_type \
+                and (monoid.has_identity or t.size) and len(t.shape) < 8 \
+                and (axis is None or axis == _ALL_AXES[len(t.shape)]):
             # (a whole floating Array, nothing asked but the reduction: no type to change, no axes to check)
             return monoid.primitive.bind(a, axes=_ALL_AXES[len(t.shape)])
     _no_out(out, monoid.name)

@@ -6,6 +6,9 @@ accumulate in float32, other floats in their own type, integers in the result ty
 """
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from ember import dtypes
@@ -24,7 +27,7 @@ def accumulation_dtype(result: np.dtype) -> np.dtype:
 
 def _as_matrices(x: np.ndarray, batch: tuple, first: tuple, second: tuple) -> np.ndarray:
     """``x`` transposed to ``batch + first + second`` and flattened to ``[B, prod(first), prod(second)]``."""
-    sizes = [int(np.prod([x.shape[d] for d in dims], dtype=np.int64)) for dims in (batch, first, second)]
+    sizes = [math.prod([x.shape[d] for d in dims]) for dims in (batch, first, second)]
     return np.transpose(x, batch + first + second).reshape(sizes)
 
 
@@ -46,4 +49,18 @@ def _dot_general(lhs: np.ndarray, rhs: np.ndarray, *, dimension_numbers, precisi
     return product != 0 if result_dtype == dtypes.bool_ else product.astype(result_dtype, copy=False)
 
 
+def _plain_product(avals: tuple, params: dict) -> Any:
+    """The product of two matrices contracting the left one's columns with the right one's rows,
+    of a type that accumulates in itself, for eager calls (``core.evaluation.runner``): NumPy's
+    ``matmul`` of the matrices, the call ``_dot_general`` makes (on them as one batch)."""
+    lhs, rhs = avals
+    result = params["preferred_element_type"] or lhs.dtype
+    if params["dimension_numbers"] != (((1,), (0,)), ((), ())) or len(lhs.shape) != 2 or len(rhs.shape) != 2 \
+            or not (lhs.dtype == rhs.dtype == result) or accumulation_dtype(result) != result \
+            or result not in dtypes.INEXACT:
+        return None
+    return np.matmul
+
+
+_dot_general.plain = _plain_product  # type: ignore[attr-defined]
 impl_rules[dot_general_p] = _dot_general
