@@ -402,3 +402,28 @@ def test_a_custom_jvp_rule_gets_float0_tangents_for_integer_inputs_as_in_jax() -
     np.testing.assert_allclose(ember.jvp(lambda x: ours(x, 3), (x,), (t,))[1],
                                jax.jvp(lambda x: theirs(x, 3), (x,), (t,))[1])
     assert ours_seen == theirs_seen == [[(np.dtype(np.float32), ()), (jax.dtypes.float0, ())]]
+
+
+@pytest.mark.parametrize("case", ["identity", "product", "custom_jvp"])
+def test_linearize_returns_python_scalars_where_jax_does(case) -> None:
+    """JAX's linearize, as its jvp, makes no array of a Python float it is given: a custom_jvp rule
+    gets the float, and a primal output that is the input (or the rule's float) comes back as a float."""
+    def build(lib):
+        seen = []
+
+        @lib.custom_jvp
+        def double(x):
+            return x * 2.0
+
+        @double.defjvp
+        def double_jvp(primals, tangents):
+            seen.append(_kind(primals[0]))
+            return double(primals[0]), 3.0 * tangents[0]
+
+        return {"identity": lambda x: x, "product": lambda x: x * 2.0, "custom_jvp": double}[case], seen
+
+    (ours_fun, ours_seen), (theirs_fun, theirs_seen) = build(ember), build(jax)
+    (ours, ours_jvp), (theirs, theirs_jvp) = ember.linearize(ours_fun, 1.0), jax.linearize(theirs_fun, 1.0)
+    assert ours_seen == theirs_seen
+    assert _leaf_type(ours) == _leaf_type(theirs) and float(ours) == float(theirs)
+    np.testing.assert_allclose(ours_jvp(1.0), theirs_jvp(1.0))

@@ -178,9 +178,11 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the derivative at ``primals``
     without re-running ``fun``: the primal computation happens once, here."""
-    primal_leaves, in_tree = _flat_inputs(primals, "ember.linearize")
+    # (leaves as given, as jvp's: a custom_jvp rule sees a Python float as one, and a primal output that
+    # is an input comes back as it was given, as in JAX)
+    primal_leaves, in_tree = _flat_inputs(primals, "ember.linearize", as_given=True)
     primal_tree = tree_util.tree_structure(tuple(primals))  # (the user's: a key array is one leaf)
-    flat = _FlatFunction(fun, in_tree, has_aux, "ember.linearize")
+    flat = _FlatFunction(fun, in_tree, has_aux, "ember.linearize", as_given=True)
     outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, getattr(fun, "__name__", "fun"))
     outs, aux = flat.split(outs)
     out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
