@@ -34,7 +34,10 @@ class DeviceBuffer(Protocol):
 
     backend: str  # the name of the backend that holds it (``ember.backends.registry``)
     device: Any  # the device it lives on (one of the backend's ``devices()``)
-    deleted: bool  # whether it was freed (donated to a program, or deleted by hand)
+
+    @property
+    def deleted(self) -> bool:
+        """Whether it was freed (donated to a program, or deleted by hand)."""
 
     def to_host(self) -> np.ndarray:
         """A copy of the data in host memory (C-contiguous, of the array's dtype)."""
@@ -64,6 +67,7 @@ class Array(AvalProperties, metaclass=_ArrayType):
     # reused by later ones (an array is immutable), so a weight or a batch crosses to a TPU once, not
     # per call; it changes no placement (the array stays on the host), and dies with the array.
     __slots__ = ("_value", "aval", "_device", "_mirror", "_deleted", "__weakref__")
+    _mirror: DeviceBuffer | None
     __array_priority__ = 100
 
     def __init__(self, value: np.ndarray, aval: ShapedArray | None = None) -> None:

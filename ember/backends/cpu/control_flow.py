@@ -510,7 +510,8 @@ class LoopFunction:
     def _carry_phis(self, carries: list[_Carry], before: ir.Block) -> tuple[list[ir.Value], list[ir.Value | None]]:
         """At the top of a loop's header: the buffer each carry is read from in this iteration
         and the one its next value goes to (phis, for carries of two buffers)."""
-        current, others = [], []
+        current: list[ir.Value] = []
+        others: list[ir.Value | None] = []
         for c in carries:
             if c.other is None:
                 current.append(c.start)

@@ -681,7 +681,9 @@ def _last_axis_operands(eqn: Any, var: Var, breaks: set[int], offset: int) -> li
     ``offset``) at which ``eqn`` changes the operand it reads go into ``breaks``."""
     p, params, ndim = eqn.primitive, eqn.params, var.aval.ndim
     last = var.aval.shape[-1]
-    operand = eqn.invars[0] if eqn.invars else None
+    if not eqn.invars:
+        return []
+    operand: Any = eqn.invars[0]
     if p is sh.pad_p:
         low, _, interior = params["padding_config"][-1]
         size = operand.aval.shape[-1]

@@ -1103,8 +1103,8 @@ def _special(p: Primitive) -> Rule:
     def rule(ctx: Builder, out: list, *args: Value) -> Value:
         dt = out[0].dtype
         wide = np.dtype(np.float64 if dt == np.float64 else np.float32)
-        args = [ctx.convert(a, wide) for a in _shaped(ctx, out[0], args)]
-        [value] = lower_closed(ctx, special_program(p, out[0].shape, wide, len(args)), args)
+        wide_args = [ctx.convert(a, wide) for a in _shaped(ctx, out[0], args)]
+        [value] = lower_closed(ctx, special_program(p, out[0].shape, wide, len(wide_args)), wide_args)
         return ctx.convert(value, dt)
     return rule
 
@@ -2132,9 +2132,9 @@ def _francis_step(r: Builder, h: Value, z: Value, start: Value, hi: Value, trace
     e = lambda i, j: _entries(r, h, i, j)
     s1, s2, s3 = start, iv.add(start, 1), iv.add(start, 2)
     h00, h01, h10, h11, h21 = e(s1, s1), e(s1, s2), e(s2, s1), e(s2, s2), e(s3, s2)
-    first = [v.add(v.sub(v.add(v.mul(h00, h00), v.mul(h01, h10)), v.mul(trace, h00)), det),
+    parts = [v.add(v.sub(v.add(v.mul(h00, h00), v.mul(h01, h10)), v.mul(trace, h00)), det),
              v.mul(h10, v.sub(v.add(h00, h11), trace)), v.mul(h10, h21)]
-    first = r.op("stablehlo.concatenate", [r.reshape(x, (count, 1)) for x in first], _aval((count, 3), dt),
+    first = r.op("stablehlo.concatenate", [r.reshape(x, (count, 1)) for x in parts], _aval((count, 3), dt),
                  "dimension = 1 : i64")
     pad = lambda m, low: r.op("stablehlo.pad", [m, r.constant(0, dt)], _aval(
         (count, m.aval.shape[1] + low[1], m.aval.shape[2] + 1), dt), f"edge_padding_high = {_array(low)}, "
