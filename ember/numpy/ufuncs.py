@@ -49,12 +49,13 @@ def _unary(op: Callable, name: str) -> Callable:
 
 def _unpromoted(x1: Any, x2: Any, inexact: bool = False) -> tuple[Any, Any] | None:
     """The operands of an eager call as promotion and broadcasting would leave them, where that is
-    known at once: Arrays of one type and shape (nothing to do), or an Array and a Python scalar
-    that promotion converts alone (``promoted_scalar``); None otherwise (the general path)."""
+    known at once: Arrays of one strong type and one shape (nothing to do), or an Array and a Python
+    scalar that promotion converts alone (``promoted_scalar``); None otherwise (the general path).
+    (Two weak operands of one type need not keep it: weak bools combine to a strong bool.)"""
     if type(x1) is Array:
         if type(x2) is Array:
             a = x1.aval
-            return (x1, x2) if a == x2.aval and (not inexact or a.dtype in _INEXACT) else None
+            return (x1, x2) if a == x2.aval and not a.weak_type and (not inexact or a.dtype in _INEXACT) else None
         s = promoted_scalar(x1, x2, False, inexact)
         return None if s is None else (x1, s)
     if type(x2) is Array:
@@ -640,6 +641,14 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
 
 @staged("_where")
 def _where(condition: Any, x: Any, y: Any) -> Any:
+    if type(condition) is Array and condition.aval.dtype == dtypes.bool_:
+        fast = _unpromoted(x, y)
+        if fast is not None:  # (a bool condition, values of one type: only a 0-d value to broadcast)
+            shape = condition.aval.shape
+            if all(v.aval.shape in (shape, ()) for v in fast):
+                shape = max((shape, *(v.aval.shape for v in fast)), key=len)
+                x, y = (v if v.aval.shape == shape else broadcast_to(v, shape) for v in fast)
+                return lax.select(condition, x, y)
     condition = ensure_array(condition)
     if condition.dtype != dtypes.bool_:
         condition = lax.ne(condition, 0)
