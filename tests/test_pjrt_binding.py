@@ -74,6 +74,28 @@ def test_a_read_only_host_array_is_used_in_place_and_held(client):
     np.testing.assert_array_equal(out.to_host(), np.arange(64, dtype=np.float32))
 
 
+def test_an_accelerators_copy_from_the_host_runs_behind_the_call_and_holds_the_array(client, monkeypatch):
+    # an accelerator's client copies a read-only array behind the call (the array held until the
+    # copy's event fires); the CPU plugin takes the same semantics when told, so the path runs here
+    monkeypatch.setattr(client, "read_only_transfer", binding.IMMUTABLE_UNTIL_TRANSFER_COMPLETES)
+    exe = client.compile(_identity((4096,), np.float32), in_types=[((4096,), np.float32)])
+    for k in range(20):
+        x = np.arange(4096, dtype=np.float32) + k
+        x.flags.writeable = False
+        buffer = client.buffer_from_host(x)
+        assert buffer._host is None and (not buffer._transfer or buffer._transfer[1] is x)
+        del x
+        gc.collect()
+        [out] = exe.execute([buffer])
+        np.testing.assert_array_equal(out.to_host(), np.arange(4096, dtype=np.float32) + k)
+        if k % 2:
+            buffer.block_until_ready()
+            assert buffer._transfer == [] and buffer.is_ready()
+        del buffer  # (the other half: waited for when the buffer goes)
+    writable = np.ones(8, np.float32)  # a writable array is copied during the call: nothing held
+    assert client.buffer_from_host(writable)._transfer == []
+
+
 def test_scalars_strided_input_and_row_major_results(client):
     exe = client.compile("func.func public @main(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {\n"
                          '  %0 = "stablehlo.transpose"(%x) <{permutation = array<i64: 1, 0>}> : '

@@ -86,9 +86,10 @@ BUFFER_TYPES: dict[np.dtype, int] = {
 }
 DTYPES = {v: k for k, v in BUFFER_TYPES.items()}
 
-# PJRT_HostBufferSemantics: the host array may change once the call returns; or it is used in place,
-# and the caller keeps it alive and unchanged while the buffer lives.
-IMMUTABLE_ONLY_DURING_CALL, IMMUTABLE_ZERO_COPY = 0, 2
+# PJRT_HostBufferSemantics: the host array may change once the call returns; or it must stay alive and
+# unchanged until the copy to the device completes (the call returns at once, the copy runs behind it);
+# or it is used in place, and the caller keeps it alive and unchanged while the buffer lives.
+IMMUTABLE_ONLY_DURING_CALL, IMMUTABLE_UNTIL_TRANSFER_COMPLETES, IMMUTABLE_ZERO_COPY = 0, 1, 2
 
 _vp, _sz, _i64, _int = C.c_void_p, C.c_size_t, C.c_int64, C.c_int
 _HEADER: list[tuple[str, Any]] = [("struct_size", _sz), ("extension_start", _vp)]
@@ -447,6 +448,10 @@ class Client:
         self._finalizer = weakref.finalize(self, _destroy_client, plugin, self.handle)
         self.platform = self._string("Client_PlatformName")
         self.platform_version = self._string("Client_PlatformVersion")
+        # How a read-only host array reaches a device: a host plugin uses it in place; an accelerator's
+        # copy runs behind the call (the array held until it completes), as JAX's transfers do, so a
+        # program's inputs cross while earlier work runs. A writable array is copied during the call.
+        self.read_only_transfer = IMMUTABLE_ZERO_COPY if self.platform == "cpu" else IMMUTABLE_UNTIL_TRANSFER_COMPLETES
         found = plugin.call("Client_AddressableDevices", _new(ClientDevices, client=self.handle))
         self.devices = [Device(self, found.devices[k]) for k in range(found.num_devices)]
         self._layouts: dict[int, tuple] = {}
@@ -497,16 +502,21 @@ class Client:
             arr = np.ascontiguousarray(arr)
         dims = (_i64 * max(1, arr.ndim))(*arr.shape)
         device = device or self.devices[0]
-        in_place = self.platform == "cpu" and not arr.flags.writeable and arr.ctypes.data % 16 == 0
+        semantics = IMMUTABLE_ONLY_DURING_CALL
+        if not arr.flags.writeable:
+            semantics = self.read_only_transfer
+            if semantics == IMMUTABLE_ZERO_COPY and arr.ctypes.data % 16:
+                semantics = IMMUTABLE_ONLY_DURING_CALL
         args = self.plugin.call("Client_BufferFromHostBuffer", _new(
             BufferFromHost, client=self.handle, data=arr.ctypes.data, type=type_code, dims=dims, num_dims=arr.ndim,
-            host_buffer_semantics=IMMUTABLE_ZERO_COPY if in_place else IMMUTABLE_ONLY_DURING_CALL,
-            device=device.handle))
+            host_buffer_semantics=semantics, device=device.handle))
         buffer = Buffer(self, args.buffer, arr.shape, arr.dtype, device)
         done = args.done_with_host_buffer
-        if done and in_place:  # (it fires when the buffer goes: the array is held until then)
+        if done and semantics == IMMUTABLE_ZERO_COPY:  # (it fires when the buffer goes: the array is held until then)
             buffer._host = arr
             self.plugin._fns["Event_Destroy"](C.byref(_new(EventArgs, event=done)))
+        elif done and semantics == IMMUTABLE_UNTIL_TRANSFER_COMPLETES:
+            buffer._hold_during_transfer(arr, done)
         elif done:
             self.plugin.await_event(done)
         return buffer
@@ -519,7 +529,15 @@ class Client:
         return f"Client({self.platform!r}, {len(self.devices)} devices, {self.plugin!r})"
 
 
-def _destroy_buffer(plugin: Plugin, handle: int, client: Client) -> None:
+def _destroy_buffer(plugin: Plugin, handle: int, client: Client, transfer: list | None = None) -> None:
+    if transfer:  # (a copy from the host still holding its array: waited for before both go)
+        event, transfer[:] = transfer[0], []
+        try:
+            plugin.await_event(event)
+        except Exception as e:  # noqa: BLE001  (a finalizer has no caller to raise to)
+            import warnings  # only on a failed transfer
+
+            warnings.warn(f"a copy to the device failed: {e}", RuntimeWarning, stacklevel=2)
     plugin.destroy("Buffer_Destroy", BufferArgs, buffer=handle)
 
 
@@ -528,7 +546,7 @@ class Buffer:
     by an asynchronous execution, is the event that defines its contents."""
 
     __slots__ = ("client", "handle", "shape", "dtype", "device", "backend", "_finalizer", "_pending", "_host",
-                 "__weakref__")
+                 "_transfer", "__weakref__")
 
     def __init__(self, client: Client, handle: int, shape: tuple[int, ...], dtype: np.dtype,
                  device: Device, pending: "Completion | None" = None) -> None:
@@ -536,19 +554,35 @@ class Buffer:
         self.backend = client.backend  # the registry's name of its backend (ember.core.array.DeviceBuffer)
         self._pending = pending
         self._host: np.ndarray | None = None  # a host array the buffer uses in place
+        self._transfer: list = []  # [event, host array] while a copy from the host may still run
         self._finalizer = weakref.finalize(self, _destroy_buffer, client.plugin, handle, client)
 
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
+    def _hold_during_transfer(self, array: np.ndarray, done: int) -> None:
+        """Keep ``array`` (and its copy's ``done`` event) until the copy completes: waited for by
+        ``block_until_ready`` or when the buffer goes."""
+        self._transfer = [done, array]
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _destroy_buffer, self.client.plugin, self.handle, self.client,
+                                           self._transfer)
+
     def block_until_ready(self) -> None:
-        """Wait for the computation that produces this buffer; raise its error if it failed."""
+        """Wait for the computation (or the copy from the host) that produces this buffer; raise its
+        error if it failed."""
         if self._pending is not None:
             self._pending.wait()
             self._pending = None
+        if self._transfer:
+            event, self._transfer[:] = self._transfer[0], []
+            self.client.plugin.await_event(event)
 
     def is_ready(self) -> bool:
+        transfer = self._transfer
+        if transfer and not self.client.plugin.call("Event_IsReady", _new(EventIsReady, event=transfer[0])).is_ready:
+            return False
         return self._pending is None or self._pending.is_ready()
 
     def to_host(self) -> np.ndarray:
