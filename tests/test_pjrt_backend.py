@@ -115,6 +115,11 @@ def test_aot_text_is_the_stablehlo(on_xla_cpu):
     compiled = ember.jit(lambda x: jnp.exp(x)).lower(np.ones(3, np.float32)).compile()
     text = compiled.as_text("stablehlo")
     assert "stablehlo.exponential" in text and "func.func public @main" in text
+    # as JAX's on its devices: the default text is the StableHLO module, from the lowering and the compile
+    lowered = ember.jit(lambda x: jnp.exp(x)).lower(np.ones(3, np.float32))
+    assert lowered.as_text() == compiled.as_text() == text
+    assert str(lowered.compiler_ir()) == text and "stablehlo.exponential" in str(lowered.compiler_ir("stablehlo"))
+    assert "exp" in lowered.as_text("jaxpr") and "stablehlo" not in lowered.as_text("jaxpr")
 
 
 def test_a_program_with_a_refused_primitive_says_which_and_why(on_xla_cpu):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import tree_util
+from ember.backends import registry
 from ember.backends.protocols import Executable
 from ember.compiler import optimize
 from ember.compiler.cost import cost_analysis
@@ -104,19 +105,25 @@ class Lowered:
 
     def as_text(self, dialect: str | None = None) -> str:
         """The optimized IR; another dialect is the compiled program's text in it, if its backend
-        has one (``dialect="llvm"``: the native CPU backend's LLVM IR)."""
+        has one (``dialect="llvm"``: the native CPU backend's LLVM IR). On a device backend that
+        compiles StableHLO (PJRT) the default is that module, as JAX's ``Lowered.as_text()``."""
+        if dialect is None and _on_device():
+            return self.compile().as_text()
         if dialect in (None, "ir", "jaxpr"):
             return str(self.optimized())
         return self.compile().as_text(dialect)
 
     def compiler_ir(self, dialect: str | None = None) -> "CompilerIR":
         """The program as the compiler takes it. JAX gives XLA's module here (StableHLO by
-        default, ``dialect="hlo"`` an HLO computation); ember compiles its own IR with LLVM, so
+        default, ``dialect="hlo"`` an HLO computation). On a PJRT device backend the StableHLO
+        module it compiles is that program; on the CPU ember compiles its own IR with LLVM, so
         every dialect JAX names gives ember's optimized IR (the text ``as_text()`` prints), in an
         object with the methods callers use on JAX's (``str``, ``as_hlo_text``). ``"llvm"`` gives
         the native backend's LLVM IR."""
         if dialect not in _DIALECTS:
             raise ValueError(f"unknown dialect: {dialect}")
+        if dialect in (None, "stablehlo", "mhlo") and _on_device():  # (the module the plugin compiles)
+            return CompilerIR(self.as_text(), getattr(self._jitted, "__name__", "fun"))
         text = self.as_text("llvm" if dialect == "llvm" else None)
         return CompilerIR(text, getattr(self._jitted, "__name__", "fun"))
 
@@ -138,6 +145,11 @@ class Lowered:
 
 
 _DIALECTS = (None, "stablehlo", "mhlo", "hlo", "jaxpr", "llvm")
+
+
+def _on_device() -> bool:
+    """Whether programs now run on a device backend (one whose buffers are not host memory)."""
+    return not registry.get().host_buffers
 
 
 class CompilerIR:
@@ -190,9 +202,12 @@ class Compiled:
         return tree_util.tree_unflatten(lowered._out_tree, outs)
 
     def as_text(self, dialect: str | None = None) -> str:
-        """The optimized IR, or the program in one of its backend's dialects ("llvm" on the CPU)."""
+        """The optimized IR, or the program in one of its backend's dialects ("llvm" on the CPU);
+        the default is StableHLO where the backend compiled that (PJRT)."""
+        if dialect is None and "stablehlo" in self._executable.dialects:
+            return self._executable.as_text("stablehlo")
         if dialect in (None, "ir", "jaxpr"):
-            return self._lowered.as_text(dialect)
+            return self._lowered.as_text("jaxpr")
         return self._executable.as_text(dialect)
 
     def cost_analysis(self) -> dict[str, float]:
