@@ -121,6 +121,17 @@ def test_a_refused_primitive_names_itself_and_the_reason():
                   np.ones(3, np.float32))
 
 
+def test_a_platform_without_an_element_type_refuses_programs_holding_it():
+    # XLA's TPU compiler has no complex128 (a program holding one aborts the process there): refused first
+    with ember.config.override(enable_x64=True):
+        inner = ember.make_jaxpr(lambda a: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 1j),
+                                                          (0, a.astype(np.complex128))))(np.ones(2))
+        plain = ember.make_jaxpr(lambda a: a * 2)(np.ones(2))
+    why = pjrt.unsupported_dtype(inner.jaxpr, "tpu")
+    assert why is not None and "complex128" in why and "TPU does not support" in why and "complex64" in why
+    assert pjrt.unsupported_dtype(inner.jaxpr, "cpu") is None and pjrt.unsupported_dtype(plain.jaxpr, "tpu") is None
+
+
 def test_collectives_are_lowered_over_an_axis_of_one_device_only():
     from ember.lax import parallel
 

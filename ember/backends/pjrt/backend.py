@@ -59,7 +59,8 @@ class PjrtBackend(Backend):
         return _parts().compile_executable(self, closed, options)
 
     def cannot_run(self, closed: ClosedJaxpr) -> str | None:
-        return _parts().unlowered(closed.jaxpr)
+        parts = _parts()
+        return parts.unlowered(closed.jaxpr) or parts.unsupported_dtype(closed.jaxpr, self.platform)
 
     def put(self, value: np.ndarray, device: Any) -> Any:
         """A buffer holding ``value``: an Array's read-only host data, or a copy made for this call

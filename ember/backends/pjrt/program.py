@@ -204,6 +204,34 @@ def unlowered(jaxpr: Jaxpr, top: bool = True) -> str | None:
     return None
 
 
+# Element types a platform's compiler has no support for: XLA's TPU compiler has no complex128 (a
+# program holding one aborts the process there), so it is refused before it reaches the plugin.
+UNSUPPORTED_DTYPES = {"tpu": (np.dtype(np.complex128),)}
+
+
+def unsupported_dtype(jaxpr: Jaxpr, platform: str) -> str | None:
+    """Why ``jaxpr`` (sub-programs included) cannot run on ``platform``: a value of an element type
+    its compiler lacks."""
+    missing = UNSUPPORTED_DTYPES.get(platform, ())
+    if not missing:
+        return None
+    def refusal(dtype: np.dtype, where: str) -> str:
+        return (f"it holds {dtype} values{where}, which the {platform.upper()} does not support: compute in "
+                "complex64 (or on the CPU: ember.device_put / EMBER_PLATFORMS=cpu)")
+    for v in (*jaxpr.invars, *jaxpr.outvars):
+        if getattr(getattr(v, "aval", None), "dtype", None) in missing:
+            return refusal(v.aval.dtype, "")
+    for eqn in jaxpr.eqns:
+        for v in (*eqn.invars, *eqn.outvars):
+            if getattr(getattr(v, "aval", None), "dtype", None) in missing:
+                return refusal(v.aval.dtype, f" (`{eqn.primitive.name}`)")
+        for sub in subjaxprs(eqn.params):
+            why = unsupported_dtype(sub, platform)
+            if why is not None:
+                return why
+    return None
+
+
 def _host(value: Any) -> np.ndarray:
     return value.to_host() if isinstance(value, Buffer) else value
 
