@@ -1831,6 +1831,29 @@ def _givens_sweep(r: Builder, h: Value, z: Value, hi: Value) -> tuple[Value, Val
     return h, z
 
 
+def _scaled_hessenberg(ctx: Builder, a: Value) -> tuple[Value, Value, Value, Value, Value, Value]:
+    """The start both Schur forms share, for ``a`` ([B, n, n]): a matrix holding inf or NaN zeroed
+    (``finite`` [B] says which were not), the largest magnitude divided out (``scale`` [B]), then
+    the Hessenberg form ``h`` (zero below the subdiagonal) and its orthogonal (unitary) ``z``;
+    returned with the row and column iotas the iterations index by."""
+    count, n, _ = a.aval.shape
+    dt = a.aval.dtype
+    shape = (count, n, n)
+    values = ctx.binary("stablehlo.add", *_parts_of(ctx, a)) if dtypes.is_complex(dt) else a
+    finite = ctx.op("stablehlo.is_finite", [values], _aval(shape, np.bool_))
+    [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
+                          lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
+    a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
+    a, scale = _divided_by_largest(ctx, a)
+    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
+    if n == 1:
+        return a, ctx.constant(1, dt, shape), scale, finite, rows, cols
+    packed, taus = _hessenberg(ctx, [a.aval, _aval((count, n - 1), dt)], a)
+    z = _hessenberg_q(ctx, packed, taus)
+    below = ctx.compare("LE", rows, ctx.binary("stablehlo.add", cols, ctx.constant(1, np.int32, shape)))
+    return ctx.select(below, packed, ctx.constant(0, dt, shape)), z, scale, finite, rows, cols
+
+
 def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     """The complex Schur form ``a = z (scale t) z^H`` of each matrix of ``a`` ([B, n, n], complex),
     returned as ``(t, z, scale)`` ([B]: the largest magnitude in the matrix, divided out first so
@@ -1844,19 +1867,7 @@ def _complex_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     real = dtypes.real_dtype(dt)
     vec = (count,)
     shape = (count, n, n)
-    finite = ctx.op("stablehlo.is_finite", [ctx.binary("stablehlo.add", *_parts_of(ctx, a))], _aval(shape, np.bool_))
-    [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
-                          lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
-    a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
-    a, scale = _divided_by_largest(ctx, a)
-    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
-    if n == 1:
-        packed, z = a, ctx.constant(1, dt, shape)
-    else:
-        packed, taus = _hessenberg(ctx, [a.aval, _aval((count, n - 1), dt)], a)
-        z = _hessenberg_q(ctx, packed, taus)
-    hessenberg = ctx.compare("LE", rows, ctx.binary("stablehlo.add", cols, ctx.constant(1, np.int32, shape)))
-    h = ctx.select(hessenberg, packed, ctx.constant(0, dt, shape))
+    h, z, scale, finite, rows, cols = _scaled_hessenberg(ctx, a)
     eps, tiny = float(np.finfo(real).eps), float(np.finfo(real).tiny)
     limit = 30 * max(n, 10)
     one = ctx.constant(1, np.int32, vec)
@@ -2193,19 +2204,7 @@ def _real_schur(ctx: Builder, a: Value) -> tuple[Value, Value, Value]:
     count, n, _ = a.aval.shape
     dt = a.aval.dtype
     vec, shape = (count,), (count, n, n)
-    finite = ctx.op("stablehlo.is_finite", [a], _aval(shape, np.bool_))
-    [finite] = ctx.reduce([finite], [ctx.constant(True, np.bool_)], [1, 2],
-                          lambda r, acc, v: [r.binary("stablehlo.and", acc, v)])
-    a = ctx.select(ctx.broadcast(finite, shape, [0]), a, ctx.constant(0, dt, shape))
-    a, scale = _divided_by_largest(ctx, a)
-    rows, cols = ctx.iota(shape, 1), ctx.iota(shape, 2)
-    if n == 1:
-        h, z = a, ctx.constant(1, dt, shape)
-    else:
-        packed, taus = _hessenberg(ctx, [a.aval, _aval((count, n - 1), dt)], a)
-        z = _hessenberg_q(ctx, packed, taus)
-        h = ctx.select(ctx.compare("LE", rows, ctx.binary("stablehlo.add", cols, ctx.constant(1, np.int32, shape))),
-                       packed, ctx.constant(0, dt, shape))
+    h, z, scale, finite, rows, cols = _scaled_hessenberg(ctx, a)
     eps, tiny = float(np.finfo(dt).eps), float(np.finfo(dt).tiny)
     limit = 30 * max(n, 10)
     state = [ctx.constant(0, np.int32), h, z, ctx.constant(n - 1, np.int32, vec), ctx.constant(0, np.int32, vec)]
