@@ -20,6 +20,7 @@ from ember.backends.protocols import (
     DECLINED,
     CompileOptions,
     Executable as BackendExecutable,
+    device_argument,
     device_arguments,
     device_outputs,
 )
@@ -129,25 +130,15 @@ class PjrtExecutable(BackendExecutable):
         plugin); a deleted argument declines (the general path reports it)."""
         if config.debug_nans or config.debug_infs:
             return None
-        backend, program, out_avals, name = self.backend, self.program, self.out_avals, self.backend.name
+        backend, program, in_avals, out_avals = self.backend, self.program, self.in_avals, self.out_avals
         device = backend.devices()[0]
         from_buffer, unflatten = Array.from_buffer, tree_util.tree_unflatten
 
         def run(args: tuple) -> Any:
-            buffers = []
-            for x in args:
-                buffer = getattr(x, "_device", None)
-                if buffer is None or buffer.backend != name:
-                    buffer = getattr(x, "_mirror", None)
-                    if buffer is None or buffer.backend != name or buffer.deleted:
-                        try:
-                            value = x._value
-                        except RuntimeError:  # deleted
-                            return DECLINED
-                        buffer = backend.put(value, device)
-                        if x._device is None:
-                            x._mirror = buffer
-                buffers.append(buffer)
+            try:
+                buffers = [device_argument(backend, device, x, a) for x, a in zip(args, in_avals)]
+            except RuntimeError:  # (a deleted argument: the general path reports it)
+                return DECLINED
             outs = program.execute(buffers, checked=False)
             return unflatten(out_tree, [from_buffer(b, a) for b, a in zip(outs, out_avals)])
         return run
