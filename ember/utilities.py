@@ -31,10 +31,13 @@ def devices(backend: str | None = None) -> list[Device]:
 
 
 def device_put(x: Any, device: Any = None) -> Any:
-    """Copy a pytree of arrays / scalars onto a device, or place them as a sharding says (as Arrays).
-    A device of a backend whose memory is not the host's gets a copy in that memory (an array of
-    such a device put on a host device is copied to the host)."""
+    """Copy a pytree of arrays / scalars onto a device (the default backend's first by default), or
+    place them as a sharding says (as Arrays). A device of a backend whose memory is not the host's
+    gets a copy in that memory (an array of such a device put on a host device is copied to the
+    host)."""
     target = device
+    if device is None and not registry.get().host_buffers:  # (the default device, as in JAX: a TPU's)
+        target = registry.get().devices()[0]
     if isinstance(device, sharding.SingleDeviceSharding):  # (one device: its backend decides, as for the device)
         (target,) = device.device_set
     if target is not None and not isinstance(target, (Device, sharding.Sharding, sharding.PartitionSpec)):

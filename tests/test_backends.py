@@ -104,10 +104,10 @@ class ToyBackend(Backend):
             return "the toy has no loops"
         return None
 
-    def put(self, value: np.ndarray, device: ToyDevice) -> ToyBuffer:
+    def put(self, value: np.ndarray, device: ToyDevice, *, borrowed: bool = False) -> ToyBuffer:
         assert device is self.device
         self.puts.append(value.shape)
-        return ToyBuffer(value, device)
+        return ToyBuffer(value.copy() if borrowed else value, device)
 
 
 @pytest.fixture

@@ -69,6 +69,72 @@ def test_arrays_stay_on_the_device_between_calls(on_xla_cpu):
     assert _on_host(y)
 
 
+def test_a_numpy_argument_is_copied_once_and_left_as_the_caller_gave_it(on_xla_cpu, monkeypatch):
+    # the caller's array (above api.COPY_FOR_DISPATCH_BYTES: small ones are copied into Arrays
+    # first) goes to the plugin as it is, copied during the call: it stays writable, and changing
+    # it afterwards changes nothing already passed
+    from ember.backends.pjrt.binding import Client
+
+    given = []
+    real = Client.buffer_from_host
+
+    def spy(self, value, device=None, *, borrowed=False):
+        given.append((value, borrowed))
+        return real(self, value, device, borrowed=borrowed)
+
+    monkeypatch.setattr(Client, "buffer_from_host", spy)
+    f = ember.jit(lambda x, s: x * s)
+    x = np.arange(1 << 17, dtype=np.float32)
+    for _ in range(2):
+        y = f(x, 2.0)
+        assert any(v is x and b for v, b in given)
+        assert x.flags.writeable
+        x += 1
+        np.testing.assert_array_equal(np.asarray(y), (x - 1) * 2)
+        given.clear()
+    z = f(np.arange(1 << 17, dtype=np.int32), 2.0)  # another dtype: converted first (ember's copy)
+    np.testing.assert_array_equal(np.asarray(z), np.arange(1 << 17) * 2.0)
+
+
+def test_large_copies_of_one_call_run_side_by_side_once_each(on_xla_cpu, monkeypatch):
+    import threading
+
+    from ember.backends import protocols
+    from ember.backends.pjrt.binding import Client
+
+    threads = []
+    real = Client.buffer_from_host
+
+    def spy(self, value, device=None, *, borrowed=False):
+        threads.append((threading.current_thread().name, value.nbytes))
+        return real(self, value, device, borrowed=borrowed)
+
+    monkeypatch.setattr(Client, "buffer_from_host", spy)
+    n = protocols.PARALLEL_COPY_BYTES // 4
+    a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    host = jnp.asarray(np.full(n, 3.0, np.float32))  # a host Array: copied once, then its mirror
+    f = ember.jit(lambda a, b, c, d, s: (a + b * c, d * s))
+    for k in range(2):
+        threads.clear()
+        x, y = f(a, b, host, a, np.float32(2.0))  # ``a`` twice: one copy
+        np.testing.assert_array_equal(np.asarray(x), a + 3.0)
+        np.testing.assert_array_equal(np.asarray(y), a * 2.0)
+        large = [t for t, nbytes in threads if nbytes >= protocols.PARALLEL_COPY_BYTES]
+        assert len(large) == (3 if k == 0 else 2)
+        assert all(t.startswith("ember-copy") for t in large)
+    threads.clear()
+    f(a, np.float32(1.0) + b[: n], host, b, np.float32(2.0))
+    assert sum(nbytes >= protocols.PARALLEL_COPY_BYTES for _, nbytes in threads) == 3
+
+
+def test_device_put_without_a_device_puts_on_the_default_backends_device(on_xla_cpu):
+    x = {"a": np.arange(3, dtype=np.float32), "b": 2.0}
+    put = ember.device_put(x)
+    assert isinstance(put["a"].device_buffer, Buffer) and isinstance(put["b"].device_buffer, Buffer)
+    assert not _on_host(put["a"]) and put["a"].device == ember.devices()[0]
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda t: t["a"] * t["b"])(put)), np.arange(3) * 2.0)
+
+
 def _on_host(a):
     """Whether the Array holds a host copy of its data (without making one)."""
     try:

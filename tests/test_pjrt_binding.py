@@ -94,6 +94,48 @@ def test_an_accelerators_copy_from_the_host_runs_behind_the_call_and_holds_the_a
         del buffer  # (the other half: waited for when the buffer goes)
     writable = np.ones(8, np.float32)  # a writable array is copied during the call: nothing held
     assert client.buffer_from_host(writable)._transfer == []
+    frozen = np.ones(8, np.float32)  # a borrowed one too, even when read-only
+    frozen.flags.writeable = False
+    borrowed = client.buffer_from_host(frozen, borrowed=True)
+    assert borrowed._transfer == [] and borrowed._host is None
+
+
+def test_the_array_of_a_copy_behind_the_call_outlives_the_wait_for_it(client, monkeypatch):
+    # the plugin reads the array until the copy's event fires: it is let go only after the wait
+    # (a TPU's copy crashed reading a freed array when it was let go first)
+    import weakref
+
+    monkeypatch.setattr(client, "read_only_transfer", binding.IMMUTABLE_UNTIL_TRANSFER_COMPLETES)
+    alive_while_waiting = []
+    real_wait = client.plugin.await_event
+    monkeypatch.setattr(client.plugin, "await_event", lambda event: (
+        alive_while_waiting.append(held() is not None), real_wait(event))[1])
+    for wait in (True, False):  # block_until_ready, or the buffer's finalizer
+        x = np.arange(4096, dtype=np.float32)
+        x.flags.writeable = False
+        held = weakref.ref(x)
+        buffer = client.buffer_from_host(x)
+        del x
+        if not buffer._transfer:  # (the plugin gave no event to wait for)
+            continue
+        alive_while_waiting.clear()
+        if wait:
+            buffer.block_until_ready()
+        else:
+            del buffer
+        gc.collect()
+        assert alive_while_waiting == [True] and held() is None
+
+
+def test_a_borrowed_read_only_array_is_copied_even_where_the_plugin_could_use_it_in_place(client):
+    x = np.arange(64, dtype=np.float32)  # (aligned: the CPU plugin would use it in place)
+    x.flags.writeable = False
+    assert client.buffer_from_host(x)._host is x
+    borrowed = client.buffer_from_host(x, borrowed=True)
+    assert borrowed._host is None
+    x.flags.writeable = True
+    x[:] = -1  # the caller changes its array: the buffer keeps what it was given
+    np.testing.assert_array_equal(borrowed.to_host(), np.arange(64, dtype=np.float32))
 
 
 def test_scalars_strided_input_and_row_major_results(client):

@@ -62,11 +62,13 @@ class PjrtBackend(Backend):
         parts = _parts()
         return parts.unlowered(closed.jaxpr) or parts.unsupported_dtype(closed.jaxpr, self.platform)
 
-    def put(self, value: np.ndarray, device: Any) -> Any:
+    def put(self, value: np.ndarray, device: Any, *, borrowed: bool = False) -> Any:
         """A buffer holding ``value``: an Array's read-only host data, or a copy made for this call
-        (``protocols.device_arguments``), so a host plugin may use it in place."""
-        value.flags.writeable = False
-        return _parts().client(self.name).buffer_from_host(value, device)
+        (``protocols.device_arguments``), so a host plugin may use it in place; a ``borrowed`` array
+        (the caller's own NumPy array) is left as it is and copied during the call."""
+        if not borrowed:
+            value.flags.writeable = False
+        return _parts().client(self.name).buffer_from_host(value, device, borrowed=borrowed)
 
 
 def _register() -> dict[str, Backend]:

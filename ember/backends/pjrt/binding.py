@@ -490,9 +490,11 @@ class Client:
             serialized_executable_size=len(data)))
         return Executable(self, args.loaded_executable, in_types)
 
-    def buffer_from_host(self, value: Any, device: Device | None = None) -> "Buffer":
+    def buffer_from_host(self, value: Any, device: Device | None = None, *, borrowed: bool = False) -> "Buffer":
         """A device buffer holding a copy of ``value`` (any array-like of a dtype PJRT has). A host
-        platform's plugin may use a read-only array in place (no copy; the buffer holds the array)."""
+        platform's plugin may use a read-only array in place (no copy; the buffer holds the array),
+        and an accelerator copy it behind the call; a ``borrowed`` array (the caller's, which may
+        change once this returns) is copied during the call, as is any writable one."""
         arr = np.asarray(value)
         type_code = BUFFER_TYPES.get(arr.dtype)
         if type_code is None:
@@ -503,7 +505,7 @@ class Client:
         dims = (_i64 * max(1, arr.ndim))(*arr.shape)
         device = device or self.devices[0]
         semantics = IMMUTABLE_ONLY_DURING_CALL
-        if not arr.flags.writeable:
+        if not arr.flags.writeable and not borrowed:
             semantics = self.read_only_transfer
             if semantics == IMMUTABLE_ZERO_COPY and arr.ctypes.data % 16:
                 semantics = IMMUTABLE_ONLY_DURING_CALL
@@ -531,13 +533,13 @@ class Client:
 
 def _destroy_buffer(plugin: Plugin, handle: int, client: Client, transfer: list | None = None) -> None:
     if transfer:  # (a copy from the host still holding its array: waited for before both go)
-        event, transfer[:] = transfer[0], []
         try:
-            plugin.await_event(event)
+            plugin.await_event(transfer[0])
         except Exception as e:  # noqa: BLE001  (a finalizer has no caller to raise to)
             import warnings  # only on a failed transfer
 
             warnings.warn(f"a copy to the device failed: {e}", RuntimeWarning, stacklevel=2)
+        transfer[:] = []  # (the array only now: the plugin reads it until the event fires)
     plugin.destroy("Buffer_Destroy", BufferArgs, buffer=handle)
 
 
@@ -575,9 +577,12 @@ class Buffer:
         if self._pending is not None:
             self._pending.wait()
             self._pending = None
-        if self._transfer:
-            event, self._transfer[:] = self._transfer[0], []
-            self.client.plugin.await_event(event)
+        transfer = self._transfer
+        if transfer:
+            try:
+                self.client.plugin.await_event(transfer[0])
+            finally:
+                transfer[:] = []  # (the array only now: the plugin reads it until the event fires)
 
     def is_ready(self) -> bool:
         transfer = self._transfer

@@ -20,7 +20,6 @@ from ember.backends.protocols import (
     DECLINED,
     CompileOptions,
     Executable as BackendExecutable,
-    device_argument,
     device_arguments,
     device_outputs,
 )
@@ -131,12 +130,11 @@ class PjrtExecutable(BackendExecutable):
         if config.debug_nans or config.debug_infs:
             return None
         backend, program, in_avals, out_avals = self.backend, self.program, self.in_avals, self.out_avals
-        device = backend.devices()[0]
         from_buffer, unflatten = Array.from_buffer, tree_util.tree_unflatten
 
         def run(args: tuple) -> Any:
             try:
-                buffers = [device_argument(backend, device, x, a) for x, a in zip(args, in_avals)]
+                buffers = device_arguments(backend, args, in_avals)
             except RuntimeError:  # (a deleted argument: the general path reports it)
                 return DECLINED
             outs = program.execute(buffers, checked=False)
