@@ -13,7 +13,8 @@ runs on its default platform (the TPU on a TPU machine, its CPU otherwise). It p
    (10,) float32, the call overhead), selu on 10^6 float32, matrix products (bf16 1024/4096/8192 on an
    accelerator, f32 512/1024 on a CPU plugin), a small CNN train step (batch 128 of 32x32x3, two
    3x3 convolutions, max and average pooling, dense, SGD with momentum) and a 2-layer GPT train step
-   (d 512, 8 heads, seq 256, batch 16, vocab 8192, float32, Adam);
+   (d 512, 8 heads, seq 256, batch 16, vocab 8192, float32, Adam), each given NumPy arrays, then
+   with its state already on the device (as a training loop's is once results are fed back);
 3. first calls, each in a fresh process: ember and JAX with empty caches, and each with its disk cache
    warm from an earlier process (ember's holds the plugin's serialized executables; JAX's persistent
    cache is switched on for that row: it is opt-in).
@@ -152,7 +153,7 @@ def framework(name: str, backend: str | None) -> dict:
         from jax import lax
 
         return {"np": jnp, "lax": lax, "jit": jax.jit, "value_and_grad": jax.value_and_grad,
-                "ready": jax.block_until_ready, "devices": jax.devices}
+                "ready": jax.block_until_ready, "devices": jax.devices, "put": jax.device_put}
     import ember
     import ember.numpy as enp
     from ember import lax as elax
@@ -160,7 +161,7 @@ def framework(name: str, backend: str | None) -> dict:
     if backend:
         ember.config.update("backend", backend)
     return {"np": enp, "lax": elax, "jit": ember.jit, "value_and_grad": ember.value_and_grad,
-            "ready": ember.block_until_ready, "devices": ember.devices}
+            "ready": ember.block_until_ready, "devices": ember.devices, "put": ember.device_put}
 
 
 def programs(names: dict, quick: bool) -> dict:
@@ -169,7 +170,12 @@ def programs(names: dict, quick: bool) -> dict:
     return space
 
 
-def inputs(kind: str, size: int, dtype: str, np_module, space: dict) -> tuple:
+def inputs(kind: str, size: int, dtype: str, names: dict, space: dict) -> tuple:
+    """A row's arguments: NumPy arrays, or (a kind ending ``@device``) already on the device, as a
+    training loop's state is once its step's results are fed back."""
+    if kind.endswith("@device"):
+        return names["put"](inputs(kind.removesuffix("@device"), size, dtype, names, space))
+    np_module = names["np"]
     rng = np.random.default_rng(0)
     if kind == "tiny":
         return (np.arange(10, dtype=np.float32),)
@@ -189,7 +195,9 @@ def cases(accelerator: bool, quick: bool) -> list[tuple[str, str, int, str]]:
         rows += [(f"bf16 matmul {n}", "matmul", n, "bfloat16") for n in ((1024,) if quick else (1024, 4096, 8192))]
     else:
         rows += [(f"f32 matmul {n}", "matmul", n, "float32") for n in ((256,) if quick else (512, 1024))]
-    rows += [("CNN train step", "cnn", 0, "float32"), ("GPT train step", "gpt", 0, "float32")]
+    rows += [("CNN train step", "cnn", 0, "float32"), ("GPT train step", "gpt", 0, "float32"),
+             ("CNN train step, state on the device", "cnn@device", 0, "float32"),
+             ("GPT train step, state on the device", "gpt@device", 0, "float32")]
     return rows
 
 
@@ -204,6 +212,7 @@ def steady(fn, args: tuple, ready, repeats: int) -> float:
 
 
 def jitted(space: dict, kind: str):
+    kind = kind.removesuffix("@device")
     return space["jit"](space[{"cnn": "cnn_step", "gpt": "gpt_step"}.get(kind, kind)])
 
 
@@ -353,9 +362,9 @@ def run_steady(name: str, backend: str | None, rows: list, quick: bool) -> dict:
     times: dict = {}
     for label, kind, size, dtype in rows:
         try:
-            args = inputs(kind, size, dtype, names["np"], space)
+            args = inputs(kind, size, dtype, names, space)
             times[label] = steady(jitted(space, kind), args, names["ready"],
-                                  repeats // 4 if kind in ("cnn", "gpt") else repeats)
+                                  repeats // 4 if kind.startswith(("cnn", "gpt")) else repeats)
         except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
             times[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     return {"platform": platform, "times": times}
@@ -370,7 +379,7 @@ def run_first(name: str, backend: str | None, case: list, quick: bool) -> float:
     names = framework(name, backend)
     space = programs(names, quick)
     _, kind, size, dtype = case
-    args = inputs(kind, size, dtype, names["np"], space)
+    args = inputs(kind, size, dtype, names, space)
     names["devices"]()  # the device opened and its client created before the clock starts
     fn = jitted(space, kind)
     start = time.perf_counter()
@@ -453,7 +462,7 @@ def main() -> None:
 
     if "first" not in parts:
         return
-    wanted = [r for r in rows if not opts.first_rows or r[1] in opts.first_rows.split(",")]
+    wanted = [r for r in rows if "@" not in r[1] and (not opts.first_rows or r[1] in opts.first_rows.split(","))]
     print(f"\n| first call (median of {opts.runs} processes) | ember cold | ember warm disk | JAX cold | "
           f"JAX warm disk | ember cold/JAX cold | ember warm/JAX cold |\n|---|---|---|---|---|---|---|", flush=True)
     for case in wanted:
