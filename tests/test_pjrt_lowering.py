@@ -25,6 +25,12 @@ if PLUGIN == "xla_cpu":
     pytest.importorskip("lammps_jax_pjrt_cpu",
                         reason="XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
 
+# A TPU's float32 products run as bfloat16 passes unless told otherwise, and its transcendental
+# functions are less exact than a CPU's (JAX's on the chip miss the CPU's answers by the same
+# amounts: benchmarks/pjrt.py's conformance table): there the programs run at "highest" matmul
+# precision and floats compare within 2e-3.
+ON_TPU = PLUGIN == "tpu"
+
 from ember.backends.pjrt import lowering, program as pjrt  # noqa: E402
 from ember.backends.pjrt.program import Program  # noqa: E402
 
@@ -37,7 +43,8 @@ def on_plugin(fn, *args):
     """``fn`` traced, lowered, compiled and run on the plugin; and the reference's answer."""
     closed = ember.make_jaxpr(fn)(*args)
     values = [np.asarray(a) for a in args]
-    got = Program(pjrt.client(PLUGIN), closed, "test")(*values)
+    with ember.default_matmul_precision("highest" if ON_TPU else None):
+        got = Program(pjrt.client(PLUGIN), closed, "test")(*values)
     with np.errstate(all="ignore"):
         want = eval_jaxpr(closed.jaxpr, closed.consts, *values)
     return got, want
@@ -51,6 +58,7 @@ def assert_matches(got, want, rtol=None, name=""):
             np.testing.assert_array_equal(g, w, err_msg=name)
             continue
         tol = rtol or {np.dtype(np.float16): 2e-3, dtypes.bfloat16: 1.6e-2}.get(w.dtype, 2e-5)
+        tol = max(tol, 2e-3) if ON_TPU else tol
         wide = np.complex128 if w.dtype.kind == "c" else np.float64
         np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=tol, atol=tol, equal_nan=True, err_msg=name)
 
@@ -143,16 +151,16 @@ def test_collectives_are_lowered_over_an_axis_of_one_device_only():
 
     with parallel.extend_axis_env([("i", 1, parallel.PMAP)]):  # (as pmap over one device binds it)
         closed = ember.make_jaxpr(program)(x)
-        got = Program(pjrt.client("xla_cpu"), closed, "test")(x)
+        got = Program(pjrt.client(PLUGIN), closed, "test")(x)
     for g, w in zip(got, [x, x, x, np.int32(0), x, np.zeros_like(x), x]):
         np.testing.assert_array_equal(g, w)
     with parallel.extend_axis_env([("i", 2, parallel.PMAP)]):
         closed = ember.make_jaxpr(lambda x: lax.psum(x, "i"))(x)
         with pytest.raises(lowering.LoweringError, match=r"`psum` over the axis \('i',\), which has size 2: .*"
                                                          r"single-device programs"):
-            Program(pjrt.client("xla_cpu"), closed, "test")
+            Program(pjrt.client(PLUGIN), closed, "test")
     with pytest.raises(lowering.LoweringError, match=r"`psum` over the axis \('i',\), which is not bound here"):
-        Program(pjrt.client("xla_cpu"), closed, "test")
+        Program(pjrt.client(PLUGIN), closed, "test")
 
 
 def test_every_reference_rule_has_a_lowering_decision():
@@ -206,7 +214,7 @@ def test_dot_general_precision_in_the_text():
     for precision in (None, "highest", ("default", "high")):
         got, want = on_plugin(lambda a, b: lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), precision=precision),
                               a, b)
-        assert_matches(got, want, 1e-5)
+        assert_matches(got, want, 3e-2 if ON_TPU and isinstance(precision, tuple) else 1e-5)  # (bf16 passes)
     got, want = on_plugin(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
                                                        preferred_element_type=np.float32),
                           a[0].astype(dtypes.bfloat16), b[0].astype(dtypes.bfloat16))
@@ -528,7 +536,7 @@ def test_igamma_igammac_and_betainc_loops(dtype, x64):
     got, want = on_plugin(lambda a, x, b, u: [fn() for fn in fns.values()], a, x, b, u)
     assert_matches(got, want, 1e-12 if dtype == np.float64 else 1e-6)  # the reference's program, run by XLA
     got = dict(zip(fns, got))
-    tol = 1e-11 if dtype == np.float64 else 5e-5
+    tol = 1e-11 if dtype == np.float64 else 2e-3 if ON_TPU else 5e-5
     with np.errstate(all="ignore"):
         interior = np.isfinite(a) & (a > 0) & np.isfinite(x) & (x > 0)
         np.testing.assert_allclose(got["P"][interior], sp.gammainc(a, x)[interior], rtol=tol, atol=tol)

@@ -499,6 +499,18 @@ def _select_n(ctx: Builder, out: list, which: Value, *operands: Value) -> Value:
 
 
 def _clamp(ctx: Builder, out: list, lo: Value, x: Value, hi: Value) -> Value:
+    # A TPU has no clamp of booleans or complex numbers: min(max(x, lo), hi) for booleans; for
+    # complex numbers XLA's clamp, which compares the real parts only (as JAX's gives on a CPU).
+    if out[0].dtype == dtypes.bool_:
+        return lower_rules[ew.min_p](ctx, out, lower_rules[ew.max_p](ctx, out, x, lo), hi)
+    if dtypes.is_complex(out[0].dtype):
+        lo, x, hi = _shaped(ctx, out[0], (lo, x, hi))
+        part = _aval(out[0].shape, dtypes.real_dtype(out[0].dtype))
+
+        def real(v: Value) -> Value:
+            return ctx.op("stablehlo.real", [v], part)
+        t = ctx.select(ctx.compare("GE", real(lo), real(x)), lo, x)
+        return ctx.select(ctx.compare("GE", real(hi), real(t)), t, hi)
     return ctx.op("stablehlo.clamp", _shaped(ctx, out[0], (lo, x, hi)), out[0])
 
 
