@@ -263,7 +263,7 @@ class JitFunction(Dispatcher):
         # An executable already: a hit (the first call compiles it), where plain calls with Python
         # scalars get a fast path, as calls on Arrays do.
         if entry.executable is not None and entry.fast_key is None and not kwargs and self._sig.plain \
-                and not is_tracing() and all(type(x) is Array or type(x) in PYTHON_SCALARS for x in leaves):
+                and not is_tracing() and all(type(x) in _FAST_LEAVES or isinstance(x, np.generic) for x in leaves):
             key = (in_tree, tuple(entry.closed.in_avals), statics, config.codegen_key())
             self._enable_fast_path(entry, key, leaves, in_tree)
         if is_tracing() or any(isinstance(x, Tracer) for x in leaves):
@@ -569,6 +569,10 @@ def _returned_ref_error(fun: Callable, ref: Any, scope: Any) -> ValueError:
 # NumPy arguments up to this size are copied into Arrays for the native dispatcher (a copy of
 # 256 KB costs about what running a few kernels from Python instead does).
 COPY_FOR_DISPATCH_BYTES = 1 << 18
+
+
+# The hit path's arguments (ember.runtime.dispatch), besides NumPy scalars.
+_FAST_LEAVES = frozenset({Array, np.ndarray, *PYTHON_SCALARS})
 
 
 def _convertible(x: Any) -> bool:

@@ -308,6 +308,35 @@ def test_pytree_arguments_take_the_fast_path_keyed_by_their_structure(monkeypatc
         np.testing.assert_array_equal(f(params, grads)["w"], want["w"])
 
 
+def test_numpy_arguments_take_the_hit_path_copied_and_converted(monkeypatch):
+    """NumPy arrays (positional or pytree leaves) are keyed by dtype and shape: from the second
+    call on they take the hit path, copied (the caller may write to them) and converted to the
+    traced type (float64 -> float32 without x64), as the general path does."""
+    f = ember.jit(lambda x, p: (x * 2.0 + p["b"], p["n"] + 1))
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    p = {"b": np.ones(3, np.float32), "n": np.int32(4)}
+    first = f(x, p)
+    general = []
+    original = type(f).call_whole
+    monkeypatch.setattr(type(f), "call_whole", lambda self, *a: general.append(1) or original(self, *a))
+    f(x, p)  # (the first hit enables the fast path)
+    general.clear()
+    outs, hits = _hits(f, x, p)
+    assert hits == 3 and not general
+    for out, n in outs:
+        assert out.dtype == np.float32 and first[0].dtype == np.float32 and n.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(out), x * 2 + 1)
+        assert int(n) == 5
+    y = f(x, p)[0]
+    x[:] = -1  # the caller writes to its array: what was passed is kept
+    np.testing.assert_array_equal(np.asarray(y), np.arange(6).reshape(2, 3) * 2 + 1)
+    np.testing.assert_array_equal(np.asarray(f(x, p)[0]), np.full((2, 3), -1.0))
+    # another shape or dtype is another key: traced anew, right values
+    np.testing.assert_array_equal(np.asarray(f(np.ones(3, np.int32), p)[0]), np.full(3, 3.0))
+    np.testing.assert_array_equal(np.asarray(f(np.ones((1, 3), np.float32), p)[0]), np.full((1, 3), 3.0))
+    assert len(general) == 2
+
+
 def _mlp_step(params, x, y):
     def loss(params):
         h = x

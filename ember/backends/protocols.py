@@ -59,6 +59,8 @@ class Executable(abc.ABC):
     kept_donations: frozenset = frozenset()
     # The text forms ``as_text`` gives besides the IR ("llvm" for native code).
     dialects: tuple[str, ...] = ()
+    # Whether its fast runner takes NumPy arrays as they are (else the hit path makes them Arrays).
+    takes_numpy: bool = False
 
     @abc.abstractmethod
     def __call__(self, *args: Any) -> list[Array]:
@@ -66,7 +68,8 @@ class Executable(abc.ABC):
 
     def fast_runner(self, out_tree: Any) -> Callable[[tuple], Any] | None:
         """For the jit hit path: ``run(args)`` -> the output pytree (by ``out_tree``) for a tuple of
-        argument Arrays, or ``DECLINED`` when it turns them down. None: no fast path."""
+        argument Arrays (and NumPy arrays if ``takes_numpy``), or ``DECLINED`` when it turns them
+        down. None: no fast path."""
         return None
 
     @property

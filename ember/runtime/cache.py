@@ -152,6 +152,7 @@ class FunctionCache:
         self.fast = FastTable()
         _fast_tables[id(self.fast)] = self.fast
         self.tree_keys = False  # whether ``fast`` holds keys of pytree arguments (jit looks them up then)
+        self.numpy_keys = False  # whether it holds keys of NumPy arrays (``dispatch.numpy_key_of``)
         self.pending: dict[tuple, threading.Event] = {}
         self.lock = threading.Lock()
         self.hits = self.misses = self.traces = self.compiles = 0
@@ -212,7 +213,7 @@ class FunctionCache:
         with self.lock:
             self.entries.clear()
             self.fast.clear()
-            self.tree_keys = False
+            self.tree_keys = self.numpy_keys = False
 
     def add_fast(self, key: tuple, entry: Entry, avals: tuple, runner: Callable) -> None:
         """Let plain calls with argument values ``avals`` run ``runner`` (the native dispatcher)."""
@@ -220,8 +221,9 @@ class FunctionCache:
             if self.entries.get(key) is entry:  # not evicted meanwhile
                 entry.fast_key = avals
                 self.fast[avals] = (runner, entry)
-                if avals and isinstance(avals[0], PyTreeSpec):
-                    self.tree_keys = True
+                tree = bool(avals) and isinstance(avals[0], PyTreeSpec)
+                self.tree_keys |= tree
+                self.numpy_keys |= any(type(k) is tuple for k in (avals[1] if tree else avals))
 
 
 # function -> {jit options -> FunctionCache}; entries go away with the function.

@@ -3,12 +3,15 @@ executable's fast runner (on the CPU, the native dispatcher: one native call), w
 flattened, split or looked up besides.
 
 One key serves every call (``key_of``): the abstract value of each Array leaf, the type of each
-Python scalar (under the config the table was filled in, a scalar's type is its aval; it becomes
-an Array of the traced type on the way in). Positional arguments are keyed by their own tuple;
-pytree arguments (a training step's parameters) by their structure and their leaves' key. Only
-plain calls come here (no keywords, static or donated arguments: ``ember.api`` decides), and a
-fast runner declines (``DECLINED``, the general path takes the call) unless every argument is a
-live Array of the program's types in the memory it reads.
+Python or NumPy scalar (under the config the table was filled in, a scalar's type is its aval; it
+becomes an Array of the traced type on the way in). A function whose hits were given NumPy arrays
+also looks a miss up again by each NumPy array's (dtype, shape) (``numpy_key_of``): its runner
+takes them as its executable does (``Executable.takes_numpy``), or as Arrays copied from them.
+Positional arguments are keyed by their own tuple; pytree arguments (a training step's
+parameters) by their structure and their leaves' key. Only plain calls come here (no keywords,
+static or donated arguments: ``ember.api`` decides), and a fast runner declines (``DECLINED``, the
+general path takes the call) unless every argument is a live Array of the program's types in the
+memory it reads.
 """
 from __future__ import annotations
 
@@ -31,6 +34,11 @@ _NO_KWARGS: dict = {}
 def key_of(leaves: Sequence[Any]) -> tuple:
     """The fast table's key of flat arguments: each one's abstract value, or a scalar's type."""
     return tuple([getattr(x, "aval", type(x)) for x in leaves])
+
+
+def numpy_key_of(leaves: Sequence[Any]) -> tuple:
+    """``key_of``, with each NumPy array's (dtype, shape) for its type."""
+    return tuple([(x.dtype, x.shape) if type(x) is np.ndarray else getattr(x, "aval", type(x)) for x in leaves])
 
 
 @functools.lru_cache(maxsize=64)
@@ -57,6 +65,8 @@ class Dispatcher:
             except TypeError:  # an unhashable ``aval`` attribute of something else
                 hit = None
             leaves = args
+            if hit is None and self._cache.numpy_keys:
+                hit = self._fast.get(numpy_key_of(args))
             if hit is None and self._cache.tree_keys and type(_trace_state.trace) is EvalTrace:
                 hit, leaves = self._tree_hit(args)  # pytree arguments: flattened, then the same path
             if hit is not None and type(_trace_state.trace) is EvalTrace:
@@ -80,14 +90,17 @@ class Dispatcher:
         """The fast table's entry for pytree arguments (None if it has none), and their leaves."""
         leaves, in_tree = tree_util.flatten_for_key((args, _NO_KWARGS))
         try:
-            return self._fast.get((in_tree, key_of(leaves))), tuple(leaves)
+            hit = self._fast.get((in_tree, key_of(leaves)))
+            if hit is None and self._cache.numpy_keys:
+                hit = self._fast.get((in_tree, numpy_key_of(leaves)))
+            return hit, tuple(leaves)
         except TypeError:  # an unhashable ``aval`` attribute of something else
             return None, args
 
     def _enable_fast_path(self, entry: Entry, key: tuple, leaves: Sequence[Any], in_tree: Any) -> None:
         """Give ``entry`` (stored under ``key`` in the function's cache, its executable built) the
-        fast path for calls whose flat arguments are like ``leaves`` (Arrays and Python scalars)
-        and structured as ``in_tree``; or, if its executable has no fast runner and will not get
+        fast path for calls whose flat arguments are like ``leaves`` (Arrays, Python scalars and
+        NumPy arrays) and structured as ``in_tree``; or, if its executable has no fast runner and will not get
         one, mark it so that no later hit asks again."""
         executable = entry.executable
         assert executable is not None
@@ -97,27 +110,30 @@ class Dispatcher:
                 entry.fast_key = ()
             return
         in_avals = entry.closed.in_avals
+        converted = (PYTHON_SCALARS if executable.takes_numpy else (*PYTHON_SCALARS, np.ndarray))
         conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(leaves, in_avals))
-                            if type(x) in PYTHON_SCALARS)
+                            if type(x) in converted or (isinstance(x, np.generic) and not executable.takes_numpy))
         if conversions:
             runner = _scalar_runner(runner, conversions)
-        fast_key = key_of(leaves)
+        fast_key = numpy_key_of(leaves)
         if in_tree != positional_structure(len(leaves)):
             fast_key = (in_tree, fast_key)
         self._cache.add_fast(key, entry, fast_key, runner)
 
 
 def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
-    """``runner`` for arguments whose Python scalars (at the positions ``conversions`` names,
-    with their traced type) are made Arrays first; a value that does not fit its type (an int
-    out of range) declines, and the general path reports it as it would have."""
+    """``runner`` for arguments whose Python scalars and NumPy arrays (at the positions
+    ``conversions`` names, with their traced type) are made Arrays first (copied: the caller may
+    write to an array); a value that does not fit its type (an int out of range) declines, and the
+    general path reports it as it would have."""
     new = Array.__new__
 
     def run(args: tuple) -> Any:
         arrays = list(args)
         for i, scalar_type, aval in conversions:
+            x = arrays[i]
             try:
-                value = np.array(scalar_type(arrays[i]))
+                value = np.array(x, aval.dtype) if type(x) is np.ndarray else np.array(scalar_type(x))
             except (OverflowError, ValueError):
                 return DECLINED
             value.flags.writeable = False

@@ -106,6 +106,7 @@ class PjrtExecutable(BackendExecutable):
     are, anything else copied to the device), Arrays over device buffers out."""
 
     dialects = ("stablehlo",)
+    takes_numpy = True  # (``device_arguments`` copies a NumPy array once, as it is)
 
     def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> None:
         self.backend, self.name = backend, options.name
