@@ -114,6 +114,9 @@ def _struct(name: str, fields: list) -> Any:  # (a class made at run time: check
     return cls
 
 
+_One = _vp * 1  # (a one-element list of pointers: an execution's per-device lists, and its event)
+
+
 def _new(cls: Any, **fields: Any) -> Any:
     return cls(cls.SIZE, None, **fields)
 
@@ -159,9 +162,11 @@ ExecuteOptions = _struct("ExecuteOptions", [
     ("num_non_donatable_input_indices", _sz), ("context", _vp), ("call_location", C.c_char_p),
     ("num_tasks", _sz), ("task_ids", C.POINTER(_int)), ("incarnation_ids", C.POINTER(_i64)),
     ("multi_slice_config", _vp)])
+# (options: ExecuteOptions*; argument_lists, output_lists: void*** with one list each; given as
+# addresses, which ctypes takes far faster than pointer objects: a call's cost is mostly ctypes)
 Execute = _struct("Execute", [
-    ("executable", _vp), ("options", C.POINTER(ExecuteOptions)), ("argument_lists", C.POINTER(C.POINTER(_vp))),
-    ("num_devices", _sz), ("num_args", _sz), ("output_lists", C.POINTER(C.POINTER(_vp))),
+    ("executable", _vp), ("options", _vp), ("argument_lists", _vp),
+    ("num_devices", _sz), ("num_args", _sz), ("output_lists", _vp),
     ("device_complete_events", C.POINTER(_vp)), ("execute_device", _vp)])
 GetExecutable = _struct("GetExecutable", [("loaded_executable", _vp), ("executable", _vp)])
 ExecutableArgs = _struct("ExecutableArgs", [("executable", _vp)])
@@ -692,6 +697,7 @@ class Executable:
             raise PjrtError(f"the program has outputs of PJRT buffer types {unknown}, which ember has no dtype for",
                             "UNIMPLEMENTED")
         self.out_types = [(s, DTYPES[c]) for s, c in zip(shapes, codes)]
+        self._outputs_type = _vp * max(1, self.num_outputs)
         self._donation_options: dict[frozenset, Any] = {}
 
     def _options_keeping(self, n: int, donated: frozenset[int]) -> Any:
@@ -736,15 +742,15 @@ class Executable:
             self.check_arguments(arguments)
         n = len(arguments)
         plugin = self.plugin
-        outputs = (_vp * max(1, self.num_outputs))()
-        output_lists = (C.POINTER(_vp) * 1)(C.cast(outputs, C.POINTER(_vp)))
-        events = (_vp * 1)()
+        outputs = self._outputs_type()
+        output_lists = _One(C.addressof(outputs))
+        events = _One()
         handles = (_vp * max(1, n))(*[b.handle for b in arguments])
-        argument_lists = (C.POINTER(_vp) * 1)(C.cast(handles, C.POINTER(_vp)))
+        argument_lists = _One(C.addressof(handles))
         options = self._options_keeping(n, donated)  # (a parameter marked for aliasing is donated otherwise)
         plugin.call("LoadedExecutable_Execute", _new(
-            Execute, executable=self.handle, options=C.pointer(options), argument_lists=argument_lists,
-            num_devices=1, num_args=n, output_lists=output_lists, device_complete_events=events))
+            Execute, executable=self.handle, options=C.addressof(options), argument_lists=C.addressof(argument_lists),
+            num_devices=1, num_args=n, output_lists=C.addressof(output_lists), device_complete_events=events))
         completion = Completion(plugin, events[0], arguments) if events[0] else None
         device = arguments[0].device if arguments else self.client.devices[0]
         results = [Buffer(self.client, outputs[k], shape, dtype, device, completion)
