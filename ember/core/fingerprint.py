@@ -46,6 +46,7 @@ def _clear_memo() -> None:
     with _memo_lock:
         _memo.clear()
         _binder_bytes.clear()
+        _part_bytes.clear()
 
 
 register_cache("fingerprints of sub-programs, by identity", _clear_memo, lambda: len(_memo))
@@ -54,6 +55,14 @@ register_cache("fingerprints of sub-programs, by identity", _clear_memo, lambda:
 # What a variable of each type adds to a digest (``Fingerprinter.jaxpr``): repr of a type is most of
 # the time of a fingerprint otherwise. Types are few; the table is emptied with the memo.
 _binder_bytes: dict[ShapedArray, bytes] = {}
+
+# What ``Fingerprinter.add`` hashes for a part, by (type, value), for the types whose equal values
+# have equal reprs (not floats: -0.0 == 0.0) and whose repr holds no address: parameter names,
+# their small integers and strings, dtypes and types. A program of n equations repeats a few
+# dozen of them n times.
+_CACHED_PARTS = frozenset({str, int, bool, type(None), ShapedArray, np.dtype})
+_part_bytes: dict[tuple[type, Any], bytes] = {}
+_PARTS_KEPT = 4096
 
 # The stable names of primitives (``stable_primitive_name``): every primitive named so far, kept
 # (a name is never given to another primitive, even once the first has left the table), and how
@@ -100,11 +109,20 @@ class Fingerprinter:
 
     def add(self, *parts: Any) -> None:
         for p in parts:
+            cls = p.__class__
+            if cls in _CACHED_PARTS or issubclass(cls, np.dtype):
+                data = _part_bytes.get((cls, p))
+                if data is None:
+                    data = repr(p).encode() + b"\x00"
+                    if len(_part_bytes) >= _PARTS_KEPT:
+                        _part_bytes.clear()
+                    _part_bytes[(cls, p)] = data
+                self.digest.update(data)
+                continue
             text = repr(p)
             if self.stable and " at 0x" in text:  # (a default repr: an address, this process's)
                 self.refs.append(p)
-            self.digest.update(text.encode())
-            self.digest.update(b"\x00")
+            self.digest.update(text.encode() + b"\x00")
 
     def param(self, value: Any) -> None:
         if isinstance(value, _PLAIN):
@@ -161,7 +179,8 @@ class Fingerprinter:
 
         def atom(a: Any) -> None:
             if isinstance(a, Literal):
-                self.add("lit", a.aval, np.asarray(a.val).tobytes())
+                self.add("lit", a.aval)
+                update(repr(np.asarray(a.val).tobytes()).encode() + b"\x00")  # (``add``'s bytes of them)
             else:
                 update(f"'ref'\x00{names[id(a)]}\x00".encode())  # (``add("ref", n)``, written out)
 
