@@ -127,6 +127,20 @@ def test_large_copies_of_one_call_run_side_by_side_once_each(on_xla_cpu, monkeyp
     assert sum(nbytes >= protocols.PARALLEL_COPY_BYTES for _, nbytes in threads) == 3
 
 
+def test_an_array_on_another_device_of_the_plugin_is_copied_to_where_programs_run(on_xla_cpu):
+    devices = ember.devices()
+    if len(devices) < 2:
+        pytest.skip("the plugin has one device here")
+    x = ember.device_put(np.arange(3, dtype=np.float32), devices[-1])
+    assert x.device == devices[-1]
+    f = ember.jit(lambda a, b: a * 2 + b)
+    for _ in range(2):  # (the general path, then the hit path)
+        y = f(x, np.ones(3, np.float32))
+        np.testing.assert_array_equal(np.asarray(y), np.arange(3) * 2 + 1)
+        assert y.device == devices[0]
+    assert x.device == devices[-1]  # (its placement unchanged)
+
+
 def test_device_put_without_a_device_puts_on_the_default_backends_device(on_xla_cpu):
     x = {"a": np.arange(3, dtype=np.float32), "b": 2.0}
     put = ember.device_put(x)

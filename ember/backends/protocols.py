@@ -163,21 +163,21 @@ def _copied(backend: Backend, x: Any) -> bool:
     if type(x) is not Array:
         return False
     buffer, mirror = x._device, x._mirror
-    return not ((buffer is not None and buffer.backend == backend.name) or
+    return not ((buffer is not None and buffer.backend == backend.name and buffer.device is backend.devices()[0]) or
                 (mirror is not None and mirror.backend == backend.name and not mirror.deleted))
 
 
 def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) -> Any:
-    """The buffer of one argument on ``backend``: an Array's own there, else its mirror there (a host
-    Array's copy made by an earlier call, kept on the Array: ``Array._mirror``), else a new copy
-    (kept as the mirror of a host Array)."""
+    """The buffer of one argument on ``backend``'s ``device`` (where its programs run): an Array's
+    own there, else its mirror there (a host Array's copy made by an earlier call, kept on the
+    Array: ``Array._mirror``), else a new copy (kept as the mirror of a host Array)."""
     if type(x) is not Array:
         if type(x) is np.ndarray and x.dtype == aval.dtype:  # (the caller's array: no copy of our own)
             return backend.put(x, device, borrowed=True)
         return backend.put(to_numpy(x, aval), device)
     buffer = x._device
-    if buffer is not None and buffer.backend == backend.name:
-        return buffer
+    if buffer is not None and buffer.backend == backend.name and buffer.device is device:
+        return buffer  # (on another device of the backend: copied to this one through the host)
     mirror = x._mirror
     if mirror is not None and mirror.backend == backend.name and not mirror.deleted:
         return mirror
