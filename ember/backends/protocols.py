@@ -143,7 +143,7 @@ def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[Shap
     own; any other value (on the host or on another backend) is copied there through the host,
     large copies side by side on ``COPY_THREADS`` threads."""
     device = backend.devices()[0]
-    large = [i for i, x in enumerate(args) if _copied(backend, x) and x.nbytes >= PARALLEL_COPY_BYTES]
+    large = [i for i, x in enumerate(args) if _copied(backend, device, x) and x.nbytes >= PARALLEL_COPY_BYTES]
     if len(large) < 2:
         return [device_argument(backend, device, x, a) for x, a in zip(args, avals)]
     if not _copiers:
@@ -156,14 +156,14 @@ def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[Shap
             for x, a in zip(args, avals)]
 
 
-def _copied(backend: Backend, x: Any) -> bool:
+def _copied(backend: Backend, device: Any, x: Any) -> bool:
     """Whether ``device_argument`` copies the NumPy array or Array ``x`` to ``backend``."""
     if type(x) is np.ndarray:
         return True
     if type(x) is not Array:
         return False
     buffer, mirror = x._device, x._mirror
-    return not ((buffer is not None and buffer.backend == backend.name and buffer.device is backend.devices()[0]) or
+    return not ((buffer is not None and buffer.backend == backend.name and buffer.device is device) or
                 (mirror is not None and mirror.backend == backend.name and not mirror.deleted))
 
 
