@@ -15,6 +15,7 @@ anything else moved through the host (``device_arguments``), never read in the w
 from __future__ import annotations
 
 import abc
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -136,6 +137,7 @@ class Backend(abc.ABC):
 PARALLEL_COPY_BYTES = 1 << 20
 COPY_THREADS = 4
 _copiers: list[ThreadPoolExecutor] = []
+os.register_at_fork(after_in_child=_copiers.clear)  # (a forked child has none of the threads)
 
 
 def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
