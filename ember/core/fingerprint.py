@@ -58,7 +58,7 @@ _binder_bytes: dict[ShapedArray, bytes] = {}
 
 # What ``Fingerprinter.add`` hashes for a part, by (type, value), for the types whose equal values
 # have equal reprs (not floats: -0.0 == 0.0) and whose repr holds no address: parameter names,
-# their small integers and strings, dtypes and types. A program of n equations repeats a few
+# their small integers and strings, avals and dtypes. A program of n equations repeats a few
 # dozen of them n times.
 _CACHED_PARTS = frozenset({str, int, bool, type(None), ShapedArray, np.dtype})
 _part_bytes: dict[tuple[type, Any], bytes] = {}
