@@ -105,6 +105,11 @@ _counts = {"native": 0, "compiles": 0, "reference": 0}
 # Emptied when the config changes.
 _references: dict[tuple, Any] = {}
 _aval = operator.attrgetter("aval")
+# The executables of the large operations (``_run_kernel``) compiled for a signature of Arrays (the
+# same key): a call of one is a dictionary lookup and the executable's call. Emptied when the config
+# changes (the backend, the debug checks), and a signature leaves it when ``_programs`` drops it
+# (calls found here skip ``_seen``: they do not move it up ``_programs``' order of recent use).
+_kernels: dict[Any, Executable] = {}
 
 
 def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
@@ -129,6 +134,15 @@ def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
 
 
 def _apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
+    if p in KERNELS:
+        try:
+            executable = _kernels.get((p, *map(_aval, args), *params.items()))
+        except (TypeError, AttributeError):  # (unhashable params, not all Arrays)
+            executable = None
+        if executable is not None:
+            _counts["native"] += 1
+            outs = executable(*args)
+            return outs if p.multiple_results else outs[0]
     if p in PROGRAMS:
         if _native_now():
             return _run_program(p, args, params)
@@ -201,7 +215,7 @@ def _seen(key: Any, refs: list) -> tuple[_Program, Any]:
         if program is None:
             program = _programs[key] = _Program(refs)
             while len(_programs) > max(int(config.jit_cache_max_entries), 1):
-                _programs.popitem(last=False)
+                _kernels.pop(_programs.popitem(last=False)[0], None)
         else:
             _programs.move_to_end(key)
         program.sightings += 1
@@ -269,6 +283,7 @@ def _run_kernel(p: Primitive, args: Sequence[Any], params: dict) -> Any:
         if program.sightings == 1:
             return _on_reference(p, args, params, avals, "its first call")
         executable = program.executable = _compile(p, _one_equation(p, avals, params), avals, again=True)
+    _kernels[key] = executable
     _counts["native"] += 1
     outs = executable(*args)
     return outs if p.multiple_results else outs[0]
@@ -323,6 +338,7 @@ def clear() -> None:
     with _lock:
         _programs.clear()
         _references.clear()
+        _kernels.clear()
         for k in _counts:
             _counts[k] = 0
 
@@ -331,4 +347,9 @@ register_cache("eager: programs of control flow and calls run outside jit", clea
 
 
 EvalTrace.apply = staticmethod(apply)
-config.on_update(lambda _name: _references.clear())
+def _forget_signatures(_name: str) -> None:
+    _references.clear()
+    _kernels.clear()
+
+
+config.on_update(_forget_signatures)
