@@ -184,7 +184,8 @@ def _loop_runner(p: Primitive, avals: list[ShapedArray]) -> Any:
     backend, a loop that failed to compile)."""
     if len(avals) != 1 or avals[0].dtype != np.float32 or not _native_now():
         return None
-    job = background.submit(f"eager: compile the float32 {LOOPS[p]} loop", _compile_loop, LOOPS[p])
+    job = background.submit(f"eager: compile the float32 {LOOPS[p]} loop", CpuBackend.elementwise_loop, LOOPS[p],
+                            np.float32)
     if not job.done:
         return _COMPILING
     if job.result is None:
@@ -196,11 +197,6 @@ def _loop_runner(p: Primitive, avals: list[ShapedArray]) -> Any:
         result._value, result.aval = loop(values[0]), out
         return result
     return run
-
-
-def _compile_loop(name: str) -> Any:
-    from ember.backends.cpu import vecmath_kernels  # (loads LLVM: here, in the background, not at import)
-    return vecmath_kernels.compile_kernel(name, np.float32).apply
 
 
 def _native_now() -> bool:
