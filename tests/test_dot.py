@@ -644,7 +644,8 @@ def test_pieces_a_thread_of_a_product():
     from ember.backends.cpu import gemm
 
     assert gemm.pieces_per_thread(10**12, 16, 1, 1) == 1  # one thread: one piece
-    assert gemm.pieces_per_thread(512**3, 16, 1, 2) == 4  # 512^3 by columns: two panels a piece
+    assert gemm.pieces_per_thread(512**3, 16, 1, 2) == 8  # 512^3 by columns: one panel a piece
+    assert gemm.pieces_per_thread(256**3, 8, 1, 2) == 4  # 256^3 too (its second thread starts late)
     assert gemm.pieces_per_thread(10**12, 4 * gemm.PIECE_MIN_PANELS, 1, 2) == 2  # none narrower
     assert gemm.pieces_per_thread(10**12, 4 * gemm.MC, 0, 2) == 2  # nor shorter than a block of A
     assert gemm.pieces_per_thread(3 * gemm.PIECE_MIN_MULTIPLY_ADDS, 1000, 1, 2) == 1  # each worth a split

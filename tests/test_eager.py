@@ -304,6 +304,30 @@ def test_a_large_operation_that_comes_again_runs_jits_code(op, rng):
     np.testing.assert_allclose(second, first, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("op", [lambda x, y: x @ y.T, lambda x, y: jnp.tanh(x)], ids=["matmul", "tanh"])
+def test_a_compiled_large_operation_is_one_lookup_away_until_the_config_changes(op, rng):
+    """Once a large operation's signature has its executable, its calls find it by the signature
+    (``eager._kernels``) and give jit's bits; a config change (here ``debug_nans``) and ``clear``
+    send them back to the general path."""
+    x = jnp.asarray(rng.standard_normal((300, 256)).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal((300, 256)).astype(np.float32))
+    want = np.asarray(ember.jit(op)(x, y))
+    op(x, y), op(x, y)  # (the reference, then compiled)
+    assert len(eager._kernels) >= 1
+    before = native_calls()
+    results = [np.asarray(op(x, y)) for _ in range(3)]
+    assert native_calls() == before + 3
+    for got in results:
+        np.testing.assert_array_equal(got, want)
+    with ember.config.override(debug_nans=True):
+        assert not eager._kernels
+        np.testing.assert_allclose(np.asarray(op(x, y)), want, rtol=2e-5, atol=2e-5)
+        assert native_calls() == before + 3
+    np.testing.assert_array_equal(np.asarray(op(x, y)), want)
+    eager.clear()
+    assert not eager._kernels
+
+
 @pytest.mark.parametrize("op", [
     lambda x, y: x + y, lambda x, y: x * 1.5 - y, lambda x, y: x / y, lambda x, y: jnp.maximum(x, y),
     lambda x, y: jnp.where(x > y, x, -y), lambda x, y: jnp.abs(x) <= y],

@@ -277,3 +277,37 @@ def test_where_equals_the_reference_and_jaxs_types(dtype, shape, form, scalar, c
            (jnp.asarray(condition), jnp.asarray(x)), (jax.device_put(condition), jax.device_put(x)))
     _check(lambda c, a: jnp.where(c, on(y), a), lambda c, a: jjnp.where(c, jon(y), a),
            (jnp.asarray(condition), jnp.asarray(x)), (jax.device_put(condition), jax.device_put(x)))
+
+
+_FLOAT32_EDGES = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-45, 3e-4, 4e-4, 7.99881172, 8.0, -9.0,
+                  3.4e38]
+
+
+@pytest.fixture(scope="module")
+def tanh_loop():
+    """The native loop that small float32 tanh runs once it is compiled (``eager.LOOPS``)."""
+    x = jnp.asarray(np.zeros(3, np.float32))
+    jnp.tanh(x)  # (starts its compile)
+    job = ember.core.background.background.job("eager: compile the float32 tanh loop")
+    assert job is not None and job.wait(120) and job.error is None
+    return job.result
+
+
+@given(st.lists(st.integers(0, 5), max_size=3),
+       st.lists(st.one_of(st.floats(width=32), st.sampled_from(_FLOAT32_EDGES)), min_size=1, max_size=64),
+       st.booleans())
+def test_small_float32_tanh_runs_its_native_loop_with_the_references_bits(tanh_loop, shape, values, transposed):
+    shape = tuple(shape)
+    size = int(np.prod(shape))
+    host = np.resize(np.array(values, np.float32), size).reshape(shape)
+    x = jnp.asarray(host.T if transposed else host)
+    runner = eager._loop_runner(lax.tanh_p, [x.aval])
+    assert runner is not None and runner is not eager._COMPILING
+    with ember.config.override(backend="reference"):  # (the reference interpreter's rule, as before the loop)
+        want = np.asarray(jnp.tanh(x))
+    for got in (jnp.tanh(x), jnp.tanh(x), runner([x._value], {})):  # (the signature's runner, then kept)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.aval == x.aval
+        assert np.asarray(got).tobytes() == want.tobytes()
+        assert not np.asarray(got).flags.writeable
+    assert np.asarray(ember.jit(jnp.tanh)(x)).tobytes() == want.tobytes()
+    np.testing.assert_allclose(want, np.tanh(host.T if transposed else host), rtol=1e-6, atol=1e-6)

@@ -185,6 +185,14 @@ class CpuBackend(Backend):
         return CpuExecutable(closed, options.name, options.donated)
 
     @staticmethod
+    def elementwise_loop(name: str, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``f(x)``: the ``vecmath`` function ``name`` of one NumPy array of ``dtype``, any shape, in
+        one native loop (``vecmath_kernels.Kernel.apply``: jit's code's bits), compiled now."""
+        from ember.backends.cpu import vecmath_kernels  # (LLVM loads with it, as at a first compile)
+
+        return vecmath_kernels.compile_kernel(name, dtype).apply
+
+    @staticmethod
     def native_code_loaded() -> bool:
         """Whether the native backend's package (LLVM) is loaded, or loading: the first native
         compile of a process loads it."""

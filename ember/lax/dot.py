@@ -102,7 +102,7 @@ dot_general_p = primitive("dot_general", _dot_general_rule, linear=True, cost=_d
 
 
 def _dims_tuple(dims: Any) -> tuple[int, ...]:
-    return (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(int(d) for d in dims)
+    return (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(map(int, dims))
 
 
 def _precision_param(precision: Any) -> Any:

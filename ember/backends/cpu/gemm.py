@@ -569,15 +569,20 @@ def panel_columns(dtype: np.dtype) -> int:
 
 
 # A product split over a team is cut into up to MOST_PIECES_PER_THREAD pieces a thread (each taken
-# from a shared counter by the next free thread), each of at least PIECE_MIN_MULTIPLY_ADDS (~80 us
+# from a shared counter by the next free thread), each of at least PIECE_MIN_MULTIPLY_ADDS (~20 us
 # on one core) and of PIECE_MIN_PANELS panels of columns (a piece of columns packs only its own
-# part of B, and reads all of A once per block of it: 512^3 in pieces of one panel cost 2% more
-# CPU time than in one piece a thread, of two panels none) or, split by rows, of at least one
-# block of A (each piece of rows packs all of B). One piece a thread left a product waiting on
-# the slower thread whenever the cores were shared: ember/JAX on 2 busy cores (interleaved
-# rounds, one run), 512^3 0.96 with one piece a thread, 0.90 with 8; 1024^3 1.05 and 0.98.
-PIECE_MIN_MULTIPLY_ADDS = 1 << 23
-PIECE_MIN_PANELS = 2
+# part of B, and reads all of A once per block of it) or, split by rows, of at least one block of
+# A (each piece of rows packs all of B). One piece a thread left a product waiting on the slower
+# thread whenever the cores were shared: ember/JAX on 2 busy cores (interleaved rounds, one run),
+# 512^3 0.96 with one piece a thread, 0.90 with 8; 1024^3 1.05 and 0.98. And a team's second
+# thread starts some 35-50 us late (it sleeps: ``threads``), a sixth of a 256^3 product: in pieces
+# of one panel the first thread takes over what the second has not reached. Measured on 2 busy
+# cores (Xeon, AVX-512), eager 256^3 float32, both executables in one process, single calls
+# interleaved (1500 each, six runs), 8 pieces of one panel against 2 of four: medians 361/409,
+# 221/235, 362/393, 228/260, 218/216, 495/543 us, means and tenth percentiles lower in every run;
+# 512^3 (direct calls) in 16 pieces of one panel against 8 of two: medians 2172/2220, 2774/2829 us.
+PIECE_MIN_MULTIPLY_ADDS = 1 << 21
+PIECE_MIN_PANELS = 1
 MOST_PIECES_PER_THREAD = 8
 
 
