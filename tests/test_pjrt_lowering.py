@@ -107,8 +107,11 @@ def test_param_records(record, data):
 
 # --- coverage -------------------------------------------------------------------------------------------------------
 def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
+    # ember's own primitives (tests run in this process before may have defined more of theirs)
+    ours = [p for p in abstract_eval_rules if abstract_eval_rules._registrants.get(p, "?").startswith("ember.")]
+    assert len(ours) > 100
     table = {}
-    for p in abstract_eval_rules:
+    for p in ours:
         if p in lowering.lower_rules:
             table[p.name] = "lowered"
         elif p in call_params:
@@ -118,7 +121,7 @@ def test_every_primitive_is_lowered_inlined_or_refused_with_a_reason():
             assert reason, f"{p.name} is neither lowered nor refused with a reason"
             table[p.name] = reason
     refused = sorted(n for n, v in table.items() if v not in ("lowered", "inlined"))
-    assert len(table) == len(abstract_eval_rules)
+    assert len(table) == len(ours)
     # What is refused today (each with its reason in lowering.REFUSED): kept in step with the table.
     assert refused == sorted(["custom_vjp_lin", "debug_callback", "debug_print", "io_callback", "pure_callback"])
 
