@@ -307,6 +307,7 @@ def test_small_float32_tanh_runs_its_native_loop_with_the_references_bits(tanh_l
         want = np.asarray(jnp.tanh(x))
     for got in (jnp.tanh(x), jnp.tanh(x), runner([x._value], {})):  # (the signature's runner, then kept)
         assert got.dtype == want.dtype and got.shape == want.shape and got.aval == x.aval
+        assert np.asarray(got).shape == want.shape  # (the value's own shape: a 0-d one stays 0-d)
         assert np.asarray(got).tobytes() == want.tobytes()
         assert not np.asarray(got).flags.writeable
     assert np.asarray(ember.jit(jnp.tanh)(x)).tobytes() == want.tobytes()

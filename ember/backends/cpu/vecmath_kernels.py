@@ -42,8 +42,8 @@ class Kernel:
         """``name(x)`` of one array of the kernel's dtype into a new read-only C-contiguous array,
         in one native call on the buffers (a loop of scalars, ``lanes=0``, of a unary function):
         about a microsecond of call on top of the loop."""
+        out = np.empty(x.shape, self.dtype)  # (before ``ascontiguousarray``, which makes a 0-d array 1-d)
         x = np.ascontiguousarray(x)
-        out = np.empty(x.shape, self.dtype)
         self._function(data_pointer(x), data_pointer(out), x.size)
         out.setflags(write=False)
         return out
