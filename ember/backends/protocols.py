@@ -160,29 +160,32 @@ def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[Shap
 
 def _copied(backend: Backend, device: Any, x: Any) -> bool:
     """Whether ``device_argument`` copies the NumPy array or Array ``x`` to ``backend``."""
-    if type(x) is np.ndarray:
-        return True
-    if type(x) is not Array:
-        return False
-    buffer, mirror = x._device, x._mirror
-    return not ((buffer is not None and buffer.backend == backend.name and buffer.device is device) or
-                (mirror is not None and mirror.backend == backend.name and not mirror.deleted))
+    return type(x) is np.ndarray or (type(x) is Array and _resident(backend, device, x) is None)
+
+
+def _resident(backend: Backend, device: Any, x: Array) -> Any:
+    """The buffer of the Array ``x`` already on ``device``: its own, or its live mirror (a host
+    Array's copy made by an earlier call: ``Array._mirror``); None if it must be copied there (an
+    Array on another device of the backend goes through the host)."""
+    buffer = x._device
+    if buffer is not None and buffer.backend == backend.name and buffer.device is device:
+        return buffer
+    mirror = x._mirror
+    if mirror is not None and mirror.backend == backend.name and not mirror.deleted:
+        return mirror
+    return None
 
 
 def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) -> Any:
     """The buffer of one argument on ``backend``'s ``device`` (where its programs run): an Array's
-    own there, else its mirror there (a host Array's copy made by an earlier call, kept on the
-    Array: ``Array._mirror``), else a new copy (kept as the mirror of a host Array)."""
+    own there or its mirror (``_resident``), else a new copy (kept as the mirror of a host Array)."""
     if type(x) is not Array:
         if type(x) is np.ndarray and x.dtype == aval.dtype:  # (the caller's array: no copy of our own)
             return backend.put(x, device, borrowed=True)
         return backend.put(to_numpy(x, aval), device)
-    buffer = x._device
-    if buffer is not None and buffer.backend == backend.name and buffer.device is device:
-        return buffer  # (on another device of the backend: copied to this one through the host)
-    mirror = x._mirror
-    if mirror is not None and mirror.backend == backend.name and not mirror.deleted:
-        return mirror
+    buffer = _resident(backend, device, x)
+    if buffer is not None:
+        return buffer
     buffer = backend.put(to_numpy(x, aval), device)
     if x._device is None:
         x._mirror = buffer

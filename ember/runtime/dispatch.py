@@ -114,14 +114,14 @@ class Dispatcher:
         conversions = tuple((i, a.dtype.type, a) for i, (x, a) in enumerate(zip(leaves, in_avals))
                             if type(x) in converted or (isinstance(x, np.generic) and not executable.takes_numpy))
         if conversions:
-            runner = _scalar_runner(runner, conversions)
+            runner = _converting_runner(runner, conversions)
         fast_key = numpy_key_of(leaves)
         if in_tree != positional_structure(len(leaves)):
             fast_key = (in_tree, fast_key)
         self._cache.add_fast(key, entry, fast_key, runner)
 
 
-def _scalar_runner(runner: Callable, conversions: tuple) -> Callable:
+def _converting_runner(runner: Callable, conversions: tuple) -> Callable:
     """``runner`` for arguments whose Python scalars and NumPy arrays (at the positions
     ``conversions`` names, with their traced type) are made Arrays first (copied: the caller may
     write to an array); a value that does not fit its type (an int out of range) declines, and the
