@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
+import stat
 import sys
 import time
 from typing import Any, Sequence
@@ -238,7 +240,36 @@ def _at_exit() -> None:
         # A collective timed out: a peer is gone and MPI cannot finalize cleanly (it would wait for it).
         sys.stdout.flush()
         sys.stderr.flush()
+        _wait_until_read((sys.stdout, sys.stderr), OUTPUT_READ_TIMEOUT_S)
         transport.MPI.COMM_WORLD.Abort(1)
+
+
+# How long an aborting process waits for the launcher to read its output.
+OUTPUT_READ_TIMEOUT_S = 5.0
+
+
+def _wait_until_read(streams: Sequence[Any], timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until what this process wrote to the pipes behind
+    ``streams`` has been read. The launcher (MPI's ``mpiexec``) reads a process's output through a
+    pipe and stops reading when the run is aborted: an ``Abort`` right after the traceback of a
+    ``CollectiveTimeoutError`` lost its last lines when the machine was busy."""
+    import fcntl  # (POSIX only, as MPI's launchers are: imported where an aborting run needs them)
+    import termios
+
+    deadline = time.monotonic() + timeout
+    unread = np.zeros(1, np.int32)
+    for stream in streams:
+        try:
+            fd = stream.fileno()
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue
+            while time.monotonic() < deadline:
+                fcntl.ioctl(fd, termios.FIONREAD, unread)  # (bytes in the pipe, on either end: Linux)
+                if unread[0] == 0:
+                    break
+                time.sleep(0.005)
+        except (OSError, ValueError, AttributeError):  # (no file behind the stream, or no such ioctl)
+            continue
 
 
 # --- arrays of several processes -------------------------------------------------------------------

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,29 @@ def test_a_process_that_dies_mid_run_makes_the_other_fail_clearly_in_bounded_tim
     assert "on process 0 of 2 processes" in text and "second psum returned" not in text
     waited = float(re.search(r"rank 0: the second psum failed after ([0-9.]+) s", text).group(1))
     assert 2.0 <= waited < 30.0, f"the survivor waited {waited:.1f} s for a 2 s collective timeout"
+
+
+def test_an_aborting_process_waits_until_the_launcher_has_read_its_output():
+    # (mpiexec reads a process's output through a pipe and stops when the run is aborted: the
+    # traceback of a CollectiveTimeoutError lost its last lines when the Abort came first)
+    code = """
+import sys
+from ember.distributed import _wait_until_read
+sys.stderr.write("written\\n"); sys.stderr.flush()
+sys.stdout.write("x" * 1000); sys.stdout.flush()
+_wait_until_read((sys.stdout,), 600)
+import fcntl, termios, numpy as np
+unread = np.zeros(1, np.int32)
+fcntl.ioctl(sys.stdout.fileno(), termios.FIONREAD, unread)
+sys.stderr.write(f"unread after the wait: {unread[0]}\\n")
+"""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL, env=_env(), text=True)
+    assert child.stderr.readline() == "written\n"
+    time.sleep(0.5)  # (the child waits, its 1000 bytes unread: it returns only once they are read below)
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err
+    assert len(out) == 1000 and err == "unread after the wait: 0\n"
 
 
 @needs_mpi
