@@ -114,6 +114,25 @@ def test_lru_eviction_keeps_the_total_under_the_bound(entries):
     assert sum((entries / n).stat().st_size for n in remaining) <= 2 * size + size // 2
 
 
+def test_a_write_counts_the_folder_only_when_it_may_pass_the_bound(entries, monkeypatch):
+    # (counting is a stat of every entry: after every write, N compiles cost O(N^2) stats)
+    counted = []
+    real = disk_cache._evict
+    monkeypatch.setattr(disk_cache, "_evict", lambda *a, **k: counted.append(1) or real(*a, **k))
+    for factor in range(201, 211):
+        jit.CompiledModule(scale_module(factor))
+    assert len(counted) == 1 and len(files(entries)) == 10  # (the first write counts: the folder is new)
+    size = max((entries / n).stat().st_size for n in files(entries))
+    with ember.config.override(persistent_cache_max_bytes=10 * size + size // 2):  # each next write may pass it
+        jit.CompiledModule(scale_module(211))
+        jit.CompiledModule(scale_module(212))
+    assert len(counted) == 3 and len(files(entries)) == 10  # (one evicted each time)
+    monkeypatch.setattr(disk_cache, "RECOUNT_WRITES", 3)  # (and every RECOUNT_WRITES writes: other processes write too)
+    for factor in range(213, 218):
+        jit.CompiledModule(scale_module(factor))
+    assert len(counted) == 4
+
+
 def test_switched_off_by_config(entries):
     with ember.config.override(persistent_cache=False):
         jit.CompiledModule(scale_module(5))
