@@ -413,7 +413,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run)")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per first-call row")
     parser.add_argument("--parts", default="conformance,steady,first", help="which tables, comma-separated")
-    parser.add_argument("--first-rows", default="", help="programs of the first-call table (default: all rows)")
+    parser.add_argument("--rows", default="", help="programs of the steady and first-call tables, comma-separated: "
+                        "tiny, selu, matmul, cnn, gpt, cnn@device, gpt@device (default: all rows)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.child:
@@ -429,7 +430,7 @@ def main() -> None:
         sys.exit(f"no plugin for backend {backend!r}; found: {sorted(plugins)}")
     accelerator = plugins[backend].accelerator
     parts = set(opts.parts.split(","))
-    rows = cases(accelerator, opts.quick)
+    rows = [r for r in cases(accelerator, opts.quick) if not opts.rows or r[1] in opts.rows.split(",")]
     print(f"# ember on PJRT backend {backend!r} ({plugins[backend].path}) vs JAX, {time.strftime('%Y-%m-%d')}\n",
           flush=True)
 
@@ -462,7 +463,7 @@ def main() -> None:
 
     if "first" not in parts:
         return
-    wanted = [r for r in rows if "@" not in r[1] and (not opts.first_rows or r[1] in opts.first_rows.split(","))]
+    wanted = [r for r in rows if "@" not in r[1]]
     print(f"\n| first call (median of {opts.runs} processes) | ember cold | ember warm disk | JAX cold | "
           f"JAX warm disk | ember cold/JAX cold | ember warm/JAX cold |\n|---|---|---|---|---|---|---|", flush=True)
     for case in wanted:

@@ -94,6 +94,16 @@ def test_a_numpy_argument_is_copied_once_and_left_as_the_caller_gave_it(on_xla_c
         given.clear()
     z = f(np.arange(1 << 17, dtype=np.int32), 2.0)  # another dtype: converted first (ember's copy)
     np.testing.assert_array_equal(np.asarray(z), np.arange(1 << 17) * 2.0)
+    # a small one (protocols.OWN_COPY_MAX_BYTES), on the hit path too: ember's frozen copy goes
+    # behind the call (an accelerator's small copies during the call are waited for one by one)
+    small = np.arange(100, dtype=np.float32)
+    for _ in range(3):
+        given.clear()
+        y = f(small, 2.0)
+        [(sent, borrowed)] = [(v, b) for v, b in given if v.shape == (100,)]
+        assert sent is not small and not borrowed and not sent.flags.writeable and small.flags.writeable
+        small += 1
+        np.testing.assert_array_equal(np.asarray(y), (small - 1) * 2)
 
 
 def test_large_copies_of_one_call_run_side_by_side_once_each(on_xla_cpu, monkeypatch):
