@@ -104,6 +104,12 @@ def test_a_numpy_argument_is_copied_once_and_left_as_the_caller_gave_it(on_xla_c
         assert sent is not small and not borrowed and not sent.flags.writeable and small.flags.writeable
         small += 1
         np.testing.assert_array_equal(np.asarray(y), (small - 1) * 2)
+    fortran = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))  # (copied in C order, once)
+    for _ in range(3):  # (the general path until the hit path is made, at the second call)
+        given.clear()
+        np.testing.assert_array_equal(np.asarray(f(fortran, 2.0)), fortran * 2)
+    [(sent, borrowed)] = [(v, b) for v, b in given if v.shape == (3, 4)]
+    assert sent.flags.c_contiguous and not sent.flags.writeable and not borrowed
 
 
 def test_large_copies_of_one_call_run_side_by_side_once_each(on_xla_cpu, monkeypatch):

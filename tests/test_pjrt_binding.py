@@ -137,6 +137,17 @@ def test_a_borrowed_read_only_array_is_copied_even_where_the_plugin_could_use_it
     np.testing.assert_array_equal(borrowed.to_host(), np.arange(64, dtype=np.float32))
 
 
+def test_a_strided_array_is_copied_once_and_the_copy_used_as_a_read_only_one(client):
+    # (the C-ordered copy is the binding's own: a host plugin uses it in place, an accelerator
+    # copies it behind the call; a borrowed strided array too, since the copy is not the caller's)
+    for borrowed in (False, True):
+        x = np.arange(12, dtype=np.float32).reshape(3, 4).T  # (writable, not C-ordered)
+        buffer = client.buffer_from_host(x, borrowed=borrowed)
+        assert buffer._host is not None and buffer._host is not x and not buffer._host.flags.writeable
+        x[:] = -1
+        np.testing.assert_array_equal(buffer.to_host(), np.arange(12, dtype=np.float32).reshape(3, 4).T)
+
+
 def test_scalars_strided_input_and_row_major_results(client):
     exe = client.compile("func.func public @main(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {\n"
                          '  %0 = "stablehlo.transpose"(%x) <{permutation = array<i64: 1, 0>}> : '

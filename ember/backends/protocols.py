@@ -189,7 +189,7 @@ def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) ->
         if type(x) is np.ndarray and x.dtype == aval.dtype:
             if x.nbytes > OWN_COPY_MAX_BYTES:  # (the caller's array, copied by the plugin during the call)
                 return backend.put(x, device, borrowed=True)
-            return backend.put(np.array(x), device)  # (a small one: our own copy, sent behind the call)
+            return backend.put(np.array(x, order="C"), device)  # (a small one: our own copy, sent behind the call)
         return backend.put(to_numpy(x, aval), device)
     buffer = _resident(backend, device, x)
     if buffer is not None:

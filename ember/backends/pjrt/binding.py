@@ -505,12 +505,14 @@ class Client:
         if type_code is None:
             raise TypeError(f"PJRT has no buffer type for dtype {arr.dtype}; supported: "
                             f"{', '.join(sorted(str(d) for d in BUFFER_TYPES))}")
-        if not arr.flags.c_contiguous:
+        own = not arr.flags.c_contiguous  # (a copy of our own: nobody else writes to it)
+        if own:
             arr = np.ascontiguousarray(arr)
+            arr.flags.writeable = False
         dims = (_i64 * max(1, arr.ndim))(*arr.shape)
         device = device or self.devices[0]
         semantics = IMMUTABLE_ONLY_DURING_CALL
-        if not arr.flags.writeable and not borrowed:
+        if own or (not arr.flags.writeable and not borrowed):
             semantics = self.read_only_transfer
             if semantics == IMMUTABLE_ZERO_COPY and arr.ctypes.data % 16:
                 semantics = IMMUTABLE_ONLY_DURING_CALL
