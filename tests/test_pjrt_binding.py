@@ -148,6 +148,26 @@ def test_a_strided_array_is_copied_once_and_the_copy_used_as_a_read_only_one(cli
         np.testing.assert_array_equal(buffer.to_host(), np.arange(12, dtype=np.float32).reshape(3, 4).T)
 
 
+def test_an_execution_holds_its_executable_until_it_completes(client):
+    # (the plugin frees an executable's code when it is destroyed: a host plugin's thread still
+    # running it then crashed the interpreter, when every output had been dropped first)
+    import weakref
+
+    for wait in (True, False):
+        exe = client.compile(_identity((256,), np.float32), in_types=[((256,), np.float32)])
+        [out] = exe.execute([client.buffer_from_host(np.ones(256, np.float32))])
+        held = weakref.ref(exe)
+        del exe
+        if out._pending is None:  # (the plugin gave no completion event: it ran during the call)
+            pytest.skip("this plugin's execution completed within the call")
+        assert held() is not None  # (held by the outputs' completion)
+        if wait:
+            out.block_until_ready()  # (let go once it completed)
+        else:
+            del out  # (an unwaited completion waits as it goes, then lets go)
+        assert held() is None
+
+
 def test_scalars_strided_input_and_row_major_results(client):
     exe = client.compile("func.func public @main(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {\n"
                          '  %0 = "stablehlo.transpose"(%x) <{permutation = array<i64: 1, 0>}> : '

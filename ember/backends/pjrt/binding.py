@@ -633,12 +633,15 @@ def _destroy_executable(plugin: Plugin, handle: int, client: Client) -> None:
 
 class Completion:
     """The device-complete event of one execution, shared by its outputs: waited on once, then
-    destroyed; its arguments are held until then."""
+    destroyed; its arguments and its executable are held until then. One that goes unwaited (every
+    output dropped before the execution ended) waits as it goes: the plugin frees an executable's
+    code when it is destroyed, and a host plugin's thread still running it then jumped into freed
+    memory (a crash of the interpreter)."""
 
-    __slots__ = ("plugin", "event", "arguments", "error", "lock")
+    __slots__ = ("plugin", "event", "arguments", "executable", "error", "lock")
 
-    def __init__(self, plugin: Plugin, event: int, arguments: Sequence[Buffer]) -> None:
-        self.plugin, self.arguments = plugin, arguments
+    def __init__(self, plugin: Plugin, event: int, arguments: Sequence[Buffer], executable: Any = None) -> None:
+        self.plugin, self.arguments, self.executable = plugin, arguments, executable
         self.event: int | None = event  # None once waited on
         self.error: PjrtError | None = None
         self.lock = threading.Lock()
@@ -658,17 +661,19 @@ class Completion:
                 except PjrtError as e:
                     self.error = e
                 finally:
-                    self.arguments = ()
+                    self.arguments, self.executable = (), None
         if self.error is not None:
             raise self.error
 
     def __del__(self) -> None:
         if self.event:
+            event, self.event = self.event, None
             try:
-                self.plugin._fns["Event_Destroy"](C.byref(_new(EventArgs, event=self.event)))
+                self.plugin.await_event(event)  # (its error has no caller to go to: an output would have raised it)
+            except PjrtError:
+                pass
             except (AttributeError, TypeError):  # at interpreter exit: module globals are gone
                 pass
-            self.event = None
 
 
 class Executable:
@@ -753,7 +758,7 @@ class Executable:
         plugin.call("LoadedExecutable_Execute", _new(
             Execute, executable=self.handle, options=C.addressof(options), argument_lists=C.addressof(argument_lists),
             num_devices=1, num_args=n, output_lists=C.addressof(output_lists), device_complete_events=events))
-        completion = Completion(plugin, events[0], arguments) if events[0] else None
+        completion = Completion(plugin, events[0], arguments, self) if events[0] else None
         device = arguments[0].device if arguments else self.client.devices[0]
         results = [Buffer(self.client, outputs[k], shape, dtype, device, completion)
                    for k, (shape, dtype) in enumerate(self.out_types)]
