@@ -640,8 +640,9 @@ class Completion:
 
     __slots__ = ("plugin", "event", "arguments", "executable", "error", "lock")
 
-    def __init__(self, plugin: Plugin, event: int, arguments: Sequence[Buffer], executable: Any = None) -> None:
-        self.plugin, self.arguments, self.executable = plugin, arguments, executable
+    def __init__(self, plugin: Plugin, event: int, arguments: Sequence[Buffer], executable: "Executable") -> None:
+        self.plugin, self.arguments = plugin, arguments
+        self.executable: Executable | None = executable  # None once waited on
         self.event: int | None = event  # None once waited on
         self.error: PjrtError | None = None
         self.lock = threading.Lock()
@@ -669,10 +670,8 @@ class Completion:
         if self.event:
             event, self.event = self.event, None
             try:
-                self.plugin.await_event(event)  # (its error has no caller to go to: an output would have raised it)
-            except PjrtError:
-                pass
-            except (AttributeError, TypeError):  # at interpreter exit: module globals are gone
+                self.plugin.await_event(event)
+            except (PjrtError, AttributeError, TypeError):  # (no caller to raise to; at exit, globals are gone)
                 pass
 
 
