@@ -279,6 +279,15 @@ def test_where_equals_the_reference_and_jaxs_types(dtype, shape, form, scalar, c
            (jnp.asarray(condition), jnp.asarray(x)), (jax.device_put(condition), jax.device_put(x)))
 
 
+@pytest.mark.parametrize("n", [3, 5000])  # (a broadcast scalar kept for the shape; one too large to keep)
+def test_where_with_zero_scalars_keeps_each_zeros_sign(n):
+    c = jnp.asarray(np.arange(n) == 0)
+    x = jnp.asarray(np.ones(n, np.float32))
+    for zero in (0.0, -0.0, 0.0, -0.0):
+        got = np.asarray(jnp.where(c, x, zero))
+        assert got[0] == 1 and np.all(np.signbit(got[1:]) == np.signbit(zero)) and got.dtype == np.float32
+
+
 _FLOAT32_EDGES = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-45, 3e-4, 4e-4, 7.99881172, 8.0, -9.0,
                   3.4e38]
 

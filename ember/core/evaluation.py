@@ -9,6 +9,7 @@ in the compiler, and every backend for what it does not compile.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -49,6 +50,14 @@ except ImportError:  # pragma: no cover  (a NumPy without them)
     _IGNORE_ERRORS = None
 
 Runner = Callable[[Sequence[np.ndarray], dict], Any]
+
+
+def without_error_state(rule: Callable) -> Callable:
+    """Mark a rule that does no floating-point arithmetic (it moves, selects or lays out values):
+    an eager call runs it with its params bound, as ``runner``'s plain function, without building
+    NumPy's error state each call."""
+    rule.plain = lambda avals, params: functools.partial(rule, **params) if params else rule  # type: ignore[attr-defined]
+    return rule
 
 
 def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:

@@ -1,6 +1,7 @@
 """Array construction, dtype promotion and NumPy broadcasting, in terms of lax."""
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Sequence
 
@@ -130,6 +131,28 @@ def promoted_scalar(x: Array, v: Any, scalar_first: bool, inexact: bool = False)
             _PROMOTED_SCALARS.clear()
         _PROMOTED_SCALARS[key] = s
     return s
+
+
+# Eager broadcasts of a 0-d Array to a small shape (``jnp.where(c, x, 0.0)``), by the value's type,
+# bits and the shape: Arrays are immutable, so one serves every call. Emptied when full.
+_FILLED: dict[tuple, Array] = {}
+_FILLED_KEPT = 256
+FILLED_MAX_ELEMENTS = 4096
+
+
+def filled(s: Array, shape: tuple[int, ...]) -> Any:
+    """The 0-d Array ``s`` broadcast to ``shape``, as ``broadcast_to``; made once per value and shape
+    where the result is small."""
+    if type(s) is not Array or math.prod(shape) > FILLED_MAX_ELEMENTS:
+        return broadcast_to(s, shape)
+    key = (s.aval, s._value.tobytes(), shape)
+    out = _FILLED.get(key)
+    if out is None:
+        out = broadcast_to(s, shape)
+        if len(_FILLED) >= _FILLED_KEPT:
+            _FILLED.clear()
+        _FILLED[key] = out
+    return out
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:

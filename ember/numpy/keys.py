@@ -15,11 +15,17 @@ import functools
 from typing import Any, Callable, Sequence
 
 from ember import dtypes
+from ember.core.array import Array
 
 __all__ = ["KEY_FUNCTIONS", "take_keys"]
 
 
+_NEVER_KEYS = frozenset({Array, bool, int, float, complex})  # (the common operands, told at once)
+
+
 def _is_key(x: Any) -> bool:
+    if type(x) in _NEVER_KEYS:
+        return False
     return isinstance(getattr(x, "dtype", None), dtypes.KeyTy) and hasattr(x, "_key_data")
 
 

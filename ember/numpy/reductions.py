@@ -32,6 +32,8 @@ __all__ = [
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _INEXACT = frozenset(dtypes.INEXACT)
+# (the types a mean is computed in as they are: half types' are computed in float32)
+_WIDE_INEXACT = frozenset({dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128})
 _ALL_AXES = [tuple(range(n)) for n in range(8)]  # (every axis of an array of rank n)
 
 
@@ -224,6 +226,12 @@ def _where_count(a: Any, axes: tuple, keepdims: bool, where: Any, dtype: np.dtyp
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
          where: Any = None) -> Any:
     """Arithmetic mean over ``axis`` (integers average in the default float type; NaN if empty)."""
+    if type(a) is Array and axis is None and dtype is None and out is None and not keepdims and where is None:
+        t = a.aval
+        if t.dtype in _WIDE_INEXACT and not t.weak_type and len(t.shape) < 8:
+            # (a whole float Array, nothing else asked: the sum and the division the general path binds)
+            total = red.reduce_sum_p.bind(a, axes=_ALL_AXES[len(t.shape)])
+            return lax.div(total, _full_scalar(t.size, t.dtype))
     _no_out(out, "mean")
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)

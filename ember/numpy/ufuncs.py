@@ -13,6 +13,7 @@ from ember.numpy.core import (
     broadcast_operands,
     broadcast_to,
     ensure_array,
+    filled,
     full,
     promote_and_broadcast,
     promote_dtypes,
@@ -643,12 +644,13 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
 def _where(condition: Any, x: Any, y: Any) -> Any:
     if type(condition) is Array and condition.aval.dtype == dtypes.bool_:
         fast = _unpromoted(x, y)
-        if fast is not None:  # (a bool condition, values of one type: only a 0-d value to broadcast)
-            shape = condition.aval.shape
-            if all(v.aval.shape in (shape, ()) for v in fast):
-                shape = max((shape, *(v.aval.shape for v in fast)), key=len)
-                x, y = (v if v.aval.shape == shape else broadcast_to(v, shape) for v in fast)
+        if fast is not None:  # (a bool condition, values of one type: at most a 0-d value to broadcast)
+            x, y = fast
+            shape, x_shape, y_shape = condition.aval.shape, x.aval.shape, y.aval.shape
+            if x_shape == y_shape and shape in (x_shape, ()):
                 return lax.select(condition, x, y)
+            if shape and x_shape in (shape, ()) and y_shape in (shape, ()):
+                return lax.select(condition, x if x_shape else filled(x, shape), y if y_shape else filled(y, shape))
     condition = ensure_array(condition)
     if condition.dtype != dtypes.bool_:
         condition = lax.ne(condition, 0)

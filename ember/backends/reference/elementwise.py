@@ -11,6 +11,7 @@ import numpy as np
 from ember import dtypes
 from ember.backends.reference import eval_closed, impl_rules
 from ember.core.avals import ShapedArray
+from ember.core.evaluation import without_error_state
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.lax import elementwise as ew, special
 from ember.lax.stop_gradient import stop_gradient_p
@@ -383,7 +384,7 @@ impl_rules.update({
     ew.ge_p: np.greater_equal,
     ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: dtypes.convert_values(x, new_dtype),
     ew.bitcast_convert_type_p: lambda x, *, new_dtype: _bitcast(x, new_dtype),
-    ew.select_n_p: lambda which, *cases: _select_n(which, cases),
+    ew.select_n_p: without_error_state(lambda which, *cases: _select_n(which, cases)),
     ew.clamp_p: lambda lo, x, hi: _clamp(lo, x, hi),
     stop_gradient_p: lambda x: x,
 })

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.backends.reference import impl_rules
+from ember.core.evaluation import without_error_state
 from ember.lax import shapes as sh
 
 
@@ -77,3 +78,6 @@ impl_rules.update({
     sh.dynamic_slice_p: _dynamic_slice,
     sh.dynamic_update_slice_p: _dynamic_update_slice,
 })
+for _p in (sh.broadcast_in_dim_p, sh.reshape_p, sh.transpose_p, sh.squeeze_p, sh.rev_p, sh.slice_p,
+           sh.concatenate_p, sh.dynamic_slice_p, sh.dynamic_update_slice_p):
+    without_error_state(impl_rules[_p])
