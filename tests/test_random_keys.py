@@ -560,6 +560,19 @@ def test_rbg_keys_draw_as_jax_does(jx, impl, case):
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
 
 
+def test_eager_rbg_draws_compile_their_loops_once():
+    """A loop drawing rbg bits holds the bits' custom_vmap rule: each call must give the same rule
+    object, or the loop's program is new to the eager cache on every call (it compiled each time)."""
+    from ember.runtime import eager
+
+    k = erandom.key(42, impl="unsafe_rbg")
+    first = [np.asarray(erandom.gamma(k, 2.0, (3,))) for _ in range(2)]  # (the second call compiles the loops)
+    compiles = eager.cache_info().compiles
+    again = np.asarray(erandom.gamma(k, 2.0, (3,)))
+    assert eager.cache_info().compiles == compiles
+    np.testing.assert_array_equal(again, first[1])
+
+
 @pytest.mark.parametrize("impl,tag", [("rbg", "rbg"), ("unsafe_rbg", "urbg")])
 def test_rbg_key_types_and_names(api, impl, tag):
     k = api.random.key(42, impl=impl)

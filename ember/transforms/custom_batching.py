@@ -82,9 +82,29 @@ class custom_vmap:
             return [ensure_array(x) for x in out_leaves]
 
         call, consts = trace_program(flat_fun, [aval(x) for x in leaves], f"custom_vmap of `{name}`")
-        rule = _UserRule(self.vmap_rule, in_tree, out_trees[0], name)
+        rule = _user_rule(self.vmap_rule, in_tree, out_trees[0], name)
         outs = custom_vmap_call_p.bind(*consts, *leaves, call=call, rule=rule, num_consts=len(consts))
         return tree_util.tree_unflatten(out_trees[0], outs)
+
+
+# The rule objects of recent calls, by the user's rule and the trees: a program holding one refers to
+# it by identity (``core.fingerprint``), so each call of a custom_vmap function with the same
+# structure must give the same object, or an eager program holding it would compile on every call.
+_USER_RULES: dict[tuple, _UserRule] = {}
+_USER_RULES_KEPT = 1024
+
+
+def _user_rule(rule: Callable, in_tree: Any, out_tree: Any, name: str) -> _UserRule:
+    key = (rule, in_tree, out_tree, name)
+    try:
+        found = _USER_RULES.get(key)
+    except TypeError:  # (a rule that cannot be hashed: a new object each call)
+        return _UserRule(rule, in_tree, out_tree, name)
+    if found is None:
+        if len(_USER_RULES) >= _USER_RULES_KEPT:
+            _USER_RULES.clear()
+        found = _USER_RULES[key] = _UserRule(rule, in_tree, out_tree, name)
+    return found
 
 
 class _UserRule:
