@@ -22,5 +22,6 @@ def _public_functions(module):
 
 @pytest.mark.parametrize("prefix,module", [("jnp", jnp), ("lax", lax), ("nn", nn)])
 def test_every_public_function_is_tested(prefix, module):
-    untested = [n for n in _public_functions(module) if not re.search(rf"\b{prefix}\.{n}\b", TEST_SOURCE)]
+    named = set(re.findall(rf"\b{prefix}\.(\w+)", TEST_SOURCE))  # (one pass: a search per name took seconds)
+    untested = [n for n in _public_functions(module) if n not in named]
     assert not untested, f"public {prefix} functions no test calls: {untested}"
