@@ -1,5 +1,5 @@
 """The eager table of ``python -m benchmarks``: operations called outside ``jit``, ember and JAX
-side by side in one run (``python benchmarks/eager.py [name ...]`` prints it alone).
+side by side in one run (``python -m benchmarks.eager [name ...]`` prints it alone).
 
 Eager code is what notebooks, tests, initializers and libraries that loop outside ``jit`` run:
 each row calls the operation directly, with arrays already on the device. Times are medians of
@@ -56,6 +56,19 @@ def _sum(xp, lax, jit):
 
 def _selu(xp, lax, jit):
     return lambda x: 1.0507009873554805 * xp.where(x > 0, x, 1.6732632423543772 * xp.exp(x) - 1.6732632423543772)
+
+
+def _where_scalar(xp, lax, jit):
+    return lambda c, x: xp.where(c, x, 0.0)
+
+
+def _mean(xp, lax, jit):
+    return lambda x: xp.mean(x)
+
+
+def _normal(xp, lax, jit):
+    random = ember.random if xp is enp else jax.random
+    return lambda key: random.normal(key, (10,))
 
 
 def _matmul(xp, lax, jit):
@@ -123,6 +136,11 @@ EAGER_WORKLOADS = [
     EagerWorkload("x + y, (10,) f32", _add, _small, np.add),
     EagerWorkload("jnp.sin(x), (10,) f32", _sin, lambda rng: _small(rng, 1), np.sin),
     EagerWorkload("jnp.sum(x), (10,) f32", _sum, lambda rng: _small(rng, 1), np.sum),
+    EagerWorkload("jnp.where(c, x, 0.0), (10,) f32", _where_scalar,
+                  lambda rng: [rng.standard_normal(10) > 0, rng.standard_normal(10, dtype=np.float32)],
+                  lambda c, x: np.where(c, x, np.float32(0))),
+    EagerWorkload("jnp.mean(x), (10,) f32", _mean, lambda rng: _small(rng, 1), np.mean),
+    EagerWorkload("random.normal(key, (10,)), a raw key", _normal, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("selu 1e6 f32 (unjitted)", _selu, lambda rng: [rng.standard_normal(10**6, dtype=np.float32)],
                   _selu(np, None, None)),
     EagerWorkload("a @ a, 256x256 f32", _matmul, lambda rng: [rng.standard_normal((256, 256), dtype=np.float32)],
