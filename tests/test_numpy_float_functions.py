@@ -49,6 +49,10 @@ def test_i0_values_and_gradient():
 JAX_DTYPE_CALLS = [
     ("fmax", (1, 2.0)), ("fmin", (np.int8(1), 3)), ("frexp", (3,)), ("ldexp", (2, 3)),
     ("modf", (3,)), ("spacing", (1,)), ("i0", (1,)),
+    # rounding keeps integers and bools as they are, but rint makes bools floats (JAX's rules)
+    *((name, (x,)) for name in ("floor", "ceil", "trunc", "rint")
+      for x in (np.array([True, False]), True, np.array([-3, 7], np.int8), np.array([200], np.uint8), 3,
+                np.array([-1.5, 2.5], np.float16))),
 ]
 
 

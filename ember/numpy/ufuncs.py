@@ -139,13 +139,14 @@ def absolute(x: Any, /) -> Any:
 abs = absolute
 
 
-def _float_or_identity(op: Callable, name: str) -> Callable:
-    """floor/ceil/trunc/rint keep integer dtypes unchanged, as NumPy does (complex values go to
-    ``op``, which refuses them or, for rint, rounds each part)."""
+def _float_or_identity(op: Callable, name: str, exact_to_float: bool = False) -> Callable:
+    """floor/ceil/trunc keep integers and bools as they are, as JAX does; rint
+    (``exact_to_float``) gives them in the default float type, strongly typed, as JAX's does.
+    Complex values go to ``op``, which refuses them or, for rint, rounds each part."""
     def f(x: Any, /) -> Any:
         x = ensure_array(x)
         if not dtypes.is_inexact(x.dtype):
-            return x if x.dtype != dtypes.bool_ else lax.convert_element_type(x, dtypes.default_float_dtype())
+            return lax.convert_element_type(x, dtypes.default_float_dtype()) if exact_to_float else x
         return op(x)
 
     f.__name__ = name
@@ -162,7 +163,7 @@ def _by_parts(op: Callable, x: Any) -> Any:
 
 
 rint = _float_or_identity(lambda x: _by_parts(lambda v: lax.round(v, lax.RoundingMethod.TO_NEAREST_EVEN), x),
-                          "rint")
+                          "rint", exact_to_float=True)
 trunc = _float_or_identity(lambda x: lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "trunc")
 fix = trunc
 
