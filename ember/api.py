@@ -648,13 +648,6 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
                        _as_tuple(donate_argnames), keep_unused, inline, in_shardings, out_shardings)
 
 
-def untiered(jitted: Any) -> Any:
-    """``jitted`` (a ``jit`` function) with its programs never tiered: every call runs native code,
-    so its results never depend on whether it is the first call (``runtime.tiers``)."""
-    jitted._cache.tiered = False
-    return jitted
-
-
 # The partitioning of jit with in_shardings lives above this module (ember.partition registers it).
 _sharded_call: list[Callable] = [lambda jitted, args, kwargs: jitted.call_whole(args, kwargs)]
 

@@ -17,9 +17,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ember import dtypes, lax, numpy as jnp
-from ember.api import jit, untiered
-from ember.core.array import Array
-from ember.core.trace import Tracer
 from ember.lax.base import aval, shape_tuple
 from ember.numpy.core import is_array
 from ember.random import impls
@@ -67,52 +64,16 @@ def check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
 
 
 def sampler(fun: Callable) -> Callable:
-    """``fun`` (a public sampler) as an entry point of ``ember.random``: one jitted program, as JAX's
-    samplers are jitted functions, whose arrays are its inputs and whose other arguments are static
-    (the function sees the values it would see op by op). Eagerly a repeated call is a cache hit, not
-    a trace of the sampler's operations (``normal(key, (10,))`` traced some 170 operations, 2.3 ms a
-    call, against JAX's 40 us); under a trace it is one ``jit[name=...]`` equation, as in JAX. Its
-    programs are never tiered: a draw's bits do not depend on whether it is a first call. A raw key
-    given to it is of the default implementation, whatever a previous call drew with
-    (``_sampling``). Arguments that cannot be hashed (a list as a shape) run it op by op."""
-    def run(*args: Any, **kwargs: Any) -> Any:
+    """``fun`` (a public sampler) as an entry point of ``ember.random``: a raw key given to it is of
+    the default implementation, whatever a previous call drew with (``_sampling``)."""
+    @functools.wraps(fun)
+    def entry(*args: Any, **kwargs: Any) -> Any:
         saved, _sampling.impl = _sampling.impl, impls.DEFAULT
         try:
             return fun(*args, **kwargs)
         finally:
             _sampling.impl = saved
-
-    def body(key: tuple, *values: Any) -> Any:
-        fixed, fixed_kwargs, traced, traced_names = key
-        args = [v for _, v in fixed]
-        for i, v in zip(traced, values):
-            args[i] = v
-        kwargs = {k: v for k, _, v in fixed_kwargs}
-        kwargs.update(zip(traced_names, values[len(traced):]))
-        return run(*args, **kwargs)
-
-    body.__name__ = body.__qualname__ = fun.__name__
-    body.__code__ = body.__code__.replace(co_name=fun.__name__)  # (jit's churn count is per code object)
-    program = untiered(jit(body, static_argnums=0))
-
-    @functools.wraps(fun)
-    def entry(*args: Any, **kwargs: Any) -> Any:
-        traced = tuple(i for i, v in enumerate(args) if isinstance(v, _ARRAYS))
-        fixed = tuple((type(v), None if i in traced else v) for i, v in enumerate(args))
-        traced_names = tuple(k for k, v in kwargs.items() if isinstance(v, _ARRAYS))
-        fixed_kwargs = tuple((k, type(v), v) for k, v in kwargs.items() if k not in traced_names)
-        key = (fixed, fixed_kwargs, traced, traced_names)
-        try:
-            hash(key)
-        except TypeError:
-            return run(*args, **kwargs)
-        return program(key, *[args[i] for i in traced], *[kwargs[k] for k in traced_names])
-
-    entry.staged_program = program  # type: ignore[attr-defined]  (its cache_info counts the traces)
     return entry
-
-
-_ARRAYS = (Array, Tracer, np.ndarray, np.generic)  # (typed keys are Arrays)
 
 
 def _seed_array(name: str, seed: Any) -> Any:

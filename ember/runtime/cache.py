@@ -22,7 +22,6 @@ from ember.core.array import type_string
 from ember.core.caches import register_cache
 from ember.core.ir import ClosedJaxpr
 from ember.runtime import compile_cache
-from ember.runtime.executable import compile_jaxpr as compile_now
 from ember.runtime.tiers import TieredExecutable, compile_jaxpr
 from ember.tree_util import PyTreeDef as PyTreeSpec
 
@@ -74,7 +73,7 @@ class Entry:
                 if self.executable is None:
                     start = time.perf_counter()
                     self.executable, built = compile_cache.compile_shared(
-                        self.closed, name, compile_jaxpr if cache.tiered else compile_now, self.donated)
+                        self.closed, name, compile_jaxpr, self.donated)
                     seconds = time.perf_counter() - start
                     # A compile: a new executable whose machine code LLVM generated (or, on the
                     # reference backend, that has none); not code loaded from disk or reused.
@@ -159,10 +158,6 @@ class FunctionCache:
         self.hits = self.misses = self.traces = self.compiles = 0
         self.compile_seconds = 0.0
         self.warned_about_retraces = False
-        # Whether a program may be tiered (``runtime.tiers``): False for functions whose results
-        # must not depend on which call it is (a first call on the reference tier could round
-        # transcendental functions differently from the native code of later calls).
-        self.tiered = True
 
     def record_compile(self, seconds: float) -> None:
         with self.lock:
