@@ -526,6 +526,17 @@ def _custom_vmapped(lib, record=None):
 XS = np.linspace(-1, 1, 5).astype(np.float32)
 
 
+def test_programs_holding_a_custom_vmap_call_or_its_jvp_have_one_fingerprint():
+    """A program refers to the call's rule by identity: each trace (of the call, and of its jvp) must
+    give the same rule object, or an eager loop holding it is a new program on every call."""
+    from ember.runtime import compile_cache
+
+    f = _custom_vmapped(ember)
+    for g in (lambda x: f(x, x), lambda x: ember.jvp(lambda v: f(v, v), (x,), (x,))):
+        keys = {compile_cache.fingerprint(ember.make_jaxpr(g)(XS))[0] for _ in range(2)}
+        assert len(keys) == 1
+
+
 @pytest.mark.parametrize("in_axes", [0, (0, None), (None, 0), (1, 0)])
 def test_custom_vmap_runs_the_rule_as_jax(in_axes):
     ys = np.arange(5.0, dtype=np.float32)

@@ -82,28 +82,29 @@ class custom_vmap:
             return [ensure_array(x) for x in out_leaves]
 
         call, consts = trace_program(flat_fun, [aval(x) for x in leaves], f"custom_vmap of `{name}`")
-        rule = _user_rule(self.vmap_rule, in_tree, out_trees[0], name)
+        rule = _rule_object(_UserRule, self.vmap_rule, in_tree, out_trees[0], name)
         outs = custom_vmap_call_p.bind(*consts, *leaves, call=call, rule=rule, num_consts=len(consts))
         return tree_util.tree_unflatten(out_trees[0], outs)
 
 
-# The rule objects of recent calls, by the user's rule and the trees: a program holding one refers to
-# it by identity (``core.fingerprint``), so each call of a custom_vmap function with the same
-# structure must give the same object, or an eager program holding it would compile on every call.
-_USER_RULES: dict[tuple, _UserRule] = {}
-_USER_RULES_KEPT = 1024
+# The flat rule objects of recent calls, by their class and arguments: a program holding one refers to
+# it by identity (``core.fingerprint``), so each call with the same rule and structure (and each jvp
+# of it) must give the same object, or an eager program holding it compiles on every call.
+_RULES: dict[tuple, Any] = {}
+_RULES_KEPT = 1024
 
 
-def _user_rule(rule: Callable, in_tree: Any, out_tree: Any, name: str) -> _UserRule:
-    key = (rule, in_tree, out_tree, name)
+def _rule_object(cls: type, *args: Any) -> Any:
+    """``cls(*args)``, the same object for equal arguments (a new one where they cannot be hashed)."""
+    key = (cls, *args)
     try:
-        found = _USER_RULES.get(key)
-    except TypeError:  # (a rule that cannot be hashed: a new object each call)
-        return _UserRule(rule, in_tree, out_tree, name)
+        found = _RULES.get(key)
+    except TypeError:
+        return cls(*args)
     if found is None:
-        if len(_USER_RULES) >= _USER_RULES_KEPT:
-            _USER_RULES.clear()
-        found = _USER_RULES[key] = _UserRule(rule, in_tree, out_tree, name)
+        if len(_RULES) >= _RULES_KEPT:
+            _RULES.clear()
+        found = _RULES[key] = cls(*args)
     return found
 
 
@@ -201,7 +202,7 @@ def _custom_vmap_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr,
                         "function as an argument instead")
     nonzeros = [not isinstance(t, Zero) for t in tangents]
     program, consts, out_nonzeros = jvp_jaxpr(call, nonzeros, [True] * len(call.out_avals))
-    jvp_rule = _JVPOfRule(rule, nonzeros[num_consts:], out_nonzeros)
+    jvp_rule = _rule_object(_JVPOfRule, rule, tuple(nonzeros[num_consts:]), tuple(out_nonzeros))
     outs = custom_vmap_call_p.bind(*consts, *primals, *select_by(nonzeros, tangents), call=program, rule=jvp_rule,
                                    num_consts=len(consts) + num_consts)
     n = len(call.out_avals)
