@@ -238,8 +238,8 @@ def test_python_scalars_with_an_array_equal_the_general_path(scalar):
             assert (outcomes[0][2], outcomes[0][3]) == (want.dtype, want.weak_type)
 
 
-@given(st.sampled_from(["float32", "bfloat16", "int32", "bool", "complex64"]), st.sampled_from(SHAPES),
-       st.sampled_from([None, 0, -1, (0,), "all"]), st.booleans())
+@given(st.sampled_from(["float32", "bfloat16", "float8_e4m3fn", "int32", "bool", "complex64"]),
+       st.sampled_from(SHAPES), st.sampled_from([None, 0, -1, (0,), "all"]), st.booleans())
 def test_means_and_sums_over_axes_equal_the_reference_and_jaxs_types(dtype, shape, axis, keepdims):
     if axis == "all":
         axis = tuple(range(len(shape)))

@@ -32,8 +32,6 @@ __all__ = [
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _INEXACT = frozenset(dtypes.INEXACT)
-# (the types a mean is computed in as they are: half types' are computed in float32)
-_WIDE_INEXACT = frozenset({dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128})
 _ALL_AXES = [tuple(range(n)) for n in range(8)]  # (every axis of an array of rank n)
 
 
@@ -228,8 +226,9 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """Arithmetic mean over ``axis`` (integers average in the default float type; NaN if empty)."""
     if type(a) is Array and axis is None and dtype is None and out is None and not keepdims and where is None:
         t = a.aval
-        if t.dtype in _WIDE_INEXACT and not t.weak_type and len(t.shape) < 8:
-            # (a whole float Array, nothing else asked: the sum and the division the general path binds)
+        if t.dtype in _INEXACT and t.dtype not in _HALF and not t.weak_type and len(t.shape) < 8:
+            # (a whole float Array, nothing else asked: the sum and the division the general path
+            # binds; half types are computed in float32 there)
             total = red.reduce_sum_p.bind(a, axes=_ALL_AXES[len(t.shape)])
             return lax.div(total, _full_scalar(t.size, t.dtype))
     _no_out(out, "mean")
