@@ -16,6 +16,7 @@ from hypothesis import given, strategies as st
 import ember
 import ember.numpy as jnp
 from ember import errors, lax, random
+from ember.runtime import replay, tiers
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,22 @@ def jax_draws(jax_random):
 def test_draws_match_jax(jax_draws, name, draw, ulps):
     for seed, expected in zip(SEEDS, jax_draws[name]):
         assert_same(draw(random, random.PRNGKey(seed)), expected, ulps)
+
+
+@pytest.mark.parametrize("name,draw,ulps", DRAWS, ids=[d[0] for d in DRAWS])
+def test_repeated_eager_draws_keep_their_bits(name, draw, ulps, monkeypatch):
+    """A signature's eager calls run directly, then trace and replay, then replay with native
+    segments once they pay (``runtime.replay``, here at once): every call gives the first call's
+    bits."""
+    key = random.PRNGKey(3)
+    first = np.asarray(draw(random, key))
+    for _ in range(2):
+        assert_same(draw(random, key), first)
+    monkeypatch.setattr(replay, "PAYBACK", 0.0)
+    for _ in range(2):
+        assert_same(draw(random, key), first)
+    tiers.wait_for_compiles()
+    assert_same(draw(random, key), first)
 
 
 @pytest.mark.parametrize("name,draw,ulps", DRAWS, ids=[d[0] for d in DRAWS])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class EvalTrace(Trace):
     """
 
     description = "eager evaluation"
-    apply: Callable[[Any, tuple, dict], Any]
+    apply: Callable[[Any, Sequence[Any], dict], Any]
 
     def process_primitive(self, primitive, args: tuple, params: dict) -> Any:
         for a in args:

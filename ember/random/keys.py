@@ -21,6 +21,7 @@ from ember.lax.base import aval, shape_tuple
 from ember.numpy.core import is_array
 from ember.random import impls
 from ember.random.prng import KEY_DTYPE, PRNGKeyArray  # noqa: F401  (KEY_DTYPE: re-exported)
+from ember.runtime.replay import replayed
 
 
 class _Sampling(threading.local):
@@ -65,7 +66,10 @@ def check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
 
 def sampler(fun: Callable) -> Callable:
     """``fun`` (a public sampler) as an entry point of ``ember.random``: a raw key given to it is of
-    the default implementation, whatever a previous call drew with (``_sampling``)."""
+    the default implementation, whatever a previous call drew with (``_sampling``). Eager calls of a
+    signature seen before replay its traced program (``runtime.replay``): a sampler is some 170
+    operations whose Python around each costs ten times the operation."""
+    @replayed
     @functools.wraps(fun)
     def entry(*args: Any, **kwargs: Any) -> Any:
         saved, _sampling.impl = _sampling.impl, impls.DEFAULT

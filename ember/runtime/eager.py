@@ -144,10 +144,10 @@ def _apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
             outs = executable(*args)
             return outs if p.multiple_results else outs[0]
     if p in PROGRAMS:
-        if _native_now():
+        if native_now():
             return _run_program(p, args, params)
     elif p in KERNELS and _large(p, args):
-        if _native_now():
+        if native_now():
             return _run_kernel(p, args, params)
     elif not (config.debug_nans or config.debug_infs) and all(type(a) is Array for a in args):
         avals = [a.aval for a in args]
@@ -182,7 +182,7 @@ def _loop_runner(p: Primitive, avals: list[ShapedArray]) -> Any:
     """The runner of a ``LOOPS`` call of one float32 operand on its native loop, ``_COMPILING``
     while the loop compiles, or None where the reference runs (other dtypes, the reference
     backend, a loop that failed to compile)."""
-    if len(avals) != 1 or avals[0].dtype != np.float32 or not _native_now():
+    if len(avals) != 1 or avals[0].dtype != np.float32 or not native_now():
         return None
     job = background.submit(f"eager: compile the float32 {LOOPS[p]} loop", CpuBackend.elementwise_loop, LOOPS[p],
                             np.float32)
@@ -199,7 +199,7 @@ def _loop_runner(p: Primitive, avals: list[ShapedArray]) -> Any:
     return run
 
 
-def _native_now() -> bool:
+def native_now() -> bool:
     return not (config.debug_nans or config.debug_infs) and not isinstance(registry.get(), ReferenceBackend)
 
 

@@ -193,9 +193,16 @@ def _int_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _shift(kind: str) -> Callable:
+    @without_error_state
     def impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         bits = x.dtype.itemsize * 8
         y_in = np.asarray(y)
+        if y_in.ndim == 0 and np.ndim(x) and 0 <= int(y_in) < bits:  # (one amount in range: NumPy's shift)
+            is_signed = dtypes.is_signed(x.dtype)
+            if kind == "left" or is_signed == (kind == "arith"):
+                return np.left_shift(x, y_in) if kind == "left" else np.right_shift(x, y_in)
+            other = np.dtype(f"{'u' if is_signed else ''}int{bits}")  # (logical on signed, arithmetic on unsigned)
+            return np.right_shift(np.asarray(x).view(other), y_in.view(other)).view(x.dtype)
         out_of_range = (y_in < 0) | (y_in >= bits) if dtypes.is_signed(x.dtype) else (y_in >= bits)
         ys = np.where(out_of_range, 0, y_in).astype(x.dtype)
         if kind == "left":

@@ -1,0 +1,342 @@
+"""Eager composite functions replayed: traced once per signature, then run equation by equation on the
+eager engine, without the Python that built them.
+
+A library function called eagerly (a sampler of ``ember.random`` is ~170 operations, most of them
+Threefry's integer rounds) spends most of its time in the layers above each primitive: argument
+checks, dtype promotion, scalar conversion, broadcasting, ``bind``. Those decide only the
+program's shape, which is the same on every call with arguments of the same types. ``replayed``
+keeps, for each signature (the argument types, the tree structure and the static values), the
+program traced once, and runs it by handing each equation to the eager engine
+(``EvalTrace.apply``, where ``runtime.eager`` decides reference or native code for each
+operation). Each operation sees the same primitive, operand types and params as in an op-by-op
+call, so a replay computes the same bits as the function run directly.
+
+A signature's first call runs the function directly (a one-off call, such as an initializer's for
+each parameter shape, pays no trace); the second traces it and replays. Functions that do not
+trace (a value-dependent Python branch, outputs other than arrays) run directly from then on.
+
+Once a replay's calls have taken as long as compiling it is estimated to take (``PAYBACK``, the
+ski-rental rule of ``runtime.tiers``: a hot loop gets there, a test calling a shape a few times
+does not), it runs each run of *exact* equations (integer and bit operations, data movement, the
+IEEE operations that round once: ``_exact``) as one native executable, compiled in the background
+and shared with equal programs: native code computes those with the reference's bits, so the
+values do not change when it takes over (a sampler's Threefry rounds and its polynomial become
+two native calls around one ``log1p``). Transcendental functions stay eager operations: their
+native code rounds apart from NumPy's, and a sampler's values would change between its calls.
+Compiling the whole sampler is ``jit``'s way (JAX's values, ember's native math), which changes
+the bits once and costs a compile per new signature.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes
+from ember.backends import registry
+from ember.backends.cpu_backend import CpuBackend
+from ember.backends.protocols import Executable
+from ember.config import config
+from ember.core.array import Array
+from ember.core.caches import register_cache
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ember.core.primitive import Primitive
+from ember.core.staging import DebugInfo, trace_to_jaxpr
+from ember.core.trace import EvalTrace, Tracer, current_trace
+from ember.lax import elementwise as ew, shapes as sh
+from ember.runtime import compile_cache, tiers
+from ember.runtime.eager import native_now
+from ember.tree_util import flatten_for_trace, tree_unflatten
+
+logger = logging.getLogger("ember")
+
+# Signatures kept per process (all replayed functions together), in order of recent use.
+PROGRAMS_KEPT = 1024
+
+_FIRST_SEEN = object()  # a signature called once: its next call traces
+_DIRECT = object()  # a signature that does not trace: it runs directly
+_programs: OrderedDict[tuple, Any] = OrderedDict()
+_lock = threading.Lock()
+_counts = {"replays": 0, "traces": 0}
+
+
+class _NotReplayable(Exception):
+    pass
+
+
+# --- which equations native code computes with the reference's bits ---------------------------------
+# Integer and bit operations, moves of data, and the IEEE operations that round once (add, multiply,
+# divide, square root, conversions between float widths) compute the same bits in NumPy and in the
+# native code (whose simplifications are exact: ``compiler.simplify``); transcendental functions
+# (log1p, exp, erf_inv ...), integer powers, reductions and products do not. Half types and complex
+# numbers are left out (the reference rounds some of their operations through float32).
+_EXACT_ANY_TYPE: frozenset[Primitive] = frozenset({
+    ew.add_p, ew.sub_p, ew.mul_p, ew.neg_p, ew.abs_p, ew.max_p, ew.min_p, ew.select_n_p, ew.clamp_p,
+    ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p, ew.and_p, ew.or_p, ew.xor_p, ew.not_p,
+    ew.shift_left_p, ew.shift_right_logical_p, ew.shift_right_arithmetic_p, ew.population_count_p,
+    ew.bitcast_convert_type_p,
+    sh.broadcast_in_dim_p, sh.reshape_p, sh.squeeze_p, sh.transpose_p, sh.rev_p, sh.slice_p,
+    sh.concatenate_p, sh.iota_p})
+_EXACT_FLOAT: frozenset[Primitive] = frozenset({ew.div_p, ew.sqrt_p, ew.floor_p, ew.ceil_p})
+_EXACT_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float32, np.float64))
+# Segments of fewer equations stay steps of the replay (a native call costs about what a few
+# reference operations on small arrays do).
+MIN_SEGMENT_EQNS = 4
+# A replay turns its exact runs of equations into native code once its calls have taken this many
+# times the estimated compile time of its program (``tiers.compile_ms``).
+PAYBACK = 1.0
+
+
+def _exact(eqn: Eqn) -> bool:
+    p = eqn.primitive
+    avals = [a.aval for a in (*eqn.invars, *eqn.outvars)]
+    if not all(a.dtype in _EXACT_DTYPES for a in avals):
+        return False
+    if p in _EXACT_ANY_TYPE:
+        return True
+    if p is ew.convert_element_type_p:  # (float to integer is defined by the reference's rules)
+        return not (dtypes.is_floating(avals[0].dtype) and not dtypes.is_floating(avals[-1].dtype))
+    if p in _EXACT_FLOAT:
+        return p is not ew.div_p or dtypes.is_floating(avals[-1].dtype)  # (integer division by 0)
+    return False
+
+
+class _Replay:
+    """A traced program as a list of steps over one list of values (``env``): the arguments, then
+    the constants and literals (fixed), then each equation's results. A step is an equation
+    (``(primitive, params, ins, outs)``), handed to the eager engine, or once the calls have paid
+    for it (``PAYBACK``) a run of exact equations compiled into one executable
+    (``(executable, None, ins, outs)``); ``eqn_steps`` keep the equations, for calls that must run
+    each on the reference (the debug checks, the reference backend)."""
+
+    __slots__ = ("closed", "template", "n_args", "steps", "eqn_steps", "outs", "out_tree", "spent", "compile_s",
+                 "_slot")
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any) -> None:
+        jaxpr = closed.jaxpr
+        self.closed, self.n_args = closed, len(jaxpr.invars)
+        self.spent = 0.0
+        self.compile_s: float | None = tiers.compile_ms(jaxpr) / 1e3  # (None once compiled)
+        slot = {id(v): i for i, v in enumerate(jaxpr.invars)}
+        template: list[Any] = [None] * self.n_args
+        for v, c in zip(jaxpr.constvars, closed.consts):
+            slot[id(v)] = len(template)
+            template.append(c if isinstance(c, Array) else Array(c, v.aval))
+        for a in (*(a for eqn in jaxpr.eqns for a in eqn.invars), *jaxpr.outvars):
+            if isinstance(a, Literal):  # (an Array of the literal's type, as the eager call made it)
+                slot[id(a)] = len(template)
+                template.append(Array(a.val, a.aval))
+        steps: list[tuple[Any, Any, list[int], Any]] = []
+        n = len(template)
+        for eqn in jaxpr.eqns:
+            ins = [slot[id(a)] for a in eqn.invars]
+            outs = list(range(n, n + len(eqn.outvars)))
+            for v, o in zip(eqn.outvars, outs):
+                slot[id(v)] = o
+            n += len(outs)
+            steps.append((eqn.primitive, eqn.params, ins, outs if eqn.primitive.multiple_results else outs[0]))
+        self.outs = [slot[id(a)] for a in jaxpr.outvars]
+        template.extend([None] * (n - len(template)))
+        self.template, self.out_tree, self._slot = template, out_tree, slot
+        self.steps = self.eqn_steps = steps
+
+    def __call__(self, args: list[Array]) -> Any:
+        start = time.perf_counter()
+        steps = self.steps
+        if not native_now():
+            steps = self.eqn_steps
+        elif self.compile_s is not None and self.spent >= PAYBACK * self.compile_s:
+            self.compile_s = None
+            steps = self.steps = self._compile_segments()
+        env = self.template.copy()
+        env[:self.n_args] = args
+        apply = EvalTrace.apply
+        for p, params, ins, outs in steps:
+            if params is None:  # (a native segment)
+                for o, r in zip(outs, p(*[env[i] for i in ins])):
+                    env[o] = r
+                continue
+            result = apply(p, [env[i] for i in ins], params)
+            if type(outs) is int:
+                env[outs] = result
+            else:
+                for o, r in zip(outs, result):
+                    env[o] = r
+        if self.compile_s is not None:
+            self.spent += time.perf_counter() - start
+        return tree_unflatten(self.out_tree, [env[i] for i in self.outs])
+
+    def _compile_segments(self) -> list[tuple]:
+        """The steps, with each run of at least ``MIN_SEGMENT_EQNS`` exact equations as one executable
+        (shared with equal programs, tiered: both tiers compute the reference's bits, so calls give
+        the same values before and after)."""
+        jaxpr, slot = self.closed.jaxpr, self._slot
+        # Where each variable is read last: by an equation (its index) or by the program's outputs.
+        last_read: dict[int, int] = {}
+        for i, eqn in enumerate(jaxpr.eqns):
+            for a in eqn.invars:
+                if isinstance(a, Var):
+                    last_read[id(a)] = i
+        for a in jaxpr.outvars:
+            if isinstance(a, Var):
+                last_read[id(a)] = len(jaxpr.eqns)
+        steps: list[tuple] = []
+        run: list[int] = []
+
+        def close_run() -> None:
+            segment = self._segment([jaxpr.eqns[i] for i in run], run[-1], last_read, slot) \
+                if len(run) >= MIN_SEGMENT_EQNS else None
+            steps.extend([segment] if segment is not None else [self.eqn_steps[i] for i in run])
+            run.clear()
+
+        for i, eqn in enumerate(jaxpr.eqns):
+            if _exact(eqn):
+                run.append(i)
+                continue
+            if run:
+                close_run()
+            steps.append(self.eqn_steps[i])
+        if run:
+            close_run()
+        return steps
+
+    def _segment(self, eqns: list[Eqn], last: int, last_read: dict[int, int], slot: dict[int, int]) -> tuple | None:
+        defined = {id(v) for eqn in eqns for v in eqn.outvars}
+        invars: dict[int, Var] = {}
+        for eqn in eqns:
+            for a in eqn.invars:
+                if isinstance(a, Var) and id(a) not in defined:
+                    invars.setdefault(id(a), a)
+        outvars = [v for eqn in eqns for v in eqn.outvars if last_read.get(id(v), -1) > last]
+        if not outvars:
+            return None
+        closed = ClosedJaxpr(Jaxpr([], list(invars.values()), eqns, outvars), [])
+        try:
+            executable, _ = compile_cache.compile_shared(closed, "eager_replay", _compile)
+        except Exception as e:  # (the equations go on running one by one)
+            logger.debug("eager replay: a segment of %d equations did not compile (%s: %s)", len(eqns),
+                         type(e).__name__, e)
+            return None
+        return (executable, None, [slot[i] for i in invars], [slot[id(v)] for v in outvars])
+
+
+def _compile(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executable:
+    """A segment's executable: tiered whatever its size where tiering is on (the call that brings a
+    replay to native code does not wait for a compile, and its values are the same either way)."""
+    if config.tiered_compilation and isinstance(registry.get(), CpuBackend):
+        return tiers.TieredExecutable(closed, name, tiers.compile_ms(closed.jaxpr) / 1e3)
+    return tiers.compile_jaxpr(closed, name, donated)
+
+
+def replayed(fun: Callable) -> Callable:
+    """``fun`` (a pure function of arrays and hashable static values, returning arrays) whose eager
+    calls after a signature's first replay its traced program (see the module docstring). Calls
+    under a trace, and calls with other arguments (NumPy arrays, lists), run ``fun`` directly."""
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # Arguments and results are flattened as the transformations flatten them: a typed key
+        # array is a node over its data (an argument of the program), its implementation static.
+        if type(current_trace()) is not EvalTrace:
+            return fun(*args, **kwargs)
+        leaves, tree = flatten_for_trace((args, kwargs))
+        arrays, statics = [], []
+        for x in leaves:
+            if type(x) is Array:
+                arrays.append(x)
+                statics.append(x.aval)
+            else:
+                statics.append(_static_key(x))
+        try:
+            key = (fun, tree, config.codegen_key(), *statics)
+            entry = _programs.get(key)
+        except TypeError:  # (an unhashable argument: a list, a NumPy array)
+            return fun(*args, **kwargs)
+        if entry is None or entry is _DIRECT:
+            if entry is None:
+                _remember(key, _FIRST_SEEN)
+            return fun(*args, **kwargs)
+        if entry is _FIRST_SEEN:
+            entry = _trace(fun, leaves, tree, arrays)
+            _remember(key, entry)
+            if entry is _DIRECT:
+                return fun(*args, **kwargs)
+        else:
+            try:
+                _programs.move_to_end(key)
+            except KeyError:  # (dropped meanwhile by another thread)
+                pass
+        _counts["replays"] += 1
+        return entry(arrays)
+    return call
+
+
+def _static_key(x: Any) -> Any:
+    """A static argument as part of a signature: its type too (``1``, ``1.0`` and ``True`` are equal
+    keys of a dict, but not the same argument), and a float's bits (``-0.0 == 0.0``)."""
+    if type(x) is float:
+        return float, x.hex()
+    if type(x) is complex:
+        return complex, x.real.hex(), x.imag.hex()
+    if isinstance(x, np.generic):
+        return type(x), x.tobytes()
+    return type(x), x
+
+
+def _remember(key: tuple, entry: Any) -> None:
+    with _lock:
+        _programs[key] = entry
+        if len(_programs) > PROGRAMS_KEPT:
+            _programs.popitem(last=False)
+
+
+def _trace(fun: Callable, leaves: list, tree: Any, arrays: list[Array]) -> Any:
+    """The replay of ``fun`` on arguments of these types, or ``_DIRECT`` where it does not trace."""
+    array_slots = [i for i, x in enumerate(leaves) if type(x) is Array]
+    out_trees: list[Any] = []
+
+    def flat(*tracers: Any) -> list[Any]:
+        filled = list(leaves)
+        for i, t in zip(array_slots, tracers):
+            filled[i] = t
+        args, kwargs = tree_unflatten(tree, filled)
+        outs, out_tree = flatten_for_trace(fun(*args, **kwargs))
+        if not all(isinstance(o, Tracer) for o in outs):
+            raise _NotReplayable  # (an output that is not an array of the program: a constant, a Python value)
+        out_trees.append(out_tree)
+        return outs
+
+    try:
+        closed = trace_to_jaxpr(flat, [a.aval for a in arrays],
+                                DebugInfo("eager replay", getattr(fun, "__name__", "fun"),
+                                          [f"arg{i}" for i in range(len(arrays))], static_hint=False))
+    except Exception as e:  # (a Python branch on a value, an output that is not an array, ...)
+        # The function runs directly, whatever stopped the trace: the direct call is the definition
+        # of what it computes, and raises its own errors.
+        logger.debug("eager replay: %s runs directly (%s: %s)", getattr(fun, "__qualname__", fun), type(e).__name__, e)
+        return _DIRECT
+    _counts["traces"] += 1
+    return _Replay(closed, out_trees[0])
+
+
+def replay_info() -> dict[str, int]:
+    """Eager calls that replayed a traced program, programs traced, and signatures held."""
+    return {**_counts, "currsize": len(_programs)}
+
+
+def clear_replays() -> None:
+    """Forget every replayed program (``ember.clear_caches``) and reset the counts."""
+    with _lock:
+        _programs.clear()
+        for k in _counts:
+            _counts[k] = 0
+
+
+register_cache("eager: replayed programs of composite functions (samplers)", clear_replays, lambda: len(_programs))
+

@@ -1,0 +1,194 @@
+"""Eager composite functions replayed (``ember.runtime.replay``): a signature's first call runs the
+function, the second traces it, later calls replay the program, with runs of exact operations on
+native code; every call computes what the function does directly, bit for bit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ember
+import ember.numpy as jnp
+from ember import lax, random
+from ember.runtime import replay, tiers
+
+
+@pytest.fixture(autouse=True)
+def _payback_at_once(monkeypatch):
+    """Replays compile their exact runs at once, not when their calls have paid for it."""
+    monkeypatch.setattr(replay, "PAYBACK", 0.0)
+
+
+def _calls(fun, *args, n=5, **kwargs):
+    """``fun`` called ``n`` times, then once more after the background compiles: every result."""
+    results = [fun(*args, **kwargs) for _ in range(n)]
+    tiers.wait_for_compiles()
+    return [*results, fun(*args, **kwargs)]
+
+
+def _same_bits(results):
+    first = np.asarray(results[0])
+    for r in results[1:]:
+        r = np.asarray(r)
+        assert r.dtype == first.dtype and r.shape == first.shape
+        assert r.tobytes() == first.tobytes()
+
+
+def test_a_replay_compiles_once_its_calls_have_paid_for_it(monkeypatch):
+    monkeypatch.setattr(replay, "PAYBACK", 1.0)
+
+    @replay.replayed
+    def f(x):
+        return lax.shift_left(lax.add(lax.xor(x, x), x), jnp.uint32(3)) + jnp.uint32(1)
+
+    x = jnp.arange(7, dtype=np.uint32)
+    for _ in range(3):
+        f(x)
+    program = next(e for e in replay._programs.values() if isinstance(e, replay._Replay) and e.closed.jaxpr.eqns
+                   and e.closed.jaxpr.eqns[0].primitive is lax.xor_p)
+    assert program.compile_s is not None and program.steps is program.eqn_steps  # (not yet)
+    program.spent = program.compile_s  # (as if its calls had taken that long)
+    np.testing.assert_array_equal(f(x), np.arange(7) * 8 + 1)
+    assert program.compile_s is None and [params for _, params, _, _ in program.steps] == [None]
+
+
+def test_a_signature_traces_once_and_replays_after():
+    @replay.replayed
+    def f(x, scale):
+        return jnp.add(x, x) * scale
+
+    x = jnp.arange(5.0)
+    before = replay.replay_info()
+    results = [f(x, 2.0) for _ in range(4)]
+    after = replay.replay_info()
+    assert after["traces"] - before["traces"] == 1  # (the second call)
+    assert after["replays"] - before["replays"] == 3
+    for r in results:
+        np.testing.assert_array_equal(np.asarray(r), np.arange(5.0) * 4)
+    # Another static value or another argument type is another signature.
+    np.testing.assert_array_equal(np.asarray(f(x, 3.0)), np.arange(5.0) * 6)
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(3), 1)), [0, 2, 4])
+
+
+def test_static_values_of_another_type_or_sign_are_other_signatures():
+    @replay.replayed
+    def f(x, scale):
+        return jnp.multiply(x, scale)
+
+    x = jnp.ones(2)
+    for _ in range(3):
+        f(x, 0.0)
+    assert np.signbit(np.asarray(f(x, -0.0))).all()  # (-0.0 == 0.0, but not the same argument)
+    for _ in range(3):
+        assert f(jnp.arange(2), 1).dtype == np.int32
+    assert f(jnp.arange(2), 1.0).dtype == np.float32  # (1 == 1.0)
+    assert f(jnp.arange(2), True).dtype == np.int32
+
+
+@settings(max_examples=20, deadline=None)
+@given(shape=st.lists(st.integers(0, 6), max_size=3).map(tuple),
+       dtype=st.sampled_from([np.float32, np.float16, np.int32, np.uint8]),
+       seed=st.integers(0, 2**31 - 1))
+def test_replayed_samplers_give_the_direct_calls_bits(shape, dtype, seed):
+    key = random.PRNGKey(seed)
+    if np.dtype(dtype).kind == "f":
+        _same_bits(_calls(random.normal, key, shape, dtype))
+        _same_bits(_calls(random.uniform, key, shape, dtype, -2.0, 3.0))
+    else:
+        _same_bits(_calls(random.randint, key, shape, 0, 100, dtype))
+
+
+def test_segments_become_native_code():
+    """normal's Threefry rounds and its polynomial are exact operations: after a few calls they run
+    as two executables, around the log1p that stays on the reference."""
+    key = random.PRNGKey(11)
+    _same_bits(_calls(random.normal, key, (13,)))
+    program = next(e for k, e in replay._programs.items() if isinstance(e, replay._Replay)
+                   and e.closed.in_avals[0].shape == (2,) and e.closed.out_avals[0].shape == (13,))
+    kinds = ["native" if params is None else p.name for p, params, _, _ in program.steps]
+    assert kinds == ["native", "log1p", "native"]
+    assert all(getattr(p, "tier", "native") == "native" for p, params, _, _ in program.steps if params is None)
+
+
+def test_typed_keys_and_key_results_replay():
+    key = random.key(5)
+    _same_bits(_calls(random.normal, key, (4,)))
+    rbg = random.key(5, impl="rbg")
+    _same_bits(_calls(random.uniform, rbg, (4,)))
+
+    @replay.replayed
+    def split_and_draw(k):
+        a, b = random.split(k)
+        return b, random.normal(a, (3,))
+
+    results = _calls(split_and_draw, key)
+    for b, x in results:
+        assert b.dtype == key.dtype
+        np.testing.assert_array_equal(random.key_data(b), random.key_data(results[0][0]))
+        np.testing.assert_array_equal(x, results[0][1])
+
+
+def test_under_a_trace_the_function_runs_directly():
+    key = random.PRNGKey(0)
+    for _ in range(4):
+        random.normal(key, (3,))
+    eager = np.asarray(random.normal(key, (3,)))
+    jitted = ember.jit(lambda k: random.normal(k, (3,)))(key)
+    np.testing.assert_allclose(jitted, eager, rtol=1e-6)
+    keys = random.split(key, 3)
+    batched = ember.vmap(lambda k: random.normal(k, (3,)))(keys)
+    np.testing.assert_array_equal(batched[1], random.normal(keys[1], (3,)))
+    grads = ember.grad(lambda m: jnp.sum(random.normal(key, (3,)) * m))(1.0)
+    np.testing.assert_allclose(grads, eager.sum(), rtol=1e-6)
+
+
+def test_a_function_that_does_not_trace_runs_directly():
+    @replay.replayed
+    def branchy(x):
+        return lax.neg(x) if float(x[0]) > 0 else x  # (a Python branch on a value)
+
+    before = replay.replay_info()
+    assert [float(branchy(jnp.array([v, 0.0]))[0]) for v in (1.0, -1.0, 2.0, -2.0)] == [-1.0, -1.0, -2.0, -2.0]
+    assert replay.replay_info()["traces"] == before["traces"]
+
+
+def test_unhashable_arguments_run_directly():
+    key = random.PRNGKey(1)
+    bounds = np.float32([0.0, 1.0])  # (a NumPy array: not part of a signature)
+    first = random.uniform(key, (2,), minval=bounds, maxval=2.0)
+    _same_bits([first, *(random.uniform(key, (2,), minval=bounds, maxval=2.0) for _ in range(4))])
+
+
+def test_bad_arguments_raise_on_every_call():
+    key = random.PRNGKey(0)
+    for _ in range(4):
+        with pytest.raises(ValueError, match="dtype argument to `normal` must be a float or complex dtype"):
+            random.normal(key, (2,), np.int32)
+
+
+def test_a_config_change_traces_again():
+    key = random.PRNGKey(2)
+    for _ in range(3):
+        assert random.uniform(key, (2,)).dtype == np.float32
+    with ember.config.override(enable_x64=True):
+        assert random.uniform(key, (2,)).dtype == np.float64
+        assert random.uniform(key, (2,)).dtype == np.float64
+    assert random.uniform(key, (2,)).dtype == np.float32
+
+
+def test_debug_checks_name_the_operation_even_in_a_native_segment():
+    @replay.replayed
+    def f(x):
+        d = jnp.subtract(x, x)
+        return jnp.add(jnp.multiply(jnp.divide(d, d), 2.0), 1.0)  # (0 / 0: a NaN from an exact run)
+
+    x = jnp.ones(3)
+    results = _calls(f, x)
+    assert all(np.isnan(np.asarray(r)).all() for r in results)
+    program = next(e for e in replay._programs.values() if isinstance(e, replay._Replay)
+                   and e.closed.jaxpr.eqns and e.closed.jaxpr.eqns[0].primitive is lax.sub_p)
+    assert any(params is None for _, params, _, _ in program.steps)  # (compiled)
+    with ember.config.override(debug_nans=True):
+        for _ in range(3):
+            with pytest.raises(FloatingPointError, match="invalid value \\(nan\\) encountered in div"):
+                f(x)
