@@ -2,15 +2,19 @@
 side by side in one run (``python -m benchmarks.eager [name ...]`` prints it alone).
 
 Eager code is what notebooks, tests, initializers and libraries that loop outside ``jit`` run:
-each row calls the operation directly, with arrays already on the device. Times are medians of
-repeated calls once the native code of what comes again is compiled (ember compiles an eager
-operation or loop when its signature comes a second time, or at once when that pays: see
-``ember.runtime.eager``); "first call" is the row's first call in the process (for the loops it
-includes compiling the loop; for single operations JAX compiles a kernel per new shape, ember
-runs a new signature on its reference interpreter). The Adam rows drive an optimizer as optax's own tests do,
-``lax.scan(step, init, length=n)`` outside ``jit`` with ``step`` calling a jitted update; the
-update is optax's Adam rule (``scale_by_adam`` then the learning rate), written once for both
-frameworks (optax itself binds to one JAX per process).
+each row calls the operation directly, with arrays already on the device. "ember" and "JAX" are
+medians of repeated calls in the steady state: after the row's first ``FIRST_CALLS`` calls and
+``WARMUP_SECONDS`` more of calls, once the background compiles they started have finished (ember
+compiles an eager operation or loop when its signature comes a second time, or at once when that
+pays, and a replayed sampler's exact runs once its calls have paid for the compile: see
+``ember.runtime.eager`` and ``ember.runtime.replay``). "first call" is the row's first call in the
+process (for the loops it includes compiling the loop; for single operations JAX compiles a
+kernel per new shape, ember runs a new signature on its reference interpreter); "first 100 calls"
+is the ratio of the two frameworks' times for the row's first ``FIRST_CALLS`` calls, the first
+included, as a loop that starts cold sees them. The Adam rows drive an optimizer as optax's own
+tests do, ``lax.scan(step, init, length=n)`` outside ``jit`` with ``step`` calling a jitted
+update; the update is optax's Adam rule (``scale_by_adam`` then the learning rate), written once
+for both frameworks (optax itself binds to one JAX per process).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import numpy as np
 
 import ember
 import ember.numpy as enp
-from benchmarks.run import _fmt_time, first_call, median_time
+from benchmarks.run import _fmt_time, median_time
 from ember import lax as elax
 
 try:
@@ -158,6 +162,27 @@ EAGER_WORKLOADS = [
 SETTLE_SECONDS = 0.3
 
 
+# The calls a row's "first 100 calls" column times (the first one included), and the seconds of
+# calls after them before the steady state is timed.
+FIRST_CALLS = 100
+WARMUP_SECONDS = 0.5
+
+
+def _first_calls(fn: Callable[[], Any]) -> tuple[float, float]:
+    """The first call's time and the time of the first ``FIRST_CALLS`` calls, then calls for
+    ``WARMUP_SECONDS``."""
+    start = time.perf_counter()
+    fn()
+    first = time.perf_counter() - start
+    for _ in range(FIRST_CALLS - 1):
+        fn()
+    total = time.perf_counter() - start
+    deadline = time.perf_counter() + WARMUP_SECONDS
+    while time.perf_counter() < deadline:
+        fn()
+    return first, total
+
+
 def measure(w: EagerWorkload, budget: float) -> dict[str, float | None]:
     host = w.inputs(np.random.default_rng(0))
     row: dict[str, float | None] = {}
@@ -166,15 +191,14 @@ def measure(w: EagerWorkload, budget: float) -> dict[str, float | None]:
     time.sleep(SETTLE_SECONDS)
     ember_args = [ember.device_put(a) for a in host]
     fn = w.build(enp, elax, ember.jit)
-    row["ember first"] = first_call(lambda *a: ember.block_until_ready(fn(*a)), ember_args)
-    ember.block_until_ready(fn(*ember_args))  # (a signature that comes again compiles, in the background)
+    row["ember first"], row["ember first calls"] = _first_calls(lambda: ember.block_until_ready(fn(*ember_args)))
     ember.wait_for_compiles()  # (the steady state: the native code)
     row["ember"] = median_time(lambda: ember.block_until_ready(fn(*ember_args)), budget)
     if jax is not None:
         time.sleep(SETTLE_SECONDS)
         jax_args = [jax.device_put(a) for a in host]
         fn = w.build(jnp_jax, jlax, jax.jit)
-        row["jax first"] = first_call(lambda *a: jax.block_until_ready(fn(*a)), jax_args)
+        row["jax first"], row["jax first calls"] = _first_calls(lambda: jax.block_until_ready(fn(*jax_args)))
         row["jax"] = median_time(lambda: jax.block_until_ready(fn(*jax_args)), budget)
     return row
 
@@ -187,11 +211,13 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def table(rows: list[tuple[str, dict]]) -> str:
-    lines = ["| eager call | NumPy | ember | JAX | ember/JAX | first call ember | first call JAX |", "|" + "---|" * 7]
+    lines = [f"| eager call | NumPy | ember | JAX | ember/JAX | first call ember | first call JAX "
+             f"| first {FIRST_CALLS} calls ember/JAX |", "|" + "---|" * 8]
     for name, r in rows:
         lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
                      f"| {_ratio(r['ember'], r.get('jax'))} | {_fmt_time(r['ember first'])} "
-                     f"| {_fmt_time(r.get('jax first'))} |")
+                     f"| {_fmt_time(r.get('jax first'))} "
+                     f"| {_ratio(r['ember first calls'], r.get('jax first calls'))} |")
     return "\n".join(lines)
 
 

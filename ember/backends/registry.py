@@ -32,12 +32,14 @@ def register(backend: Backend, *, replace: bool = False) -> Backend:
             raise ValueError(f"a backend named {backend.name!r} is registered already ({type(old).__name__}); "
                              "pass replace=True to take its place, or choose another name")
         _backends[backend.name] = backend
+        _candidates.clear()
     return backend
 
 
 def unregister(name: str) -> None:
     """Remove the backend ``name``."""
     with _lock:
+        _candidates.clear()
         if _backends.pop(name, None) is None:
             raise ValueError(f"no backend named {name!r} is registered; registered: {_names()}")
 
@@ -69,11 +71,18 @@ def candidates(request: str) -> list[Backend]:
     return out
 
 
+# ``candidates`` of each request asked of ``get`` (the eager path asks on every operation that may
+# run native code): emptied when a backend is registered or removed.
+_candidates: dict[str, list[Backend]] = {}
+
+
 def get(name: str | None = None) -> Backend:
     """The backend ``name`` (a name or a platform, as in ``config.backend``), or with no name the
     one that runs programs now: the first available of those ``config.backend`` names."""
     request = config.backend if name is None else name
-    named = candidates(request)
+    named = _candidates.get(request)
+    if named is None:
+        named = _candidates[request] = candidates(request)
     for backend in named:
         if backend.is_available():  # (asked each time: a backend keeps what is costly to find out)
             return backend

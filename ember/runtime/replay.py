@@ -241,11 +241,15 @@ def replayed(fun: Callable) -> Callable:
     under a trace, and calls with other arguments (NumPy arrays, lists), run ``fun`` directly."""
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
-        # Arguments and results are flattened as the transformations flatten them: a typed key
-        # array is a node over its data (an argument of the program), its implementation static.
         if type(current_trace()) is not EvalTrace:
             return fun(*args, **kwargs)
-        leaves, tree = flatten_for_trace((args, kwargs))
+        leaves = _plain_arguments(args) if not kwargs else None
+        if leaves is not None:  # (positional Arrays and plain values: no tree to flatten)
+            tree: Any = _POSITIONAL
+        else:
+            # Other arguments are flattened as the transformations flatten them: a typed key array
+            # is a node over its data (an argument of the program), its implementation static.
+            leaves, tree = flatten_for_trace((args, kwargs))
         arrays, statics = [], []
         for x in leaves:
             if type(x) is Array:
@@ -277,6 +281,21 @@ def replayed(fun: Callable) -> Callable:
     return call
 
 
+_POSITIONAL = object()  # (the tree of arguments given positionally, each an Array or a plain value)
+_PLAIN = frozenset({int, float, bool, str, type(None), type, np.dtype})
+
+
+def _plain_arguments(args: tuple) -> list | None:
+    """``args`` as the leaves of a signature when each is an Array, a plain hashable value or a tuple
+    of ints (a shape), the commonest call; None otherwise."""
+    for x in args:
+        t = type(x)
+        if t is not Array and t not in _PLAIN and not (t is tuple and all(type(d) is int for d in x)) \
+                and not isinstance(x, np.dtype):
+            return None
+    return list(args)
+
+
 def _static_key(x: Any) -> Any:
     """A static argument as part of a signature: its type too (``1``, ``1.0`` and ``True`` are equal
     keys of a dict, but not the same argument), and a float's bits (``-0.0 == 0.0``)."""
@@ -305,7 +324,7 @@ def _trace(fun: Callable, leaves: list, tree: Any, arrays: list[Array]) -> Any:
         filled = list(leaves)
         for i, t in zip(array_slots, tracers):
             filled[i] = t
-        args, kwargs = tree_unflatten(tree, filled)
+        args, kwargs = (tuple(filled), {}) if tree is _POSITIONAL else tree_unflatten(tree, filled)
         outs, out_tree = flatten_for_trace(fun(*args, **kwargs))
         if not all(isinstance(o, Tracer) for o in outs):
             raise _NotReplayable  # (an output that is not an array of the program: a constant, a Python value)
