@@ -75,6 +75,11 @@ def _normal(xp, lax, jit):
     return lambda key: random.normal(key, (10,))
 
 
+def _split(xp, lax, jit):
+    random = ember.random if xp is enp else jax.random
+    return lambda key: random.split(key)
+
+
 def _matmul(xp, lax, jit):
     return lambda a: a @ a
 
@@ -145,6 +150,7 @@ EAGER_WORKLOADS = [
                   lambda c, x: np.where(c, x, np.float32(0))),
     EagerWorkload("jnp.mean(x), (10,) f32", _mean, lambda rng: _small(rng, 1), np.mean),
     EagerWorkload("random.normal(key, (10,)), a raw key", _normal, lambda rng: [np.array([0, 42], np.uint32)]),
+    EagerWorkload("random.split(key), a raw key", _split, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("selu 1e6 f32 (unjitted)", _selu, lambda rng: [rng.standard_normal(10**6, dtype=np.float32)],
                   _selu(np, None, None)),
     EagerWorkload("a @ a, 256x256 f32", _matmul, lambda rng: [rng.standard_normal((256, 256), dtype=np.float32)],

@@ -154,9 +154,11 @@ def _impl_of(key: Any) -> impls.PRNGImpl:
     return key._impl if isinstance(key, PRNGKeyArray) else impls.DEFAULT
 
 
+@replayed
 def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     """``num`` new keys (``num`` may be a shape): typed keys of shape ``num`` from a typed key,
-    raw ones (shape (*num, words)) from a raw key."""
+    raw ones (shape (*num, words)) from a raw key. (Replayed eagerly, as the samplers are: a split
+    is some 100 operations.)"""
     data = check_key("split", key)
     shape = shape_tuple(tuple(num) if isinstance(num, Sequence) else (num,), "num")
     return _like(key, _impl_of(key).split(data, shape))
@@ -164,9 +166,15 @@ def split(key: Any, num: int | Sequence[int] = 2) -> Any:
 
 def fold_in(key: Any, data: Any) -> Any:
     """A new key that is a function of ``key`` and the 32-bit integer ``data``."""
+    # A Python int is a uint32 (any in [0, 2**32), as in JAX), not the default int32; an argument
+    # of the replayed program, not a static value (a loop folds in a new one each step).
+    return _fold_in(key, jnp.asarray(np.uint32(data)) if isinstance(data, int) else data)
+
+
+@replayed
+def _fold_in(key: Any, data: Any) -> Any:
     typed, key = key, check_key("fold_in", key)
-    # A Python int is a uint32 (any in [0, 2**32), as in JAX), not the default int32.
-    data = jnp.asarray(np.uint32(data) if isinstance(data, int) else data)
+    data = jnp.asarray(data)
     if aval(data).ndim:
         raise TypeError(f"fold_in accepts a scalar, but was given an array of shape {aval(data).shape} != (). "
                         "Use ember.vmap to fold in many values.")
