@@ -238,7 +238,7 @@ def _compile(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executa
 def replayed(fun: Callable) -> Callable:
     """``fun`` (a pure function of arrays and hashable static values, returning arrays) whose eager
     calls after a signature's first replay its traced program (see the module docstring). Calls
-    under a trace, and calls with other arguments (NumPy arrays, lists), run ``fun`` directly."""
+    under a trace, and calls with an unhashable argument (a NumPy array), run ``fun`` directly."""
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         if type(current_trace()) is not EvalTrace:
