@@ -152,6 +152,21 @@ def test_a_function_that_does_not_trace_runs_directly():
     assert replay.replay_info()["traces"] == before["traces"]
 
 
+def test_disable_jit_runs_the_function_itself():
+    ran = []
+
+    @replay.replayed
+    def f(x):
+        ran.append(1)
+        return jnp.add(x, 1.0)
+
+    x = jnp.zeros(2)
+    with ember.disable_jit():
+        for _ in range(4):
+            np.testing.assert_array_equal(f(x), [1.0, 1.0])
+    assert len(ran) == 4
+
+
 def test_unhashable_arguments_run_directly():
     key = random.PRNGKey(1)
     bounds = np.float32([0.0, 1.0])  # (a NumPy array: not part of a signature)

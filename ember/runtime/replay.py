@@ -238,10 +238,11 @@ def _compile(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executa
 def replayed(fun: Callable) -> Callable:
     """``fun`` (a pure function of arrays and hashable static values, returning arrays) whose eager
     calls after a signature's first replay its traced program (see the module docstring). Calls
-    under a trace, and calls with an unhashable argument (a NumPy array), run ``fun`` directly."""
+    under a trace, with an unhashable argument (a NumPy array) or under ``disable_jit`` (which asks
+    for the Python to run, to step through it) run ``fun`` directly."""
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if type(current_trace()) is not EvalTrace:
+        if type(current_trace()) is not EvalTrace or config.disable_jit:  # (disable_jit: the code runs, for pdb)
             return fun(*args, **kwargs)
         leaves = _plain_arguments(args) if not kwargs else None
         if leaves is not None:  # (positional Arrays and plain values: no tree to flatten)
