@@ -26,6 +26,12 @@ def _calls(fun, *args, n=5, **kwargs):
     return [*results, fun(*args, **kwargs)]
 
 
+def _program_of(f, which=lambda e: True):
+    """The replayed program of ``f`` (a ``replayed`` function) that ``which`` picks."""
+    return next(e for k, e in replay._programs.items()
+                if k[0] is f.__wrapped__ and isinstance(e, replay._Replay) and which(e))
+
+
 def _same_bits(results):
     first = np.asarray(results[0])
     for r in results[1:]:
@@ -44,8 +50,7 @@ def test_a_replay_compiles_once_its_calls_have_paid_for_it(monkeypatch):
     x = jnp.arange(7, dtype=np.uint32)
     for _ in range(3):
         f(x)
-    program = next(e for e in replay._programs.values() if isinstance(e, replay._Replay) and e.closed.jaxpr.eqns
-                   and e.closed.jaxpr.eqns[0].primitive is lax.xor_p)
+    program = _program_of(f)
     assert program.compile_s is not None and program.steps is program.eqn_steps  # (not yet)
     program.spent = program.compile_s  # (as if its calls had taken that long)
     np.testing.assert_array_equal(f(x), np.arange(7) * 8 + 1)
@@ -103,8 +108,7 @@ def test_segments_become_native_code():
     as two executables, around the log1p that stays on the reference."""
     key = random.PRNGKey(11)
     _same_bits(_calls(random.normal, key, (13,)))
-    program = next(e for k, e in replay._programs.items() if isinstance(e, replay._Replay)
-                   and e.closed.in_avals[0].shape == (2,) and e.closed.out_avals[0].shape == (13,))
+    program = _program_of(random.normal, lambda e: e.closed.out_avals[0].shape == (13,))
     kinds = ["native" if params is None else p.name for p, params, _, _ in program.steps]
     assert kinds == ["native", "log1p", "native"]
     assert all(getattr(p, "tier", "native") == "native" for p, params, _, _ in program.steps if params is None)
@@ -200,10 +204,40 @@ def test_debug_checks_name_the_operation_even_in_a_native_segment():
     x = jnp.ones(3)
     results = _calls(f, x)
     assert all(np.isnan(np.asarray(r)).all() for r in results)
-    program = next(e for e in replay._programs.values() if isinstance(e, replay._Replay)
-                   and e.closed.jaxpr.eqns and e.closed.jaxpr.eqns[0].primitive is lax.sub_p)
+    program = _program_of(f)
     assert any(params is None for _, params, _, _ in program.steps)  # (compiled)
     with ember.config.override(debug_nans=True):
         for _ in range(3):
             with pytest.raises(FloatingPointError, match="invalid value \\(nan\\) encountered in div"):
                 f(x)
+
+
+# Staged jnp and nn functions (``numpy.staging``: jitted in JAX) replay eagerly too.
+STAGED_CALLS = [
+    ("var", lambda a: jnp.var(a, axis=-1)),
+    ("std", lambda a: jnp.std(a, ddof=1)),
+    ("clip", lambda a: jnp.clip(a, -1.0, 0.5)),
+    ("linspace", lambda a: jnp.linspace(0.0, 3.0, 7)),
+    ("log_softmax", lambda a: ember.nn.log_softmax(a)),
+    ("relu", lambda a: ember.nn.relu(a)),
+    ("cumsum", lambda a: jnp.cumsum(a, axis=0)),
+    ("sort", lambda a: jnp.sort(a, axis=-1)),
+    ("round", lambda a: jnp.round(a, 2)),
+    ("nan_to_num", lambda a: jnp.nan_to_num(a)),
+    ("diff", lambda a: jnp.diff(a, axis=1)),
+    ("median", lambda a: jnp.median(a, axis=0)),
+    ("isclose", lambda a: jnp.isclose(a, 0.5)),
+    ("tril", lambda a: jnp.tril(a)),
+    ("hypot", lambda a: jnp.hypot(a, 2.0)),
+]
+
+
+@pytest.mark.parametrize("name,call", STAGED_CALLS, ids=[c[0] for c in STAGED_CALLS])
+@settings(max_examples=8, deadline=None)
+@given(values=st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.25, 1e-3, 7.0, np.inf, -np.inf, np.nan]), min_size=12,
+                       max_size=12))
+def test_staged_functions_replay_with_the_direct_calls_bits(name, call, values):
+    a = jnp.asarray(np.float32(values).reshape(3, 4))
+    with ember.disable_jit():  # (the function run directly: what every replay must equal)
+        direct = call(a)
+    _same_bits([direct, *_calls(call, a)])

@@ -6,8 +6,10 @@ equations, once, as ``let clip = { ... } in``). Users read those jaxprs, and tut
 so ember stages the same functions under the same names: ``STAGED`` maps each public name to
 JAX's name for its jitted body and to its static parameters (JAX's ``static_argnames``); every
 other parameter is an input of the sub-program, Python scalars included (weakly typed, as in
-JAX). Eagerly nothing changes: the function runs as it is, with no jit cache in between; only
-under a trace (``jit``, ``make_jaxpr``, ``grad``, ``vmap``) does a call become a ``jit``
+JAX). Eagerly the function runs as it is, replayed from a signature's second call
+(``runtime.replay``: its traced program handed to the eager engine equation by equation, the same
+bits without the Python around each operation; JAX runs these jitted eagerly too); only under a
+trace (``jit``, ``make_jaxpr``, ``grad``, ``vmap``) does a call become a ``jit``
 equation, whose body is traced once per signature and inlined by the compiler as any nested
 ``jit`` is. A call whose static arguments cannot be hashed (a list as ``axis``, a traced value
 where JAX needs a static one) is not staged; it runs inline, and raises what it would raise.
@@ -20,6 +22,7 @@ from typing import Any, Callable
 
 from ember.api import jit
 from ember.core.trace import is_tracing
+from ember.runtime.replay import replayed, tracing_for_replay
 
 __all__ = ["STAGED", "stage", "staged"]
 
@@ -75,10 +78,13 @@ def stage(namespace: dict[str, Any], table: dict[str, tuple[str, tuple[str, ...]
 def _staged(fn: Callable, name: str, static: frozenset[str]) -> Callable:
     signature = inspect.signature(fn)
     program = jit(_body(fn, signature, name), static_argnums=0)
+    eager = replayed(fn)
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if not is_tracing():
+            return eager(*args, **kwargs)
+        if tracing_for_replay():  # (the operations the eager call runs, inline)
             return fn(*args, **kwargs)
         try:
             bound = signature.bind(*args, **kwargs)

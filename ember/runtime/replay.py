@@ -58,15 +58,30 @@ logger = logging.getLogger("ember")
 # Signatures kept per process (all replayed functions together), in order of recent use.
 PROGRAMS_KEPT = 1024
 
-_FIRST_SEEN = object()  # a signature called once: its next call traces
 _DIRECT = object()  # a signature that does not trace: it runs directly
 _programs: OrderedDict[tuple, Any] = OrderedDict()
+_seen_once: OrderedDict[tuple, bool] = OrderedDict()  # signatures called once: their next call traces
 _lock = threading.Lock()
 _counts = {"replays": 0, "traces": 0}
 
 
 class _NotReplayable(Exception):
     pass
+
+
+class _Tracing(threading.local):
+    active = False
+
+
+_tracing = _Tracing()
+
+
+def tracing_for_replay() -> bool:
+    """Whether this thread is tracing a function for a replay: library functions that stage
+    themselves as ``jit`` calls under a trace (``numpy.staging``) run inline then, as they do
+    eagerly, so that the program holds the operations the direct call runs (a ``jit`` equation
+    would run compiled, with native math's bits)."""
+    return _tracing.active
 
 
 # --- which equations native code computes with the reference's bits ---------------------------------
@@ -244,9 +259,9 @@ def replayed(fun: Callable) -> Callable:
     def call(*args: Any, **kwargs: Any) -> Any:
         if type(current_trace()) is not EvalTrace or config.disable_jit:  # (disable_jit: the code runs, for pdb)
             return fun(*args, **kwargs)
-        leaves = _plain_arguments(args) if not kwargs else None
-        if leaves is not None:  # (positional Arrays and plain values: no tree to flatten)
-            tree: Any = _POSITIONAL
+        leaves = _plain_arguments(args, kwargs)
+        if leaves is not None:  # (Arrays and plain values: no tree to flatten)
+            tree: Any = (_PLAIN_CALL, len(args), *kwargs)
         else:
             # Other arguments are flattened as the transformations flatten them: a typed key array
             # is a node over its data (an argument of the program), its implementation static.
@@ -263,15 +278,19 @@ def replayed(fun: Callable) -> Callable:
             entry = _programs.get(key)
         except TypeError:  # (an unhashable argument: a list, a NumPy array)
             return fun(*args, **kwargs)
-        if entry is None or entry is _DIRECT:
-            if entry is None:
-                _remember(key, _FIRST_SEEN)
-            return fun(*args, **kwargs)
-        if entry is _FIRST_SEEN:
+        if entry is None:
+            if _seen_once.pop(key, None) is None:  # (a first call: noted apart, so that a loop of
+                with _lock:                         # new static values does not push programs out)
+                    _seen_once[key] = True
+                    if len(_seen_once) > PROGRAMS_KEPT:
+                        _seen_once.popitem(last=False)
+                return fun(*args, **kwargs)
             entry = _trace(fun, leaves, tree, arrays)
             _remember(key, entry)
             if entry is _DIRECT:
                 return fun(*args, **kwargs)
+        elif entry is _DIRECT:
+            return fun(*args, **kwargs)
         else:
             try:
                 _programs.move_to_end(key)
@@ -282,19 +301,20 @@ def replayed(fun: Callable) -> Callable:
     return call
 
 
-_POSITIONAL = object()  # (the tree of arguments given positionally, each an Array or a plain value)
+_PLAIN_CALL = object()  # (a call's tree: its positional count and keyword names, when all are plain)
 _PLAIN = frozenset({int, float, bool, str, type(None), type, np.dtype})
 
 
-def _plain_arguments(args: tuple) -> list | None:
-    """``args`` as the leaves of a signature when each is an Array, a plain hashable value or a tuple
-    of ints (a shape), the commonest call; None otherwise."""
-    for x in args:
+def _plain_arguments(args: tuple, kwargs: dict) -> list | None:
+    """The arguments (positional, then keyword) as the leaves of a signature when each is an Array,
+    a plain hashable value or a tuple of ints (a shape or axes), the commonest call; None otherwise."""
+    leaves = [*args, *kwargs.values()] if kwargs else list(args)
+    for x in leaves:
         t = type(x)
         if t is not Array and t not in _PLAIN and not (t is tuple and all(type(d) is int for d in x)) \
                 and not isinstance(x, np.dtype):
             return None
-    return list(args)
+    return leaves
 
 
 def _static_key(x: Any) -> Any:
@@ -325,13 +345,18 @@ def _trace(fun: Callable, leaves: list, tree: Any, arrays: list[Array]) -> Any:
         filled = list(leaves)
         for i, t in zip(array_slots, tracers):
             filled[i] = t
-        args, kwargs = (tuple(filled), {}) if tree is _POSITIONAL else tree_unflatten(tree, filled)
+        if type(tree) is tuple and tree[0] is _PLAIN_CALL:
+            n, names = tree[1], tree[2:]
+            args, kwargs = tuple(filled[:n]), dict(zip(names, filled[n:]))
+        else:
+            args, kwargs = tree_unflatten(tree, filled)
         outs, out_tree = flatten_for_trace(fun(*args, **kwargs))
         if not all(isinstance(o, Tracer) for o in outs):
             raise _NotReplayable  # (an output that is not an array of the program: a constant, a Python value)
         out_trees.append(out_tree)
         return outs
 
+    previous, _tracing.active = _tracing.active, True
     try:
         closed = trace_to_jaxpr(flat, [a.aval for a in arrays],
                                 DebugInfo("eager replay", getattr(fun, "__name__", "fun"),
@@ -341,6 +366,8 @@ def _trace(fun: Callable, leaves: list, tree: Any, arrays: list[Array]) -> Any:
         # of what it computes, and raises its own errors.
         logger.debug("eager replay: %s runs directly (%s: %s)", getattr(fun, "__qualname__", fun), type(e).__name__, e)
         return _DIRECT
+    finally:
+        _tracing.active = previous
     _counts["traces"] += 1
     return _Replay(closed, out_trees[0])
 
@@ -354,6 +381,7 @@ def clear_replays() -> None:
     """Forget every replayed program (``ember.clear_caches``) and reset the counts."""
     with _lock:
         _programs.clear()
+        _seen_once.clear()
         for k in _counts:
             _counts[k] = 0
 

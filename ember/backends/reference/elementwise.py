@@ -262,8 +262,8 @@ def _max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if dtypes.is_complex(np.result_type(x, y)):
         return np.where(complex_greater(x, y), x, y)
     out = np.maximum(x, y)
-    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8:
-        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), out)
+    if (out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8) and (out == 0).any():
+        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), out)  # (only zeros can be wrong)
     return out
 
 
@@ -273,8 +273,8 @@ def _min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if dtypes.is_complex(np.result_type(x, y)):
         return np.where(complex_greater(y, x), x, y)
     out = np.minimum(x, y)
-    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8:
-        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)
+    if (out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8) and (out == 0).any():
+        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)  # (only zeros can be wrong)
     return out
 
 
