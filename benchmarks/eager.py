@@ -70,6 +70,15 @@ def _mean(xp, lax, jit):
     return lambda x: xp.mean(x)
 
 
+def _var(xp, lax, jit):
+    return lambda x: xp.var(x, axis=-1)
+
+
+def _log_softmax(xp, lax, jit):
+    nn = ember.nn if xp is enp else jax.nn
+    return lambda x: nn.log_softmax(x)
+
+
 def _normal(xp, lax, jit):
     random = ember.random if xp is enp else jax.random
     return lambda key: random.normal(key, (10,))
@@ -149,6 +158,10 @@ EAGER_WORKLOADS = [
                   lambda rng: [rng.standard_normal(10) > 0, rng.standard_normal(10, dtype=np.float32)],
                   lambda c, x: np.where(c, x, np.float32(0))),
     EagerWorkload("jnp.mean(x), (10,) f32", _mean, lambda rng: _small(rng, 1), np.mean),
+    EagerWorkload("jnp.var(x, axis=-1), (8, 10) f32", _var,
+                  lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)], lambda x: np.var(x, axis=-1)),
+    EagerWorkload("nn.log_softmax(x), (8, 10) f32", _log_softmax,
+                  lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)]),
     EagerWorkload("random.normal(key, (10,)), a raw key", _normal, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("random.split(key), a raw key", _split, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("selu 1e6 f32 (unjitted)", _selu, lambda rng: [rng.standard_normal(10**6, dtype=np.float32)],
