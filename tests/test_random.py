@@ -131,8 +131,7 @@ def test_draws_match_jax(jax_draws, name, draw, ulps):
         assert_same(draw(random, random.PRNGKey(seed)), expected, ulps)
 
 
-@pytest.mark.parametrize("name,draw,ulps", DRAWS, ids=[d[0] for d in DRAWS])
-def test_repeated_eager_draws_keep_their_bits(name, draw, ulps, monkeypatch):
+def assert_repeated_draws_keep_their_bits(draw, monkeypatch) -> None:
     """A signature's eager calls run directly, then trace and replay, then replay with native
     segments once they pay (``runtime.replay``, here at once): every call gives the first call's
     bits."""
@@ -145,6 +144,11 @@ def test_repeated_eager_draws_keep_their_bits(name, draw, ulps, monkeypatch):
         assert_same(draw(random, key), first)
     tiers.wait_for_compiles()
     assert_same(draw(random, key), first)
+
+
+@pytest.mark.parametrize("name,draw,ulps", DRAWS, ids=[d[0] for d in DRAWS])
+def test_repeated_eager_draws_keep_their_bits(name, draw, ulps, monkeypatch):
+    assert_repeated_draws_keep_their_bits(draw, monkeypatch)
 
 
 @pytest.mark.parametrize("name,draw,ulps", DRAWS, ids=[d[0] for d in DRAWS])

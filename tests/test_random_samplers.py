@@ -13,8 +13,7 @@ import pytest
 
 import ember
 from ember import random
-from ember.runtime import replay, tiers
-from tests.test_random import assert_same
+from tests.test_random import assert_repeated_draws_keep_their_bits, assert_same
 
 ALPHAS = np.float32([[0.3, 1.0, 2.5], [0.05, 7.0, 40.0]])  # both sides of the alpha < 1 boost
 RATES = np.float32([0.0, 0.5, 3.0, 9.9, 10.0, 50.0, 1000.0])  # Knuth below 10, rejection above
@@ -109,18 +108,7 @@ def test_draws_are_the_same_eagerly_and_under_jit(name):
 
 @pytest.mark.parametrize("name,draw,ulps", DRAWS, ids=[d[0] for d in DRAWS])
 def test_repeated_eager_draws_keep_their_bits(name, draw, ulps, monkeypatch):
-    """A signature's eager calls run directly, then trace and replay, then replay with native
-    segments once they pay (``runtime.replay``, here at once): every call gives the first call's
-    bits."""
-    key = random.PRNGKey(3)
-    first = np.asarray(draw(random, key))
-    for _ in range(2):
-        assert_same(draw(random, key), first)
-    monkeypatch.setattr(replay, "PAYBACK", 0.0)
-    for _ in range(2):
-        assert_same(draw(random, key), first)
-    tiers.wait_for_compiles()
-    assert_same(draw(random, key), first)
+    assert_repeated_draws_keep_their_bits(draw, monkeypatch)
 
 
 VMAPPED = [
