@@ -79,6 +79,15 @@ def _log_softmax(xp, lax, jit):
     return lambda x: nn.log_softmax(x)
 
 
+def _softmax(xp, lax, jit):
+    nn = ember.nn if xp is enp else jax.nn
+    return lambda x: nn.softmax(x)
+
+
+def _norm(xp, lax, jit):
+    return lambda x: xp.linalg.norm(x)
+
+
 def _normal(xp, lax, jit):
     random = ember.random if xp is enp else jax.random
     return lambda key: random.normal(key, (10,))
@@ -162,6 +171,10 @@ EAGER_WORKLOADS = [
                   lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)], lambda x: np.var(x, axis=-1)),
     EagerWorkload("nn.log_softmax(x), (8, 10) f32", _log_softmax,
                   lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)]),
+    EagerWorkload("nn.softmax(x), (8, 10) f32", _softmax,
+                  lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)]),
+    EagerWorkload("jnp.linalg.norm(x), (8, 10) f32", _norm,
+                  lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)], np.linalg.norm),
     EagerWorkload("random.normal(key, (10,)), a raw key", _normal, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("random.split(key), a raw key", _split, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("selu 1e6 f32 (unjitted)", _selu, lambda rng: [rng.standard_normal(10**6, dtype=np.float32)],

@@ -1,6 +1,8 @@
 """Eager composite functions replayed (``ember.runtime.replay``): a signature's first call runs the
 function, the second traces it, later calls replay the program, with runs of exact operations on
-native code; every call computes what the function does directly, bit for bit."""
+native code (``exact=True``: every call computes what the function does directly, bit for bit) or the
+whole program once it pays (``exact=False``: the reference's bits until then, then native math's
+values, which equal them to rounding)."""
 from __future__ import annotations
 
 import numpy as np
@@ -236,8 +238,42 @@ STAGED_CALLS = [
 @settings(max_examples=8, deadline=None)
 @given(values=st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.25, 1e-3, 7.0, np.inf, -np.inf, np.nan]), min_size=12,
                        max_size=12))
-def test_staged_functions_replay_with_the_direct_calls_bits(name, call, values):
+def test_staged_functions_replay_the_direct_calls_bits_then_run_native(name, call, values):
     a = jnp.asarray(np.float32(values).reshape(3, 4))
     with ember.disable_jit():  # (the function run directly: what every replay must equal)
         direct = call(a)
-    _same_bits([direct, *_calls(call, a)])
+    replay.clear_replays()  # (each example starts from a first call; the fixture restores PAYBACK)
+    replay.PAYBACK = np.inf
+    _same_bits([direct, *(call(a) for _ in range(4))])  # (replayed on the eager engine: the reference's bits)
+    replay.PAYBACK = 0.0
+    direct = np.asarray(direct)
+    for r in _calls(call, a):  # (the whole program: its quick tier, then its native code)
+        r = np.asarray(r)
+        assert r.dtype == direct.dtype and r.shape == direct.shape
+        np.testing.assert_allclose(r, direct, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(np.signbit(r[r == 0]), np.signbit(direct[r == 0]))
+
+
+@pytest.mark.parametrize("fun,kwargs", [(ember.nn.log_softmax, {}), (ember.nn.softmax, {"axis": 0}),
+                                        (jnp.linalg.norm, {}), (jnp.var, {"axis": 1})])
+def test_a_function_jax_jits_runs_as_one_native_program_once_it_pays(fun, kwargs):
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32))
+    replay.clear_replays()
+    results = _calls(fun, x, **kwargs)
+    (program,) = replay._programs.values()
+    assert not program.exact and program.whole is not None
+    assert getattr(program.whole, "tier", "native") == "native"  # (tiered, or shared with a jit of the same program)
+    np.testing.assert_allclose(results[-1], results[0], rtol=1e-6, atol=1e-7)
+    with ember.config.override(debug_nans=True):  # (softmax: op by op; the staged ones: their jit)
+        np.testing.assert_allclose(fun(x, **kwargs), results[0], rtol=1e-6, atol=1e-7)
+
+
+def test_debug_nans_checks_an_eager_staged_functions_outputs_as_jax_checks_its_jit():
+    """``var`` makes a NaN it does not keep (the variance of no elements): not an error, as in JAX;
+    a NaN in the output is, named by the op-by-op rerun."""
+    x = jnp.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    with ember.config.override(debug_nans=True):
+        for _ in range(3):
+            np.testing.assert_allclose(jnp.var(x, axis=1), np.var(np.arange(12.0).reshape(3, 4), axis=1))
+        with pytest.raises(FloatingPointError, match="invalid value \\(nan\\) encountered in"):
+            jnp.var(x, axis=1, ddof=4)  # (N - ddof = 0)

@@ -19,6 +19,7 @@ from ember.lax.reductions import static_axis
 from ember.numpy.core import ensure_array, promote_dtypes_inexact
 from ember.numpy.reductions import reduction_axes
 from ember.numpy.staging import staged
+from ember.runtime.replay import replayed
 from ember.transforms.custom import custom_jvp
 
 __all__ = [
@@ -225,6 +226,7 @@ def _shifted_by_max(x: Any, axis: Any, where: Any) -> Any:
     return jnp.subtract(x, x_max)
 
 
+@replayed(exact=False)  # (JAX's is not jitted: its eager calls replay, its traces show the operations)
 def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     """``exp(x) / sum(exp(x))`` over ``axis``; masked-out elements get 0."""
     x = _inexact(x)
@@ -304,6 +306,7 @@ def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, 
     return jnp.multiply(jnp.subtract(x, mean), lax.rsqrt(jnp.add(variance, epsilon)))
 
 
+@staged("_one_hot", ("num_classes", "dtype", "axis"))
 def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> Any:
     """A new ``axis`` of length ``num_classes`` that is 1 where it equals ``x`` (all 0 for
     values outside ``[0, num_classes)``)."""

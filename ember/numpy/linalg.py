@@ -43,6 +43,7 @@ from ember.numpy.creation import arange, eye, zeros
 from ember.numpy.index_functions import take_along_axis
 from ember.numpy.reductions import any as _any, max as _max, sum as _sum
 from ember.numpy.shape_ops import expand_dims, matrix_transpose, moveaxis, ravel, stack  # noqa: F401  (jnp.linalg.*)
+from ember.numpy.staging import staged
 from ember.numpy.ufuncs import multiply, subtract, where
 from ember.transforms.custom import custom_jvp
 from ember.transforms.stable import euclidean_norm
@@ -575,6 +576,7 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
     return out if keepdims else lax.squeeze(out, axes)
 
 
+@staged("norm", ("ord", "axis", "keepdims"))
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     """Vector norms (over one axis) and matrix norms (over two): ``ord`` None/2, 1, inf, -inf, 0,
     p for vectors; None/'fro', 1, -1, inf, -inf, 2, -2 (extreme singular values) and 'nuc'

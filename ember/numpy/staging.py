@@ -8,11 +8,15 @@ JAX's name for its jitted body and to its static parameters (JAX's ``static_argn
 other parameter is an input of the sub-program, Python scalars included (weakly typed, as in
 JAX). Eagerly the function runs as it is, replayed from a signature's second call
 (``runtime.replay``: its traced program handed to the eager engine equation by equation, the same
-bits without the Python around each operation; JAX runs these jitted eagerly too); only under a
-trace (``jit``, ``make_jaxpr``, ``grad``, ``vmap``) does a call become a ``jit``
-equation, whose body is traced once per signature and inlined by the compiler as any nested
-``jit`` is. A call whose static arguments cannot be hashed (a list as ``axis``, a traced value
-where JAX needs a static one) is not staged; it runs inline, and raises what it would raise.
+bits without the Python around each operation, and once that has paid for a compile, the whole
+program as one native executable; JAX runs these jitted eagerly too). Under ``debug_nans`` /
+``debug_infs`` an eager call is the ``jit`` call, as in JAX: only its outputs are checked (a NaN
+the result does not keep is not an error, such as the one ``var`` selects where no element is
+left), and an invalid output reruns it op by op to name the operation. Only under a trace
+(``jit``, ``make_jaxpr``, ``grad``, ``vmap``) does a call become a ``jit`` equation, whose body is
+traced once per signature and inlined by the compiler as any nested ``jit`` is. A call whose
+static arguments cannot be hashed (a list as ``axis``, a traced value where JAX needs a static
+one) is not staged; it runs inline, and raises what it would raise.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import inspect
 from typing import Any, Callable
 
 from ember.api import jit
+from ember.config import config
 from ember.core.trace import is_tracing
 from ember.runtime.replay import replayed, tracing_for_replay
 
@@ -79,13 +84,14 @@ def stage(namespace: dict[str, Any], table: dict[str, tuple[str, tuple[str, ...]
 def _staged(fn: Callable, name: str, static: frozenset[str], replay: bool = True) -> Callable:
     signature = inspect.signature(fn)
     program = jit(_body(fn, signature, name), static_argnums=0)
-    eager = replayed(fn) if replay else fn
+    eager = replayed(fn, exact=False) if replay else fn
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if not is_tracing():
-            return eager(*args, **kwargs)
-        if tracing_for_replay():  # (the operations the eager call runs, inline)
+            if not (config.debug_nans or config.debug_infs):
+                return eager(*args, **kwargs)
+        elif tracing_for_replay():  # (the operations the eager call runs, inline)
             return fn(*args, **kwargs)
         try:
             bound = signature.bind(*args, **kwargs)

@@ -17,14 +17,20 @@ trace (a value-dependent Python branch, outputs other than arrays) run directly 
 
 Once a replay's calls have taken as long as compiling it is estimated to take (``PAYBACK``, the
 ski-rental rule of ``runtime.tiers``: a hot loop gets there, a test calling a shape a few times
-does not), it runs each run of *exact* equations (integer and bit operations, data movement, the
-IEEE operations that round once: ``_exact``) as one native executable, compiled in the background
-and shared with equal programs: native code computes those with the reference's bits, so the
-values do not change when it takes over (a sampler's Threefry rounds and its polynomial become
-two native calls around one ``log1p``). Transcendental functions stay eager operations: their
-native code rounds apart from NumPy's, and a sampler's values would change between its calls.
-Compiling the whole sampler is ``jit``'s way (JAX's values, ember's native math), which changes
-the bits once and costs a compile per new signature.
+does not), native code takes over, compiled in the background and shared with equal programs. How
+much of the program it takes is the function's choice:
+
+- ``exact=True`` (the samplers, ``split``, ``fold_in``): each run of *exact* equations (integer and
+  bit operations, data movement, the IEEE operations that round once: ``_exact``) becomes one
+  native executable. Native code computes those with the reference's bits, so the values do not
+  change when it takes over (a sampler's Threefry rounds and its polynomial become two native calls
+  around one ``log1p``). Transcendental functions stay eager operations: their native code rounds
+  apart from NumPy's, and a key's draws would change between its calls.
+- ``exact=False`` (the ``jnp`` and ``nn`` functions that JAX jits, ``numpy.staging``, and
+  ``nn.softmax``): the whole program becomes one executable, as ``jit`` compiles it, so an eager
+  ``log_softmax`` is one native call, as JAX's is one XLA call. Its transcendental functions and
+  reductions then round as the native code does (values equal to rounding, as an eager large
+  operation's from its second call, and as a tiered ``jit``'s once native).
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -44,7 +50,7 @@ from ember.backends.protocols import Executable
 from ember.config import config
 from ember.core.array import Array
 from ember.core.caches import register_cache
-from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, count_eqns
 from ember.core.primitive import Primitive
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.core.trace import EvalTrace, Tracer, current_trace
@@ -132,13 +138,15 @@ class _Replay:
     each on the reference (the debug checks, the reference backend)."""
 
     __slots__ = ("closed", "template", "n_args", "steps", "eqn_steps", "outs", "out_tree", "spent", "compile_s",
-                 "_slot")
+                 "exact", "whole", "_slot")
 
-    def __init__(self, closed: ClosedJaxpr, out_tree: Any) -> None:
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any, exact: bool) -> None:
         jaxpr = closed.jaxpr
-        self.closed, self.n_args = closed, len(jaxpr.invars)
+        self.closed, self.n_args, self.exact = closed, len(jaxpr.invars), exact
+        self.whole: Executable | None = None  # the program as one executable, once compiled whole
         self.spent = 0.0
-        self.compile_s: float | None = tiers.compile_ms(jaxpr) / 1e3  # (None once compiled)
+        # (None once compiled, or for a program too small for a segment)
+        self.compile_s: float | None = tiers.compile_ms(jaxpr) / 1e3 if count_eqns(jaxpr) >= MIN_SEGMENT_EQNS else None
         slot = {id(v): i for i, v in enumerate(jaxpr.invars)}
         template: list[Any] = [None] * self.n_args
         for v, c in zip(jaxpr.constvars, closed.consts):
@@ -163,13 +171,20 @@ class _Replay:
         self.steps = self.eqn_steps = steps
 
     def __call__(self, args: list[Array]) -> Any:
-        start = time.perf_counter()
-        steps = self.steps
-        if not native_now():
+        whole = self.whole
+        if whole is not None and native_now():
+            return tree_unflatten(self.out_tree, whole(*args))
+        steps, start = self.steps, 0.0
+        if self.compile_s is not None:  # (not compiled yet: the calls count their time until they pay)
+            if self.spent >= PAYBACK * self.compile_s and native_now():
+                self.compile_s = None
+                steps = self.steps = self._compile_segments()
+                if self.whole is not None:
+                    return tree_unflatten(self.out_tree, self.whole(*args))
+            else:
+                start = time.perf_counter()
+        elif steps is not self.eqn_steps and not native_now():
             steps = self.eqn_steps
-        elif self.compile_s is not None and self.spent >= PAYBACK * self.compile_s:
-            self.compile_s = None
-            steps = self.steps = self._compile_segments()
         env = self.template.copy()
         env[:self.n_args] = args
         apply = EvalTrace.apply
@@ -184,14 +199,15 @@ class _Replay:
             else:
                 for o, r in zip(outs, result):
                     env[o] = r
-        if self.compile_s is not None:
+        if start:
             self.spent += time.perf_counter() - start
         return tree_unflatten(self.out_tree, [env[i] for i in self.outs])
 
     def _compile_segments(self) -> list[tuple]:
         """The steps, with each run of at least ``MIN_SEGMENT_EQNS`` exact equations as one executable
         (shared with equal programs, tiered: both tiers compute the reference's bits, so calls give
-        the same values before and after)."""
+        the same values before and after); or, where the function is not ``exact``, the eager steps
+        kept for the debug checks, with the whole program compiled as ``self.whole``."""
         jaxpr, slot = self.closed.jaxpr, self._slot
         # Where each variable is read last: by an equation (its index) or by the program's outputs.
         last_read: dict[int, int] = {}
@@ -205,6 +221,11 @@ class _Replay:
         steps: list[tuple] = []
         run: list[int] = []
 
+        if not self.exact and count_eqns(jaxpr) >= MIN_SEGMENT_EQNS:  # (the whole program, as jit compiles it)
+            self.whole = _compiled(self.closed)
+            if self.whole is not None:
+                return self.eqn_steps
+
         def close_run() -> None:
             segment = self._segment([jaxpr.eqns[i] for i in run], run[-1], last_read, slot) \
                 if len(run) >= MIN_SEGMENT_EQNS else None
@@ -212,7 +233,7 @@ class _Replay:
             run.clear()
 
         for i, eqn in enumerate(jaxpr.eqns):
-            if _exact(eqn):
+            if not self.exact or _exact(eqn):
                 run.append(i)
                 continue
             if run:
@@ -232,47 +253,65 @@ class _Replay:
         outvars = [v for eqn in eqns for v in eqn.outvars if last_read.get(id(v), -1) > last]
         if not outvars:
             return None
-        closed = ClosedJaxpr(Jaxpr([], list(invars.values()), eqns, outvars), [])
-        try:
-            executable, _ = compile_cache.compile_shared(closed, "eager_replay", _compile)
-        except Exception as e:  # (the equations go on running one by one)
-            logger.debug("eager replay: a segment of %d equations did not compile (%s: %s)", len(eqns),
-                         type(e).__name__, e)
+        executable = _compiled(ClosedJaxpr(Jaxpr([], list(invars.values()), eqns, outvars), []))
+        if executable is None:
             return None
         return (executable, None, [slot[i] for i in invars], [slot[id(v)] for v in outvars])
 
 
+def _compiled(closed: ClosedJaxpr) -> Executable | None:
+    """The shared executable of a segment, or None where it does not compile (its equations go on
+    running one by one)."""
+    try:
+        return compile_cache.compile_shared(closed, "eager_replay", _compile)[0]
+    except Exception as e:
+        logger.debug("eager replay: a segment of %d equations did not compile (%s: %s)", len(closed.jaxpr.eqns),
+                     type(e).__name__, e)
+        return None
+
+
 def _compile(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executable:
     """A segment's executable: tiered whatever its size where tiering is on (the call that brings a
-    replay to native code does not wait for a compile, and its values are the same either way)."""
+    replay to native code does not wait for a compile; the quick tier computes the reference's
+    values)."""
     if config.tiered_compilation and isinstance(registry.get(), CpuBackend):
         return tiers.TieredExecutable(closed, name, tiers.compile_ms(closed.jaxpr) / 1e3)
     return tiers.compile_jaxpr(closed, name, donated)
 
 
-def replayed(fun: Callable) -> Callable:
+def replayed(fun: Callable | None = None, *, exact: bool = True) -> Any:
     """``fun`` (a pure function of arrays and hashable static values, returning arrays) whose eager
     calls after a signature's first replay its traced program (see the module docstring). Calls
     under a trace, with an unhashable argument (a NumPy array) or under ``disable_jit`` (which asks
-    for the Python to run, to step through it) run ``fun`` directly."""
+    for the Python to run, to step through it) run ``fun`` directly.
+
+    ``exact=True`` (a sampler: a key's draws are its bits) compiles only the exact runs of
+    equations; ``exact=False`` (a ``jnp`` function JAX jits) lets the whole program become native
+    code once it pays, whose transcendental functions and reductions round as ``jit``'s do: as an
+    eager large operation does from its second call, its values may change in the last bits when
+    the native code takes over."""
+    if fun is None:
+        return lambda f: replayed(f, exact=exact)
+
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         if type(current_trace()) is not EvalTrace or config.disable_jit:  # (disable_jit: the code runs, for pdb)
             return fun(*args, **kwargs)
-        leaves = _plain_arguments(args, kwargs)
-        if leaves is not None:  # (Arrays and plain values: no tree to flatten)
+        leaves = [*args, *kwargs.values()] if kwargs else args
+        arrays, statics = _plain_signature(leaves)
+        if statics is not None:  # (Arrays and plain values: no tree to flatten)
             tree: Any = (_PLAIN_CALL, len(args), *kwargs)
         else:
             # Other arguments are flattened as the transformations flatten them: a typed key array
             # is a node over its data (an argument of the program), its implementation static.
             leaves, tree = flatten_for_trace((args, kwargs))
-        arrays, statics = [], []
-        for x in leaves:
-            if type(x) is Array:
-                arrays.append(x)
-                statics.append(x.aval)
-            else:
-                statics.append(_static_key(x))
+            arrays, statics = [], []
+            for x in leaves:
+                if type(x) is Array:
+                    arrays.append(x)
+                    statics.append(x.aval)
+                else:
+                    statics.append(_static_key(x))
         try:
             key = (fun, tree, config.codegen_key(), *statics)
             entry = _programs.get(key)
@@ -285,7 +324,7 @@ def replayed(fun: Callable) -> Callable:
                     if len(_seen_once) > PROGRAMS_KEPT:
                         _seen_once.popitem(last=False)
                 return fun(*args, **kwargs)
-            entry = _trace(fun, leaves, tree, arrays)
+            entry = _trace(fun, leaves, tree, arrays, exact)
             _remember(key, entry)
             if entry is _DIRECT:
                 return fun(*args, **kwargs)
@@ -305,16 +344,23 @@ _PLAIN_CALL = object()  # (a call's tree: its positional count and keyword names
 _PLAIN = frozenset({int, float, bool, str, type(None), type, np.dtype})
 
 
-def _plain_arguments(args: tuple, kwargs: dict) -> list | None:
-    """The arguments (positional, then keyword) as the leaves of a signature when each is an Array,
-    a plain hashable value or a tuple of ints (a shape or axes), the commonest call; None otherwise."""
-    leaves = [*args, *kwargs.values()] if kwargs else list(args)
+def _plain_signature(leaves: Any) -> tuple[list[Array], list | None]:
+    """The Arrays among the arguments (positional, then keyword) and the signature's leaves (an
+    Array's type, a static value's key) when each is an Array, a plain hashable value or a tuple of
+    ints (a shape or axes), the commonest call; ``statics`` None otherwise."""
+    arrays, statics = [], []
     for x in leaves:
         t = type(x)
-        if t is not Array and t not in _PLAIN and not (t is tuple and all(type(d) is int for d in x)) \
-                and not isinstance(x, np.dtype):
-            return None
-    return leaves
+        if t is Array:
+            arrays.append(x)
+            statics.append(x.aval)
+        elif t is float:
+            statics.append((float, x.hex()))
+        elif t in _PLAIN or (t is tuple and all(type(d) is int for d in x)) or isinstance(x, np.dtype):
+            statics.append((t, x))
+        else:
+            return arrays, None
+    return arrays, statics
 
 
 def _static_key(x: Any) -> Any:
@@ -336,7 +382,7 @@ def _remember(key: tuple, entry: Any) -> None:
             _programs.popitem(last=False)
 
 
-def _trace(fun: Callable, leaves: list, tree: Any, arrays: list[Array]) -> Any:
+def _trace(fun: Callable, leaves: Sequence[Any], tree: Any, arrays: list[Array], exact: bool) -> Any:
     """The replay of ``fun`` on arguments of these types, or ``_DIRECT`` where it does not trace."""
     array_slots = [i for i, x in enumerate(leaves) if type(x) is Array]
     out_trees: list[Any] = []
@@ -369,7 +415,7 @@ def _trace(fun: Callable, leaves: list, tree: Any, arrays: list[Array]) -> Any:
     finally:
         _tracing.active = previous
     _counts["traces"] += 1
-    return _Replay(closed, out_trees[0])
+    return _Replay(closed, out_trees[0], exact)
 
 
 def replay_info() -> dict[str, int]:
