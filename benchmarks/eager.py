@@ -88,6 +88,14 @@ def _norm(xp, lax, jit):
     return lambda x: xp.linalg.norm(x)
 
 
+def _take(xp, lax, jit):
+    return lambda x, i: xp.take(x, i)
+
+
+def _matvec(xp, lax, jit):
+    return lambda a, v: a @ v
+
+
 def _normal(xp, lax, jit):
     random = ember.random if xp is enp else jax.random
     return lambda key: random.normal(key, (10,))
@@ -175,6 +183,12 @@ EAGER_WORKLOADS = [
                   lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)]),
     EagerWorkload("jnp.linalg.norm(x), (8, 10) f32", _norm,
                   lambda rng: [rng.standard_normal((8, 10), dtype=np.float32)], np.linalg.norm),
+    EagerWorkload("jnp.take(x, i), (10,) f32, 8 indices", _take,
+                  lambda rng: [rng.standard_normal(10, dtype=np.float32), rng.integers(0, 10, 8).astype(np.int32)],
+                  np.take),
+    EagerWorkload("a @ v, (8, 10) @ (10,) f32", _matvec,
+                  lambda rng: [rng.standard_normal((8, 10), dtype=np.float32),
+                               rng.standard_normal(10, dtype=np.float32)], np.matmul),
     EagerWorkload("random.normal(key, (10,)), a raw key", _normal, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("random.split(key), a raw key", _split, lambda rng: [np.array([0, 42], np.uint32)]),
     EagerWorkload("selu 1e6 f32 (unjitted)", _selu, lambda rng: [rng.standard_normal(10**6, dtype=np.float32)],

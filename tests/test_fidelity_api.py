@@ -485,7 +485,7 @@ def _top_level_calls(make_jaxpr, fn) -> list[str] | None:
     """The names of the ``jit`` equations at the top of ``fn``'s program, for the first argument
     list it accepts (None if it accepts none)."""
     a = np.linspace(0.1, 0.9, 12, dtype=np.float32).reshape(3, 4)
-    for args in ((a,), (a, a), (a > 0.5, a, a)):
+    for args in ((a,), (a, a), (a > 0.5, a, a), (a, np.array([2, 0], np.int32))):
         try:
             closed = make_jaxpr(fn)(*args)
         except Exception:

@@ -240,6 +240,7 @@ from ember.numpy.windows import *  # noqa: E402,F401,F403
 _keys.take_keys(globals())
 # As in JAX, these functions are named jit sub-programs in traced programs (ember.numpy.staging).
 _staging.stage(globals(), _staging.STAGED)
+_staging.replay_eagerly(globals(), _staging.REPLAYED)  # (those JAX jits inline: eager calls replay)
 _array_methods.use_staged(globals())  # (and so are the operators and methods that call them)
 # As in JAX, the public functions refuse lists and tuples where they take arrays (``jnp.sum([1, 2])``
 # is a TypeError; ``jnp.asarray`` converts them). ember's modules call each other unguarded.

@@ -287,12 +287,14 @@ Tracer.copy = Tracer.__copy__ = _traced_copy
 
 def use_staged(namespace: dict) -> None:
     """Attach again the operators and methods whose functions ``namespace`` stages as named
-    sub-programs (``ember.numpy.staging``), so that ``x // 2`` and ``x.var()`` are traced as
-    ``jnp.floor_divide`` and ``jnp.var`` are, as in JAX."""
+    sub-programs or replays eagerly (``ember.numpy.staging``), so that ``x // 2`` and ``x.var()``
+    are traced as ``jnp.floor_divide`` and ``jnp.var`` are, as in JAX, and ``x @ y`` runs eagerly
+    as ``jnp.matmul`` does."""
     for table in (_BINARY, _METHODS):
         for key, fn in table.items():
             staged = namespace.get(fn.__name__)
-            if getattr(staged, "__wrapped__", None) is fn and hasattr(staged, "staged_program"):
+            if getattr(staged, "__wrapped__", None) is fn and (hasattr(staged, "staged_program")
+                                                               or hasattr(staged, "eager_replay")):
                 table[key] = staged
     attach(Array)
     attach(Tracer)

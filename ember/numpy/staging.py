@@ -58,6 +58,7 @@ STAGED: dict[str, tuple[str, tuple[str, ...]]] = {
     "nanstd": ("nanstd", _VARIANCE), "nanvar": ("nanvar", _VARIANCE),
     "std": ("_std", _VARIANCE), "var": ("_var", _VARIANCE), "ptp": ("_ptp", ("axis", "keepdims")),
     "nanargmax": ("_nanargmax", ("axis", "keepdims")), "nanargmin": ("_nanargmin", ("axis", "keepdims")),
+    "take": ("_take", ("axis", "mode", "unique_indices", "indices_are_sorted", "fill_value")),
     "flip": ("_flip", ("axis",)), "fliplr": ("_flip", ()), "flipud": ("_flip", ()),
     "rot90": ("rot90", ("k", "axes")), "trace": ("trace", ("offset", "axis1", "axis2", "dtype")),
     "trapezoid": ("trapezoid", ("axis",)), "tril": ("tril", ("k",)), "triu": ("triu", ("k",)),
@@ -66,6 +67,22 @@ STAGED: dict[str, tuple[str, tuple[str, ...]]] = {
     "logspace": ("_logspace", ("num", "endpoint", "dtype", "axis")),
     "geomspace": ("_geomspace", ("num", "endpoint", "dtype", "axis")),
 }
+
+
+# Functions whose eager calls replay (``runtime.replay``, the whole program native once it pays) but
+# whose traces show their operations, as JAX's do: those JAX jits with ``inline=True`` (their eager
+# calls are compiled programs there), those whose body JAX jits under another name (``pad``'s
+# ``_pad``, ``roll``'s ``_roll_static``), and a few JAX runs op by op whose Python costs more than
+# their operations on small arrays (``split``, ``stack``, ``tile``).
+REPLAYED: tuple[str, ...] = ("matmul", "dot", "vdot", "inner", "outer", "mean", "average", "argmax", "argmin",
+                             "square", "pad", "roll", "split", "stack", "tile")
+
+
+def replay_eagerly(namespace: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Replace each function of ``namespace`` that ``names`` lists by its eagerly replayed form."""
+    for name in names:
+        if name in namespace:
+            namespace[name] = replayed(namespace[name], exact=False)
 
 
 def staged(name: str, static: tuple[str, ...] = (), *, replay: bool = True) -> Callable[[Callable], Callable]:

@@ -145,8 +145,10 @@ class _Replay:
         self.closed, self.n_args, self.exact = closed, len(jaxpr.invars), exact
         self.whole: Executable | None = None  # the program as one executable, once compiled whole
         self.spent = 0.0
-        # (None once compiled, or for a program too small for a segment)
-        self.compile_s: float | None = tiers.compile_ms(jaxpr) / 1e3 if count_eqns(jaxpr) >= MIN_SEGMENT_EQNS else None
+        # (None once compiled, or for a program too small for a segment: a whole program compiles
+        # whatever its size, since one operation's reference rule can be many NumPy calls)
+        self.compile_s: float | None = tiers.compile_ms(jaxpr) / 1e3 \
+            if not exact or count_eqns(jaxpr) >= MIN_SEGMENT_EQNS else None
         slot = {id(v): i for i, v in enumerate(jaxpr.invars)}
         template: list[Any] = [None] * self.n_args
         for v, c in zip(jaxpr.constvars, closed.consts):
@@ -221,7 +223,7 @@ class _Replay:
         steps: list[tuple] = []
         run: list[int] = []
 
-        if not self.exact and count_eqns(jaxpr) >= MIN_SEGMENT_EQNS:  # (the whole program, as jit compiles it)
+        if not self.exact:  # (the whole program, as jit compiles it)
             self.whole = _compiled(self.closed)
             if self.whole is not None:
                 return self.eqn_steps
@@ -337,6 +339,7 @@ def replayed(fun: Callable | None = None, *, exact: bool = True) -> Any:
                 pass
         _counts["replays"] += 1
         return entry(arrays)
+    call.eager_replay = True  # type: ignore[attr-defined]  # (``numpy.array_methods.use_staged`` asks)
     return call
 
 

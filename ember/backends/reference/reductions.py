@@ -176,6 +176,8 @@ def _keys(x: np.ndarray) -> list[np.ndarray]:
 
 def _sort(*operands: np.ndarray, dimension: int, is_stable: bool, num_keys: int) -> list[np.ndarray]:
     # A stable sort is also a valid unstable one. np.lexsort's primary key is its last.
+    if len(operands) == 1 and sort_key(operands[0]) is operands[0] and not dtypes.is_complex(operands[0].dtype):
+        return [np.sort(operands[0], axis=dimension, kind="stable")]  # (its own key: the common sort)
     keys = [np.moveaxis(part, dimension, -1) for k in operands[:num_keys] for part in _keys(k)]
     order = np.lexsort(keys[::-1], axis=-1)
     return [np.moveaxis(np.take_along_axis(np.moveaxis(x, dimension, -1), order, -1), -1, dimension)
