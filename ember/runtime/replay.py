@@ -26,11 +26,12 @@ much of the program it takes is the function's choice:
   change when it takes over (a sampler's Threefry rounds and its polynomial become two native calls
   around one ``log1p``). Transcendental functions stay eager operations: their native code rounds
   apart from NumPy's, and a key's draws would change between its calls.
-- ``exact=False`` (the ``jnp`` and ``nn`` functions that JAX jits, ``numpy.staging``, and
-  ``nn.softmax``): the whole program becomes one executable, as ``jit`` compiles it, so an eager
-  ``log_softmax`` is one native call, as JAX's is one XLA call. Its transcendental functions and
-  reductions then round as the native code does (values equal to rounding, as an eager large
-  operation's from its second call, and as a tiered ``jit``'s once native).
+- ``exact=False`` (the ``jnp`` and ``nn`` functions that JAX runs compiled, ``numpy.staging``'s
+  ``STAGED`` and ``REPLAYED``, and ``nn.softmax``): the whole program becomes one executable, as
+  ``jit`` compiles it, so an eager ``log_softmax`` is one native call, as JAX's is one XLA call. Its
+  transcendental functions and reductions then round as the native code does (values equal to
+  rounding, as an eager large operation's from its second call, and as a tiered ``jit``'s once
+  native).
 """
 from __future__ import annotations
 
@@ -210,6 +211,10 @@ class _Replay:
         (shared with equal programs, tiered: both tiers compute the reference's bits, so calls give
         the same values before and after); or, where the function is not ``exact``, the eager steps
         kept for the debug checks, with the whole program compiled as ``self.whole``."""
+        if not self.exact:  # (the whole program, as jit compiles it)
+            self.whole = _compiled(self.closed)
+            if self.whole is not None:
+                return self.eqn_steps
         jaxpr, slot = self.closed.jaxpr, self._slot
         # Where each variable is read last: by an equation (its index) or by the program's outputs.
         last_read: dict[int, int] = {}
@@ -222,11 +227,6 @@ class _Replay:
                 last_read[id(a)] = len(jaxpr.eqns)
         steps: list[tuple] = []
         run: list[int] = []
-
-        if not self.exact:  # (the whole program, as jit compiles it)
-            self.whole = _compiled(self.closed)
-            if self.whole is not None:
-                return self.eqn_steps
 
         def close_run() -> None:
             segment = self._segment([jaxpr.eqns[i] for i in run], run[-1], last_read, slot) \
