@@ -92,9 +92,10 @@ def tracing_for_replay() -> bool:
 
 
 # --- which equations native code computes with the reference's bits ---------------------------------
-# Integer and bit operations, moves of data, and the IEEE operations that round once (add, multiply,
-# divide, square root, conversions between float widths) compute the same bits in NumPy and in the
-# native code (whose simplifications are exact: ``compiler.simplify``); transcendental functions
+# Integer and bit operations (integer division and remainder included), moves of data, and the IEEE
+# operations that round once (add, multiply, divide, square root, conversions between float widths)
+# compute the same bits in NumPy and in the native code (whose simplifications are exact:
+# ``compiler.simplify``); transcendental functions
 # (log1p, exp, erf_inv ...), integer powers, reductions and products do not. Half types and complex
 # numbers are left out (the reference rounds some of their operations through float32).
 _EXACT_ANY_TYPE: frozenset[Primitive] = frozenset({
@@ -104,7 +105,7 @@ _EXACT_ANY_TYPE: frozenset[Primitive] = frozenset({
     ew.bitcast_convert_type_p,
     sh.broadcast_in_dim_p, sh.reshape_p, sh.squeeze_p, sh.transpose_p, sh.rev_p, sh.slice_p,
     sh.concatenate_p, sh.iota_p})
-_EXACT_FLOAT: frozenset[Primitive] = frozenset({ew.div_p, ew.sqrt_p, ew.floor_p, ew.ceil_p})
+_EXACT_FLOAT: frozenset[Primitive] = frozenset({ew.sqrt_p, ew.floor_p, ew.ceil_p})
 _EXACT_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float32, np.float64))
@@ -125,9 +126,11 @@ def _exact(eqn: Eqn) -> bool:
         return True
     if p is ew.convert_element_type_p:  # (float to integer is defined by the reference's rules)
         return not (dtypes.is_floating(avals[0].dtype) and not dtypes.is_floating(avals[-1].dtype))
-    if p in _EXACT_FLOAT:
-        return p is not ew.div_p or dtypes.is_floating(avals[-1].dtype)  # (integer division by 0)
-    return False
+    if p is ew.div_p:  # (integers: C division, with XLA's x / 0 == -1 and MIN / -1 == MIN on both sides)
+        return True
+    if p is ew.rem_p:  # (x % 0 == x on both sides; a float remainder is left to the reference)
+        return not dtypes.is_floating(avals[-1].dtype)
+    return p in _EXACT_FLOAT
 
 
 class _Replay:
