@@ -174,7 +174,7 @@ def round(a: Any, decimals: int = 0, out: Any = None) -> Any:
     if dtypes.is_complex(a.dtype):
         return _by_parts(lambda part: round(part, decimals), a)
     if not dtypes.is_floating(a.dtype):
-        if decimals >= 0:
+        if decimals >= 0:  # (bools too, as NumPy: JAX 0.10 raises finfo's "not inexact" ValueError)
             return a
         factor = 10 ** (-decimals)
         return multiply(floor_divide(add(a, factor // 2), factor), factor)

@@ -45,6 +45,9 @@ def client(name: str = XLA_CPU) -> Client:
                 raise PjrtError(f"no PJRT plugin for the backend {name!r} was found. Install one (xla_cpu: "
                                 "pip install ember[pjrt-cpu]; tpu: pip install ember[tpu]) or name its library "
                                 f"in EMBER_PJRT_PLUGIN ({name}:/path/to/plugin.so)", "NOT_FOUND")
+            # (the plugin's default options: XLA's CPU plugin makes 4 devices here, where JAX's CPU
+            # client makes 1 unless asked for more; ``xla_cpu`` is a backend chosen by name, and the
+            # PJRT backend's multi-device tests run on those devices, so its default stands)
             found = _clients[name] = Client(load_plugin(spec.path), backend=name)
         return found
 
