@@ -303,20 +303,14 @@ def replayed(fun: Callable | None = None, *, exact: bool = True) -> Any:
         if type(current_trace()) is not EvalTrace or config.disable_jit:  # (disable_jit: the code runs, for pdb)
             return fun(*args, **kwargs)
         leaves = [*args, *kwargs.values()] if kwargs else args
-        arrays, statics = _plain_signature(leaves)
+        arrays, statics = _signature(leaves, plain_only=True)
         if statics is not None:  # (Arrays and plain values: no tree to flatten)
             tree: Any = (_PLAIN_CALL, len(args), *kwargs)
         else:
             # Other arguments are flattened as the transformations flatten them: a typed key array
             # is a node over its data (an argument of the program), its implementation static.
             leaves, tree = flatten_for_trace((args, kwargs))
-            arrays, statics = [], []
-            for x in leaves:
-                if type(x) is Array:
-                    arrays.append(x)
-                    statics.append(x.aval)
-                else:
-                    statics.append(_static_key(x))
+            arrays, statics = _signature(leaves, plain_only=False)
         try:
             key = (fun, tree, config.codegen_key(), *statics)
             entry = _programs.get(key)
@@ -350,22 +344,22 @@ _PLAIN_CALL = object()  # (a call's tree: its positional count and keyword names
 _PLAIN = frozenset({int, float, bool, str, type(None), type, np.dtype})
 
 
-def _plain_signature(leaves: Any) -> tuple[list[Array], list | None]:
-    """The Arrays among the arguments (positional, then keyword) and the signature's leaves (an
-    Array's type, a static value's key) when each is an Array, a plain hashable value or a tuple of
-    ints (a shape or axes), the commonest call; ``statics`` None otherwise."""
+def _signature(leaves: Any, plain_only: bool) -> tuple[list[Array], Any]:
+    """The Arrays among ``leaves`` and the signature's leaves (an Array's type, a static value's
+    ``_static_key``). With ``plain_only``, ``statics`` is None unless each leaf is an Array, a plain
+    hashable value or a tuple of ints (a shape or axes): the commonest call, whose arguments need
+    no tree flatten."""
     arrays, statics = [], []
     for x in leaves:
         t = type(x)
         if t is Array:
             arrays.append(x)
             statics.append(x.aval)
-        elif t is float:
-            statics.append((float, x.hex()))
-        elif t in _PLAIN or (t is tuple and all(type(d) is int for d in x)) or isinstance(x, np.dtype):
-            statics.append((t, x))
-        else:
+        elif plain_only and not (t in _PLAIN or (t is tuple and all(type(d) is int for d in x))
+                                 or isinstance(x, np.dtype)):
             return arrays, None
+        else:
+            statics.append(_static_key(x))
     return arrays, statics
 
 
