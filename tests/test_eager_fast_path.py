@@ -170,6 +170,10 @@ def test_bad_operands_raise_the_general_paths_errors_every_call():
             jnp.max(jnp.ones(0, jnp.float32))
         with pytest.raises(TypeError, match="add requires ndarray or scalar arguments"):
             jnp.add(x, [1.0, 2.0, 3.0])
+        with pytest.raises(ValueError, match="axis -2 is out of bounds for an array of dimension 1"):
+            jnp.min(x, axis=-2)
+        with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: shapes=\[\(2, 3\), \(2,\)\]"):
+            jnp.ones((2, 3), jnp.float32) * jnp.ones(2, jnp.float32)
     y = jnp.ones(3, jnp.float32) * 2
     x + y
     y.delete()
@@ -189,6 +193,15 @@ def test_a_config_change_reaches_signatures_seen_before():
         with pytest.raises(Exception, match="strict"):
             x + jnp.ones(2, jnp.int32)
     assert (x + x).dtype == np.float32
+    m = jnp.ones((3, 2), jnp.float32)
+    for _ in range(2):
+        assert (m + x).shape == (3, 2)  # (different ranks: the broadcast is kept for the shapes)
+    with ember.config.override(numpy_rank_promotion="raise"):
+        with pytest.raises(ValueError, match="jax_numpy_rank_promotion='raise'"):
+            m + x
+        assert (m + x[None]).shape == (3, 2)
+    with ember.config.override(numpy_rank_promotion="warn"), pytest.warns(UserWarning, match="rank promotion"):
+        m + x
 
 
 def test_calls_under_jit_on_concrete_arrays_are_staged():
@@ -239,14 +252,14 @@ def test_python_scalars_with_an_array_equal_the_general_path(scalar):
 
 
 @given(st.sampled_from(["float32", "bfloat16", "float8_e4m3fn", "int32", "bool", "complex64"]),
-       st.sampled_from(SHAPES), st.sampled_from([None, 0, -1, (0,), "all"]), st.booleans())
+       st.sampled_from(SHAPES), st.sampled_from([None, 0, -1, 1, (0,), "all"]), st.booleans())
 def test_means_and_sums_over_axes_equal_the_reference_and_jaxs_types(dtype, shape, axis, keepdims):
     if axis == "all":
         axis = tuple(range(len(shape)))
     if axis is not None and not shape:
         axis = None
     host = _values(np.random.default_rng(4), shape, dtype)
-    for fn, jfn in ((jnp.mean, jjnp.mean), (jnp.sum, jjnp.sum), (jnp.max, jjnp.max)):
+    for fn, jfn in ((jnp.mean, jjnp.mean), (jnp.sum, jjnp.sum), (jnp.max, jjnp.max), (jnp.min, jjnp.min)):
         _check(lambda a: fn(a, axis=axis, keepdims=keepdims), lambda a: jfn(a, axis=axis, keepdims=keepdims),
                (jnp.asarray(host),), (jax.device_put(host),))
 
@@ -319,3 +332,20 @@ def test_small_float32_tanh_runs_its_native_loop_with_the_references_bits(tanh_l
         assert not np.asarray(got).flags.writeable
     assert np.asarray(ember.jit(jnp.tanh)(x)).tobytes() == want.tobytes()
     np.testing.assert_allclose(want, np.tanh(host.T if transposed else host), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float8_e4m3fn"])
+def test_max_and_min_of_every_pair_of_special_values_equal_jaxs_bits(dtype):
+    """Signed zeros as XLA orders them (max(-0, +0) is +0, min is -0, whatever the order), NaN
+    propagated (a NaN's sign bit is not compared: XLA's min(-0, NaN) is a NaN with the sign set);
+    also with a 0-d operand (``jnp.maximum(x, 0.0)``)."""
+    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan], jnp.dtype(dtype))
+    a, b = (v.ravel() for v in np.meshgrid(values, values))
+    for fn, jfn in ((jnp.maximum, jjnp.maximum), (jnp.minimum, jjnp.minimum)):
+        for x, y in ((a, b), (a, np.array(0.0, a.dtype)), (a, np.array(-0.0, a.dtype)), (np.array(-0.0, a.dtype), b)):
+            want = np.asarray(jfn(jax.device_put(x), jax.device_put(y)))
+            for _ in range(2):  # (the signature's runner, then its plain call)
+                got = np.asarray(fn(jnp.asarray(x), jnp.asarray(y)))
+                nan = np.isnan(want.astype(np.float32))
+                assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
+                assert got[~nan].tobytes() == want[~nan].tobytes(), (fn.__name__, x, y, got, want)

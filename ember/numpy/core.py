@@ -212,6 +212,37 @@ def broadcast_operands(*args: Any, name: str | None = None) -> list[Any]:
     return [a if s == () or s == shape else broadcast_to(a, shape) for a, s in zip(args, shapes)]
 
 
+# Eager operations of two Arrays of one type and different shapes (``x + b``): the operands'
+# broadcasts, by their shapes: None for an operand that keeps its shape, else ``broadcast_in_dim``'s
+# params. Shapes that do not broadcast, and ranks that differ under ``numpy_rank_promotion`` "warn"
+# or "raise", are not kept: the general path gives their errors. Emptied when full or the config changes.
+_BROADCAST_PLANS: dict[tuple, tuple] = {}
+_PLANS_KEPT = 1024
+config.on_update(lambda _name: _BROADCAST_PLANS.clear())
+
+
+def broadcast_plan(shape1: tuple[int, ...], shape2: tuple[int, ...]) -> tuple | None:
+    """How ``broadcast_operands`` broadcasts two operands of these shapes, where it broadcasts them
+    without a word: a pair of ``broadcast_in_dim`` params (None for an operand left as it is)."""
+    key = (shape1, shape2)
+    plan = _BROADCAST_PLANS.get(key)
+    if plan is not None:
+        return plan
+    if shape1 == () or shape2 == () or (len(shape1) != len(shape2) and config.numpy_rank_promotion != "allow"):
+        return None
+    try:
+        shape = broadcast_shapes(shape1, shape2)
+    except ValueError:
+        return None
+    plan = tuple(None if s == shape else
+                 {"shape": shape, "broadcast_dimensions": tuple(range(len(shape) - len(s), len(shape)))}
+                 for s in (shape1, shape2))
+    if len(_BROADCAST_PLANS) >= _PLANS_KEPT:
+        _BROADCAST_PLANS.clear()
+    _BROADCAST_PLANS[key] = plan
+    return plan
+
+
 def _rank_promotion(name: str, shapes: list[tuple[int, ...]]) -> None:
     """Operands of different ranks under ``numpy_rank_promotion`` "warn" or "raise" (JAX's messages)."""
     listed = " ".join(map(str, shapes))

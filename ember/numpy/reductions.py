@@ -132,11 +132,15 @@ def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: 
             where: Any, promote_integers: bool = False) -> Any:
     if type(a) is Array and out is None and not keepdims and initial is None and where is None:
         t = a.aval
+        n = len(t.shape)
         if (dtype is None or dtype is t.dtype) and t.dtype in _INEXACT and not t.weak_type \
-                and (monoid.has_identity or t.size) and len(t.shape) < 8 \
-                and (axis is None or axis == _ALL_AXES[len(t.shape)]):
-            # (a whole floating Array, nothing asked but the reduction: no type to change, no axes to check)
-            return monoid.primitive.bind(a, axes=_ALL_AXES[len(t.shape)])
+                and (monoid.has_identity or t.size) and n < 8:
+            # (a floating Array, nothing asked but the reduction of it whole or over one axis: no type to
+            # change, no axes to check beyond the one's range)
+            if axis is None or axis == _ALL_AXES[n]:
+                return monoid.primitive.bind(a, axes=_ALL_AXES[n])
+            if type(axis) is int and -n <= axis < n:
+                return monoid.primitive.bind(a, axes=(axis % n,))
     _no_out(out, monoid.name)
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)

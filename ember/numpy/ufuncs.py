@@ -9,8 +9,10 @@ from ember import dtypes, lax
 from ember.core.array import Array
 from ember.core.trace import Tracer
 from ember.lax.base import aval
+from ember.lax.shapes import broadcast_in_dim_p
 from ember.numpy.core import (
     broadcast_operands,
+    broadcast_plan,
     broadcast_to,
     ensure_array,
     filled,
@@ -50,13 +52,22 @@ def _unary(op: Callable, name: str) -> Callable:
 
 def _unpromoted(x1: Any, x2: Any, inexact: bool = False) -> tuple[Any, Any] | None:
     """The operands of an eager call as promotion and broadcasting would leave them, where that is
-    known at once: Arrays of one strong type and one shape (nothing to do), or an Array and a Python
-    scalar that promotion converts alone (``promoted_scalar``); None otherwise (the general path).
-    (Two weak operands of one type need not keep it: weak bools combine to a strong bool.)"""
+    known at once: Arrays of one strong type (nothing to do, or a broadcast: ``broadcast_plan``), or
+    an Array and a Python scalar that promotion converts alone (``promoted_scalar``); None otherwise
+    (the general path). (Two weak operands of one type need not keep it: weak bools combine to a strong bool.)"""
     if type(x1) is Array:
         if type(x2) is Array:
-            a = x1.aval
-            return (x1, x2) if a == x2.aval and not a.weak_type and (not inexact or a.dtype in _INEXACT) else None
+            a, b = x1.aval, x2.aval
+            if a.dtype != b.dtype or a.weak_type or b.weak_type or (inexact and a.dtype not in _INEXACT):
+                return None
+            if a.shape == b.shape:
+                return x1, x2
+            plan = broadcast_plan(a.shape, b.shape)
+            if plan is None:
+                return None
+            p1, p2 = plan
+            return (x1 if p1 is None else broadcast_in_dim_p.bind(x1, **p1),
+                    x2 if p2 is None else broadcast_in_dim_p.bind(x2, **p2))
         s = promoted_scalar(x1, x2, False, inexact)
         return None if s is None else (x1, s)
     if type(x2) is Array:

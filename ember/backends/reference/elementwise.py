@@ -11,7 +11,7 @@ import numpy as np
 from ember import dtypes
 from ember.backends.reference import eval_closed, impl_rules
 from ember.core.avals import ShapedArray
-from ember.core.evaluation import without_error_state
+from ember.core.evaluation import plain_rule
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.lax import elementwise as ew, special
 from ember.lax.stop_gradient import stop_gradient_p
@@ -40,13 +40,13 @@ def _float_math(fn: Callable, plain: Callable | None = None) -> Callable:
                 return round_float8(out, dt) if dt in dtypes.FLOAT8 else out.astype(dt)
             return fn(*xs, **params)
 
-    def plain_rule(avals: Any, params: dict) -> Callable | None:
+    def plain_of(avals: Any, params: dict) -> Callable | None:
         if avals[0].dtype in _LOW:
             return None
         if plain is not None:
             return plain(avals, params)
         return functools.partial(fn, **params) if params else fn
-    impl.plain = plain_rule  # type: ignore[attr-defined]
+    impl.plain = plain_of  # type: ignore[attr-defined]
     return impl
 
 
@@ -193,7 +193,7 @@ def _int_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _shift(kind: str) -> Callable:
-    @without_error_state
+    @plain_rule
     def impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         bits = x.dtype.itemsize * 8
         y_in = np.asarray(y)
@@ -262,8 +262,10 @@ def _max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if dtypes.is_complex(np.result_type(x, y)):
         return np.where(complex_greater(x, y), x, y)
     out = np.maximum(x, y)
-    if (out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8) and (out == 0).any():
-        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), y, x), out)  # (only zeros can be wrong)
+    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8:
+        zero = out == 0
+        if zero.any():  # (only two zeros can be wrong; their sum has max's sign: -0 only if both are)
+            out = np.where(zero & (x == y), x + y, out)
     return out
 
 
@@ -273,8 +275,10 @@ def _min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if dtypes.is_complex(np.result_type(x, y)):
         return np.where(complex_greater(y, x), x, y)
     out = np.minimum(x, y)
-    if (out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8) and (out == 0).any():
-        out = np.where((x == 0) & (y == 0), np.where(np.signbit(x), x, y), out)  # (only zeros can be wrong)
+    if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16 or out.dtype in dtypes.FLOAT8:
+        zero = out == 0
+        if zero.any():  # (only two zeros can be wrong; the negated sum of their negations has min's sign)
+            out = np.where(zero & (x == y), -(-x - y), out)
     return out
 
 
@@ -373,8 +377,8 @@ impl_rules.update({
     ew.div_p: _int_div,
     ew.rem_p: _int_rem,
     ew.pow_p: _float_math(_pow),
-    ew.max_p: _max,
-    ew.min_p: _min,
+    ew.max_p: plain_rule(_max),
+    ew.min_p: plain_rule(_min),
     ew.atan2_p: _float_math(np.arctan2),
     ew.nextafter_p: _nextafter,
     ew.and_p: np.bitwise_and,
@@ -391,7 +395,7 @@ impl_rules.update({
     ew.ge_p: np.greater_equal,
     ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: dtypes.convert_values(x, new_dtype),
     ew.bitcast_convert_type_p: lambda x, *, new_dtype: _bitcast(x, new_dtype),
-    ew.select_n_p: without_error_state(lambda which, *cases: _select_n(which, cases)),
+    ew.select_n_p: plain_rule(lambda which, *cases: _select_n(which, cases)),
     ew.clamp_p: lambda lo, x, hi: _clamp(lo, x, hi),
     stop_gradient_p: lambda x: x,
 })

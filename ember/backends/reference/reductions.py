@@ -17,6 +17,19 @@ from ember.backends.reference.elementwise import _float_math as in_float32, comp
 from ember.lax import reductions as red
 
 
+def _plain_extremum(ufunc: np.ufunc, bound: Callable) -> Callable:
+    """The max / min's NumPy call for eager calls of real values (``in_float32``'s ``plain``): the
+    ufunc's reduce with the identity as ``initial``, passed by position (half ``np.max``'s cost)."""
+    def plain(avals: Any, params: dict) -> Callable | None:
+        dt = avals[0].dtype
+        if dtypes.is_complex(dt):
+            return None
+        reduce, axes, initial = ufunc.reduce, params["axes"], bound(dt)
+        axis = axes[0] if len(axes) == 1 else axes
+        return lambda x: reduce(x, axis, None, None, False, initial)  # type: ignore[call-arg]  # (NumPy takes them by position)
+    return plain
+
+
 def _reduce_max(x: np.ndarray, *, axes: tuple) -> np.ndarray:
     if dtypes.is_complex(x.dtype):
         return complex_reduce(x, axes, dtypes.lowest(x.dtype), keep=complex_greater)
@@ -198,8 +211,8 @@ def _top_k(x: np.ndarray, *, k: int, axis: int) -> list[np.ndarray]:
 impl_rules.update({
     red.reduce_sum_p: in_float32(lambda x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype), _plain_sum),
     red.reduce_prod_p: in_float32(lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype)),
-    red.reduce_max_p: in_float32(_reduce_max),
-    red.reduce_min_p: in_float32(_reduce_min),
+    red.reduce_max_p: in_float32(_reduce_max, _plain_extremum(np.maximum, dtypes.lowest)),
+    red.reduce_min_p: in_float32(_reduce_min, _plain_extremum(np.minimum, dtypes.highest)),
     red.reduce_and_p: _bitwise_reduce(np.bitwise_and),
     red.reduce_or_p: _bitwise_reduce(np.bitwise_or),
     red.reduce_xor_p: _bitwise_reduce(np.bitwise_xor),

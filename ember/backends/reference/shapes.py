@@ -1,18 +1,28 @@
 """Reference rules for shape primitives."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ember.backends.reference import impl_rules
-from ember.core.evaluation import without_error_state
+from ember.core.evaluation import plain_rule
 from ember.lax import shapes as sh
+
+# Results of up to this many elements are written out (an assignment: a fifth of
+# ``np.broadcast_to``'s cost, and an eager result that needs no copy); larger ones are views.
+BROADCAST_COPY_MAX_ELEMENTS = 4096
 
 
 def _broadcast_in_dim(x: np.ndarray, *, shape: tuple, broadcast_dimensions: tuple) -> np.ndarray:
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]
-    return np.broadcast_to(x.reshape(expanded), shape)
+    if math.prod(shape) > BROADCAST_COPY_MAX_ELEMENTS:
+        return np.broadcast_to(x.reshape(expanded), shape)
+    out = np.empty(shape, x.dtype)
+    out[...] = x.reshape(expanded)
+    return out
 
 
 def _slice(x: np.ndarray, *, start_indices: tuple, limit_indices: tuple, strides) -> np.ndarray:
@@ -80,4 +90,4 @@ impl_rules.update({
 })
 for _p in (sh.broadcast_in_dim_p, sh.reshape_p, sh.transpose_p, sh.squeeze_p, sh.rev_p, sh.slice_p,
            sh.concatenate_p, sh.dynamic_slice_p, sh.dynamic_update_slice_p):
-    without_error_state(impl_rules[_p])
+    plain_rule(impl_rules[_p])
