@@ -349,3 +349,15 @@ def test_max_and_min_of_every_pair_of_special_values_equal_jaxs_bits(dtype):
                 nan = np.isnan(want.astype(np.float32))
                 assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
                 assert got[~nan].tobytes() == want[~nan].tobytes(), (fn.__name__, x, y, got, want)
+
+
+@pytest.mark.parametrize("first", [0.0, 2.0])
+def test_a_0d_result_is_an_array_whichever_form_the_numpy_call_gave_first(first):
+    """``_max`` gives a NumPy scalar for two 0-d operands, or a 0-d array from its zero fix: a
+    signature's runner wraps either, in either order."""
+    for value in (first, 2.0 - first, first, -0.0):
+        x = jnp.asarray(np.float32(value))
+        for fn in (jnp.maximum, jnp.minimum):
+            got = fn(x, jnp.asarray(np.float32(0.0)))
+            assert type(np.asarray(got)) is np.ndarray and got.shape == () and got.dtype == np.float32
+            assert float(got) == (max if fn is jnp.maximum else min)(value, 0.0)

@@ -123,10 +123,14 @@ _new_array = object.__new__
 
 
 def _result_kind(v: Any, out: ShapedArray) -> str:
+    """A 0-d result is a SCALAR whether it came as a NumPy scalar or a 0-d array: one function can
+    give either from call to call (a ufunc gives scalars, ``np.where`` arrays: ``_max``'s zero fix)."""
+    if out.shape == () and isinstance(v, (np.generic, np.ndarray)) and v.shape == () and v.dtype == out.dtype:
+        return _SCALAR
     if type(v) is np.ndarray:
         return _EXACT if v.dtype == out.dtype and v.shape == out.shape and v.flags.c_contiguous \
             and v.flags.owndata else _OTHER
-    return _SCALAR if isinstance(v, np.generic) and v.dtype == out.dtype and out.shape == () else _OTHER
+    return _OTHER
 
 
 def _ignoring_errors(fn: Callable, values: Sequence[np.ndarray], params: dict) -> Any:
