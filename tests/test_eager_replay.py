@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 import ember
 import ember.numpy as jnp
 from ember import lax, random
+from ember.backends.cpu import entry
 from ember.runtime import replay, tiers
 
 
@@ -264,6 +265,10 @@ def test_a_function_jax_jits_runs_as_one_native_program_once_it_pays(fun, kwargs
     assert not program.exact and program.whole is not None
     assert getattr(program.whole, "tier", "native") == "native"  # (tiered, or shared with a jit of the same program)
     np.testing.assert_allclose(results[-1], results[0], rtol=1e-6, atol=1e-7)
+    entry.dispatcher()  # (built now, where the background has not yet: then the calls take jit's hit path)
+    fast = [np.asarray(fun(x, **kwargs)) for _ in range(3)]
+    assert program.fast is not None  # (the whole executable's fast runner: one native dispatcher call)
+    _same_bits([np.asarray(results[-1]), *fast])
     with ember.config.override(debug_nans=True):  # (softmax: op by op; the staged ones: their jit)
         np.testing.assert_allclose(fun(x, **kwargs), results[0], rtol=1e-6, atol=1e-7)
 

@@ -47,7 +47,7 @@ import numpy as np
 from ember import dtypes
 from ember.backends import registry
 from ember.backends.cpu_backend import CpuBackend
-from ember.backends.protocols import Executable
+from ember.backends.protocols import DECLINED, Executable
 from ember.config import config
 from ember.core.array import Array
 from ember.core.caches import register_cache
@@ -148,12 +148,18 @@ class _Replay:
     each on the reference (the debug checks, the reference backend)."""
 
     __slots__ = ("closed", "template", "n_args", "steps", "eqn_steps", "outs", "out_tree", "spent", "compile_s",
-                 "exact", "whole", "_slot")
+                 "exact", "whole", "fast", "asks_fast", "_slot")
 
     def __init__(self, closed: ClosedJaxpr, out_tree: Any, exact: bool) -> None:
         jaxpr = closed.jaxpr
         self.closed, self.n_args, self.exact = closed, len(jaxpr.invars), exact
         self.whole: Executable | None = None  # the program as one executable, once compiled whole
+        # The whole executable's fast runner (``Executable.fast_runner``: on the CPU, one call of the
+        # native dispatcher, as jit's hit path makes), once it has one; ``asks_fast`` until it is
+        # known to get none. (The replay's key holds the config's codegen flags, the backend and the
+        # debug checks among them: what ``native_now`` reads cannot change under it.)
+        self.fast: Callable[[Any], Any] | None = None  # (takes the list of Arrays as the tuple it is typed for)
+        self.asks_fast = True
         self.spent = 0.0
         # (None once compiled, or for a program too small for a segment: a whole program compiles
         # whatever its size, since one operation's reference rule can be many NumPy calls)
@@ -183,8 +189,16 @@ class _Replay:
         self.steps = self.eqn_steps = steps
 
     def __call__(self, args: list[Array]) -> Any:
+        fast = self.fast
+        if fast is not None:
+            result = fast(args)
+            if result is not DECLINED:
+                return result
         whole = self.whole
         if whole is not None and native_now():
+            if self.asks_fast:
+                self.fast = whole.fast_runner(self.out_tree)
+                self.asks_fast = self.fast is None and whole.fast_runner_pending
             return tree_unflatten(self.out_tree, whole(*args))
         steps, start = self.steps, 0.0
         if self.compile_s is not None:  # (not compiled yet: the calls count their time until they pay)
