@@ -272,7 +272,7 @@ print(pending, len(f._fast), before == [[1.0, 3.0, 5.0, 7.0]] * 4, after == befo
 
 
 @cpu_only
-def test_calls_never_wait_for_the_dispatcher_and_use_it_once_it_is_built(tmp_path):
+def test_calls_do_not_wait_for_the_dispatcher_and_use_it_once_it_is_built(tmp_path):
     import os
     import subprocess
     import sys
@@ -280,6 +280,39 @@ def test_calls_never_wait_for_the_dispatcher_and_use_it_once_it_is_built(tmp_pat
     env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1"}
     run = subprocess.run([sys.executable, "-c", _PENDING], env=env, text=True, capture_output=True, check=True)
     assert run.stdout.split() == ["(True,", "0)", "1", "True", "True"]
+
+
+_STARVED = """
+import threading
+import numpy as np, ember, ember.numpy as jnp
+from ember.backends.cpu import entry
+ember.config.update("tiered_compilation", False)
+release, build = threading.Event(), entry._Dispatcher.__init__
+def slow_build(self):
+    release.wait()
+    build(self)
+entry._Dispatcher.__init__ = slow_build
+entry.BUILD_SECONDS = 0.0  # (any call taken without the dispatcher has paid for its build)
+threading.Timer(0.2, release.set).start()
+f = ember.jit(lambda x: x * 2.0 + 1.0)
+x = jnp.arange(4.0)
+results = [np.asarray(f(x)).tolist() for _ in range(2)]
+print(entry.ready_dispatcher() is not None, release.is_set(), results == [[1.0, 3.0, 5.0, 7.0]] * 2)
+"""
+
+
+@cpu_only
+def test_calls_that_have_paid_for_the_dispatchers_build_wait_for_it(tmp_path):
+    """Calls back to back starve the background build of the interpreter: once the calls taken
+    without it have spent ``BUILD_SECONDS``, the next one waits for the build (its second call,
+    with the figure at 0: the first starts the build)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_PERSISTENT_CACHE": "1"}
+    run = subprocess.run([sys.executable, "-c", _STARVED], env=env, text=True, capture_output=True, check=True)
+    assert run.stdout.split() == ["True", "True", "True"]
 
 
 @cpu_only

@@ -4,6 +4,7 @@ loads LLVM and is therefore imported at the first native compile, not with ember
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -50,6 +51,12 @@ class CpuExecutable(Executable):
         elif self.program.plan is not None or self.program.plan_pending:  # the dispatcher from the
             if self._called:                   # second call on: a first call does not pay for setting it up
                 self._native = self._native_runner()
+                if self._native is None and self._entry.dispatcher_pending():
+                    start = time.perf_counter()
+                    try:
+                        return self._run(args)
+                    finally:
+                        self._entry.note_undispatched_call(time.perf_counter() - start)
             else:
                 self._called = True
                 try:

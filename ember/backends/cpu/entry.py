@@ -416,3 +416,22 @@ def dispatcher_pending() -> bool:
 def prepare_dispatcher() -> Job:
     """The background job that builds the dispatcher, started now if it was not (once per process)."""
     return background.submit(BUILD_JOB, dispatcher)
+
+
+# Calls run from Python while the build was pending, and their time. Calls back to back starve the
+# build of the interpreter (it gets it back only at the switch interval, 5 ms, after each LLVM
+# call): an eager loop of 18 us calls had no dispatcher after 0.2 s. So once those calls have taken
+# BUILD_SECONDS, the next one waits for the build (the ski-rental rule of ``runtime.tiers``).
+BUILD_SECONDS = 0.04
+_undispatched_seconds = 0.0
+
+
+def note_undispatched_call(seconds: float) -> None:
+    """Count a call's ``seconds`` run without the pending dispatcher; wait for the build once the
+    count reaches ``BUILD_SECONDS``."""
+    global _undispatched_seconds
+    _undispatched_seconds += seconds
+    if _undispatched_seconds >= BUILD_SECONDS and _built is None:
+        job = background.job(BUILD_JOB)
+        if job is not None:
+            job.wait()
