@@ -652,9 +652,7 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     return _where(condition, x, y)
 
 
-# (Not replayed eagerly: its fast path keeps a 0-d value's broadcast, which a replay would redo
-# each call: 8.8 us against 17.5 us on (10,).)
-@staged("_where", replay=False)
+@staged("_where")
 def _where(condition: Any, x: Any, y: Any) -> Any:
     if type(condition) is Array and condition.aval.dtype == dtypes.bool_:
         fast = _unpromoted(x, y)
