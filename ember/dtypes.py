@@ -240,13 +240,28 @@ def canonicalize_dtype(dt: Any) -> np.dtype:
     return _canonicalize(dtype(dt), config.enable_x64)
 
 
+# The requests that do not warn, by (request, x64): an eager ``x.astype(jnp.int32)`` asks each call.
+_REQUESTED: dict[tuple, np.dtype] = {}
+
+
 def requested_dtype(dt: Any) -> np.dtype:
     """A dtype the user asked for by name (``dtype=`` of a public function), canonicalized; a
     64-bit type while x64 is off warns that it is truncated, in JAX's words. Python's ``int``,
     ``float`` and ``complex`` ask for the default type and do not warn."""
+    key = (dt, config.enable_x64)
+    try:
+        return _REQUESTED[key]
+    except (KeyError, TypeError):  # (new, or a request that cannot be hashed)
+        pass
     canonical = canonicalize_dtype(dt)
-    if dt not in (int, float, complex, bool, "int", "float", "complex") and canonical != dtype(dt) \
-            and not config.enable_x64:
+    if dt in (int, float, complex, bool, "int", "float", "complex") or canonical == dtype(dt) or config.enable_x64:
+        try:
+            if len(_REQUESTED) >= 256:
+                _REQUESTED.clear()
+            _REQUESTED[key] = canonical
+        except TypeError:
+            pass
+    else:
         warnings.warn(f"Explicitly requested dtype {dtype(dt).name} is not available, and will be truncated to "
                       f"dtype {canonical.name}. To enable more dtypes, set the jax_enable_x64 configuration "
                       "option or the EMBER_ENABLE_X64 shell environment variable.", UserWarning,
@@ -486,6 +501,12 @@ def convert_values(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
         x = x.real
     if is_floating(x.dtype) and is_integer(new_dtype):
         info = np.iinfo(new_dtype)
+        if new_dtype.itemsize <= 4:  # (float64 holds both bounds exactly: NaN to 0, clip, truncate; in
+            wide = x.astype(np.float64)  # place, by ufuncs: a fifth of nan_to_num and np.clip's cost)
+            np.copyto(wide, 0.0, where=np.isnan(wide))
+            np.minimum(wide, float(info.max), out=wide)
+            np.maximum(wide, float(info.min), out=wide)
+            return wide.astype(new_dtype)
         wide = np.nan_to_num(x.astype(np.float64), nan=0.0)
         clipped = np.clip(wide, float(info.min), float(info.max))
         # float64 cannot hold int64's max exactly; clip in the integer domain afterwards.

@@ -246,3 +246,23 @@ def test_like_functions_keep_a_weak_type():
 def test_integer_exponent_and_boolean_shifts_as_jax():
     assert ember.lax.pow(jnp.full(3, 2.0), jnp.int32(3)).tolist() == [8.0, 8.0, 8.0]
     assert jnp.left_shift(jnp.array([True]), 1).dtype == jnp.int32
+
+
+@pytest.mark.parametrize("source", ["float16", "bfloat16", "float32"])
+def test_float_to_integer_conversion_saturates_truncates_and_zeroes_nans_as_jax(source):
+    values = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.9, -1.9, 127.5, 128.0, -129.0,
+                       255.9, 256.0, 65535.0, -32768.0, 2.0**31, -2.0**31, 2.0**32, 1e30, -1e30], np.float32)
+    x = values.astype(jnp.dtype(source))
+    for target in ["int8", "uint8", "int16", "uint16", "int32", "uint32", "bool"]:
+        want = np.asarray(jax.device_put(x).astype(target))
+        for _ in range(2):
+            got = np.asarray(jnp.asarray(x).astype(target))
+            assert got.dtype == want.dtype and got.tolist() == want.tolist(), (source, target)
+
+
+def test_a_64_bit_request_warns_on_every_call_while_x64_is_off():
+    x = jnp.ones(3, jnp.float32)
+    for _ in range(3):
+        with pytest.warns(UserWarning, match="Explicitly requested dtype int64 is not available"):
+            assert x.astype(np.int64).dtype == np.int32
+    assert x.astype(jnp.int32).dtype == np.int32 and x.astype("int32").dtype == np.int32

@@ -201,7 +201,9 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     value = getattr(x, "_value", None)
     if value is None:
         value = np.asarray(x, dtype=a.dtype if type(x) in (int, float, complex, bool) else None)
-    value = np.array(dtypes.convert_values(value, new_dtype), dtype=new_dtype)
+    converted = dtypes.convert_values(value, new_dtype)
+    # (a copy only where the conversion gave its input back: that buffer may be a caller's NumPy array)
+    value = np.array(converted, dtype=new_dtype) if converted is value else np.asarray(converted, dtype=new_dtype)
     return Array(value, ShapedArray(value.shape, new_dtype, bool(weak_type)))
 
 
