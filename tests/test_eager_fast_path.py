@@ -259,7 +259,8 @@ def test_means_and_sums_over_axes_equal_the_reference_and_jaxs_types(dtype, shap
     if axis is not None and not shape:
         axis = None
     host = _values(np.random.default_rng(4), shape, dtype)
-    for fn, jfn in ((jnp.mean, jjnp.mean), (jnp.sum, jjnp.sum), (jnp.max, jjnp.max), (jnp.min, jjnp.min)):
+    for fn, jfn in ((jnp.mean, jjnp.mean), (jnp.sum, jjnp.sum), (jnp.max, jjnp.max), (jnp.min, jjnp.min),
+                    (jnp.any, jjnp.any), (jnp.all, jjnp.all)):
         _check(lambda a: fn(a, axis=axis, keepdims=keepdims), lambda a: jfn(a, axis=axis, keepdims=keepdims),
                (jnp.asarray(host),), (jax.device_put(host),))
 

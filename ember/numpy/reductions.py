@@ -133,10 +133,10 @@ def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: 
     if type(a) is Array and out is None and not keepdims and initial is None and where is None:
         t = a.aval
         n = len(t.shape)
-        if (dtype is None or dtype is t.dtype) and t.dtype in _INEXACT and not t.weak_type \
-                and (monoid.has_identity or t.size) and n < 8:
-            # (a floating Array, nothing asked but the reduction of it whole or over one axis: no type to
-            # change, no axes to check beyond the one's range)
+        if (dtype is None or dtype is t.dtype) and not t.weak_type and n < 8 and (monoid.has_identity or t.size) \
+                and (t.dtype in _INEXACT or (t.dtype == dtypes.bool_ and monoid in (_ANY, _ALL))):
+            # (a floating Array, or bools for any / all, nothing asked but the reduction of it whole or
+            # over one axis: no type to change, no axes to check beyond the one's range)
             if axis is None or axis == _ALL_AXES[n]:
                 return monoid.primitive.bind(a, axes=_ALL_AXES[n])
             if type(axis) is int and -n <= axis < n:

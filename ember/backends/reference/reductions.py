@@ -154,7 +154,15 @@ def _plain_sum(avals: Any, params: dict) -> Callable:
 
 
 def _bitwise_reduce(ufunc: np.ufunc) -> Callable:
-    return lambda x, *, axes: ufunc.reduce(x, axis=axes)
+    """The ufunc's reduce; an eager call is the reduce with the axes bound by position (no float math)."""
+    def impl(x: np.ndarray, *, axes: tuple) -> np.ndarray:
+        return ufunc.reduce(x, axis=axes)
+
+    def plain(avals: Any, params: dict) -> Callable:
+        reduce, axes = ufunc.reduce, params["axes"]
+        return lambda x: reduce(x, axes)
+    impl.plain = plain  # type: ignore[attr-defined]
+    return impl
 
 
 def _arg_reduce(np_fn: Callable) -> Callable:
