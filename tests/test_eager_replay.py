@@ -274,6 +274,19 @@ def test_a_function_jax_jits_runs_as_one_native_program_once_it_pays(fun, kwargs
         np.testing.assert_allclose(fun(x, **kwargs), results[0], rtol=1e-6, atol=1e-7)
 
 
+def test_a_whole_program_with_no_machine_code_leaves_the_replay_on_its_own_steps():
+    """``sort``'s native program is one step that runs the reference's sort from Python (no machine
+    code): once it is compiled, the replay drops it and keeps its own steps, the direct call's bits."""
+    v = jnp.asarray(np.random.default_rng(2).standard_normal(10).astype(np.float32))
+    with ember.disable_jit():
+        direct = jnp.sort(v)
+    replay.clear_replays()
+    results = _calls(jnp.sort, v)
+    (program,) = replay._programs.values()
+    assert program.whole is None and program.fast is None and not program.asks_fast
+    _same_bits([direct, *results, jnp.sort(v)])
+
+
 def test_debug_nans_checks_an_eager_staged_functions_outputs_as_jax_checks_its_jit():
     """``var`` makes a NaN it does not keep (the variance of no elements): not an error, as in JAX;
     a NaN in the output is, named by the op-by-op rerun."""

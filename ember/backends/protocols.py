@@ -79,6 +79,12 @@ class Executable(abc.ABC):
         still being compiled or its dispatcher built): the hit path asks again then."""
         return False
 
+    @property
+    def interpreted(self) -> bool:
+        """Whether its calls run no machine code, and never will (``code`` "none": each step runs
+        the reference's rule): an eager replay keeps its own steps rather than call it."""
+        return self.code == "none"
+
     def as_text(self, dialect: str) -> str:
         """The program in ``dialect``, one of ``dialects``."""
         raise ValueError(f"this executable ({type(self).__name__}) has no {dialect!r} text; it has "

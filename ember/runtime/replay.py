@@ -199,6 +199,10 @@ class _Replay:
             if self.asks_fast:
                 self.fast = whole.fast_runner(self.out_tree)
                 self.asks_fast = self.fast is None and whole.fast_runner_pending
+                if not self.asks_fast and self.fast is None and whole.interpreted:
+                    # (its native program runs the reference's rules from Python, a sort's: the
+                    # replay's own steps do that with less around them)
+                    self.whole = None
             return tree_unflatten(self.out_tree, whole(*args))
         steps, start = self.steps, 0.0
         if self.compile_s is not None:  # (not compiled yet: the calls count their time until they pay)

@@ -223,6 +223,12 @@ class TieredExecutable(Executable):
         native = self.native
         return None if native is None else native.fast_runner(out_tree)
 
+    @property
+    def interpreted(self) -> bool:
+        """Once its native tier is ready, whether that runs no machine code (not yet known before)."""
+        native = self.native
+        return native is not None and native.interpreted
+
     def as_text(self, dialect: str) -> str:
         self.wait()
         if self.native is None:
