@@ -97,7 +97,8 @@ def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
     def run_plain(values: Sequence[np.ndarray], params: dict) -> Any:
         nonlocal kind
         if _IGNORE_ERRORS is None:  # pragma: no cover
-            v = _ignoring_errors(fn, values, {})
+            with np.errstate(all="ignore"):
+                v = fn(*values)
         else:
             token = _set_errors(_IGNORE_ERRORS)
             try:
@@ -134,8 +135,16 @@ def _result_kind(v: Any, out: ShapedArray) -> str:
 
 
 def _ignoring_errors(fn: Callable, values: Sequence[np.ndarray], params: dict) -> Any:
-    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
+    """``fn(*values, **params)`` with NumPy's floating-point errors ignored: IEEE results (inf, NaN)
+    are the defined semantics. (The error state set directly, as ``run_plain`` sets it.)"""
+    if _IGNORE_ERRORS is None:  # pragma: no cover
+        with np.errstate(all="ignore"):
+            return fn(*values, **params)
+    token = _set_errors(_IGNORE_ERRORS)
+    try:
         return fn(*values, **params)
+    finally:
+        _reset_errors(token)
 
 
 # The runners of recent eager signatures: the primitive, the argument types and the (hashable)
