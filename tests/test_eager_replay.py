@@ -232,7 +232,6 @@ STAGED_CALLS = [
     ("isclose", lambda a: jnp.isclose(a, 0.5)),
     ("tril", lambda a: jnp.tril(a)),
     ("hypot", lambda a: jnp.hypot(a, 2.0)),
-    ("where", lambda a: jnp.where(a > 0, a, 0.0)),
 ]
 
 

@@ -85,9 +85,10 @@ def replay_eagerly(namespace: dict[str, Any], names: tuple[str, ...]) -> None:
             namespace[name] = replayed(namespace[name], exact=False)
 
 
-def staged(name: str, static: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
-    """Stage the decorated function as ``jit[name=<name>]`` under a trace (see the module)."""
-    return lambda fn: _staged(fn, name, frozenset(static))
+def staged(name: str, static: tuple[str, ...] = (), *, replay: bool = True) -> Callable[[Callable], Callable]:
+    """Stage the decorated function as ``jit[name=<name>]`` under a trace (see the module);
+    ``replay=False`` for one whose eager path is faster run directly than replayed."""
+    return lambda fn: _staged(fn, name, frozenset(static), replay)
 
 
 def stage(namespace: dict[str, Any], table: dict[str, tuple[str, tuple[str, ...]]]) -> None:
@@ -97,10 +98,10 @@ def stage(namespace: dict[str, Any], table: dict[str, tuple[str, tuple[str, ...]
             namespace[public] = _staged(namespace[public], name, frozenset(static))
 
 
-def _staged(fn: Callable, name: str, static: frozenset[str]) -> Callable:
+def _staged(fn: Callable, name: str, static: frozenset[str], replay: bool = True) -> Callable:
     signature = inspect.signature(fn)
     program = jit(_body(fn, signature, name), static_argnums=0)
-    eager = replayed(fn, exact=False)
+    eager = replayed(fn, exact=False) if replay else fn
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
