@@ -254,7 +254,10 @@ def requested_dtype(dt: Any) -> np.dtype:
     except (KeyError, TypeError):  # (new, or a request that cannot be hashed)
         pass
     canonical = canonicalize_dtype(dt)
-    if dt in (int, float, complex, bool, "int", "float", "complex") or canonical == dtype(dt) or config.enable_x64:
+    # (by identity: np.dtype('int64') == int, and asks for int64 by name, as JAX reads it)
+    python_type = dt is int or dt is float or dt is complex or dt is bool or (
+        type(dt) is str and dt in ("int", "float", "complex"))
+    if python_type or canonical == dtype(dt) or config.enable_x64:
         try:
             if len(_REQUESTED) >= 256:
                 _REQUESTED.clear()
