@@ -10,6 +10,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.core.evaluation import eval_jaxpr
+from ember.core.trace import EvalTrace
 from ember.runtime import eager
 
 jax = pytest.importorskip("jax")
@@ -362,3 +363,86 @@ def test_a_0d_result_is_an_array_whichever_form_the_numpy_call_gave_first(first)
             got = fn(x, jnp.asarray(np.float32(0.0)))
             assert type(np.asarray(got)) is np.ndarray and got.shape == () and got.dtype == np.float32
             assert float(got) == (max if fn is jnp.maximum else min)(value, 0.0)
+
+
+# The jnp function of each primitive the eager engine computes on operands NumPy broadcasts.
+BROADCASTING = {
+    "add": (jnp.add, jjnp.add), "subtract": (jnp.subtract, jjnp.subtract), "multiply": (jnp.multiply, jjnp.multiply),
+    "divide": (jnp.divide, jjnp.divide), "maximum": (jnp.maximum, jjnp.maximum), "minimum": (jnp.minimum, jjnp.minimum),
+    "arctan2": (jnp.arctan2, jjnp.arctan2), "nextafter": (jnp.nextafter, jjnp.nextafter),
+    "bitwise_and": (jnp.bitwise_and, jjnp.bitwise_and), "bitwise_or": (jnp.bitwise_or, jjnp.bitwise_or),
+    "bitwise_xor": (jnp.bitwise_xor, jjnp.bitwise_xor), "equal": (jnp.equal, jjnp.equal),
+    "not_equal": (jnp.not_equal, jjnp.not_equal), "less": (jnp.less, jjnp.less),
+    "less_equal": (jnp.less_equal, jjnp.less_equal), "greater": (jnp.greater, jjnp.greater),
+    "greater_equal": (jnp.greater_equal, jjnp.greater_equal),
+}
+BROADCAST_SHAPES = [((8, 10), (10,)), ((10,), (8, 10)), ((4, 1), (1, 5)), ((3, 1, 2), (4, 2)), ((0, 3), (3,)),
+                    ((2, 3), (1, 3)), ((1,), (4,)), ((2, 1, 3), (2, 4, 1))]
+
+
+def test_every_primitive_the_eager_engine_broadcasts_has_a_jnp_function_here():
+    assert {p.name for p in eager.BROADCASTING} == {
+        "add", "sub", "mul", "div", "max", "min", "atan2", "nextafter", "and", "or", "xor", "eq", "ne", "lt", "le",
+        "gt", "ge", "select_n"}
+    taken = set()
+    x, y = jnp.ones((2, 3), jnp.float32), jnp.ones(3, jnp.float32)
+    i, j = jnp.ones((2, 3), jnp.int32), jnp.ones(3, jnp.int32)
+    for name, (fn, _) in BROADCASTING.items():
+        a, b = (i, j) if name.startswith("bitwise") else (x, y)
+        (p,) = {e.primitive for e in ember.make_jaxpr(fn)(a, b).jaxpr.eqns} - {lax.broadcast_in_dim_p}
+        fn(a, b)
+        assert eager._broadcasting[(p, a.aval, b.aval)] is not None, name  # (the eager call took the one-call path)
+        taken.add(p)
+    c = jnp.asarray(np.array([[True, False, True]] * 2))
+    jnp.where(c, x, 0.0)
+    assert any(k[:2] == (lax.select_n_p, c.aval) and run is not None for k, run in eager._broadcasting.items())
+    assert taken | {lax.select_n_p} == eager.BROADCASTING
+
+
+@given(st.sampled_from(sorted(BROADCASTING)), st.sampled_from(DTYPES), st.sampled_from(BROADCAST_SHAPES))
+def test_broadcasting_calls_equal_the_reference_bit_for_bit(name, dtype, shapes):
+    """Arrays of one type and different shapes: one eager call of the primitive on the operands as
+    they are (no broadcast of its own), with the bits of the call on the broadcast operands (the
+    reference interpreter's run of the traced program) and JAX's types; errors as before."""
+    fn, jfn = BROADCASTING[name]
+    rng = np.random.default_rng(4)
+    a, b = (_values(rng, s, dtype) for s in shapes)
+    args = (jnp.asarray(a), jnp.asarray(b))
+    refused = None
+    try:
+        _reference(fn, *args)
+    except Exception as e:  # noqa: BLE001  (the types the traced program refuses)
+        refused = e
+    if refused is not None:  # (then the eager call raises the same error, nothing chained to it)
+        assert _outcome(fn, *args) == (type(refused), str(refused))
+        with pytest.raises(type(refused)) as raised:
+            fn(*args)
+        assert raised.value.__context__ is None
+        return
+    _check(fn, jfn, args, (jax.device_put(a), jax.device_put(b)))
+
+
+def test_a_broadcasting_call_is_one_eager_operation(monkeypatch):
+    x, v = jnp.ones((8, 10), jnp.float32), jnp.arange(10, dtype=jnp.float32)
+    calls = []
+    apply = EvalTrace.apply
+    monkeypatch.setattr(EvalTrace, "apply",
+                        staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
+    out = x - v
+    monkeypatch.undo()
+    assert calls == [] and out.shape == (8, 10)  # (no broadcast bound: the one call is the rule's)
+    np.testing.assert_array_equal(np.asarray(out), np.ones((8, 10), np.float32) - np.arange(10, dtype=np.float32))
+    assert eager._broadcasting[(lax.sub_p, x.aval, v.aval)] is not None
+
+
+def test_broadcasting_calls_under_traces_large_ones_and_the_debug_checks_take_the_general_path():
+    x, v = jnp.ones((3, 4), jnp.float32), jnp.zeros(4, jnp.float32)
+    closed = ember.make_jaxpr(lambda: x / v)()  # (staged, as JAX stages it: the broadcast and the division)
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["broadcast_in_dim", "div"]
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda a, b: a / b)(x, v)), np.full((3, 4), np.inf))
+    with ember.config.override(debug_infs=True):
+        with pytest.raises(FloatingPointError, match="div"):
+            x / v
+    big, row = jnp.ones((eager.KERNEL_MIN_ELEMENTS // 4, 4), jnp.float32), jnp.arange(4, dtype=jnp.float32)
+    assert eager.apply_broadcasting(lax.add_p, (big, row), big.shape) is None
+    np.testing.assert_array_equal(np.asarray(big + row)[-1], [1, 2, 3, 4])

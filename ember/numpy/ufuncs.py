@@ -8,6 +8,7 @@ import numpy as np
 from ember import dtypes, lax
 from ember.core.array import Array
 from ember.core.trace import Tracer
+from ember.lax import elementwise as ew
 from ember.lax.base import aval
 from ember.lax.shapes import broadcast_in_dim_p
 from ember.numpy.core import (
@@ -24,6 +25,7 @@ from ember.numpy.core import (
 )
 from ember.numpy.indexing import nonzero
 from ember.numpy.staging import staged
+from ember.runtime import eager
 from ember.transforms import stable
 
 # Floating and complex types (a set: membership is asked on every eager call).
@@ -50,11 +52,17 @@ def _unary(op: Callable, name: str) -> Callable:
     return f
 
 
-def _unpromoted(x1: Any, x2: Any, inexact: bool = False) -> tuple[Any, Any] | None:
+# ``_binary``'s primitive for Arrays of a dtype, where ``op`` binds just it (else None).
+_Primitive = Callable[[np.dtype], Any]
+
+
+def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _Primitive | None = None) -> Any:
     """The operands of an eager call as promotion and broadcasting would leave them, where that is
     known at once: Arrays of one strong type (nothing to do, or a broadcast: ``broadcast_plan``), or
     an Array and a Python scalar that promotion converts alone (``promoted_scalar``); None otherwise
-    (the general path). (Two weak operands of one type need not keep it: weak bools combine to a strong bool.)"""
+    (the general path). (Two weak operands of one type need not keep it: weak bools combine to a strong bool.)
+    Arrays that need a broadcast give the call's result instead (an Array, not a tuple) where the
+    eager engine computes ``primitive(dtype)`` on them as they are (``eager.apply_broadcasting``)."""
     if type(x1) is Array:
         if type(x2) is Array:
             a, b = x1.aval, x2.aval
@@ -66,6 +74,11 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False) -> tuple[Any, Any] | No
             if plan is None:
                 return None
             p1, p2 = plan
+            p = primitive and primitive(a.dtype)
+            if p is not None:
+                out = eager.apply_broadcasting(p, (x1, x2), (p1 or p2)["shape"])
+                if out is not None:
+                    return out
             return (x1 if p1 is None else broadcast_in_dim_p.bind(x1, **p1),
                     x2 if p2 is None else broadcast_in_dim_p.bind(x2, **p2))
         s = promoted_scalar(x1, x2, False, inexact)
@@ -76,11 +89,23 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False) -> tuple[Any, Any] | No
     return None
 
 
-def _binary(op: Callable, name: str, inexact: bool = False) -> Callable:
+def _always(p: Any) -> _Primitive:
+    return lambda dt: p
+
+
+def _unless_bool(p: Any) -> _Primitive:  # (``+`` and ``*`` of bools are ``or`` and ``and``)
+    return lambda dt: None if dt == dtypes.bool_ else p
+
+
+def _unless_complex(p: Any) -> _Primitive:  # (complex order comparisons, ``_ordered``, and atan2 are composites)
+    return lambda dt: None if dtypes.is_complex(dt) else p
+
+
+def _binary(op: Callable, name: str, inexact: bool = False, primitive: _Primitive | None = None) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
-        fast = _unpromoted(x1, x2, inexact)
+        fast = _unpromoted(x1, x2, inexact, primitive)
         if fast is not None:
-            return op(*fast)
+            return op(*fast) if type(fast) is tuple else fast
         if inexact:
             return op(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name=name))
         return op(*promote_and_broadcast(x1, x2, name=name))
@@ -198,19 +223,21 @@ def round(a: Any, decimals: int = 0, out: Any = None) -> Any:
 
 around = round
 
-add = _binary(lambda x, y: lax.bitwise_or(x, y) if x.dtype == dtypes.bool_ else lax.add(x, y), "add")
-subtract = _binary(lax.sub, "subtract")
-multiply = _binary(lambda x, y: lax.bitwise_and(x, y) if x.dtype == dtypes.bool_ else lax.mul(x, y), "multiply")
-maximum = _binary(lax.max, "maximum")
-minimum = _binary(lax.min, "minimum")
-arctan2 = _binary(lax.atan2, "arctan2", inexact=True)
+add = _binary(lambda x, y: lax.bitwise_or(x, y) if x.dtype == dtypes.bool_ else lax.add(x, y), "add",
+              primitive=_unless_bool(ew.add_p))
+subtract = _binary(lax.sub, "subtract", primitive=_always(ew.sub_p))
+multiply = _binary(lambda x, y: lax.bitwise_and(x, y) if x.dtype == dtypes.bool_ else lax.mul(x, y), "multiply",
+                   primitive=_unless_bool(ew.mul_p))
+maximum = _binary(lax.max, "maximum", primitive=_always(ew.max_p))
+minimum = _binary(lax.min, "minimum", primitive=_always(ew.min_p))
+arctan2 = _binary(lax.atan2, "arctan2", inexact=True, primitive=_unless_complex(ew.atan2_p))
 atan2 = arctan2
-nextafter = _binary(lax.nextafter, "nextafter", inexact=True)
-bitwise_and = _binary(lax.bitwise_and, "bitwise_and")
-bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
-bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
-equal = _binary(lax.eq, "equal")
-not_equal = _binary(lax.ne, "not_equal")
+nextafter = _binary(lax.nextafter, "nextafter", inexact=True, primitive=_always(ew.nextafter_p))
+bitwise_and = _binary(lax.bitwise_and, "bitwise_and", primitive=_always(ew.and_p))
+bitwise_or = _binary(lax.bitwise_or, "bitwise_or", primitive=_always(ew.or_p))
+bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor", primitive=_always(ew.xor_p))
+equal = _binary(lax.eq, "equal", primitive=_always(ew.eq_p))
+not_equal = _binary(lax.ne, "not_equal", primitive=_always(ew.ne_p))
 
 
 def _ordered(op: Callable) -> Callable:
@@ -225,10 +252,11 @@ def _ordered(op: Callable) -> Callable:
     return compare
 
 
-less = _binary(_ordered(lax.lt), "less")
-less_equal = _binary(_ordered(lax.le), "less_equal")
-greater = _binary(_ordered(lax.gt), "greater")
-greater_equal = _binary(_ordered(lax.ge), "greater_equal")
+less = _binary(_ordered(lax.lt), "less", primitive=_unless_complex(ew.lt_p))
+less_equal = _binary(_ordered(lax.le), "less_equal", primitive=_unless_complex(ew.le_p))
+greater = _binary(_ordered(lax.gt), "greater", primitive=_unless_complex(ew.gt_p))
+greater_equal = _binary(_ordered(lax.ge), "greater_equal",
+                       primitive=_unless_complex(ew.ge_p))
 
 
 def _to_bool(x: Any) -> Any:
@@ -280,10 +308,13 @@ def right_shift(x1: Any, x2: Any, /) -> Any:
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
+_DIV = _always(ew.div_p)
+
+
 def true_divide(x1: Any, x2: Any, /) -> Any:
-    fast = _unpromoted(x1, x2, inexact=True)
+    fast = _unpromoted(x1, x2, True, _DIV)
     if fast is not None:
-        return lax.div(*fast)
+        return lax.div(*fast) if type(fast) is tuple else fast
     return lax.div(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name="true_divide"))
 
 
@@ -667,6 +698,9 @@ def _where(condition: Any, x: Any, y: Any) -> Any:
             if x_shape == y_shape and shape in (x_shape, ()):
                 return lax.select(condition, x, y)
             if shape and x_shape in (shape, ()) and y_shape in (shape, ()):
+                out = eager.apply_broadcasting(ew.select_n_p, (condition, y, x), shape)
+                if out is not None:  # (an eager call: the 0-d values broadcast by the rule)
+                    return out
                 return lax.select(condition, x if x_shape else filled(x, shape), y if y_shape else filled(y, shape))
     condition = ensure_array(condition)
     if condition.dtype != dtypes.bool_:
