@@ -94,9 +94,12 @@ def _with_keys(fn: Callable, rule: Callable, operands: Callable) -> Callable:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            keyed = any(_is_key(x) for x in operands(args, kwargs))
+            values = operands(args, kwargs)
         except (TypeError, IndexError):  # (not a sequence: fn's own error)
-            keyed = False
-        return rule(fn, *args, **kwargs) if keyed else fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        for x in values:  # (a loop, not any() over a generator: the commonest call has no key)
+            if type(x) not in _NEVER_KEYS and _is_key(x):
+                return rule(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
 
     return call

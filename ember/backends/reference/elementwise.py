@@ -330,6 +330,25 @@ _erf = _vectorized(math.erf)
 _erfc = _vectorized(math.erfc)
 _digamma = _vectorized(_digamma_scalar)
 
+def _select_n_rule(which: np.ndarray, *cases: np.ndarray) -> np.ndarray:
+    return _select_n(which, cases)
+
+
+def _select_n_plain(avals: Any, params: dict) -> Callable:
+    """An eager call's NumPy function (``core.evaluation.runner``): ``np.where`` itself for a bool
+    choice between two cases whose result is too small for ``_select_n``'s bitwise form (the
+    same bits either way), else the rule."""
+    which, *cases = avals
+    if which.dtype == np.bool_ and len(cases) == 2 and math.prod(np.broadcast_shapes(
+            *(a.shape for a in avals))) < _BITWISE_SELECT_MIN:
+        where = np.where
+        return lambda which, on_false, on_true: where(which, on_true, on_false)
+    return _select_n_rule
+
+
+_select_n_rule.plain = _select_n_plain  # type: ignore[attr-defined]
+
+
 impl_rules.update({
     ew.neg_p: _ufunc_unary(np.negative),
     ew.sign_p: _sign,
@@ -395,7 +414,7 @@ impl_rules.update({
     ew.ge_p: np.greater_equal,
     ew.convert_element_type_p: lambda x, *, new_dtype, weak_type: dtypes.convert_values(x, new_dtype),
     ew.bitcast_convert_type_p: lambda x, *, new_dtype: _bitcast(x, new_dtype),
-    ew.select_n_p: plain_rule(lambda which, *cases: _select_n(which, cases)),
+    ew.select_n_p: _select_n_rule,
     ew.clamp_p: lambda lo, x, hi: _clamp(lo, x, hi),
     stop_gradient_p: lambda x: x,
 })
