@@ -330,6 +330,7 @@ _erf = _vectorized(math.erf)
 _erfc = _vectorized(math.erfc)
 _digamma = _vectorized(_digamma_scalar)
 
+
 def _select_n_rule(which: np.ndarray, *cases: np.ndarray) -> np.ndarray:
     return _select_n(which, cases)
 
