@@ -98,7 +98,7 @@ def _with_keys(fn: Callable, rule: Callable, operands: Callable) -> Callable:
         except (TypeError, IndexError):  # (not a sequence: fn's own error)
             return fn(*args, **kwargs)
         for x in values:  # (a loop, not any() over a generator: the commonest call has no key)
-            if type(x) not in _NEVER_KEYS and _is_key(x):
+            if _is_key(x):
                 return rule(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 

@@ -53,10 +53,10 @@ def _unary(op: Callable, name: str) -> Callable:
 
 
 # ``_binary``'s primitive for Arrays of a dtype, where ``op`` binds just it (else None).
-_Primitive = Callable[[np.dtype], Any]
+_PrimitiveFor = Callable[[np.dtype], Any]
 
 
-def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _Primitive | None = None) -> Any:
+def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _PrimitiveFor | None = None) -> Any:
     """The operands of an eager call as promotion and broadcasting would leave them, where that is
     known at once: Arrays of one strong type (nothing to do, or a broadcast: ``broadcast_plan``), or
     an Array and a Python scalar that promotion converts alone (``promoted_scalar``); None otherwise
@@ -89,19 +89,19 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _Primitive |
     return None
 
 
-def _always(p: Any) -> _Primitive:
+def _always(p: Any) -> _PrimitiveFor:
     return lambda dt: p
 
 
-def _unless_bool(p: Any) -> _Primitive:  # (``+`` and ``*`` of bools are ``or`` and ``and``)
+def _unless_bool(p: Any) -> _PrimitiveFor:  # (``+`` and ``*`` of bools are ``or`` and ``and``)
     return lambda dt: None if dt == dtypes.bool_ else p
 
 
-def _unless_complex(p: Any) -> _Primitive:  # (complex order comparisons, ``_ordered``, and atan2 are composites)
+def _unless_complex(p: Any) -> _PrimitiveFor:  # (complex order comparisons, ``_ordered``, and atan2 are composites)
     return lambda dt: None if dtypes.is_complex(dt) else p
 
 
-def _binary(op: Callable, name: str, inexact: bool = False, primitive: _Primitive | None = None) -> Callable:
+def _binary(op: Callable, name: str, inexact: bool = False, primitive: _PrimitiveFor | None = None) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
         fast = _unpromoted(x1, x2, inexact, primitive)
         if fast is not None:
