@@ -446,3 +446,20 @@ def test_broadcasting_calls_under_traces_large_ones_and_the_debug_checks_take_th
     big, row = jnp.ones((eager.KERNEL_MIN_ELEMENTS // 4, 4), jnp.float32), jnp.arange(4, dtype=jnp.float32)
     assert eager.apply_broadcasting(lax.add_p, (big, row), big.shape) is None
     np.testing.assert_array_equal(np.asarray(big + row)[-1], [1, 2, 3, 4])
+
+
+@given(st.sampled_from(["float32", "float16", "bfloat16", "int32", "uint8", "bool", "complex64", "int8"]),
+       st.sampled_from([(5,), (2, 3), (0,), (3, 0), (4, 1, 3)]), st.integers(-1, 2), st.booleans(),
+       st.booleans())
+def test_sorts_equal_the_reference_bit_for_bit(dtype, shape, axis, descending, fortran):
+    # (signed zeros and NaNs among repeated values: a stable sort keeps each zero's place)
+    host = _values(np.random.default_rng(6), shape, dtype)
+    if dtype.startswith(("float", "bfloat")) and host.size > 2:
+        host.flat[1], host.flat[-1] = -0.0, 0.0
+    if fortran:
+        host = np.asfortranarray(host)
+    axis = min(axis, len(shape) - 1)
+    _check(lambda a: jnp.sort(a, axis=axis, descending=descending),
+           lambda a: jjnp.sort(a, axis=axis, descending=descending), (jnp.asarray(host),), (jax.device_put(host),))
+    got = jnp.sort(jnp.asarray(host), axis=axis)
+    assert got._value.flags.c_contiguous and not got._value.flags.writeable

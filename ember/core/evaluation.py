@@ -78,7 +78,9 @@ def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
     fn = plain(avals, params) if plain is not None else None
     if fn is None and isinstance(rule, np.ufunc) and not params:
         fn = rule
-    if p.multiple_results or fn is None:
+    if p.multiple_results and fn is not None:
+        return _plain_results(fn, out)
+    if fn is None:
         fn = rule
         def run(values: Sequence[np.ndarray], params: dict) -> Any:
             vals = _ignoring_errors(fn, values, params)
@@ -116,6 +118,37 @@ def runner(p: Primitive, avals: Sequence[ShapedArray], params: dict) -> Runner:
             kind = _result_kind(v, out)
         return Array(as_type(v, out), out)
     return run_plain
+
+
+def _plain_results(fn: Callable, out: Sequence[ShapedArray]) -> Runner:
+    """``runner``'s call of a plain function of several results (a sort's): as ``run_plain``, its
+    results wrapped as they come once the first call showed each is what its Array holds."""
+    exact: bool | None = None
+    laid_out = any(len(o.shape) > 1 for o in out)
+
+    def run_plain_results(values: Sequence[np.ndarray], params: dict) -> Any:
+        nonlocal exact
+        if _IGNORE_ERRORS is None:  # pragma: no cover
+            with np.errstate(all="ignore"):
+                vals = fn(*values)
+        else:
+            token = _set_errors(_IGNORE_ERRORS)
+            try:
+                vals = fn(*values)
+            finally:
+                _reset_errors(token)
+        if exact and not (laid_out and not all(v.flags.c_contiguous for v in vals)):
+            arrays = []
+            for v, o in zip(vals, out):
+                v.setflags(False)  # (write=False: Arrays are immutable)
+                array = _new_array(Array)
+                array._value, array.aval = v, o
+                arrays.append(array)
+            return arrays
+        if exact is None:
+            exact = all(_result_kind(v, o) is _EXACT for v, o in zip(vals, out))
+        return [Array(as_type(v, o), o) for v, o in zip(vals, out)]
+    return run_plain_results
 
 
 _EXACT, _SCALAR, _OTHER = "exact", "scalar", "other"

@@ -35,6 +35,8 @@ _NUMBER, _ANY, _INT_BOOL, _FLOAT = "iufc", "biufc", "biu", "f"
 
 def static_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     """One axis of an ``ndim``-dimensional operand, negative counting from the end."""
+    if type(axis) is int and -ndim <= axis < ndim:  # (the common call, without ``static_axes``' 2 us)
+        return axis + ndim if axis < 0 else axis
     return static_axes((axis,), ndim, name)[0]
 
 
