@@ -93,6 +93,35 @@ def test_static_values_of_another_type_or_sign_are_other_signatures():
     assert f(jnp.arange(2), True).dtype == np.int32
 
 
+
+def test_calls_alternating_between_signatures_each_replay_their_own_program():
+    @replay.replayed
+    def f(x, axis):
+        return jnp.sum(x, axis)
+
+    x = jnp.arange(6.0).reshape(2, 3)
+    for _ in range(4):  # (each call's signature differs from the last one's)
+        np.testing.assert_array_equal(np.asarray(f(x, 0)), [3.0, 5.0, 7.0])
+        np.testing.assert_array_equal(np.asarray(f(x, 1)), [3.0, 12.0])
+        got = f(x.astype(np.int32), 1)
+        assert got.dtype == np.int32 and got.tolist() == [3, 12]
+        assert f(x, axis=0).tolist() == [3.0, 5.0, 7.0]  # (a keyword: not the last call's signature)
+
+
+def test_clearing_the_caches_forgets_the_last_calls_replay():
+    @replay.replayed
+    def f(x):
+        return jnp.add(x, x)
+
+    x = jnp.arange(3.0)
+    for _ in range(3):
+        f(x)
+    ember.clear_caches()
+    results = [f(x) for _ in range(3)]  # (run directly, then traced, then replayed)
+    assert replay.replay_info()["traces"] == 1 and replay.replay_info()["replays"] == 2
+    for r in results:
+        np.testing.assert_array_equal(np.asarray(r), [0.0, 2.0, 4.0])
+
 @settings(max_examples=20, deadline=None)
 @given(shape=st.lists(st.integers(0, 6), max_size=3).map(tuple),
        dtype=st.sampled_from([np.float32, np.float16, np.int32, np.uint8]),

@@ -70,6 +70,7 @@ _programs: OrderedDict[tuple, Any] = OrderedDict()
 _seen_once: OrderedDict[tuple, bool] = OrderedDict()  # signatures called once: their next call traces
 _lock = threading.Lock()
 _counts = {"replays": 0, "traces": 0}
+_generation = 0  # (counts ``clear_replays``)
 
 
 class _NotReplayable(Exception):
@@ -322,6 +323,12 @@ def replayed(fun: Callable | None = None, *, exact: bool = True) -> Any:
     if fun is None:
         return lambda f: replayed(f, exact=exact)
 
+    # The last replayed call of positional Arrays and plain values: (the number of arguments, the
+    # config's codegen key, ``_generation``, the signature's leaves, the replay). A loop calling the
+    # function with one signature finds its replay here by comparing the leaves (the same types are
+    # mostly the same objects), without hashing the key (0.7-1.2 us of a 6 us ``jnp.take``).
+    last: list[Any] = [None]
+
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         if type(current_trace()) is not EvalTrace or config.disable_jit:  # (disable_jit: the code runs, for pdb)
@@ -329,6 +336,12 @@ def replayed(fun: Callable | None = None, *, exact: bool = True) -> Any:
         leaves = [*args, *kwargs.values()] if kwargs else args
         arrays, statics = _signature(leaves, plain_only=True)
         if statics is not None:  # (Arrays and plain values: no tree to flatten)
+            if not kwargs:
+                recent = last[0]
+                if recent is not None and recent[0] == len(args) and recent[1] is config.codegen_key() \
+                        and recent[2] == _generation and recent[3] == statics:
+                    _counts["replays"] += 1
+                    return recent[4](arrays)
             tree: Any = (_PLAIN_CALL, len(args), *kwargs)
         else:
             # Other arguments are flattened as the transformations flatten them: a typed key array
@@ -358,6 +371,8 @@ def replayed(fun: Callable | None = None, *, exact: bool = True) -> Any:
                 _programs.move_to_end(key)
             except KeyError:  # (dropped meanwhile by another thread)
                 pass
+        if not kwargs and type(tree) is tuple and tree[0] is _PLAIN_CALL:
+            last[0] = (len(args), key[2], _generation, statics, entry)
         _counts["replays"] += 1
         return entry(arrays)
     call.eager_replay = True  # type: ignore[attr-defined]  # (``numpy.array_methods.use_staged`` asks)
@@ -449,7 +464,9 @@ def replay_info() -> dict[str, int]:
 
 def clear_replays() -> None:
     """Forget every replayed program (``ember.clear_caches``) and reset the counts."""
+    global _generation
     with _lock:
+        _generation += 1  # (each replayed function's last call: forgotten too)
         _programs.clear()
         _seen_once.clear()
         for k in _counts:
