@@ -144,6 +144,12 @@ def test_segments_become_native_code():
     kinds = ["native" if params is None else p.name for p, params, _, _ in program.steps]
     assert kinds == ["native", "log1p", "native"]
     assert all(getattr(p, "tier", "native") == "native" for p, params, _, _ in program.steps if params is None)
+    # Their env holds only what the three steps read and write (a call copies it), not every value
+    # of the 170-equation program.
+    steps, env, outs = program.plan
+    used = {0, *(i for _, _, ins, _ in steps for i in ins),
+            *(o for _, _, _, out in steps for o in ([out] if type(out) is int else out)), *outs}
+    assert used == set(range(len(env))) and len(env) < len(program.eqn_plan[1]) // 10
 
 
 def test_typed_keys_and_key_results_replay():

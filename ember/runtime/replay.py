@@ -148,7 +148,7 @@ class _Replay:
     (``(executable, None, ins, outs)``); ``eqn_steps`` keep the equations, for calls that must run
     each on the reference (the debug checks, the reference backend)."""
 
-    __slots__ = ("closed", "template", "n_args", "steps", "eqn_steps", "outs", "out_tree", "spent", "compile_s",
+    __slots__ = ("closed", "n_args", "plan", "eqn_plan", "out_tree", "spent", "compile_s", "single_out",
                  "exact", "whole", "fast", "asks_fast", "_slot")
 
     def __init__(self, closed: ClosedJaxpr, out_tree: Any, exact: bool) -> None:
@@ -184,10 +184,20 @@ class _Replay:
                 slot[id(v)] = o
             n += len(outs)
             steps.append((eqn.primitive, eqn.params, ins, outs if eqn.primitive.multiple_results else outs[0]))
-        self.outs = [slot[id(a)] for a in jaxpr.outvars]
         template.extend([None] * (n - len(template)))
-        self.template, self.out_tree, self._slot = template, out_tree, slot
-        self.steps = self.eqn_steps = steps
+        self.out_tree, self._slot = out_tree, slot
+        # (the steps, the env they run on, the slots of the outputs): read once by a call, so a
+        # thread that compiles the segments meanwhile changes all three at once
+        self.plan = self.eqn_plan = (steps, template, [slot[id(a)] for a in jaxpr.outvars])
+        self.single_out = out_tree.num_nodes == 1  # (one Array: no tree to rebuild)
+
+    @property
+    def steps(self) -> list[tuple]:
+        return self.plan[0]
+
+    @property
+    def eqn_steps(self) -> list[tuple]:
+        return self.eqn_plan[0]
 
     def __call__(self, args: list[Array]) -> Any:
         fast = self.fast
@@ -205,18 +215,19 @@ class _Replay:
                     # replay's own steps do that with less around them)
                     self.whole = None
             return tree_unflatten(self.out_tree, whole(*args))
-        steps, start = self.steps, 0.0
+        plan, start = self.plan, 0.0
         if self.compile_s is not None:  # (not compiled yet: the calls count their time until they pay)
             if self.spent >= PAYBACK * self.compile_s and native_now():
                 self.compile_s = None
-                steps = self.steps = self._compile_segments()
+                plan = self.plan = self._compile_segments()
                 if self.whole is not None:
                     return tree_unflatten(self.out_tree, self.whole(*args))
             else:
                 start = time.perf_counter()
-        elif steps is not self.eqn_steps and not native_now():
-            steps = self.eqn_steps
-        env = self.template.copy()
+        elif plan is not self.eqn_plan and not native_now():
+            plan = self.eqn_plan
+        steps, template, outs_at = plan
+        env = template.copy()
         env[:self.n_args] = args
         apply = EvalTrace.apply
         for p, params, ins, outs in steps:
@@ -232,9 +243,11 @@ class _Replay:
                     env[o] = r
         if start:
             self.spent += time.perf_counter() - start
-        return tree_unflatten(self.out_tree, [env[i] for i in self.outs])
+        if self.single_out:
+            return env[outs_at[0]]
+        return tree_unflatten(self.out_tree, [env[i] for i in outs_at])
 
-    def _compile_segments(self) -> list[tuple]:
+    def _compile_segments(self) -> tuple[list[tuple], list[Any], list[int]]:
         """The steps, with each run of at least ``MIN_SEGMENT_EQNS`` exact equations as one executable
         (shared with equal programs, tiered: both tiers compute the reference's bits, so calls give
         the same values before and after); or, where the function is not ``exact``, the eager steps
@@ -242,7 +255,7 @@ class _Replay:
         if not self.exact:  # (the whole program, as jit compiles it)
             self.whole = _compiled(self.closed)
             if self.whole is not None:
-                return self.eqn_steps
+                return self.eqn_plan
         jaxpr, slot = self.closed.jaxpr, self._slot
         # Where each variable is read last: by an equation (its index) or by the program's outputs.
         last_read: dict[int, int] = {}
@@ -271,7 +284,26 @@ class _Replay:
             steps.append(self.eqn_steps[i])
         if run:
             close_run()
-        return steps
+        return self._compacted(steps)
+
+    def _compacted(self, steps: list[tuple]) -> tuple[list[tuple], list[Any], list[int]]:
+        """The plan of ``steps`` renumbered over the slots they use, the arguments first (a call
+        copies its env: a sampler's program has ~250 slots, its compiled steps use a few)."""
+        used = list(range(self.n_args))
+        renumbered = {i: i for i in used}
+
+        def at(i: int) -> int:
+            j = renumbered.get(i)
+            if j is None:
+                j = renumbered[i] = len(used)
+                used.append(i)
+            return j
+
+        _, template, outs_at = self.eqn_plan
+        renumbered_steps = [(p, params, [at(i) for i in ins], at(outs) if type(outs) is int else [at(o) for o in outs])
+                            for p, params, ins, outs in steps]
+        renumbered_outs = [at(i) for i in outs_at]
+        return renumbered_steps, [template[i] for i in used], renumbered_outs
 
     def _segment(self, eqns: list[Eqn], last: int, last_read: dict[int, int], slot: dict[int, int]) -> tuple | None:
         defined = {id(v) for eqn in eqns for v in eqn.outvars}
