@@ -1,4 +1,5 @@
 """The background service (``ember.core.background``) and the cache registry (``ember.core.caches``)."""
+import sys
 import threading
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.core import caches
-from ember.core.background import BackgroundService, JobDropped, background
+from ember.core.background import SWITCH_INTERVAL, BackgroundService, JobDropped, background
 
 
 @pytest.fixture
@@ -168,3 +169,26 @@ def test_the_caches_register_themselves_and_clear_caches_empties_them():
     sizes = caches.cache_sizes()
     assert {name: size for name, size in sizes.items() if not name.startswith("disk")} == \
         {name: 0 for name in sizes if not name.startswith("disk")}
+
+
+def test_jobs_run_with_a_short_switch_interval_and_give_the_processs_back(service):
+    before = sys.getswitchinterval()
+    seen, release = [], threading.Event()
+    job = service.submit("compile", lambda: (seen.append(sys.getswitchinterval()), release.wait(10)))
+    second = service.submit("another", lambda: seen.append(sys.getswitchinterval()))
+    assert second.wait(10)
+    release.set()
+    assert job.wait(10)
+    assert seen == [pytest.approx(SWITCH_INTERVAL)] * 2
+    assert sys.getswitchinterval() == pytest.approx(before)  # (once the last running job is done)
+
+
+def test_a_processs_shorter_switch_interval_is_left_alone(service):
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.0001)
+        seen = []
+        assert service.submit("compile", lambda: seen.append(sys.getswitchinterval())).wait(10)
+        assert seen == [pytest.approx(0.0001)] and sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(before)

@@ -133,12 +133,42 @@ def test_calls_that_spent_the_compile_estimate_on_the_reference_wait_for_native_
     args = inputs(2)
     first = jf(*args)
     executable = next(iter(jf._cache.entries.values())).executable
-    assert executable.tier == "reference" and executable.quick_seconds > 0
-    executable.compile_seconds = executable.quick_seconds  # as if the calls had taken the estimate
+    assert executable.tier == "reference" and executable.held_seconds > 0
+    executable.compile_seconds = executable.held_seconds  # as if the calls had taken the estimate
     threading.Timer(0.2, release.set).start()
     second = jf(*args)  # waits for the native code, then runs it
     assert executable.tier == "native" and jf.cache_info().quick_tier_calls == 1
     np.testing.assert_allclose(np.asarray(second), np.asarray(first), rtol=1e-5, atol=1e-6)
+
+
+def test_calls_that_leave_the_interpreter_to_the_compile_do_not_wait_for_it(monkeypatch):
+    """A program of large products spends its reference calls in BLAS, without the interpreter:
+    its compile runs meanwhile, so the calls go on until the native code is there."""
+    release, real = threading.Event(), tiers.CpuExecutable
+
+    def slow(*args, **kwargs):
+        release.wait()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tiers, "CpuExecutable", slow)
+    a = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    closed = ember.make_jaxpr(lambda a: (a @ a) @ a)(a)
+    executable = tiers.TieredExecutable(closed, "products", 0.05)
+    assert executable.interpreter_share < 0.1  # (the cost model's share of the per-equation work)
+    threading.Timer(60, release.set).start()  # (a call that waits gets the native code after all)
+    try:
+        results = [executable(a)[0]]
+        # Calls would wait now if their whole time counted; they held the interpreter for a tenth of it.
+        executable.compile_seconds = executable.quick_seconds / 2
+        results += [executable(a)[0] for _ in range(2)]
+        assert executable.tier == "reference" and executable.quick_calls == 3  # (none waited)
+        assert executable.quick_seconds >= executable.compile_seconds > executable.held_seconds
+    finally:
+        release.set()
+    executable.wait()
+    assert executable.tier == "native"
+    want = np.asarray(results[0])
+    np.testing.assert_allclose(np.asarray(executable(a)[0]), want, rtol=1e-4, atol=1e-2)
 
 
 def test_a_failed_native_compile_leaves_the_reference_tier_serving(monkeypatch, caplog):

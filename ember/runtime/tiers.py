@@ -91,29 +91,33 @@ def compile_ms(jaxpr: Jaxpr) -> float:
     return COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * count_eqns(jaxpr)
 
 
-def reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
-    """The estimated time of one run of ``jaxpr`` on the reference interpreter."""
+def reference_ms(jaxpr: Jaxpr, trips: float = 1.0, arithmetic: bool = True) -> float:
+    """The estimated time of one run of ``jaxpr`` on the reference interpreter; with
+    ``arithmetic=False`` only its interpreter's share (the per-equation cost: NumPy's loops over the
+    elements and its BLAS run without the interpreter)."""
     ms = 0.0
     for eqn in jaxpr.eqns:
         p = eqn.primitive
         if p is scan_p:
-            ms += reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"])
+            ms += reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"], arithmetic)
             continue
         if p is while_p:
-            ms += reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS)
-            ms += reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS)
+            ms += reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS, arithmetic)
+            ms += reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS, arithmetic)
             continue
         if p is cond_p:
-            ms += max(reference_ms(b.jaxpr, trips) for b in eqn.params["branches"])
+            ms += max(reference_ms(b.jaxpr, trips, arithmetic) for b in eqn.params["branches"])
             continue
         subs = list(subjaxprs(eqn.params))
         if subs:  # calls (jit, custom rules) run their sub-program once
-            ms += sum(reference_ms(s, trips) for s in subs)
+            ms += sum(reference_ms(s, trips, arithmetic) for s in subs)
             continue
-        ns = REFERENCE_NS_PER_ELEMENT * output_elements(eqn)
-        per_flop = REFERENCE_NS_PER_FLOP.get(p)
-        if per_flop is not None:
-            ns += per_flop * equation_cost(eqn).flops
+        ns = 0.0
+        if arithmetic:
+            ns = REFERENCE_NS_PER_ELEMENT * output_elements(eqn)
+            per_flop = REFERENCE_NS_PER_FLOP.get(p)
+            if per_flop is not None:
+                ns += per_flop * equation_cost(eqn).flops
         ms += trips * (REFERENCE_MS_PER_EQN + ns * 1e-6)
     return ms
 
@@ -123,12 +127,18 @@ class TieredExecutable(Executable):
     background, is ready; then runs that. ``tier``: which one a call runs now.
 
     A program called again and again meanwhile would starve its own compile: the compile thread
-    needs the interpreter too, and gets it back only at the switch interval (5 ms) after each
-    LLVM call. So once the calls have spent on the reference tier as long as the compile was
+    needs the interpreter too, and gets it back only at the switch interval after each LLVM call.
+    So once the calls have held the interpreter on the reference tier as long as the compile was
     estimated to take (``compile_seconds``), the next call waits for the native code (the
     ski-rental rule: at most about twice the time of knowing the future). Measured on the ADVI
     step of ``benchmarks/ecosystem_programs``: its 85 ms compile had not finished after 2 s of
-    back-to-back reference calls (1.28 ms each); with the rule, calls are native after ~0.2 s."""
+    back-to-back reference calls (1.28 ms each); with the rule, calls are native after ~0.2 s.
+
+    Only the interpreter's share of a call's time counts (``interpreter_share``, by the cost model):
+    NumPy's products and loops over large arrays let the compile thread run. A program of products
+    called back to back (an eager ``a @ a`` of 256x256, the first 100 calls of a process) no longer
+    stops for 200-300 ms to wait for a compile that was progressing anyway: its first 100 calls
+    took 110-160 ms instead of 300-450 (with ``background``'s switch interval)."""
 
     def __init__(self, closed: ClosedJaxpr, name: str, compile_seconds: float = 0.1) -> None:
         self.name = name
@@ -138,6 +148,9 @@ class TieredExecutable(Executable):
         self.unusable_donations: tuple = ()  # never tiered with donations
         self.quick_calls = 0  # calls run on the reference tier
         self.quick_seconds = 0.0  # and their time
+        self.held_seconds = 0.0  # and the part of it that held the interpreter
+        total = reference_ms(closed.jaxpr)
+        self.interpreter_share = min(1.0, reference_ms(closed.jaxpr, arithmetic=False) / total) if total else 1.0
         self.compile_seconds = compile_seconds  # the cost model's estimate of the native compile
         self.native: CpuExecutable | None = None
         self.native_seconds = 0.0
@@ -157,7 +170,7 @@ class TieredExecutable(Executable):
         if native is not None:
             return native(*args)
         reference = self._reference
-        if reference is not None and self.quick_seconds >= self.compile_seconds and self.wait() \
+        if reference is not None and self.held_seconds >= self.compile_seconds and self.wait() \
                 and self.native is not None:
             reference = None  # (waited: the native code is ready)
         if reference is None:  # (the native executable was set just now)
@@ -169,7 +182,9 @@ class TieredExecutable(Executable):
         try:
             return reference(*args)
         finally:
-            self.quick_seconds += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            self.quick_seconds += elapsed
+            self.held_seconds += elapsed * self.interpreter_share
             # The compile starts when the first call has returned: both are mostly Python, and
             # sharing the interpreter would make the first call wait for the compile after all.
             if self._closed is not None:
