@@ -136,9 +136,9 @@ class TieredExecutable(Executable):
 
     Only the interpreter's share of a call's time counts (``interpreter_share``, by the cost model):
     NumPy's products and loops over large arrays let the compile thread run. A program of products
-    called back to back (an eager ``a @ a`` of 256x256, the first 100 calls of a process) no longer
-    stops for 200-300 ms to wait for a compile that was progressing anyway: its first 100 calls
-    took 110-160 ms instead of 300-450 (with ``background``'s switch interval)."""
+    called back to back (the first 100 eager ``a @ a`` of 256x256 in a process) no longer stops for
+    300-500 ms to wait for a compile that was progressing anyway: with ``background``'s switch
+    interval, the 100 calls took 120-250 ms against 440-600 (three processes each, 2-core host)."""
 
     def __init__(self, closed: ClosedJaxpr, name: str, compile_seconds: float = 0.1) -> None:
         self.name = name
