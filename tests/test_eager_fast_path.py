@@ -435,6 +435,26 @@ def test_a_broadcasting_call_is_one_eager_operation(monkeypatch):
     assert eager._broadcasting[(lax.sub_p, x.aval, v.aval)] is not None
 
 
+def test_a_same_shaped_call_seen_before_goes_straight_to_its_runner(monkeypatch):
+    x, y = jnp.arange(6, dtype=jnp.float32).reshape(2, 3), jnp.full((2, 3), 2.0, jnp.float32)
+    first = x * y  # (the signature's first call: the general path makes its runner)
+    calls = []
+    apply = EvalTrace.apply
+    monkeypatch.setattr(EvalTrace, "apply",
+                        staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
+    again = x * y
+    monkeypatch.undo()
+    assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
+    assert not again._value.flags.writeable
+    # Traces stage the operation; a debug check reaches the signature seen before.
+    assert [e.primitive.name for e in ember.make_jaxpr(lambda: x * y)().jaxpr.eqns] == ["mul"]
+    zero = jnp.zeros((2, 3), jnp.float32)
+    for _ in range(2):
+        x / zero
+    with ember.config.override(debug_infs=True):
+        with pytest.raises(FloatingPointError, match="div"):
+            x / zero
+
 def test_broadcasting_calls_under_traces_large_ones_and_the_debug_checks_take_the_general_path():
     x, v = jnp.ones((3, 4), jnp.float32), jnp.zeros(4, jnp.float32)
     closed = ember.make_jaxpr(lambda: x / v)()  # (staged, as JAX stages it: the broadcast and the division)

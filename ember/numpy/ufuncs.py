@@ -7,7 +7,7 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.core.array import Array
-from ember.core.trace import Tracer
+from ember.core.trace import EvalTrace, Tracer, current_trace
 from ember.lax import elementwise as ew
 from ember.lax.base import aval
 from ember.lax.shapes import broadcast_in_dim_p
@@ -62,13 +62,19 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _PrimitiveFo
     an Array and a Python scalar that promotion converts alone (``promoted_scalar``); None otherwise
     (the general path). (Two weak operands of one type need not keep it: weak bools combine to a strong bool.)
     Arrays that need a broadcast give the call's result instead (an Array, not a tuple) where the
-    eager engine computes ``primitive(dtype)`` on them as they are (``eager.apply_broadcasting``)."""
+    eager engine computes ``primitive(dtype)`` on them as they are (``eager.apply_broadcasting``),
+    and so do Arrays of one shape whose signature it has run before (``eager.apply_seen``)."""
     if type(x1) is Array:
         if type(x2) is Array:
             a, b = x1.aval, x2.aval
             if a.dtype != b.dtype or a.weak_type or b.weak_type or (inexact and a.dtype not in _INEXACT):
                 return None
             if a.shape == b.shape:
+                p = primitive and primitive(a.dtype)
+                if p is not None and type(current_trace()) is EvalTrace:
+                    out = eager.apply_seen(p, x1, x2)
+                    if out is not None:
+                        return out
                 return x1, x2
             plan = broadcast_plan(a.shape, b.shape)
             if plan is None:
