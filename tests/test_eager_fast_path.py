@@ -446,6 +446,13 @@ def test_a_same_shaped_call_seen_before_goes_straight_to_its_runner(monkeypatch)
     monkeypatch.undo()
     assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
     assert not again._value.flags.writeable
+    for unary in (jnp.sin, jnp.negative, jnp.sqrt):  # (one operand: the same)
+        first = unary(x)
+        monkeypatch.setattr(EvalTrace, "apply",
+                            staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
+        again = unary(x)
+        monkeypatch.undo()
+        assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
     # Traces stage the operation; a debug check reaches the signature seen before.
     assert [e.primitive.name for e in ember.make_jaxpr(lambda: x * y)().jaxpr.eqns] == ["mul"]
     zero = jnp.zeros((2, 3), jnp.float32)

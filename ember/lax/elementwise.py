@@ -316,6 +316,7 @@ def _bind(p: Primitive, broadcasting: bool = False):
         return p.bind(*args)
 
     op.__name__ = p.name
+    op.primitive = p  # type: ignore[attr-defined]  # (what it binds: ``jnp``'s eager calls may skip it)
     op.__doc__ = (f"Elementwise ``{p.name}`` (operands of one dtype; scalars broadcast"
                   f"{', and size-1 dimensions between operands of one rank, as in JAX' if broadcasting else ''}).")
     return op

@@ -33,9 +33,15 @@ _INEXACT = frozenset(dtypes.INEXACT)
 
 
 def _unary_inexact(op: Callable, name: str) -> Callable:
+    p = getattr(op, "primitive", None)  # (``op`` binds just it: a signature seen before skips the bind)
+
     def f(x: Any, /) -> Any:
         if type(x) is not Array or x.aval.dtype not in _INEXACT:  # (an inexact Array: nothing to promote)
             (x,) = promote_dtypes_inexact(ensure_array(x))
+        elif p is not None and type(current_trace()) is EvalTrace:
+            out = eager.apply_seen_one(p, x)
+            if out is not None:
+                return out
         return op(x)
 
     f.__name__ = name
@@ -44,8 +50,16 @@ def _unary_inexact(op: Callable, name: str) -> Callable:
 
 
 def _unary(op: Callable, name: str) -> Callable:
+    p = getattr(op, "primitive", None)  # (as ``_unary_inexact``'s)
+
     def f(x: Any, /) -> Any:
-        return op(x if type(x) is Array else ensure_array(x))
+        if type(x) is not Array:
+            return op(ensure_array(x))
+        if p is not None and type(current_trace()) is EvalTrace:
+            out = eager.apply_seen_one(p, x)
+            if out is not None:
+                return out
+        return op(x)
 
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}."

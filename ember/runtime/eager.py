@@ -156,6 +156,12 @@ def apply_seen(p: Primitive, a: Array, b: Array) -> Array | None:
     return None if run is None else run((a._value, b._value), _NO_PARAMS)
 
 
+def apply_seen_one(p: Primitive, a: Array) -> Array | None:
+    """``apply_seen`` of one operand."""
+    run = _references.get((p, a.aval))
+    return None if run is None else run((a._value,), _NO_PARAMS)
+
+
 def apply_broadcasting(p: Primitive, args: tuple[Array, ...], shape: tuple[int, ...]) -> Array | None:
     """An eager call of the elementwise ``p`` on Arrays whose shapes NumPy broadcasts to ``shape``
     (``x - x.mean(0)``, ``x + b``, ``where(c, x, 0.0)``): one call of the reference rule, which
