@@ -18,10 +18,12 @@ from ember import dtypes, lax
 from ember.config import config
 from ember.core.array import Array
 from ember.core.primitive import Primitive
+from ember.core.trace import EvalTrace, current_trace
 from ember.lax import reductions as red
 from ember.lax.reductions import static_axes, static_axis
 from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes_inexact
 from ember.numpy.ufuncs import isnan, logical_not, sqrt, subtract, true_divide, where as _where
+from ember.runtime import eager
 
 __all__ = [
     "sum", "prod", "max", "min", "amax", "amin", "any", "all", "mean", "var", "std", "argmax", "argmin",
@@ -138,9 +140,18 @@ def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: 
             # (a floating Array, or bools for any / all, nothing asked but the reduction of it whole or
             # over one axis: no type to change, no axes to check beyond the one's range)
             if axis is None or axis == _ALL_AXES[n]:
-                return monoid.primitive.bind(a, axes=_ALL_AXES[n])
-            if type(axis) is int and -n <= axis < n:
-                return monoid.primitive.bind(a, axes=(axis % n,))
+                axes = _ALL_AXES[n]
+            elif type(axis) is int and -n <= axis < n:
+                axes = (axis % n,)
+            else:
+                axes = None
+            if axes is not None:
+                params = {"axes": axes}
+                if type(current_trace()) is EvalTrace:  # (a signature run before: its runner, without bind)
+                    out = eager.apply_seen_one(monoid.primitive, a, params)
+                    if out is not None:
+                        return out
+                return monoid.primitive.bind(a, **params)
     _no_out(out, monoid.name)
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)

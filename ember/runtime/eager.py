@@ -156,10 +156,10 @@ def apply_seen(p: Primitive, a: Array, b: Array) -> Array | None:
     return None if run is None else run((a._value, b._value), _NO_PARAMS)
 
 
-def apply_seen_one(p: Primitive, a: Array) -> Array | None:
-    """``apply_seen`` of one operand."""
-    run = _references.get((p, a.aval))
-    return None if run is None else run((a._value,), _NO_PARAMS)
+def apply_seen_one(p: Primitive, a: Array, params: dict = _NO_PARAMS) -> Array | None:
+    """``apply_seen`` of one operand (and ``params``: a reduction's axes)."""
+    run = _references.get((p, a.aval, *params.items()) if params else (p, a.aval))
+    return None if run is None else run((a._value,), params)
 
 
 def apply_broadcasting(p: Primitive, args: tuple[Array, ...], shape: tuple[int, ...]) -> Array | None:
