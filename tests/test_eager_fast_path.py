@@ -453,6 +453,13 @@ def test_a_same_shaped_call_seen_before_goes_straight_to_its_runner(monkeypatch)
         again = unary(x)
         monkeypatch.undo()
         assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
+    for scalar_op in (lambda a: a * 2.0, lambda a: 2 - a, lambda a: a > 0, lambda a: -0.0 + a):  # (a Python scalar)
+        first = scalar_op(x)
+        monkeypatch.setattr(EvalTrace, "apply",
+                            staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
+        again = scalar_op(x)
+        monkeypatch.undo()
+        assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
     for reduction, a in ((jnp.sum, x), (lambda a: jnp.max(a, axis=-1), x), (lambda a: jnp.any(a, 0), x > 1)):
         first = reduction(a)  # (and its axes)
         monkeypatch.setattr(EvalTrace, "apply",

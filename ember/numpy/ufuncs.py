@@ -102,10 +102,24 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _PrimitiveFo
             return (x1 if p1 is None else broadcast_in_dim_p.bind(x1, **p1),
                     x2 if p2 is None else broadcast_in_dim_p.bind(x2, **p2))
         s = promoted_scalar(x1, x2, False, inexact)
-        return None if s is None else (x1, s)
+        if s is None:
+            return None
+        p = primitive and primitive(x1.aval.dtype)
+        if p is not None and type(current_trace()) is EvalTrace:  # (a 0-d ``s``: nothing to broadcast)
+            out = eager.apply_seen(p, x1, s)
+            if out is not None:
+                return out
+        return x1, s
     if type(x2) is Array:
         s = promoted_scalar(x2, x1, True, inexact)
-        return None if s is None else (s, x2)
+        if s is None:
+            return None
+        p = primitive and primitive(x2.aval.dtype)
+        if p is not None and type(current_trace()) is EvalTrace:
+            out = eager.apply_seen(p, s, x2)
+            if out is not None:
+                return out
+        return s, x2
     return None
 
 
