@@ -435,7 +435,7 @@ def test_a_broadcasting_call_is_one_eager_operation(monkeypatch):
     assert eager._broadcasting[(lax.sub_p, x.aval, v.aval)] is not None
 
 
-def test_a_same_shaped_call_seen_before_goes_straight_to_its_runner(monkeypatch):
+def test_a_call_seen_before_goes_straight_to_its_runner(monkeypatch):
     x, y = jnp.arange(6, dtype=jnp.float32).reshape(2, 3), jnp.full((2, 3), 2.0, jnp.float32)
     first = x * y  # (the signature's first call: the general path makes its runner)
     calls = []
