@@ -424,49 +424,34 @@ def test_broadcasting_calls_equal_the_reference_bit_for_bit(name, dtype, shapes)
 
 def test_a_broadcasting_call_is_one_eager_operation(monkeypatch):
     x, v = jnp.ones((8, 10), jnp.float32), jnp.arange(10, dtype=jnp.float32)
-    calls = []
-    apply = EvalTrace.apply
-    monkeypatch.setattr(EvalTrace, "apply",
-                        staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
-    out = x - v
-    monkeypatch.undo()
+    calls, out = _applied(monkeypatch, lambda: x - v)
     assert calls == [] and out.shape == (8, 10)  # (no broadcast bound: the one call is the rule's)
     np.testing.assert_array_equal(np.asarray(out), np.ones((8, 10), np.float32) - np.arange(10, dtype=np.float32))
     assert eager._broadcasting[(lax.sub_p, x.aval, v.aval)] is not None
 
 
-def test_a_call_seen_before_goes_straight_to_its_runner(monkeypatch):
-    x, y = jnp.arange(6, dtype=jnp.float32).reshape(2, 3), jnp.full((2, 3), 2.0, jnp.float32)
-    first = x * y  # (the signature's first call: the general path makes its runner)
+def _applied(monkeypatch, call, *args):
+    """The primitives ``call(*args)`` hands to ``EvalTrace.apply``, and its result."""
     calls = []
     apply = EvalTrace.apply
     monkeypatch.setattr(EvalTrace, "apply",
                         staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
-    again = x * y
-    monkeypatch.undo()
-    assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
-    assert not again._value.flags.writeable
-    for unary in (jnp.sin, jnp.negative, jnp.sqrt):  # (one operand: the same)
-        first = unary(x)
-        monkeypatch.setattr(EvalTrace, "apply",
-                            staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
-        again = unary(x)
+    try:
+        return calls, call(*args)
+    finally:
         monkeypatch.undo()
+
+
+def test_a_call_seen_before_goes_straight_to_its_runner(monkeypatch):
+    x, y = jnp.arange(6, dtype=jnp.float32).reshape(2, 3), jnp.full((2, 3), 2.0, jnp.float32)
+    cases = [(lambda a: a * y, x), (jnp.sin, x), (jnp.negative, x), (jnp.sqrt, x),  # (two operands, one)
+             (lambda a: a * 2.0, x), (lambda a: 2 - a, x), (lambda a: a > 0, x), (lambda a: -0.0 + a, x),  # (a scalar)
+             (jnp.sum, x), (lambda a: jnp.max(a, axis=-1), x), (lambda a: jnp.any(a, 0), x > 1)]  # (and axes)
+    for call, a in cases:
+        first = call(a)  # (the signature's first call: the general path makes its runner)
+        calls, again = _applied(monkeypatch, call, a)
         assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
-    for scalar_op in (lambda a: a * 2.0, lambda a: 2 - a, lambda a: a > 0, lambda a: -0.0 + a):  # (a Python scalar)
-        first = scalar_op(x)
-        monkeypatch.setattr(EvalTrace, "apply",
-                            staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
-        again = scalar_op(x)
-        monkeypatch.undo()
-        assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
-    for reduction, a in ((jnp.sum, x), (lambda a: jnp.max(a, axis=-1), x), (lambda a: jnp.any(a, 0), x > 1)):
-        first = reduction(a)  # (and its axes)
-        monkeypatch.setattr(EvalTrace, "apply",
-                            staticmethod(lambda p, args, params: calls.append(p) or apply(p, args, params)))
-        again = reduction(a)
-        monkeypatch.undo()
-        assert calls == [] and np.asarray(again).tobytes() == np.asarray(first).tobytes()
+        assert not again._value.flags.writeable
     # Traces stage the operation; a debug check reaches the signature seen before.
     assert [e.primitive.name for e in ember.make_jaxpr(lambda: x * y)().jaxpr.eqns] == ["mul"]
     zero = jnp.zeros((2, 3), jnp.float32)
@@ -475,6 +460,7 @@ def test_a_call_seen_before_goes_straight_to_its_runner(monkeypatch):
     with ember.config.override(debug_infs=True):
         with pytest.raises(FloatingPointError, match="div"):
             x / zero
+
 
 def test_broadcasting_calls_under_traces_large_ones_and_the_debug_checks_take_the_general_path():
     x, v = jnp.ones((3, 4), jnp.float32), jnp.zeros(4, jnp.float32)

@@ -128,15 +128,7 @@ def _plain_results(fn: Callable, out: Sequence[ShapedArray]) -> Runner:
 
     def run_plain_results(values: Sequence[np.ndarray], params: dict) -> Any:
         nonlocal exact
-        if _IGNORE_ERRORS is None:  # pragma: no cover
-            with np.errstate(all="ignore"):
-                vals = fn(*values)
-        else:
-            token = _set_errors(_IGNORE_ERRORS)
-            try:
-                vals = fn(*values)
-            finally:
-                _reset_errors(token)
+        vals = _ignoring_errors(fn, values, {})  # (``fn`` has its params bound)
         if exact and not (laid_out and not all(v.flags.c_contiguous for v in vals)):
             arrays = []
             for v, o in zip(vals, out):
