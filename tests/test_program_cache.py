@@ -382,3 +382,30 @@ def test_a_fresh_process_loads_the_whole_programs_and_computes_the_same(tmp_path
     want = np.concatenate([(1.05 * np.where(x > 0, x, 1.67 * np.exp(x) - 1.67)).ravel(),
                            (np.tanh(x @ w) * 0.5).ravel()])
     np.testing.assert_allclose(second, want, rtol=1e-5, atol=1e-5)
+
+
+def test_equal_products_share_one_product_compiled_and_loaded(folder):
+    from ember.backends import cpu
+    from ember.backends.cpu.runner import DotStep
+
+    def chain(x, w, v):
+        for _ in range(3):
+            x = jnp.tanh(x @ w) * 0.5 + x
+        return (x @ v).sum(axis=0)
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s, dtype=np.float32) * 0.1 for s in ((64, 64), (64, 64), (64, 32))]
+    closed = ember.make_jaxpr(chain)(*args)
+
+    def products(program):
+        steps = [s.dot for s in program.steps if isinstance(s, DotStep)]
+        return len(steps), len({id(d) for d in steps})
+    compiled, report = cpu.compile_program(closed, "chain")
+    assert report.code != "disk program" and products(compiled) == (4, 2)
+    forget()
+    loaded, report = cpu.compile_program(closed, "chain")
+    assert report.code == "disk program" and products(loaded) == (4, 2)
+    first, second = compiled.run(list(args)), loaded.run(list(args))
+    np.testing.assert_array_equal(first[0], second[0])
+    with ember.config.override(backend="reference"):
+        want = np.asarray(ember.jit(chain)(*args))
+    np.testing.assert_allclose(second[0], want, rtol=1e-5, atol=1e-5)

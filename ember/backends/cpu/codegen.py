@@ -375,6 +375,19 @@ class _Lowerer:
     def __init__(self, program: Plan, code: Code, report: Report) -> None:
         self.plan, self.code, self.report = program, code, report
         self.native = 0  # kernels and loops so far (their functions' names count them)
+        self.products: dict[Any, dot.DotGeneral] = {}  # by signature: equal products share one
+
+    def _product(self, eqn: Eqn) -> dot.DotGeneral:
+        """The ``DotGeneral`` of ``eqn``, one per signature (operand and result types, params):
+        each works out its layout once, and a program of n equal products holds one."""
+        try:
+            signature: Any = (*(a.aval for a in eqn.invars), eqn.outvars[0].aval, tuple(eqn.params.items()))
+            product = self.products.get(signature)
+        except TypeError:  # (a param that is not hashable: not shared)
+            return dot.DotGeneral(eqn)
+        if product is None:
+            product = self.products[signature] = dot.DotGeneral(eqn)
+        return product
 
     def lower(self, eqn: Eqn) -> None:
         """Append the step that runs ``eqn``."""
@@ -394,7 +407,7 @@ class _Lowerer:
         elif p in control_flow.CONTROL_FLOW and (loop := self._loop(eqn, name, ins, outs)) is not None:
             step = loop
         elif p is dot_general_p and dot.lowers_natively(eqn):
-            step = DotStep(dot.DotGeneral(eqn), ins, outs)
+            step = DotStep(self._product(eqn), ins, outs)
             report.contractions += 1
         elif fft.applies(eqn):
             step = FftStep(fft.RowTransform(eqn), ins, outs)

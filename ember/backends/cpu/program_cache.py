@@ -246,23 +246,32 @@ def _rebuild(header: dict, blobs: list[bytes], name: str, donated: frozenset[int
             raise Damaged(f"slot {s!r} is not one of the program's {slots}")
         return s
     report = Report(code="disk program")
+    # One product per distinct shape and params: a program of n equal products holds one (a
+    # ``DotGeneral`` is fixed once made), as it works out each one's layout once.
+    products: dict[str, dot.DotGeneral] = {}
     for record in header["steps"]:
         ins, outs = [slot(s) for s in record["ins"]], [slot(s) for s in record["outs"]]
         kind = record["kind"]
         if kind == "kernel":
             module = modules[record["module"]]
-            if not module.engine.get_function_address(record["name"]):
+            function = module.engine.get_function_address(record["name"])
+            if not function:
                 raise Damaged(f"its module does not define {record['name']}")
             extent, work = int(record["extent"]), int(record["work"])
             chunks, team = threads.kernel_chunks(extent, work)
-            step: Any = KernelStep(record["name"], module.kernel(record["name"]), ins, outs, extent, work, chunks, team)
+            step: Any = KernelStep(record["name"], jit.KERNEL_SIGNATURE(function), ins, outs, extent, work, chunks,
+                                   team)
         elif kind == "view":
             step = ViewStep(ins, outs, tuple(int(d) for d in record["shape"]))
         elif kind == "dot":
-            eqn = Eqn(dot_general_p, [Var(_read_aval(a)) for a in record["invars"]],
-                      {k: _read_param(v) for k, v in record["params"].items()},
-                      [Var(_read_aval(a)) for a in record["outvars"]])
-            step = DotStep(dot.DotGeneral(eqn), ins, outs)
+            signature = repr((record["invars"], record["params"], record["outvars"]))
+            product = products.get(signature)
+            if product is None:
+                eqn = Eqn(dot_general_p, [Var(_read_aval(a)) for a in record["invars"]],
+                          {k: _read_param(v) for k, v in record["params"].items()},
+                          [Var(_read_aval(a)) for a in record["outvars"]])
+                product = products[signature] = dot.DotGeneral(eqn)
+            step = DotStep(product, ins, outs)
         else:
             raise Damaged(f"a step of unknown kind {kind!r}")
         plan.steps.append(step)

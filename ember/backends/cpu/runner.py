@@ -240,8 +240,10 @@ class Program:
         if not all(s.dot.one_gemm_call for s in self.steps if isinstance(s, DotStep)):
             return None
         # (function, extent, threads, pieces per thread) of each product's and FFT's call
-        calls: dict[int, Any] = {id(s): s.dot.gemm_call() if isinstance(s, DotStep) else s.transform.call()
-                 for s in self.steps if isinstance(s, (DotStep, FftStep))}
+        # (steps may share one product: ``codegen._Lowerer._product``)
+        products = {id(s.dot): s.dot.gemm_call() for s in self.steps if isinstance(s, DotStep)}
+        calls: dict[int, Any] = {id(s): products[id(s.dot)] if isinstance(s, DotStep) else s.transform.call()
+                                 for s in self.steps if isinstance(s, (DotStep, FftStep))}
         if None in calls.values():  # gemm or the FFT is compiling: plan again later
             self.plan_pending = True
             return None
