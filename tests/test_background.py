@@ -62,6 +62,22 @@ def test_a_queue_runs_its_jobs_one_at_a_time_in_order(service):
     assert order == list(range(20)) and max(overlap) == 1
 
 
+def test_a_job_someone_waits_for_goes_to_the_front_of_its_queue(service):
+    order, started, release = [], threading.Event(), threading.Event()
+    running = service.submit("running", lambda: (started.set(), release.wait(10), order.append("running")),
+                             queue="q")
+    assert started.wait(10)
+    queued = {name: service.submit(name, order.append, name, queue="q") for name in "abc"}
+    assert not service.hurry(running)  # (started)
+    assert not service.hurry(queued["a"])  # (the first of its queue)
+    assert service.hurry(queued["c"]) and not service.hurry(queued["c"])  # (at the front now)
+    assert not service.hurry(service.submit("alone", lambda: None))  # (a job of no queue)
+    release.set()
+    assert service.drain(30)
+    assert order == ["running", "c", "a", "b"]
+    assert not service.hurry(queued["a"])  # (done)
+
+
 def test_an_exception_is_kept_in_the_job_not_raised_in_the_thread(service):
     def fail():
         raise ValueError("no LLVM today")

@@ -173,6 +173,33 @@ def test_calls_that_leave_the_interpreter_to_the_compile_do_not_wait_for_it(monk
     np.testing.assert_allclose(np.asarray(executable(a)[0]), want, rtol=1e-4, atol=1e-2)
 
 
+def test_a_call_that_waits_for_its_compile_does_not_wait_for_the_compiles_queued_before_it(monkeypatch):
+    """With an empty disk cache, a test suite queues many compiles: the one a call waits for runs
+    next, not after all of them."""
+    from ember.core.background import background
+    order, release, real = [], threading.Event(), tiers.CpuExecutable
+
+    def recorded(closed, name, *args, **kwargs):
+        order.append(name)
+        return real(closed, name, *args, **kwargs)
+
+    monkeypatch.setattr(tiers, "CpuExecutable", recorded)
+    blocker = background.submit(background.unique_name("a compile in flight"), release.wait, 60, queue="tiers",
+                                once=False)
+    args = inputs(4)
+    earlier, waited = (tiers.TieredExecutable(ember.make_jaxpr(layers(12, s))(*args), name, 0.05)
+                       for name, s in (("earlier", 0.25), ("waited", 0.375)))
+    try:
+        earlier(*args)  # (queued after the blocker)
+        waited(*args)  # (queued after that)
+        assert not waited.wait(timeout=0)  # (it moves to the front of the queue)
+    finally:
+        release.set()
+    assert blocker.wait(60) and waited.wait(60) and earlier.wait(60)
+    assert order == ["waited", "earlier"]
+    assert waited.tier == earlier.tier == "native"
+
+
 def test_a_failed_native_compile_leaves_the_reference_tier_serving(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("no LLVM today")

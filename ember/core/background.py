@@ -12,6 +12,9 @@ place that knows what runs, one way to wait for it, and one shutdown at interpre
 - A name is a job's identity: while a job of that name is known, submitting the name again
   returns that job and runs nothing. A job submitted with ``once=True`` (a warm-up, done once per
   process) stays known when it has finished; otherwise (a job per program) it is forgotten then.
+- ``hurry(job)`` moves a queued job that has not started to the front of its queue: a caller
+  that waits for that job's work (a tiered program's call that waits for its native code) does
+  not also wait for every compile queued before it.
 - ``job(name)`` is the job of that name, if known; a ``Job`` says whether it is ``done``, its
   ``error`` (an exception it raised, or why it was dropped), and can be waited for (``wait``)
   or called back when done (``add_done_callback``).
@@ -168,6 +171,17 @@ class BackgroundService:
         """The job named ``name``: unfinished, or finished and submitted ``once``; else None."""
         with self._lock:
             return self._jobs.get(name)
+
+    def hurry(self, job: Job) -> bool:
+        """Move ``job`` to the front of its queue, if it is queued and has not started (someone
+        waits for it: the jobs queued before it need not finish first); whether it was moved."""
+        with self._lock:
+            waiting = self._queues.get(job.queue) if job.queue is not None else None
+            if not waiting or job.started or waiting[0] is job or job not in waiting:
+                return False
+            waiting.remove(job)
+            waiting.appendleft(job)
+            return True
 
     def jobs(self) -> list[Job]:
         """The jobs that have not finished, in the order they were submitted."""
