@@ -633,6 +633,15 @@ def test_jnp_joins_and_selects_keys_as_jax_does(jx, case):
     _same_keys(ours, theirs)
 
 
+def test_the_argument_guard_skips_the_key_path_only_for_types_that_are_never_keys():
+    """``jnp``'s guard calls a key-taking function (``where``, ``stack``, ...) without its key
+    path when every argument is of a ``_FAST`` type: none of them may be a key array."""
+    from ember.numpy import arraylike, keys
+    assert arraylike._FAST <= keys._NEVER_KEYS | {np.ndarray}
+    k = erandom.key(0)
+    assert type(k) not in arraylike._FAST
+
+
 def test_keys_and_other_arrays_do_not_join(api):
     k = api.random.key(0)
     for fn in (lambda: api.jnp.stack([k, api.jnp.zeros(())]), lambda: api.jnp.where(True, k, api.jnp.zeros(()))):

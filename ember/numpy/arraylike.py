@@ -170,6 +170,9 @@ _OPERANDS = {"einsum": _interleaved_einsum}  # the arguments to check when a cal
 def _checked(fn: Callable, spec: str, default_name: str) -> Callable:
     groups = [(name, none_ok, _slots(fn, params)) for name, none_ok, params in _parse(spec, default_name)]
     operands = _OPERANDS.get(fn.__name__)
+    # A function that also takes PRNG key arrays (``keys.take_keys``) runs as it is when no operand
+    # is one: none of the ``_FAST`` types is.
+    plain = getattr(fn, "without_keys", fn)
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -178,12 +181,12 @@ def _checked(fn: Callable, spec: str, default_name: str) -> Callable:
                 break
         else:
             if not kwargs:
-                return fn(*args)
+                return plain(*args)
             for x in kwargs.values():
                 if type(x) not in _FAST:
                     break
             else:
-                return fn(*args, **kwargs)
+                return plain(*args, **kwargs)
         if operands is not None:
             values = operands(args, kwargs)
             if values is not None:

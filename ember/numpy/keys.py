@@ -102,4 +102,5 @@ def _with_keys(fn: Callable, rule: Callable, operands: Callable) -> Callable:
                 return rule(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
+    call.without_keys = fn  # type: ignore[attr-defined]  (``arraylike``'s guard: its common call holds no key)
     return call
