@@ -203,6 +203,24 @@ def test_every_primitive_has_a_reference_rule():
     assert not missing, f"primitives without a reference implementation: {missing}"
 
 
+def test_elementwise_result_types_remembered_by_operand_types_keep_weak_types_and_errors():
+    """The elementwise rules keep the result type of each operand types they saw: asked again,
+    the same answer, weak types apart from strong ones, and the same error for bad types."""
+    from ember.core.avals import ShapedArray
+    from ember.lax import elementwise as ew
+    strong, weak = ShapedArray((3,), np.float32), ShapedArray((3,), np.float32, True)
+    ints = ShapedArray((3,), np.int32)
+    for _ in range(2):
+        assert abstract_eval_rules[ew.add_p](strong, strong) == strong
+        assert abstract_eval_rules[ew.add_p](weak, weak) == weak
+        assert abstract_eval_rules[ew.add_p](strong, weak) == strong
+        assert abstract_eval_rules[ew.lt_p](weak, weak) == ShapedArray((3,), np.bool_, True)
+        with pytest.raises(TypeError, match="add requires operands of one dtype, got float32, int32"):
+            abstract_eval_rules[ew.add_p](strong, ints)
+        with pytest.raises(TypeError, match="sin does not accept dtype int32"):
+            abstract_eval_rules[ew.sin_p](ints)
+
+
 @pytest.mark.parametrize("name,alias,canonical,args", ALIASES, ids=[a[0] for a in ALIASES])
 def test_alias_gives_what_the_function_it_names_gives(name, alias, canonical, args):
     """Exactly, eagerly and under jit (each against the named function in the same mode: a
