@@ -264,11 +264,12 @@ def requested_dtype(dt: Any) -> np.dtype:
             _REQUESTED[key] = canonical
         except TypeError:
             pass
-    else:
-        warnings.warn(f"Explicitly requested dtype {dtype(dt).name} is not available, and will be truncated to "
-                      f"dtype {canonical.name}. To enable more dtypes, set the jax_enable_x64 configuration "
-                      "option or the EMBER_ENABLE_X64 shell environment variable.", UserWarning,
-                      stacklevel=errors.user_stacklevel())
+    else:  # (JAX's words, naming the function the user called)
+        level, called = errors.user_call()
+        where = f" requested in {called}" if called else ""
+        warnings.warn(f"Explicitly requested dtype {dtype(dt).name}{where} is not available, and will be truncated "
+                      f"to dtype {canonical.name}. To enable more dtypes, set the jax_enable_x64 configuration "
+                      "option or the EMBER_ENABLE_X64 shell environment variable.", UserWarning, stacklevel=level)
     return canonical
 
 

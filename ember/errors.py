@@ -96,6 +96,41 @@ def user_stacklevel() -> int:
     return 1
 
 
+# Frames of ember's generic wrappers, which do not name the function the user called.
+_WRAPPER_NAMES = frozenset({"call", "wrapper", "inner", "op", "f", "checked", "entry_point", "__call__"})
+# Of those, the ones that hold the function they wrap as ``fn`` (``numpy.arraylike``'s guard) or
+# ``fun`` (``api_boundary``'s entry point): that function is the one called.
+_WRAPPED = {"checked": "fn", "entry_point": "fun"}
+
+
+def user_call() -> tuple[int, str]:
+    """(``user_stacklevel()``, as the caller of this function would get it; the name of the
+    ember function the user's line called, for messages that say where a request came from, as
+    JAX's: "" where no frame tells it). The name is the outermost ember frame's (``zeros``), or,
+    where that is a wrapper that holds the function it wraps, that function's (``jnp.sum`` behind
+    its argument guard, ``Array.astype`` behind its entry point)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    level, outermost = 1, None
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not (path.startswith(_SKIP_DIRS) and path not in _USER_FILES_IN_PACKAGE) \
+                and not frame.f_code.co_filename.startswith("<frozen"):
+            break
+        if path.startswith(_EMBER_DIR + os.sep):
+            outermost = frame
+        frame, level = frame.f_back, level + 1
+    else:
+        return 1, ""
+    if outermost is None:
+        return level, ""
+    name = outermost.f_code.co_name
+    if name in _WRAPPED:
+        name = getattr(outermost.f_locals.get(_WRAPPED[name]), "__name__", "")
+    if name.startswith("_") and not name.startswith("__"):  # (an entry point's own function: ``_astype``)
+        name = name[1:]
+    return level, "" if name.startswith(("_", "<")) or name in _WRAPPER_NAMES else name
+
+
 def user_location() -> str:
     """``file.py:12 (in f)`` for the user's current line, with the line's text."""
     f = user_frame()

@@ -263,11 +263,11 @@ def test_float_to_integer_conversion_saturates_truncates_and_zeroes_nans_as_jax(
 def test_a_64_bit_request_warns_on_every_call_while_x64_is_off():
     x = jnp.ones(3, jnp.float32)
     for _ in range(3):
-        with pytest.warns(UserWarning, match="Explicitly requested dtype int64 is not available"):
+        with pytest.warns(UserWarning, match="Explicitly requested dtype int64 requested in astype is not available"):
             assert x.astype(np.int64).dtype == np.int32
-        with pytest.warns(UserWarning, match="Explicitly requested dtype int64 is not available"):
+        with pytest.warns(UserWarning, match="Explicitly requested dtype int64 requested in astype is not available"):
             assert x.astype(np.dtype("int64")).dtype == np.int32  # (equal to int, but a request by name)
-        with pytest.warns(UserWarning, match="Explicitly requested dtype float64 is not available"):
+        with pytest.warns(UserWarning, match="Explicitly requested dtype float64 requested in zeros is not available"):
             assert jnp.zeros(2, dtype=np.dtype("float64")).dtype == np.float32
     assert x.astype(jnp.int32).dtype == np.int32 and x.astype("int32").dtype == np.int32
     assert x.astype(int).dtype == np.int32 and x.astype(float).dtype == np.float32  # (the defaults: no warning)

@@ -544,6 +544,25 @@ def test_explicit_64_bit_requests_warn_while_x64_is_off(api, case):
     assert out.dtype.itemsize <= (8 if name == "complex128" else 4)
 
 
+@pytest.mark.parametrize("case", sorted(_DTYPE_REQUESTS))
+def test_a_64_bit_request_names_the_function_called_as_jax_does(case):
+    """JAX's warning says which function the request came from ("requested in astype"), where it
+    tells one; ember's says the same, and points at the caller's line."""
+    fn, _ = _DTYPE_REQUESTS[case]
+
+    def request(a):
+        a.top.clear_caches()  # (JAX warns while it traces: a function it traced before would not)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(a)
+        found = [w for w in caught if "Explicitly requested" in str(w.message)]
+        return str(found[0].message).split(" To enable")[0], found[0].filename
+
+    (ours, where), (theirs, _) = request(_load("ember")), request(_load("jax"))
+    assert ours == theirs
+    assert where == __file__
+
+
 def test_python_types_and_32_bit_requests_do_not_warn(api):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
