@@ -116,6 +116,21 @@ def test_shutdown_finishes_what_runs_and_drops_what_waits(service):
     assert "the test shuts it down" in str(later.error)
 
 
+def test_after_shutdown_hooks_run_once_the_running_jobs_have_finished(service):
+    order, started, release = [], threading.Event(), threading.Event()
+
+    def job():
+        started.set()
+        service.after_shutdown(lambda: order.append("hook"))  # (registered while it runs)
+        release.wait(10)
+        order.append("job")
+    service.submit("running", job)
+    assert started.wait(10)
+    threading.Timer(0.1, release.set).start()
+    service.shutdown("the test ended")
+    assert order == ["job", "hook"]
+
+
 def test_drain_waits_for_jobs_submitted_by_jobs(service):
     done = []
 

@@ -243,6 +243,24 @@ def test_a_process_that_exits_during_the_background_compile_exits_cleanly(tmp_pa
     assert any(p.is_file() for p in tmp_path.rglob("*"))
 
 
+def test_a_process_that_exits_while_its_first_compile_loads_llvm_exits_quietly(tmp_path):
+    """A process's first program loads LLVM in the background; a process that ends meanwhile has
+    llvmlite imported while its exit hooks run, too late for llvmlite's own: ember's shutdown tells
+    llvmlite then, so the finalizers of its engines print nothing at exit."""
+    script = textwrap.dedent("""
+        import ember, ember.numpy as jnp, numpy as np
+        x = np.ones((64, 64), np.float32)
+        f = ember.jit(lambda x: jnp.sin(x) @ x)
+        for _ in range(3):
+            f(x)
+        ember.jit(lambda x: jnp.tanh(x).sum())(x)
+    """)
+    env = dict(os.environ, EMBER_TIERED_COMPILATION="1", EMBER_CACHE_DIR=str(tmp_path))
+    for _ in range(3):  # (the exit falls at another point of the load each time)
+        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and run.stderr == "", run.stderr
+
+
 FIRST_PROGRAM = textwrap.dedent("""
     import json, sys
     import numpy as np

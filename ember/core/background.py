@@ -21,8 +21,9 @@ place that knows what runs, one way to wait for it, and one shutdown at interpre
 - ``drain`` waits for every job submitted so far (tests, benchmarks: ``ember.wait_for_compiles``).
 - ``shutdown`` runs at interpreter exit: queued jobs that have not started are dropped, jobs
   that run are finished (an LLVM call cannot be interrupted, and the interpreter must not tear
-  LLVM down under it), and jobs submitted later are dropped at once. A forked child drops the
-  parent's unfinished jobs (their threads are not in the child).
+  LLVM down under it), and jobs submitted later are dropped at once; then the ``after_shutdown``
+  hooks run (a job may import a module whose own ``atexit`` hook is then never called). A forked
+  child drops the parent's unfinished jobs (their threads are not in the child).
 
 A job's exception is kept in its ``error``, never raised in the thread: whoever needs the work
 (a call that waits for the native code, a warm-up's foreground fallback) meets it there.
@@ -126,6 +127,7 @@ class BackgroundService:
         self._serial = itertools.count()
         self._running = 0  # jobs running now
         self._switch_interval: float | None = None  # the process's own, while jobs run with ours
+        self._after_shutdown: list[Callable[[], None]] = []
 
     @property
     def closing(self) -> bool:
@@ -216,6 +218,16 @@ class BackgroundService:
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join()
+        with self._lock:
+            hooks, self._after_shutdown = self._after_shutdown, []
+        for hook in hooks:
+            hook()
+
+    def after_shutdown(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` at shutdown, once the jobs that ran have finished (at interpreter exit,
+        even when registered while the exit hooks run, unlike ``atexit``'s)."""
+        with self._lock:
+            self._after_shutdown.append(hook)
 
     # --- the threads ---
     def _start(self, target: Callable[[Any], None], arg: Any, thread_name: str) -> str:

@@ -49,6 +49,7 @@ from llvmlite import ir
 from ember.backends import disk_cache
 from ember.backends.cpu import compile_workers, object_code
 from ember.config import config
+from ember.core.background import background
 from ember.core.caches import register_cache
 from ember.version import __version__
 
@@ -498,3 +499,20 @@ def clear() -> None:
 
 
 register_cache("cpu: compiled modules, by IR text", clear, lambda: len(_compiled))
+
+
+def _llvmlite_exiting() -> None:
+    """At interpreter exit, once background jobs have finished: tell llvmlite the interpreter is
+    exiting (what its own ``atexit`` hook does), so that the finalizers of its objects (the engines
+    that hold machine code) do nothing. Its hook is never called when a background job imported
+    llvmlite while the exit hooks ran (a process that ended during its first compile); the
+    engines' finalizers then called into llvmlite's torn-down module, and the interpreter printed
+    an ignored ``TypeError`` at exit."""
+    from llvmlite.binding import common
+
+    mark = getattr(common, "_at_shutdown", None)
+    if callable(mark):
+        mark()
+
+
+background.after_shutdown(_llvmlite_exiting)
