@@ -28,7 +28,7 @@ The compiles run on the ``tiers`` queue of the background service (``core/backgr
 one at a time (LLVM is serialized anyway), first in, first out, except that a compile some call
 waits for goes to the front (``background.hurry``): with an empty disk cache, optax's own tests
 queue hundreds of compiles, and a call that waited for its own behind all of them stalled for
-10-30 s. At interpreter exit the queue is dropped and the compile in flight finished.
+15-32 s. At interpreter exit the queue is dropped and the compile in flight finished.
 """
 from __future__ import annotations
 
