@@ -221,6 +221,21 @@ def test_elementwise_result_types_remembered_by_operand_types_keep_weak_types_an
             abstract_eval_rules[ew.sin_p](ints)
 
 
+def test_product_result_types_remembered_by_operand_types_and_params_keep_errors():
+    from ember.core.avals import ShapedArray
+    from ember.lax.dot import dot_general_p
+    rule = abstract_eval_rules[dot_general_p]
+    a, b = ShapedArray((2, 3), np.float32), ShapedArray((3, 4), np.float32)
+    plain = {"precision": None, "preferred_element_type": None}
+    for _ in range(2):
+        assert rule(a, b, dimension_numbers=(((1,), (0,)), ((), ())), **plain) == ShapedArray((2, 4), np.float32)
+        assert rule(a, a, dimension_numbers=(((0,), (0,)), ((), ())), **plain) == ShapedArray((3, 3), np.float32)
+        assert rule(a, b, dimension_numbers=(((1,), (0,)), ((), ())), precision=None,
+                    preferred_element_type=np.dtype(np.float64)) == ShapedArray((2, 4), np.float64)
+        with pytest.raises(TypeError, match="contracting dimensions of equal sizes"):
+            rule(a, b, dimension_numbers=(((0,), (0,)), ((), ())), **plain)
+
+
 @pytest.mark.parametrize("name,alias,canonical,args", ALIASES, ids=[a[0] for a in ALIASES])
 def test_alias_gives_what_the_function_it_names_gives(name, alias, canonical, args):
     """Exactly, eagerly and under jit (each against the named function in the same mode: a
