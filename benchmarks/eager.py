@@ -3,8 +3,10 @@ side by side in one run (``python -m benchmarks.eager [name ...]`` prints it alo
 
 Eager code is what notebooks, tests, initializers and libraries that loop outside ``jit`` run:
 each row calls the operation directly, with arrays already on the device. "ember" and "JAX" are
-medians of repeated calls in the steady state: after the row's first ``FIRST_CALLS`` calls and
-``WARMUP_SECONDS`` more of calls, once the background compiles they started have finished (ember
+medians of repeated calls in the steady state, the two frameworks taking turns in
+``benchmarks.run.ROUNDS`` rounds (ember/JAX is the median of the rounds' ratios), after the
+row's first ``FIRST_CALLS`` calls and ``WARMUP_SECONDS`` more of calls, once the background
+compiles they started have finished (ember
 compiles an eager operation or loop when its signature comes a second time, or at once when that
 pays, and a replayed sampler's exact runs once its calls have paid for the compile: see
 ``ember.runtime.eager`` and ``ember.runtime.replay``). "first call" is the row's first call in the
@@ -27,7 +29,7 @@ import numpy as np
 
 import ember
 import ember.numpy as enp
-from benchmarks.run import _fmt_time, median_time
+from benchmarks.run import _fmt_time, median_time, side_by_side
 from ember import lax as elax
 
 try:
@@ -236,17 +238,23 @@ def measure(w: EagerWorkload, budget: float) -> dict[str, float | None]:
     row["numpy"] = median_time(lambda: w.numpy_eager(*host), budget) if w.numpy_eager else None
     time.sleep(SETTLE_SECONDS)
     ember_args = [ember.device_put(a) for a in host]
-    fn = w.build(enp, elax, ember.jit)
-    row["ember first"], row["ember first calls"] = _first_calls(lambda: ember.block_until_ready(fn(*ember_args)))
+    ember_fn = w.build(enp, elax, ember.jit)
+    row["ember first"], row["ember first calls"] = _first_calls(lambda: ember.block_until_ready(ember_fn(*ember_args)))
     ember.wait_for_compiles()  # (the steady state: the native code)
-    row["ember"] = median_time(lambda: ember.block_until_ready(fn(*ember_args)), budget)
+    timed = {"ember": lambda: ember.block_until_ready(ember_fn(*ember_args))}
     if jax is not None:
         time.sleep(SETTLE_SECONDS)
         jax_args = [jax.device_put(a) for a in host]
-        fn = w.build(jnp_jax, jlax, jax.jit)
-        row["jax first"], row["jax first calls"] = _first_calls(lambda: jax.block_until_ready(fn(*jax_args)))
-        row["jax"] = median_time(lambda: jax.block_until_ready(fn(*jax_args)), budget)
+        jax_fn = w.build(jnp_jax, jlax, jax.jit)
+        row["jax first"], row["jax first calls"] = _first_calls(lambda: jax.block_until_ready(jax_fn(*jax_args)))
+        timed["jax"] = lambda: jax.block_until_ready(jax_fn(*jax_args))
+    times, row["ratio"] = side_by_side(timed, budget, settle=SETTLE_SECONDS)
+    row.update(times)
     return row
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}" if r >= 0.1 else f"{r:.3f}" if r >= 0.001 else f"{r:.1e}"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -261,7 +269,7 @@ def table(rows: list[tuple[str, dict]]) -> str:
              f"| first {FIRST_CALLS} calls ember/JAX |", "|" + "---|" * 8]
     for name, r in rows:
         lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
-                     f"| {_ratio(r['ember'], r.get('jax'))} | {_fmt_time(r['ember first'])} "
+                     f"| {_fmt_ratio(r.get('ratio'))} | {_fmt_time(r['ember first'])} "
                      f"| {_fmt_time(r.get('jax first'))} "
                      f"| {_ratio(r['ember first calls'], r.get('jax first calls'))} |")
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 
 ``python -m benchmarks`` (or ``python benchmarks/run.py [name ...]``) prints a markdown table, then
 the eager table (``benchmarks/eager.py``: operations and loops called outside ``jit``).
-Times are medians of repeated calls measured in one run, one workload after the other; the
+Times are medians of repeated calls measured in one run, one workload after the other, ember and
+JAX taking turns in ``ROUNDS`` rounds (the ratio is the median of the rounds' ratios); the
 memcpy baseline is ``np.copyto`` of the workload's input bytes into a preallocated array (the
 least a memory-bound program must spend). "first call" includes tracing and compiling: each
 framework gets a fresh function object, so nothing is cached from the timed runs (ember's disk
@@ -456,6 +457,30 @@ def median_time(fn: Callable[[], Any], budget: float, min_repeats: int = 3, max_
     return statistics.median(times)
 
 
+# The rounds in which ember and JAX take turns at a row's steady-state timing (``side_by_side``).
+ROUNDS = 5
+
+
+def side_by_side(fns: dict[str, Callable[[], Any]], budget: float, settle: float = 0.0,
+                 min_repeats: int = 3) -> tuple[dict[str, float], float | None]:
+    """The frameworks' steady-state times, measured in turns: ``ROUNDS`` rounds in which each of
+    ``fns`` is timed for ``budget / ROUNDS`` seconds (after ``settle`` seconds of rest), so that a
+    change of the shared host's load during the row falls on all of them alike. Returns the median
+    over the rounds of each one's median time, and the median of the rounds' ratios of the first
+    to the second (None with one framework)."""
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(ROUNDS):
+        for name, fn in fns.items():
+            if settle:
+                time.sleep(settle)
+            per_round[name].append(median_time(fn, budget / ROUNDS, min_repeats=min_repeats))
+    times = {name: statistics.median(ts) for name, ts in per_round.items()}
+    if len(fns) < 2:
+        return times, None
+    first, second = list(per_round.values())[:2]
+    return times, statistics.median(a / b for a, b in zip(first, second))
+
+
 def first_call(fn: Callable, args: list) -> float:
     start = time.perf_counter()
     fn(*args)
@@ -485,14 +510,16 @@ def measure(w: Workload, budget: float) -> dict[str, float | None]:
     compiled = ember.jit(w.build(enp, elax, enn))
     _ember_block(compiled(*ember_args))
     ember.wait_for_compiles()  # the steady state is the native tier's (a tiered program's first calls are not)
-    row["ember"] = median_time(lambda: _ember_block(compiled(*ember_args)), budget)
+    timed = {"ember": lambda: _ember_block(compiled(*ember_args))}
 
     if jax is not None:
         jax_args = [jax.device_put(a) for a in host]
         fresh = w.build(jnp_jax, jlax, jnn)
         row["jax first"] = first_call(lambda *a: jax.block_until_ready(jax.jit(lambda *b: fresh(*b))(*a)), jax_args)
         jitted = jax.jit(w.build(jnp_jax, jlax, jnn))
-        row["jax"] = median_time(lambda: jax.block_until_ready(jitted(*jax_args)), budget)
+        timed["jax"] = lambda: jax.block_until_ready(jitted(*jax_args))
+    times, row["ratio"] = side_by_side(timed, budget)
+    row.update(times)
     row["bytes"] = nbytes
     return row
 
@@ -512,15 +539,19 @@ def _fmt_ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{a / b:.2f}"
 
 
+def _fmt(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"
+
+
 def table(rows: list[tuple[str, dict]]) -> str:
     header = ("| workload | NumPy eager | ember jit | JAX jit | ember/JAX | ember/memcpy | first-call ember "
               "| first-call JAX |")
     lines = [header, "|" + "---|" * 8]
     for name, r in rows:
         lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
-                     f"| {_fmt_ratio(r['ember'], r.get('jax'))} | {_fmt_ratio(r['ember'], r['memcpy'])} "
+                     f"| {_fmt(r.get('ratio'))} | {_fmt_ratio(r['ember'], r['memcpy'])} "
                      f"| {_fmt_time(r['ember first'])} | {_fmt_time(r.get('jax first'))} |")
-    ratios = [r["ember"] / r["jax"] for _, r in rows if r.get("jax")]
+    ratios = [r["ratio"] for _, r in rows if r.get("ratio")]
     if ratios:
         geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
         lines.append(f"\ngeometric mean of ember/JAX over {len(ratios)} workloads: {geomean:.2f}")
