@@ -253,7 +253,7 @@ def measure(w: EagerWorkload, budget: float) -> dict[str, float | None]:
     return row
 
 
-def _fmt_ratio(r: float | None) -> str:
+def _ratio_text(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}" if r >= 0.1 else f"{r:.3f}" if r >= 0.001 else f"{r:.1e}"
 
 
@@ -269,7 +269,7 @@ def table(rows: list[tuple[str, dict]]) -> str:
              f"| first {FIRST_CALLS} calls ember/JAX |", "|" + "---|" * 8]
     for name, r in rows:
         lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
-                     f"| {_fmt_ratio(r.get('ratio'))} | {_fmt_time(r['ember first'])} "
+                     f"| {_ratio_text(r.get('ratio'))} | {_fmt_time(r['ember first'])} "
                      f"| {_fmt_time(r.get('jax first'))} "
                      f"| {_ratio(r['ember first calls'], r.get('jax first calls'))} |")
     return "\n".join(lines)

@@ -539,7 +539,7 @@ def _fmt_ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{a / b:.2f}"
 
 
-def _fmt(ratio: float | None) -> str:
+def _ratio_text(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}"
 
 
@@ -549,7 +549,7 @@ def table(rows: list[tuple[str, dict]]) -> str:
     lines = [header, "|" + "---|" * 8]
     for name, r in rows:
         lines.append(f"| {name} | {_fmt_time(r['numpy'])} | {_fmt_time(r['ember'])} | {_fmt_time(r.get('jax'))} "
-                     f"| {_fmt(r.get('ratio'))} | {_fmt_ratio(r['ember'], r['memcpy'])} "
+                     f"| {_ratio_text(r.get('ratio'))} | {_fmt_ratio(r['ember'], r['memcpy'])} "
                      f"| {_fmt_time(r['ember first'])} | {_fmt_time(r.get('jax first'))} |")
     ratios = [r["ratio"] for _, r in rows if r.get("ratio")]
     if ratios:
