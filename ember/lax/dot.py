@@ -98,31 +98,8 @@ def _dot_general_cost(eqn: Any) -> Cost:
     return Cost(2.0 * math.prod(eqn.outvars[0].aval.shape) * depth)
 
 
-_RESULTS_KEPT = 512
-_results: dict[tuple, ShapedArray] = {}
-
-
-def _kept_dot_general_rule(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: DotDimensionNumbers,
-                           precision: Any, preferred_element_type: np.dtype | None) -> ShapedArray:
-    """``_dot_general_rule``, its results kept by their operand types and params (as the
-    elementwise rules': 6-9 us a call, which a trace pays for each product); errors are not kept."""
-    key = (lhs, rhs, dimension_numbers, precision, preferred_element_type)
-    try:
-        out = _results.get(key)
-        kept = True
-    except TypeError:  # (a param that cannot be hashed)
-        out, kept = None, False
-    if out is None:
-        out = _dot_general_rule(lhs, rhs, dimension_numbers=dimension_numbers, precision=precision,
-                                preferred_element_type=preferred_element_type)
-        if kept:
-            if len(_results) >= _RESULTS_KEPT:
-                _results.clear()
-            _results[key] = out
-    return out
-
-
-dot_general_p = primitive("dot_general", _kept_dot_general_rule, linear=True, cost=_dot_general_cost)
+dot_general_p = primitive("dot_general", _dot_general_rule, linear=True, cost=_dot_general_cost,
+                          keep_results=True)
 
 
 def _dims_tuple(dims: Any) -> tuple[int, ...]:
