@@ -18,7 +18,6 @@ from ember import dtypes, lax
 from ember.config import config
 from ember.core.array import Array
 from ember.core.primitive import Primitive
-from ember.core.trace import EvalTrace, current_trace
 from ember.lax import reductions as red
 from ember.lax.reductions import static_axes, static_axis
 from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes_inexact
@@ -147,11 +146,8 @@ def _reduce(monoid: _Monoid, a: Any, axis: Any, dtype: Any, out: Any, keepdims: 
                 axes = None
             if axes is not None:
                 params = {"axes": axes}
-                if type(current_trace()) is EvalTrace:  # (a signature run before: its runner, without bind)
-                    out = eager.apply_seen_one(monoid.primitive, a, params)
-                    if out is not None:
-                        return out
-                return monoid.primitive.bind(a, **params)
+                out = eager.apply_seen_one(monoid.primitive, a, params)  # (a signature run before: its runner)
+                return monoid.primitive.bind(a, **params) if out is None else out
     _no_out(out, monoid.name)
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)

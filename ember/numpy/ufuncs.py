@@ -7,7 +7,7 @@ import numpy as np
 
 from ember import dtypes, lax
 from ember.core.array import Array
-from ember.core.trace import EvalTrace, Tracer, current_trace
+from ember.core.trace import Tracer
 from ember.lax import elementwise as ew
 from ember.lax.base import aval
 from ember.lax.shapes import broadcast_in_dim_p
@@ -38,10 +38,8 @@ def _unary_inexact(op: Callable, name: str) -> Callable:
     def f(x: Any, /) -> Any:
         if type(x) is not Array or x.aval.dtype not in _INEXACT:  # (an inexact Array: nothing to promote)
             (x,) = promote_dtypes_inexact(ensure_array(x))
-        elif p is not None and type(current_trace()) is EvalTrace:
-            out = eager.apply_seen_one(p, x)
-            if out is not None:
-                return out
+        elif (out := eager.apply_seen_one(p, x)) is not None:
+            return out
         return op(x)
 
     f.__name__ = name
@@ -55,11 +53,8 @@ def _unary(op: Callable, name: str) -> Callable:
     def f(x: Any, /) -> Any:
         if type(x) is not Array:
             return op(ensure_array(x))
-        if p is not None and type(current_trace()) is EvalTrace:
-            out = eager.apply_seen_one(p, x)
-            if out is not None:
-                return out
-        return op(x)
+        out = eager.apply_seen_one(p, x)
+        return op(x) if out is None else out
 
     f.__name__ = name
     f.__doc__ = f"Elementwise {name}."
@@ -84,12 +79,7 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _PrimitiveFo
             if a.dtype != b.dtype or a.weak_type or b.weak_type or (inexact and a.dtype not in _INEXACT):
                 return None
             if a.shape == b.shape:
-                p = primitive and primitive(a.dtype)
-                if p is not None and type(current_trace()) is EvalTrace:
-                    out = eager.apply_seen(p, x1, x2)
-                    if out is not None:
-                        return out
-                return x1, x2
+                return _seen_or_operands(primitive, a.dtype, x1, x2)
             plan = broadcast_plan(a.shape, b.shape)
             if plan is None:
                 return None
@@ -101,26 +91,19 @@ def _unpromoted(x1: Any, x2: Any, inexact: bool = False, primitive: _PrimitiveFo
                     return out
             return (x1 if p1 is None else broadcast_in_dim_p.bind(x1, **p1),
                     x2 if p2 is None else broadcast_in_dim_p.bind(x2, **p2))
-        s = promoted_scalar(x1, x2, False, inexact)
-        if s is None:
-            return None
-        p = primitive and primitive(x1.aval.dtype)
-        if p is not None and type(current_trace()) is EvalTrace:  # (a 0-d ``s``: nothing to broadcast)
-            out = eager.apply_seen(p, x1, s)
-            if out is not None:
-                return out
-        return x1, s
+        s = promoted_scalar(x1, x2, False, inexact)  # (a 0-d ``s``: nothing to broadcast)
+        return None if s is None else _seen_or_operands(primitive, x1.aval.dtype, x1, s)
     if type(x2) is Array:
         s = promoted_scalar(x2, x1, True, inexact)
-        if s is None:
-            return None
-        p = primitive and primitive(x2.aval.dtype)
-        if p is not None and type(current_trace()) is EvalTrace:
-            out = eager.apply_seen(p, s, x2)
-            if out is not None:
-                return out
-        return s, x2
+        return None if s is None else _seen_or_operands(primitive, x2.aval.dtype, s, x2)
     return None
+
+
+def _seen_or_operands(primitive: _PrimitiveFor | None, dtype: np.dtype, x1: Array, x2: Array) -> Any:
+    """The result of ``primitive(dtype)`` on ``x1, x2`` where the eager engine has run that
+    signature before (``eager.apply_seen``), else the operands as they are."""
+    out = eager.apply_seen(primitive and primitive(dtype), x1, x2)
+    return (x1, x2) if out is None else out
 
 
 def _always(p: Any) -> _PrimitiveFor:

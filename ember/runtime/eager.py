@@ -147,17 +147,21 @@ _broadcasting: dict[tuple, Any] = {}
 _NO_PARAMS: dict = {}
 
 
-def apply_seen(p: Primitive, a: Array, b: Array) -> Array | None:
+def apply_seen(p: Primitive | None, a: Array, b: Array) -> Array | None:
     """An eager call of ``p`` (no params) on two Arrays whose signature already runs on the
     reference (``_references``: small, the shape rule passed, no debug check), without the layers
     between a ``jnp`` function and ``apply`` (the ``lax`` function, ``bind``: a microsecond of a
-    5 us ``x + y``); None for any other signature (the caller binds). Only under the eval trace."""
+    5 us ``x + y``); None for any other signature, inside a trace, or for no ``p`` (the caller binds)."""
+    if p is None or type(current_trace()) is not EvalTrace:
+        return None
     run = _references.get((p, a.aval, b.aval))
     return None if run is None else run((a._value, b._value), _NO_PARAMS)
 
 
-def apply_seen_one(p: Primitive, a: Array, params: dict = _NO_PARAMS) -> Array | None:
+def apply_seen_one(p: Primitive | None, a: Array, params: dict = _NO_PARAMS) -> Array | None:
     """``apply_seen`` of one operand (and ``params``: a reduction's axes)."""
+    if p is None or type(current_trace()) is not EvalTrace:
+        return None
     run = _references.get((p, a.aval, *params.items()) if params else (p, a.aval))
     return None if run is None else run((a._value,), params)
 
