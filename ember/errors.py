@@ -85,15 +85,22 @@ def user_frame() -> traceback.FrameSummary | None:
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this function,
     point at the user's line (the innermost frame outside ember and the stdlib)."""
-    frame: types.FrameType | None = sys._getframe(1)
-    level = 1
+    return _user_frame(sys._getframe(1))[0]
+
+
+def _user_frame(frame: types.FrameType | None) -> tuple[int, types.FrameType | None]:
+    """(the ``stacklevel`` of the user's frame counted from ``frame``, 1 if there is none; the
+    outermost ember frame below it, None if there is none or no user frame)."""
+    level, outermost = 1, None
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if not (path.startswith(_SKIP_DIRS) and path not in _USER_FILES_IN_PACKAGE) \
                 and not frame.f_code.co_filename.startswith("<frozen"):
-            return level
+            return level, outermost
+        if path.startswith(_EMBER_DIR + os.sep):
+            outermost = frame
         frame, level = frame.f_back, level + 1
-    return 1
+    return 1, None
 
 
 # Frames of ember's generic wrappers, which do not name the function the user called.
@@ -109,18 +116,7 @@ def user_call() -> tuple[int, str]:
     JAX's: "" where no frame tells it). The name is the outermost ember frame's (``zeros``), or,
     where that is a wrapper that holds the function it wraps, that function's (``jnp.sum`` behind
     its argument guard, ``Array.astype`` behind its entry point)."""
-    frame: types.FrameType | None = sys._getframe(1)
-    level, outermost = 1, None
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not (path.startswith(_SKIP_DIRS) and path not in _USER_FILES_IN_PACKAGE) \
-                and not frame.f_code.co_filename.startswith("<frozen"):
-            break
-        if path.startswith(_EMBER_DIR + os.sep):
-            outermost = frame
-        frame, level = frame.f_back, level + 1
-    else:
-        return 1, ""
+    level, outermost = _user_frame(sys._getframe(1))
     if outermost is None:
         return level, ""
     name = outermost.f_code.co_name
