@@ -172,6 +172,34 @@ def test_single_precision_workspace_sizes_round_up():
     assert lapack._size(np.array([0.0], np.float32)) == 1
 
 
+LAYOUT_SHAPES = [(16, 16), (17, 33), (33, 17), (40, 40), (2, 19, 24), (8, 8), (9, 7), (3, 3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=["f32", "f64", "c64",
+                                                                                            "c128"])
+@pytest.mark.parametrize("shape", LAYOUT_SHAPES, ids=["x".join(map(str, s)) for s in LAYOUT_SHAPES])
+def test_lu_layout_copies_are_exact(shape, dtype):
+    """LU's copies to LAPACK's column-major layout and back (whole tiles transposed in registers,
+    the edges element by element) lose nothing: the factors and pivots are SciPy's getrf's, bit for
+    bit, for matrices of whole tiles, of edges on either side, and of fewer rows than a tile."""
+    from scipy.linalg import lapack as scipy_lapack
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if dtype in DTYPES else 0)).astype(dtype)
+    with ember.config.override(enable_x64=dtype in (np.float64, np.complex128)):
+        lu, pivots, permutation = run("cpu", lambda a: lax.linalg.lu(a), x)
+    getrf = getattr(scipy_lapack, {np.float32: "s", np.float64: "d", np.complex64: "c", np.complex128: "z"}[dtype]
+                    + "getrf")
+    for index in np.ndindex(shape[:-2]):
+        want_lu, want_pivots, info = getrf(x[index])
+        assert info >= 0
+        np.testing.assert_array_equal(lu[index], want_lu)
+        np.testing.assert_array_equal(pivots[index], want_pivots)
+        rows = np.arange(shape[-2])
+        for i, p in enumerate(want_pivots):
+            rows[[i, p]] = rows[[p, i]]
+        np.testing.assert_array_equal(permutation[index], rows)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["c64", "c128"])
 def test_batched_and_in_loops(dtype):
     """vmap of jnp.linalg's decompositions, and decompositions inside a loop body, are native."""
