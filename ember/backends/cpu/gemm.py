@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from ember.backends.cpu import jit, threads
 from ember.backends.cpu.entry import data_pointer
-from ember.backends.cpu.lowering import F32, F64, I64
+from ember.backends.cpu.lowering import F32, F64, I64, Loops, transposed
 from ember.core.background import Job, background
 
 # Tile shapes measured (float32, one thread, 512^3 / 1024^3), AVX-512 (znver5): 6 rows x 2
@@ -87,43 +87,6 @@ def _c(n: int) -> ir.Constant:
     return ir.Constant(I64, n)
 
 
-class _Builder:
-    """Loops and arithmetic over i64 with a movable IRBuilder."""
-
-    def __init__(self, fn: ir.Function) -> None:
-        self.fn = fn
-        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-
-    def loop(self, start, stop, step, body) -> None:
-        """for (i = start; i < stop; i += step) body(i)."""
-        before = self.b.block
-        header = self.fn.append_basic_block("loop")
-        inner = self.fn.append_basic_block("body")
-        done = self.fn.append_basic_block("done")
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        i = self.b.phi(I64)
-        i.add_incoming(start, before)
-        self.b.cbranch(self.b.icmp_signed("<", i, stop), inner, done)
-        self.b.position_at_end(inner)
-        body(i)
-        i.add_incoming(self.b.add(i, _c(step) if isinstance(step, int) else step), self.b.block)
-        self.b.branch(header)
-        self.b.position_at_end(done)
-
-    def min(self, a, b):
-        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
-
-    def if_then(self, condition, body) -> None:
-        then = self.fn.append_basic_block("then")
-        done = self.fn.append_basic_block("endif")
-        self.b.cbranch(condition, then, done)
-        self.b.position_at_end(then)
-        body()
-        self.b.branch(done)
-        self.b.position_at_end(done)
-
-
 def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = False) -> None:
     """``gemm`` (the blocked algorithm) or, ``skinny``, ``gemm_skinny`` (see ``SKINNY_ROWS``): two
     functions with one signature, compiled apart, so that programs without narrow products do
@@ -138,7 +101,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = Fa
     i8pp = ir.IntType(8).as_pointer().as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64]), name=_name(skinny))
     fma_vec = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}{_suffix(element)}")
-    g = _Builder(fn)
+    g = Loops(fn)
     b = g.b
     buffers, begin, end = fn.args
     a_ptr, b_ptr, c_ptr = (b.bitcast(b.load(b.gep(buffers, [_c(k)])), ptr) for k in range(3))
@@ -321,6 +284,22 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = Fa
         def by_column():
             def per_panel(p0):
                 panel = at(packed, g.b.mul(p0, kc))
+                # Whole panels of B's columns contiguous in k (``g @ w.T``): lanes x lanes tiles
+                # transposed in registers (element by element, these copies held ember's
+                # 256x512 @ (512x512).T at 1.21x JAX's time); the rest of k, and a last panel
+                # cut by the block's edge, element by element.
+                whole = g.b.and_(g.b.icmp_signed("==", b_sk, _c(1)), g.b.icmp_signed("<=", g.b.add(p0, _c(nr)), nc))
+                tiled = g.b.select(whole, g.b.sub(kc, g.b.urem(kc, _c(lanes))), _c(0))
+
+                def per_tile(k0):
+                    for h in range(NV):
+                        lines = [g.b.load(g.b.bitcast(at(b_block, g.b.mul(g.b.add(p0, _c(h * lanes + t)), b_sn), k0),
+                                                      vec.as_pointer()), align=itemsize) for t in range(lanes)]
+                        for u, line in enumerate(transposed(g.b, lines)):
+                            target = at(panel, g.b.mul(g.b.add(k0, _c(u)), _c(nr)), _c(h * lanes))
+                            g.b.store(line, g.b.bitcast(target, vec.as_pointer()), align=itemsize)
+
+                g.loop(_c(0), tiled, lanes, per_tile)
 
                 def per_col(c):
                     col = g.b.add(p0, c)
@@ -331,7 +310,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = Fa
                         value = g.b.load(at(source, g.b.mul(kk, b_sk)))
                         g.b.store(g.b.select(inside, value, zero), at(panel, g.b.mul(kk, _c(nr)), c))
 
-                    g.loop(_c(0), kc, 1, per_k)
+                    g.loop(tiled, kc, 1, per_k)
 
                 g.loop(_c(0), _c(nr), 1, per_col)
 
@@ -344,63 +323,38 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = Fa
     def pack_a(a_b, ic, pc, mc, kc):
         """packed_a[p][k][r] = A[ic + p*MR + r, pc + k], zero beyond the last row: micro-panels of
         MR rows, the MR values of one k adjacent, so that the micro-kernel reads them in order.
-        Row by row where A's rows are contiguous, else k by k (whole micro-panels' columns at
-        once where A's columns are contiguous)."""
+        (Only A whose rows are not contiguous is packed: k by k, whole micro-panels' columns at
+        once where A's columns are contiguous.)"""
         a_block = at(a_b, g.b.mul(pc, a_sk), g.b.mul(ic, a_sm))
         mr_vec = ir.VectorType(element, MR)
+        columns_contiguous = g.b.icmp_signed("==", a_sm, _c(1))
 
-        def by_row():
+        def per_k(kk):
+            column = at(a_block, g.b.mul(kk, a_sk))
+
             def per_panel(p0):
-                panel = at(packed_a, g.b.mul(p0, kc))
+                target = at(packed_a, g.b.mul(p0, kc), g.b.mul(kk, _c(MR)))
+                whole = g.b.and_(columns_contiguous, g.b.icmp_signed("<=", g.b.add(p0, _c(MR)), mc))
 
-                def per_row(r):
-                    row = g.b.add(p0, r)
-                    inside = g.b.icmp_signed("<", row, mc)
-                    source = at(a_block, g.b.mul(g.b.select(inside, row, _c(0)), a_sm))
+                def copy_whole():
+                    value = g.b.load(g.b.bitcast(at(column, p0), mr_vec.as_pointer()), align=itemsize)
+                    g.b.store(value, g.b.bitcast(target, mr_vec.as_pointer()), align=itemsize)
 
-                    def per_k(kk):
-                        value = g.b.load(at(source, kk))
-                        g.b.store(g.b.select(inside, value, zero), at(panel, g.b.mul(kk, _c(MR)), r))
+                def copy_part():
+                    def per_row(r):
+                        row = g.b.add(p0, r)
+                        inside = g.b.icmp_signed("<", row, mc)
+                        value = g.b.load(at(column, g.b.mul(g.b.select(inside, row, _c(0)), a_sm)))
+                        g.b.store(g.b.select(inside, value, zero), at(target, r))
 
-                    g.loop(_c(0), kc, 1, per_k)
+                    g.loop(_c(0), _c(MR), 1, per_row)
 
-                g.loop(_c(0), _c(MR), 1, per_row)
+                g.if_then(whole, copy_whole)
+                g.if_then(g.b.not_(whole), copy_part)
 
             g.loop(_c(0), mc, MR, per_panel)
 
-        def by_k():
-            columns_contiguous = g.b.icmp_signed("==", a_sm, _c(1))
-
-            def per_k(kk):
-                column = at(a_block, g.b.mul(kk, a_sk))
-
-                def per_panel(p0):
-                    target = at(packed_a, g.b.mul(p0, kc), g.b.mul(kk, _c(MR)))
-                    whole = g.b.and_(columns_contiguous, g.b.icmp_signed("<=", g.b.add(p0, _c(MR)), mc))
-
-                    def copy_whole():
-                        value = g.b.load(g.b.bitcast(at(column, p0), mr_vec.as_pointer()), align=itemsize)
-                        g.b.store(value, g.b.bitcast(target, mr_vec.as_pointer()), align=itemsize)
-
-                    def copy_part():
-                        def per_row(r):
-                            row = g.b.add(p0, r)
-                            inside = g.b.icmp_signed("<", row, mc)
-                            value = g.b.load(at(column, g.b.mul(g.b.select(inside, row, _c(0)), a_sm)))
-                            g.b.store(g.b.select(inside, value, zero), at(target, r))
-
-                        g.loop(_c(0), _c(MR), 1, per_row)
-
-                    g.if_then(whole, copy_whole)
-                    g.if_then(g.b.not_(whole), copy_part)
-
-                g.loop(_c(0), mc, MR, per_panel)
-
-            g.loop(_c(0), kc, 1, per_k)
-
-        rows_contiguous = g.b.icmp_signed("==", a_sk, _c(1))
-        g.if_then(rows_contiguous, by_row)
-        g.if_then(g.b.not_(rows_contiguous), by_k)
+        g.loop(_c(0), kc, 1, per_k)
 
     def micro_tile(a_b, c_b, i0, rows_left, ir_, pc, jc, jr, nc, kc, first):
         """C[i0 : i0 + MR, jc + jr : jc + jr + NR] from rows i0.. of A (the micro-panel at row ``ir_``

@@ -63,7 +63,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember import dtypes
-from ember.backends.cpu.lowering import F32, F64, I1, I8, I32, I64, memcpy
+from ember.backends.cpu.lowering import F32, F64, I1, I8, I32, I64, Loops, memcpy, transposed
 from ember.core.ir import Eqn
 from ember.lax import linalg
 
@@ -89,81 +89,47 @@ def _constant(element: ir.Type, value: float) -> ir.Constant:
     return ir.Constant(element, value)
 
 
-class _Loops:
-    """Loops of run-time bounds in one function being built."""
+def _tiles(loops: Loops, rows: tuple[ir.Value, ir.Value], cols: tuple[ir.Value, ir.Value],
+           body: Callable[[ir.Value, ir.Value], None]) -> None:
+    """``body(i, j)`` over ``range(*rows) x range(*cols)`` in tiles of ``_COPY_TILE`` x ``_COPY_TILE``:
+    a strided copy then touches ``_COPY_TILE`` lines on each side, not a line per element."""
+    b = loops.b
 
-    def __init__(self, b: ir.IRBuilder, fn: ir.Function) -> None:
-        self.b, self.fn = b, fn
+    def end(first: ir.Value, stop: ir.Value) -> ir.Value:
+        return loops.min(b.add(first, ir.Constant(I64, _COPY_TILE)), stop)
 
-    @contextlib.contextmanager
-    def counted(self, start: ir.Value, stop: ir.Value, step: int) -> Iterator[ir.Value]:
-        """``for index in range(start, stop, step)``: the body is the code emitted in the ``with``."""
-        b = self.b
-        before = b.block
-        header, body, done = (self.fn.append_basic_block(n) for n in ("loop", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        index = b.phi(I64)
-        index.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", index, stop), body, done)
-        b.position_at_end(body)
-        yield index
-        index.add_incoming(b.add(index, ir.Constant(I64, step)), b.block)
-        b.branch(header)
-        b.position_at_end(done)
-
-    def tiles(self, rows_from: ir.Value, rows_to: ir.Value, cols_from: ir.Value, cols_to: ir.Value,
-              body: Callable[[ir.Value, ir.Value], None]) -> None:
-        """``body(i, j)`` over a rectangle, in tiles of ``_COPY_TILE`` x ``_COPY_TILE``."""
-        b, tile = self.b, ir.Constant(I64, _COPY_TILE)
-
-        def end(first: ir.Value, stop: ir.Value) -> ir.Value:
-            last = b.add(first, tile)
-            return b.select(b.icmp_signed("<", last, stop), last, stop)
-
-        with self.counted(rows_from, rows_to, _COPY_TILE) as i0, self.counted(cols_from, cols_to, _COPY_TILE) as j0:
-            with self.counted(i0, end(i0, rows_to), 1) as i, self.counted(j0, end(j0, cols_to), 1) as j:
-                body(i, j)
+    loops.loop(*rows, _COPY_TILE, lambda i0: loops.loop(*cols, _COPY_TILE, lambda j0: loops.loop(
+        i0, end(i0, rows[1]), 1, lambda i: loops.loop(j0, end(j0, cols[1]), 1, lambda j: body(i, j)))))
 
 
-def _transpose(b: ir.IRBuilder, loops: _Loops, dst: ir.Value, src: ir.Value, rows: ir.Value, cols: ir.Value,
-               src_row: ir.Value, dst_col: ir.Value, width: int) -> None:
+def _transpose(loops: Loops, dst: ir.Value, src: ir.Value, rows: ir.Value, cols: ir.Value, src_row: ir.Value,
+               dst_col: ir.Value, width: int) -> None:
     """``dst[i + j * dst_col] = src[i * src_row + j]``: whole ``width x width`` tiles as ``width``
-    vectors of a row each, transposed in registers by log2(width) rounds of shuffles (each round
-    swaps the off-diagonal blocks of every 2s x 2s block, s = width / 2, ..., 1); the edges
-    element by element. (LU's two transposing copies of a 512 x 512 float32 matrix took half as
-    long as getrf's products, element by element.)"""
+    vectors of a row each, transposed in registers (``transposed``), the edges element by element.
+    (LU's two transposing copies of a 512 x 512 float32 matrix took half as long as getrf's
+    products element by element.)"""
+    b = loops.b
     bits = ir.IntType(8 * _VECTOR_BYTES // width)
-    vector = ir.VectorType(bits, width)
+    vector = ir.VectorType(bits, width).as_pointer()
     src, dst = b.bitcast(src, bits.as_pointer()), b.bitcast(dst, bits.as_pointer())
-    full = lambda n: b.sub(n, b.srem(n, ir.Constant(I64, width)))  # noqa: E731
-    whole_rows, whole_cols = full(rows), full(cols)
-    with loops.counted(ir.Constant(I64, 0), whole_rows, width) as i0, \
-            loops.counted(ir.Constant(I64, 0), whole_cols, width) as j0:
-        lines = [b.load(b.bitcast(b.gep(src, [b.add(b.mul(b.add(i0, ir.Constant(I64, r)), src_row), j0)]),
-                                  vector.as_pointer()), align=1) for r in range(width)]
-        s = width // 2
-        while s:
-            for r in range(width):
-                if r & s:
-                    continue
-                low, high = lines[r], lines[r + s]
-                lines[r] = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, width), [
-                    k if not k & s else width + k - s for k in range(width)]))
-                lines[r + s] = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, width), [
-                    k + s if not k & s else width + k for k in range(width)]))
-            s //= 2
-        for k, line in enumerate(lines):
-            at = b.gep(dst, [b.add(b.mul(b.add(j0, ir.Constant(I64, k)), dst_col), i0)])
-            b.store(line, b.bitcast(at, vector.as_pointer()), align=1)
+    whole_rows, whole_cols = (b.sub(n, b.urem(n, ir.Constant(I64, width))) for n in (rows, cols))
+    offset = lambda first, r: b.add(first, ir.Constant(I64, r))  # noqa: E731
+
+    def tile(i0: ir.Value, j0: ir.Value) -> None:
+        lines = [b.load(b.bitcast(b.gep(src, [b.add(b.mul(offset(i0, r), src_row), j0)]), vector), align=1)
+                 for r in range(width)]
+        for k, line in enumerate(transposed(b, lines)):
+            b.store(line, b.bitcast(b.gep(dst, [b.add(b.mul(offset(j0, k), dst_col), i0)]), vector), align=1)
 
     def element(i: ir.Value, j: ir.Value) -> None:
-        value = b.load(b.gep(src, [b.add(b.mul(i, src_row), j)]))
-        b.store(value, b.gep(dst, [b.add(b.mul(j, dst_col), i)]))
+        b.store(b.load(b.gep(src, [b.add(b.mul(i, src_row), j)])), b.gep(dst, [b.add(b.mul(j, dst_col), i)]))
 
     zero = ir.Constant(I64, 0)
-    loops.tiles(zero, whole_rows, whole_cols, cols, element)
-    loops.tiles(whole_rows, rows, zero, cols, element)
+    loops.loop(zero, whole_rows, width, lambda i0: loops.loop(zero, whole_cols, width, lambda j0: tile(i0, j0)))
+    _tiles(loops, (zero, whole_rows), (whole_cols, cols), element)
+    _tiles(loops, (whole_rows, rows), (zero, cols), element)
+
+
 _PTR = ctypes.c_void_p
 _KEEP = {"all": 0, "upper": 1, "lower": 2}
 _COPY_TILE = 16  # elements: a 64-byte line of float32
@@ -303,8 +269,8 @@ class LapackFunction:
         fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer, pointer, *[I64] * 6, I32, I1]), name)
         fn.attributes.add("noinline")  # (and external: LLVM would otherwise specialize it for its constants)
         dst, src, rows, cols, dst_row, dst_col, src_row, src_col, keep, nan_if = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        loops = _Loops(b, fn)
+        loops = Loops(fn)
+        b = loops.b
         zero = ir.Constant(I64, 0)
 
         def source(i: ir.Value, j: ir.Value) -> ir.Value:
@@ -320,27 +286,24 @@ class LapackFunction:
             store(b.select(b.or_(upper, lower), _constant(element, 0.0), value), i, j)
 
         plain = b.and_(b.icmp_signed("==", keep, ir.Constant(I32, _KEEP["all"])), b.not_(nan_if))
-        width = _VECTOR_BYTES // _bytes(element)
         if _bytes(element) in (4, 8):
-            # A transpose (one side's rows, the other's columns contiguous): whole tiles of
-            # width x width elements are transposed in registers. The second form is the first
-            # with the matrix's two axes swapped.
-            is_ = lambda x, n: b.icmp_signed("==", x, ir.Constant(I64, n))  # noqa: E731
-            rows_first = b.and_(is_(src_col, 1), is_(dst_row, 1))
-            columns_first = b.and_(is_(src_row, 1), is_(dst_col, 1))
-            transposing = b.and_(plain, b.or_(rows_first, columns_first))
-            with b.if_then(transposing):
+            # A transpose (one side's rows, the other's columns contiguous) goes by whole tiles in
+            # registers. The second form is the first with the matrix's two axes swapped.
+            is_one = lambda x: b.icmp_signed("==", x, ir.Constant(I64, 1))  # noqa: E731
+            rows_first = b.and_(is_one(src_col), is_one(dst_row))
+            columns_first = b.and_(is_one(src_row), is_one(dst_col))
+            with b.if_then(b.and_(plain, b.or_(rows_first, columns_first))):
                 swap = b.not_(rows_first)
-                _transpose(b, loops, dst, src, b.select(swap, cols, rows), b.select(swap, rows, cols),
-                           b.select(swap, src_col, src_row), b.select(swap, dst_row, dst_col), width)
+                _transpose(loops, dst, src, b.select(swap, cols, rows), b.select(swap, rows, cols),
+                           b.select(swap, src_col, src_row), b.select(swap, dst_row, dst_col),
+                           _VECTOR_BYTES // _bytes(element))
                 b.ret_void()
-        # Tiles of _COPY_TILE x _COPY_TILE elsewhere: a strided copy then touches _COPY_TILE lines on
-        # each side, not a line per element. A plain copy has a loop without the selects.
+        # Other copies in tiles; a plain one (no mask, no NaN) without the selects.
         with b.if_else(plain) as (then, otherwise):
             with then:
-                loops.tiles(zero, rows, zero, cols, lambda i, j: store(source(i, j), i, j))
+                _tiles(loops, (zero, rows), (zero, cols), lambda i, j: store(source(i, j), i, j))
             with otherwise:
-                loops.tiles(zero, rows, zero, cols, masked)
+                _tiles(loops, (zero, rows), (zero, cols), masked)
         b.ret_void()
         return fn
 

@@ -58,6 +58,60 @@ def memcpy(module: ir.Module) -> ir.Function:
         module, ir.FunctionType(ir.VoidType(), [i8p, i8p, I64, I1]), "llvm.memcpy.p0.p0.i64")
 
 
+class Loops:
+    """Loops of run-time bounds and branches over i64, emitted through one movable builder (the
+    native product's and the LAPACK calls' copies)."""
+
+    def __init__(self, fn: ir.Function, b: ir.IRBuilder | None = None) -> None:
+        self.fn = fn
+        self.b = b if b is not None else ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def loop(self, start: ir.Value, stop: ir.Value, step: int | ir.Value, body: Callable[[ir.Value], None]) -> None:
+        """for (i = start; i < stop; i += step) body(i)."""
+        b = self.b
+        before = b.block
+        header, inner, done = (self.fn.append_basic_block(n) for n in ("loop", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64)
+        i.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", i, stop), inner, done)
+        b.position_at_end(inner)
+        body(i)
+        i.add_incoming(b.add(i, ir.Constant(I64, step) if isinstance(step, int) else step), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
+    def min(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.b.select(self.b.icmp_signed("<", x, y), x, y)
+
+    def if_then(self, condition: ir.Value, body: Callable[[], None]) -> None:
+        then, done = self.fn.append_basic_block("then"), self.fn.append_basic_block("endif")
+        self.b.cbranch(condition, then, done)
+        self.b.position_at_end(then)
+        body()
+        self.b.branch(done)
+        self.b.position_at_end(done)
+
+
+def transposed(b: ir.IRBuilder, lines: list[ir.Value]) -> list[ir.Value]:
+    """The columns of a square tile held as its rows (``len(lines)`` vectors of as many elements,
+    a power of two), in registers: log2(n) rounds of two-vector shuffles, each swapping the
+    off-diagonal s x s blocks of every 2s x 2s block (s = n / 2, ..., 1)."""
+    n = len(lines)
+    lines = list(lines)
+    mask = lambda indices: ir.Constant(ir.VectorType(I32, n), indices)  # noqa: E731
+    s = n // 2
+    while s:
+        for r in range(n):
+            if not r & s:
+                low, high = lines[r], lines[r + s]
+                lines[r] = b.shuffle_vector(low, high, mask([k if not k & s else n + k - s for k in range(n)]))
+                lines[r + s] = b.shuffle_vector(low, high, mask([k + s if not k & s else n + k for k in range(n)]))
+        s //= 2
+    return lines
+
+
 def register_type(dt: np.dtype) -> ir.Type:
     """The type a value of ``dt`` has in registers."""
     if dt == dtypes.bool_:
