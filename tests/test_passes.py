@@ -411,6 +411,30 @@ def test_broadcast_and_transpose_chains_compose():
     assert names(out) == []
 
 
+@pytest.mark.parametrize("side", [0, 1], ids=["lhs", "rhs"])
+@pytest.mark.parametrize("permutation", [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)])
+def test_a_transposed_operand_folds_into_the_product_where_its_layout_allows(permutation, side):
+    """dot_general(transpose(x, p), y) reads x itself where the free dimensions keep their order and
+    each group of x's dimensions (free, contracted (1, 2)) is consecutive; else the transpose stays.
+    Integer values: the sums are exact in any order, so the results are identical."""
+    shape = (3, 4, 5)  # the transposed operand: free dimension 0, contracted 1 and 2
+    x = np.arange(60, dtype=np.float32).reshape([shape[permutation.index(d)] for d in range(3)]) % 7 - 3
+    y = np.arange(40, dtype=np.float32).reshape(4, 5, 2) % 5 - 2
+    numbers = (((1, 2), (0, 1)), ((), ())) if side == 0 else (((0, 1), (1, 2)), ((), ()))
+
+    def product(x, y):
+        t = lax.transpose(x, permutation)
+        return lax.dot_general(t, y, numbers) if side == 0 else lax.dot_general(y, t, numbers)
+
+    out = simplified(product, x, y)
+    contracted = [permutation[1], permutation[2]]
+    folds = contracted[1] - contracted[0] == 1
+    assert names(out) == (["dot_general"] if folds else ["transpose", "dot_general"])
+    if folds:
+        assert out.eqns[0].params["dimension_numbers"][0][side] == tuple(contracted)
+    assert_identical(evaluate(out, (x, y))[0], np.asarray(ember.jit(product)(x, y)))
+
+
 def test_a_transpose_that_moves_only_unit_dimensions_is_a_reshape():
     """(as the transpose rule of a product leaves them: [n, 1, k] -> [n, k, 1])"""
     x = np.arange(6, dtype=np.float32).reshape(2, 1, 3)

@@ -27,6 +27,7 @@ from ember.compiler.rewrite import SubprogramRewriter, Substitution, on_closed, 
 from ember.core.ir import Atom, ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
 from ember.lax import elementwise as ew, shapes as sh
+from ember.lax.dot import dot_general_p
 
 # Equations already in the simplified program, by the id of each variable they define.
 Producers = dict[int, Eqn]
@@ -275,6 +276,32 @@ def _broadcast_in_dim(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
         dims = tuple(outer_dims[d] for d in inner.params["broadcast_dimensions"])
         yield eqn.replace(invars=inner.invars, params={**eqn.params, "broadcast_dimensions": dims})
     yield from _merged_reshapes(eqn, producers)
+
+
+@_rule(dot_general_p)
+def _dot_general(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
+    # dot_general(transpose(x, p), y) -> dot_general(x, y) with the dimension numbers read
+    # through p (``a @ b.T``, ``q @ k.swapaxes(-1, -2)``): a product reads a strided operand where
+    # it lies, where the transpose wrote a copy of it first (256x512 @ (512x512).T on the CPU:
+    # 1.2x JAX's time with the copy, 1.0x without; XLA folds it the same way). Only where the
+    # free dimensions keep their order (the result's order) and each group of the operand's
+    # dimensions (batch, free, contracted) stays in consecutive increasing dimensions, so that the
+    # product still reads it without a copy.
+    (contract, batch) = eqn.params["dimension_numbers"]
+    for side in (0, 1):
+        inner = _producer(eqn.invars[side], producers, sh.transpose_p)
+        if inner is None:
+            continue
+        permutation = inner.params["permutation"]
+        free = [d for d in range(len(permutation)) if d not in contract[side] + batch[side]]
+        groups = [[permutation[d] for d in group] for group in (batch[side], free, contract[side])]
+        if all(b - a == 1 for group in groups for a, b in zip(group, group[1:])):
+            numbers = [list(contract), list(batch)]
+            numbers[0][side], numbers[1][side] = tuple(groups[2]), tuple(groups[0])
+            invars = list(eqn.invars)
+            invars[side] = inner.invars[0]
+            yield eqn.replace(invars=invars, params={**eqn.params, "dimension_numbers": (
+                tuple(numbers[0]), tuple(numbers[1]))})
 
 
 @_rule(sh.transpose_p)
