@@ -249,7 +249,8 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = Fa
 
     def pack_b(b_b, jc, pc, nc, kc):
         """packed[p][k][c] = B[pc + k, jc + p*NR + c], zero beyond the last column: row by row
-        (whole vectors) where B's rows are contiguous, else column by column."""
+        (whole vectors) where B's rows are contiguous, else column by column (whole panels of
+        columns contiguous in k by tiles transposed in registers)."""
         b_block = at(b_b, g.b.mul(pc, b_sk), g.b.mul(jc, b_sn))
 
         def rows_contiguous():
