@@ -620,6 +620,27 @@ def test_large_kernels_split_over_threads_and_agree(monkeypatch, f, numpy_f, ope
     assert_allclose(exe(x)[0], numpy_f(x), rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.parametrize("shape, f", [
+    ((64, 64), lambda a: a.T * 2.0 + 1.0),
+    ((100, 70), lambda a: jnp.maximum(a.T * a.T, 0.5) - a.T),  # edges of tiles on both axes
+    ((3, 70, 130), lambda a: jnp.transpose(a, (0, 2, 1)) * 3.0),
+    ((70, 130, 3), lambda a: jnp.abs(jnp.transpose(a, (2, 1, 0))) + 1.0),
+])
+def test_transposing_kernels_walk_tiles_and_split_over_threads(monkeypatch, shape, f):
+    """A kernel that transposes its last axis walks tiles (the last axis' outside): every element
+    is written once, also where the threads split the tiles of the dimension before it (exact
+    operations: the same bits as the reference)."""
+    from ember.backends.cpu import kernel, threads
+
+    monkeypatch.setattr(threads, "thread_count", lambda: 3)
+    monkeypatch.setattr(threads, "PARALLEL_MIN_WORK", 64)
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    exe = compile_cpu(f, x)
+    assert len(exe.report.kernels) == 1 and kernel._tiled_dims(ember.make_jaxpr(f)(x).jaxpr)
+    assert exe.program.steps[0].chunks > 1
+    check_backends_agree(f, x, exact=True)
+
+
 def test_large_full_reductions_are_computed_in_parallel_parts(monkeypatch):
     from ember.backends.cpu import codegen as program, threads
 

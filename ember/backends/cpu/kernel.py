@@ -435,9 +435,13 @@ class KernelBuilder:
         pieces = [] if tiled or split == len(shape) - 1 else _last_axis_pieces(self.jaxpr)
         nested = len(shape) - len(tiled) - (1 if pieces else 0)
         comps = [loop_over(*bounds[d]).index for d in range(nested)]
-        self.shared_loop_var = loops[split].var if loops else None
-        tiles = [loop_over(*bounds[d], TILE) for d in tiled]
-        for d, tile in zip(tiled, tiles):  # the loops within one tile
+        # Tiles of the last dimension outside those of the one before: a transposing kernel then
+        # reads TILE rows of its input at a time from one end to the other (streams the hardware
+        # prefetches), where it read one column strip of every row (2048x2048 x.T * 2 + 1:
+        # 5.9-6.1 -> 2.8-3.9 ms).
+        tiles = {d: loop_over(*bounds[d], TILE) for d in reversed(tiled)}
+        self.shared_loop_var = tiles[split].var if split in tiles else loops[split].var if loops else None
+        for d, tile in ((d, tiles[d]) for d in tiled):  # the loops within one tile
             b = regions[-1].b
             tile_end = b.add(tile.var, ir.Constant(I64, TILE))
             stop = bounds[d][1]
