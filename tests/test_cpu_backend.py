@@ -403,6 +403,40 @@ def test_selu_is_one_vectorized_kernel():
     check_backends_agree(selu, x)
 
 
+_PERF_MAP_SCRIPT = """
+import os, numpy as np, ember, ember.numpy as jnp
+from ember.backends.cpu import jit
+from ember.backends.cpu_backend import CpuExecutable
+x = np.arange(4096, dtype=np.float32)
+exe = CpuExecutable(ember.make_jaxpr(lambda a: jnp.exp(a) * 2.0 + 1.0)(x), "f")
+step = exe.program.steps[0]
+print(os.getpid(), step.name, jit.address(step.fn), exe.report.code.replace(" ", "_"))
+"""
+
+
+def test_perf_map_names_generated_and_loaded_kernels(tmp_path):
+    """``EMBER_PERF_MAP=1`` names each function of generated machine code in /tmp/perf-<pid>.map
+    (start, size, name: what ``perf`` reads), whether compiled or loaded from the disk cache."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBER_PERF_MAP": "1", "EMBER_CACHE_DIR": str(tmp_path), "EMBER_BACKEND": "cpu"}
+    for origin in ("compiled", "loaded from disk"):
+        out = subprocess.run([sys.executable, "-c", _PERF_MAP_SCRIPT], env=env, capture_output=True, text=True,
+                             check=True).stdout.split()
+        pid, name, address, code = out[0], out[1], int(out[2]), out[3]
+        assert ("disk" in code) == (origin == "loaded from disk"), code
+        path = f"/tmp/perf-{pid}.map"
+        try:
+            entries = [line.split() for line in open(path)]
+        finally:
+            os.unlink(path)
+        found = [(int(start, 16), int(size, 16)) for start, size, symbol in entries if symbol == f"ember:{name}"]
+        assert found, (origin, name, entries)
+        assert any(start <= address < start + size for start, size in found), (origin, address, found)
+
+
 def test_kernels_that_compute_the_same_thing_are_generated_once():
     rng = np.random.default_rng(5)
     x, w = (rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for _ in range(2))

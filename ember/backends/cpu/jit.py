@@ -35,6 +35,7 @@ import ctypes
 import functools
 import hashlib
 import logging
+import os
 import threading
 import warnings
 from _ctypes import CFuncPtr as NativeFunction  # any ctypes function pointer (``ctypes._CFuncPtr``, private)
@@ -153,6 +154,7 @@ class CompiledModule:
                                     lambda obj: objects.append(hashlib.sha256(obj).digest() + obj))
         if objects:
             self.payload = objects[0]
+            perf_map(self.engine, objects[0][object_code.DIGEST_SIZE:])
             if self._usable:
                 _store(self._key, objects[0], self.source)
 
@@ -246,6 +248,7 @@ class CompiledModule:
                 # instead of generating any (half the time of ``add_object_file`` plus an empty compile).
                 self.engine.set_object_cache(getbuffer_func=lambda _module: obj)
                 self.engine.finalize_object()
+                perf_map(self.engine, obj)
                 problem = ""
         except Exception as error:  # any failure to load only means compiling instead
             problem = f"LLVM could not load it: {error}"
@@ -269,6 +272,21 @@ class CompiledModule:
 
     def assembly(self) -> str:
         return self.target_machine.emit_assembly(self.optimized_ir)
+
+
+PERF_MAP = os.environ.get("EMBER_PERF_MAP", "") not in ("", "0")
+
+
+def perf_map(engine: llvm.ExecutionEngine, obj: bytes) -> None:
+    """With ``EMBER_PERF_MAP=1``, name the functions of ``obj`` (just loaded by ``engine``) in
+    ``/tmp/perf-<pid>.map``, the file where Linux ``perf`` looks up JIT code: a profile then shows
+    ``ember:gemm`` or ``ember:f3_exp_add_4`` (the kernel and its primitives) rather than addresses."""
+    if not PERF_MAP:
+        return
+    lines = [f"{engine.get_function_address(name):x} {size:x} ember:{name}\n"
+             for name, size in object_code.function_sizes(obj, _host()[0]).items() if size]
+    with open(f"/tmp/perf-{os.getpid()}.map", "a") as file:
+        file.writelines(lines)
 
 
 def address(function: NativeFunction) -> int:

@@ -101,9 +101,11 @@ def inspect(payload: bytes, source: str, triple: str) -> tuple[str, list[str]]:
         return f"not a loadable object for {triple}: malformed ({type(error).__name__}: {error})", []
 
 
-def check_elf(obj: bytes, machine: _Machine, functions: set[bytes]) -> list[str]:
+def check_elf(obj: bytes, machine: _Machine, functions: set[bytes],
+              sizes: dict[str, int] | None = None) -> list[str]:
     """Raise ``BadObject`` unless ``obj`` is a well-formed ELF64 relocatable object for
-    ``machine`` that defines ``functions``; the names of the symbols it imports."""
+    ``machine`` that defines ``functions``; the names of the symbols it imports. ``sizes``, if
+    given, receives each global function's size in bytes by name."""
     order = "<" if machine.byteorder == "little" else ">"
     if len(obj) < 64 or obj[:4] != b"\x7fELF":
         raise BadObject("no ELF header")
@@ -173,6 +175,8 @@ def check_elf(obj: bytes, machine: _Machine, functions: set[bytes]) -> list[str]
             raise BadObject(f"symbol {j} ({size} bytes at {value}) outside its section")
         elif kind == 2 and binding:
             defined.add(text)
+            if sizes is not None:
+                sizes[text.decode(errors="replace")] = size
     if functions - defined:
         raise BadObject(f"it does not define {sorted(functions - defined)[0].decode(errors='replace')}")
 
@@ -277,6 +281,19 @@ def _skip_leb128(data: bytes, position: int) -> int:
 
 _DEFINE = re.compile(r'^define\b([^@\n]*)@("(?:[^"\\]|\\.)*"|[-\w$.]+)', re.MULTILINE)
 _LOCAL_LINKAGES = {"private", "internal", "available_externally"}  # no global symbol in the object
+
+
+def function_sizes(obj: bytes, triple: str) -> dict[str, int]:
+    """The size in bytes of each global function that ``obj`` (an object LLVM generated for
+    ``triple``) defines; empty where the object cannot be read (for ``jit.perf_map``)."""
+    machine = elf_machine(triple)
+    sizes: dict[str, int] = {}
+    if machine is not None:
+        try:
+            check_elf(obj, machine, set(), sizes)
+        except (BadObject, struct.error, IndexError, UnicodeDecodeError):
+            return {}
+    return sizes
 
 
 def defined_functions(source: str) -> set[bytes]:
