@@ -138,6 +138,37 @@ def test_conv_matches_jax(case, rng):
         assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("case", JAX_CONV_CASES, ids=str)
+def test_convolutions_in_batch_chunks_give_the_same_results(case, rng, monkeypatch):
+    """With chunks of one image (``PATCH_CHUNK_BYTES`` tiny), the CPU backend computes each
+    convolution on its image batch a chunk at a time (a map over the chunks), the forward one and
+    the input gradient's, and gets JAX's values; those with feature or batch groups, or of one
+    image, at once."""
+    jax = _jax()
+    from ember.backends.cpu import expansions
+    from ember.backends.cpu_backend import CpuExecutable
+
+    monkeypatch.setattr(expansions, "PATCH_CHUNK_BYTES", 4)
+    lhs_shape, rhs_shape, kwargs = case
+    x = rng.normal(size=lhs_shape).astype(np.float32)
+    w = rng.normal(size=rhs_shape).astype(np.float32)
+    expected = np.asarray(jax.lax.conv_general_dilated(x, w, **kwargs))
+    cot = rng.normal(size=expected.shape).astype(np.float32)
+    loss = lambda conv_fn, sum_fn: lambda x, w: sum_fn(conv_fn(x, w, **kwargs) * cot)
+    expected_grads = jax.grad(loss(jax.lax.conv_general_dilated, jax.numpy.sum), argnums=(0, 1))(x, w)
+    forward = ember.make_jaxpr(lambda x, w: lax.conv_general_dilated(x, w, **kwargs))(x, w)
+    grads = ember.make_jaxpr(ember.grad(loss(lax.conv_general_dilated, jnp.sum), argnums=(0, 1)))(x, w)
+    lhs_spec = lax.conv_dimension_numbers(lhs_shape, rhs_shape, kwargs.get("dimension_numbers")).lhs_spec
+    eligible = (lhs_shape[lhs_spec[0]] > 1 and kwargs.get("feature_group_count", 1) == 1
+                and kwargs.get("batch_group_count", 1) == 1)
+    chunked = any(e.primitive.name == "scan" for e in expansions.expand(forward).eqns)  # (a lax.map)
+    assert chunked == eligible
+    with ember.config.override(persistent_program_cache=False):
+        assert_allclose(CpuExecutable(forward, "conv")(x, w)[0], expected, rtol=1e-5, atol=1e-5)
+        for got, want in zip(CpuExecutable(grads, "conv_grad")(x, w), expected_grads):
+            assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
 JAX_WINDOW_CASES = [  # shape, computation name, window, strides, padding, base dilation, window dilation
     ((2, 7, 6), "max", (1, 3, 2), (1, 2, 2), "VALID", None, None),
     ((7, 6), "add", (3, 3), (2, 1), "SAME", None, (1, 2)),
