@@ -62,9 +62,9 @@ class Loops:
     """Loops of run-time bounds and branches over i64, emitted through one movable builder (the
     native product's and the LAPACK calls' copies)."""
 
-    def __init__(self, fn: ir.Function, b: ir.IRBuilder | None = None) -> None:
+    def __init__(self, fn: ir.Function) -> None:
         self.fn = fn
-        self.b = b if b is not None else ir.IRBuilder(fn.append_basic_block("entry"))
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
 
     def loop(self, start: ir.Value, stop: ir.Value, step: int | ir.Value, body: Callable[[ir.Value], None]) -> None:
         """for (i = start; i < stop; i += step) body(i)."""
