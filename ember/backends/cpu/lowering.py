@@ -13,6 +13,10 @@ reference interpreter.
 
 ``lower_rules[p](emitter, in_dtypes, out_dtype, *values, **params)`` returns
 the result value; ``emitter`` gives the builder and the module's intrinsics.
+
+The IR helpers that several generators share live here too: ``memcpy``, ``Loops``
+(run-time loops for the product and the LAPACK calls) and ``transposed`` (a tile
+transposed in registers).
 """
 from __future__ import annotations
 
