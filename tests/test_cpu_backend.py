@@ -675,6 +675,26 @@ def test_transposing_kernels_walk_tiles_and_split_over_threads(monkeypatch, shap
     check_backends_agree(f, x, exact=True)
 
 
+@pytest.mark.parametrize("given, wanted", [(None, "3000"), ("0", "0"), ("250000", "250000")])
+def test_team_threads_spin_briefly_unless_the_user_chose(given, wanted):
+    """libgomp reads GOMP_SPINCOUNT when it loads (at the first native compile): ember sets its
+    short spin where the user set neither it nor OMP_WAIT_POLICY, and keeps the user's value."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    if given is not None:
+        env["GOMP_SPINCOUNT"] = given
+    script = ("import os, ember, ember.numpy as jnp\n"
+              "from ember.backends.cpu import threads\n"
+              "threads.openmp_available()\n"
+              "print(os.environ.get('GOMP_SPINCOUNT'), threads.SPIN_COUNT)")
+    spin, default = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                   check=True).stdout.split()
+    assert spin == wanted and (given is not None or spin == default)
+
+
 def test_large_full_reductions_are_computed_in_parallel_parts(monkeypatch):
     from ember.backends.cpu import codegen as program, threads
 
