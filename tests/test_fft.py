@@ -482,7 +482,7 @@ print(float(jnp.fft.irfft(jnp.fft.rfft(jnp.arange(6.0)))[5]))
 # row); everything else stays on the reference rule (DUCC). Errors are relative RMS errors against
 # NumPy in double precision, bounded by EPS * log2(n): the measured worst is 3.5e-8 (float32) and
 # 5e-17 (float64) times log2(n), about DUCC's.
-from ember.backends.cpu import fft as native_fft  # noqa: E402
+from ember.backends.cpu import fft as native_fft, lowering  # noqa: E402
 from ember.backends.cpu.runner import FftStep  # noqa: E402
 from ember.core.evaluation import impl_rules  # noqa: E402
 
@@ -723,7 +723,7 @@ def test_twiddle_factors_are_accurate():
 
 @pytest.mark.parametrize("lanes, itemsize", [(16, 4), (8, 4), (8, 8), (4, 8)])
 def test_transposing_network_transposes_with_one_shuffle_a_vector_a_stage(lanes, itemsize):
-    stages, order = native_fft._transpose_network(lanes, itemsize)
+    stages, order = lowering.transpose_network(lanes, itemsize)
     assert len(stages) == lanes.bit_length() - 1
     matrix = np.arange(lanes * lanes).reshape(lanes, lanes)
     rows = list(matrix)

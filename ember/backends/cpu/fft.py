@@ -11,7 +11,7 @@ the same host, 1.5-1.6 ms on two (docs/fft.md has the figures).
 How: vectorized across rows. A group of ``lanes`` rows (the lanes of a vector: 8 float32 on
 32-byte vectors) is transposed into a scratch area in which element k of every row of the group
 is one vector (real parts and imaginary parts in two arrays), by in-register transposes of
-``lanes`` x ``lanes`` blocks (``_transpose_network``: the unpack / lane-shuffle sequence, one cheap
+``lanes`` x ``lanes`` blocks (``lowering.transpose_network``: the unpack / lane-shuffle sequence, one cheap
 instruction a vector a stage). The transform is then purely vertical SIMD, every twiddle factor a
 scalar broadcast (the rows have one length): Stockham's autosort passes of radix 8 (one of radix 4
 or 2 last), each from one buffer of the scratch to the other, no bit reversal. The result is
@@ -56,7 +56,7 @@ from llvmlite import ir
 from ember import dtypes
 from ember.backends.cpu import gemm, jit, threads
 from ember.backends.cpu.entry import data_pointer
-from ember.backends.cpu.lowering import F32, F64, I64
+from ember.backends.cpu.lowering import F32, F64, I64, Loops, transposed
 from ember.backends.reference import impl_rules
 from ember.compiler.fusion import fusion_p
 from ember.core.avals import ShapedArray
@@ -90,7 +90,7 @@ def _c(n: int) -> ir.Constant:
     return ir.Constant(I64, n)
 
 
-class _Function:
+class _Function(Loops):
     """One transform function being generated: loops, vectors and complex arithmetic in LLVM IR."""
 
     def __init__(self, module: ir.Module, name: str, element: ir.Type, itemsize: int) -> None:
@@ -99,28 +99,11 @@ class _Function:
         self.vec = ir.VectorType(element, self.lanes)
         self.ptr = element.as_pointer()
         i8pp = ir.IntType(8).as_pointer().as_pointer()
-        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64]), name=name)
-        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        super().__init__(ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64]), name=name))
         fma = f"llvm.fma.v{self.lanes}{'f32' if element == F32 else 'f64'}"
         self.fma = module.globals.get(fma) or ir.Function(module, ir.FunctionType(self.vec, [self.vec] * 3), fma)
 
-    # --- control flow ---
-    def loop(self, start, stop, step, body) -> None:
-        """for (i = start; i < stop; i += step) body(i)."""
-        b = self.b
-        before = b.block
-        header, inner, done = (self.fn.append_basic_block(n) for n in ("loop", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        i = b.phi(I64)
-        i.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", i, stop), inner, done)
-        b.position_at_end(inner)
-        body(i)
-        i.add_incoming(b.add(i, _c(step) if isinstance(step, int) else step), b.block)
-        b.branch(header)
-        b.position_at_end(done)
-
+    # --- control flow (``loop``, ``min``, ``if_then``: ``Loops``) ---
     def while_(self, condition, body) -> None:
         b = self.b
         header, inner, done = (self.fn.append_basic_block(n) for n in ("while", "while_body", "while_done"))
@@ -179,79 +162,8 @@ class _Function:
                 b.call(self.fma, [x[0], w[1], b.fmul(x[1], w[0])]))
 
     def transpose(self, vectors: list) -> list:
-        """The lanes x lanes transpose of ``vectors`` (vector r, lane c -> vector c, lane r), by the
-        shuffles that x86 does in one cheap instruction each (``_transpose_network``)."""
-        stages, order = _transpose_network(self.lanes, self.itemsize)
-        i32v = ir.VectorType(ir.IntType(32), self.lanes)
-        v = list(vectors)
-        for distance, low, high in stages:
-            low, high = ir.Constant(i32v, low), ir.Constant(i32v, high)
-            for i in range(self.lanes):
-                if not i & distance:
-                    j = i | distance
-                    v[i], v[j] = self.b.shuffle_vector(v[i], v[j], low), self.b.shuffle_vector(v[i], v[j], high)
-        out = [None] * self.lanes
-        for i, k in enumerate(order):
-            out[k] = v[i]
-        return out
-
-
-@functools.cache
-def _transpose_network(lanes: int, itemsize: int) -> tuple[list, list]:
-    """The stages of a lanes x lanes transpose: (distance, low mask, high mask) each, applied to the
-    pairs of vectors (i, i + distance), and the column that each resulting vector holds. As x86's
-    transposes do it (Intel's optimization manual): interleaving elements, then pairs, within each
-    128-bit lane (``unpcklps`` / ``unpckhps``, ``unpcklpd`` / ``unpckhpd``), then the 128-bit lanes
-    (``vperm2f128``; ``vshuff32x4`` twice on 512-bit vectors): each stage one single-instruction
-    shuffle a vector on any x86 core with AVX2, where swapping blocks of each size (the plain
-    transpose) needs general shuffles: ``vpermt2ps`` with AVX-512, two instructions without (the
-    function compiled for znver3 has 62 shuffles against 78). The same time on this AVX-512 host.
-    Checked here by running it on indices; where it does not transpose (no such case is known) the
-    block-swapping one is used."""
-    per_lane = max(16 // itemsize, 1)  # elements per 128 bits
-
-    def interleave(width: int) -> tuple[list, list]:
-        low: list[int] = []
-        high: list[int] = []
-        for base in range(0, lanes, per_lane):
-            for out, start in ((low, base), (high, base + per_lane // 2)):
-                for block in range(0, per_lane // 2, width):
-                    out += [start + block + t for t in range(width)] + [lanes + start + block + t for t in range(width)]
-        return low, high
-
-    def by_lanes() -> tuple[list, list]:
-        count = lanes // per_lane
-        picks = ([(0, 0), (1, 0)], [(0, 1), (1, 1)]) if count == 2 else \
-            ([(0, 0), (0, 2), (1, 0), (1, 2)], [(0, 1), (0, 3), (1, 1), (1, 3)])
-        low, high = ([source * lanes + lane * per_lane + t for source, lane in pick for t in range(per_lane)]
-                     for pick in picks)
-        return low, high
-
-    shapes, width = [], 1
-    while width < per_lane:
-        shapes.append(interleave(width))
-        width *= 2
-    if lanes // per_lane == 2:
-        shapes.append(by_lanes())
-    elif lanes // per_lane == 4:
-        shapes += [by_lanes(), by_lanes()]
-    stages = [(1 << k, *shape) for k, shape in enumerate(shapes)]
-    matrix = np.arange(lanes * lanes).reshape(lanes, lanes)
-    rows = [row.copy() for row in matrix]
-    for distance, low, high in stages:
-        for i in range(lanes):
-            if not i & distance:
-                both = np.concatenate([rows[i], rows[i | distance]])
-                rows[i], rows[i | distance] = both[low], both[high]
-    columns = {tuple(column): c for c, column in enumerate(matrix.T)}
-    if len(stages) == lanes.bit_length() - 1 and all(tuple(row) in columns for row in rows):
-        return stages, [columns[tuple(row)] for row in rows]
-    stages, block = [], lanes // 2  # swap the off-diagonal blocks of each size
-    while block:
-        stages.append((block, [x if not x & block else lanes + x - block for x in range(lanes)],
-                       [x + block if not x & block else lanes + x for x in range(lanes)]))
-        block //= 2
-    return stages, list(range(lanes))
+        """The lanes x lanes transpose of ``vectors`` (vector r, lane c -> vector c, lane r)."""
+        return transposed(self.b, vectors, self.itemsize)
 
 
 def _build(module: ir.Module, element: ir.Type, itemsize: int) -> None:

@@ -296,7 +296,7 @@ def _build(module: ir.Module, element: ir.Type, itemsize: int, skinny: bool = Fa
                     for h in range(NV):
                         lines = [g.b.load(g.b.bitcast(at(b_block, g.b.mul(g.b.add(p0, _c(h * lanes + t)), b_sn), k0),
                                                       vec.as_pointer()), align=itemsize) for t in range(lanes)]
-                        for u, line in enumerate(transposed(g.b, lines)):
+                        for u, line in enumerate(transposed(g.b, lines, itemsize)):
                             target = at(panel, g.b.mul(g.b.add(k0, _c(u)), _c(nr)), _c(h * lanes))
                             g.b.store(line, g.b.bitcast(target, vec.as_pointer()), align=itemsize)
 

@@ -118,7 +118,7 @@ def _transpose(loops: Loops, dst: ir.Value, src: ir.Value, rows: ir.Value, cols:
     def tile(i0: ir.Value, j0: ir.Value) -> None:
         lines = [b.load(b.bitcast(b.gep(src, [b.add(b.mul(offset(i0, r), src_row), j0)]), vector), align=1)
                  for r in range(width)]
-        for k, line in enumerate(transposed(b, lines)):
+        for k, line in enumerate(transposed(b, lines, _VECTOR_BYTES // width)):
             b.store(line, b.bitcast(b.gep(dst, [b.add(b.mul(offset(j0, k), dst_col), i0)]), vector), align=1)
 
     def element(i: ir.Value, j: ir.Value) -> None:
