@@ -119,58 +119,97 @@ def test_a_long_loop_waits_for_native_code_rather_than_run_on_the_reference():
     assert jf.cache_info().quick_tier_calls == 0
 
 
-def test_calls_that_spent_the_compile_estimate_on_the_reference_wait_for_native_code(monkeypatch):
-    """Back-to-back calls on the reference tier would starve the compile thread of the
-    interpreter: once they have taken as long as the compile was estimated to, a call waits."""
-    release, real = threading.Event(), tiers.CpuExecutable
+@pytest.fixture
+def held_compile(monkeypatch):
+    """Native compiles that wait for ``release`` (an Event) before they start, and ``compiled``
+    (an Event) set when one has finished."""
+    release, compiled, real = threading.Event(), threading.Event(), tiers.CpuExecutable
 
-    def slow(*args, **kwargs):
-        release.wait()
-        return real(*args, **kwargs)
+    def held(*args, **kwargs):
+        assert release.wait(60)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            compiled.set()
 
-    monkeypatch.setattr(tiers, "CpuExecutable", slow)
+    monkeypatch.setattr(tiers, "CpuExecutable", held)
+    yield release, compiled
+    release.set()
+
+
+def test_calls_that_took_their_share_of_the_compile_wait_for_native_code(held_compile):
+    """On a machine of few cores the reference tier's work is taken from the compile: once the
+    calls have spent ``QUICK_TIER_SHARE`` of its estimate (CPU time), a call waits for it."""
+    release, _ = held_compile
     jf = ember.jit(layers(12, 0.296875))
     args = inputs(2)
-    first = jf(*args)
+    first = jf(*args)  # (the compile started with it, and waits)
     executable = next(iter(jf._cache.entries.values())).executable
-    assert executable.tier == "reference" and executable.held_seconds > 0
-    executable.compile_seconds = executable.held_seconds  # as if the calls had taken the estimate
+    assert executable.tier == "reference" and executable.spent_seconds > 0
+    executable.compile_seconds = executable.spent_seconds / tiers.QUICK_TIER_SHARE  # (spent it all)
     threading.Timer(0.2, release.set).start()
     second = jf(*args)  # waits for the native code, then runs it
     assert executable.tier == "native" and jf.cache_info().quick_tier_calls == 1
     np.testing.assert_allclose(np.asarray(second), np.asarray(first), rtol=1e-5, atol=1e-6)
 
 
-def test_calls_that_leave_the_interpreter_to_the_compile_do_not_wait_for_it(monkeypatch):
-    """A program of large products spends its reference calls in BLAS, without the interpreter:
-    its compile runs meanwhile, so the calls go on until the native code is there."""
-    release, real = threading.Event(), tiers.CpuExecutable
+def test_calls_within_their_share_of_the_compile_go_on_on_the_reference(held_compile):
+    release, _ = held_compile
+    args = inputs(3)
+    closed = ember.make_jaxpr(layers(12, 0.28125))(*args)
+    executable = tiers.TieredExecutable(closed, "layers", compile_seconds=float("inf"))
+    results = [executable(*args)[0] for _ in range(4)]
+    assert executable.tier == "reference" and executable.quick_calls == 4 and executable.spent_seconds > 0
+    release.set()
+    assert executable.wait(60) and executable.tier == "native"
+    np.testing.assert_allclose(np.asarray(executable(*args)[0]), np.asarray(results[0]), rtol=2e-5, atol=2e-5)
+    assert all(np.array_equal(np.asarray(r), np.asarray(results[0])) for r in results)
 
-    def slow(*args, **kwargs):
-        release.wait()
-        return real(*args, **kwargs)
 
-    monkeypatch.setattr(tiers, "CpuExecutable", slow)
-    a = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
-    closed = ember.make_jaxpr(lambda a: (a @ a) @ a)(a)
-    executable = tiers.TieredExecutable(closed, "products", 0.05)
-    assert executable.interpreter_share < 0.1  # (the cost model's share of the per-equation work)
-    threading.Timer(60, release.set).start()  # (a call that waits gets the native code after all)
-    try:
-        executable.compile_seconds = float("inf")
-        results = [executable(a)[0] for _ in range(3)]
-        # An estimate between the time the calls held the interpreter and their whole time: the
-        # next call would wait if the whole time counted.
-        executable.compile_seconds = (executable.held_seconds + executable.quick_seconds) / 2
-        assert executable.held_seconds < executable.compile_seconds <= executable.quick_seconds
-        results.append(executable(a)[0])
-        assert executable.tier == "reference" and executable.quick_calls == 4  # (it did not wait)
-    finally:
-        release.set()
-    executable.wait()
+def _program_with_a_callback(callback, effect):
+    """x -> tanh-layers(x) around a host callback (``io_callback`` with an effect, else ``pure_callback``)."""
+    from ember.callbacks import io_callback, pure_callback
+    host = io_callback if effect else pure_callback
+
+    def f(x, w):
+        x = layers(12, 0.265625)(x, w) * jnp.ones(3)
+        y = host(callback, jax_shape(x), x)
+        return layers(12, 0.25)(jnp.ones((16, 16)) * y[0], w)
+    return f
+
+
+def jax_shape(x):
+    return ember.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+@pytest.mark.parametrize("effect", [False, True], ids=["pure", "effect"])
+def test_a_reference_call_that_the_native_code_overtakes_stops_and_runs_natively(held_compile, effect):
+    """A call on the reference tier stops between two equations once the native code is ready, and
+    runs that: no call takes longer than waiting would have. A program with effects finishes its
+    reference call instead (an effect must not run twice)."""
+    release, compiled = held_compile
+    calls = []
+
+    def callback(x):
+        calls.append(threading.current_thread())
+        if len(calls) == 1:  # (in the reference call: the native code gets ready meanwhile)
+            release.set()
+            assert compiled.wait(60)
+            executable.wait(60)
+        return np.asarray(x)
+
+    args = inputs(5)
+    f = _program_with_a_callback(callback, effect)
+    closed = ember.make_jaxpr(f)(*args)
+    executable = tiers.TieredExecutable(closed, "with_callback", compile_seconds=float("inf"))
+    out = executable(*args)[0]
+    want = reference(_program_with_a_callback(np.asarray, effect), *args)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=2e-5, atol=2e-5)
     assert executable.tier == "native"
-    want = np.asarray(results[0])
-    np.testing.assert_allclose(np.asarray(executable(a)[0]), want, rtol=1e-4, atol=1e-2)
+    if effect:
+        assert (executable.quick_calls, executable.overtaken_calls, len(calls)) == (1, 0, 1)
+    else:  # (stopped after the callback, then run natively: the pure callback ran again)
+        assert (executable.quick_calls, executable.overtaken_calls, len(calls)) == (0, 1, 2)
 
 
 def test_a_call_that_waits_for_its_compile_does_not_wait_for_the_compiles_queued_before_it(monkeypatch):

@@ -10,6 +10,7 @@ in the compiler, and every backend for what it does not compile.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -236,9 +237,20 @@ def as_type(v: Any, a: ShapedArray) -> np.ndarray:
     return v
 
 
+class _BetweenEquations(threading.local):
+    """A function that ``eval_jaxpr`` calls before each equation it runs on this thread, sub-programs
+    included, or None. A tiered program's reference call sets it (``runtime/tiers.py``): it hands the
+    interpreter to the native compile, and stops the call by raising once the native code is ready."""
+    hook: Callable[[], None] | None = None
+
+
+between_equations = _BetweenEquations()
+
+
 def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[np.ndarray]:
     """Run a program on NumPy values: the environment loop every IR consumer shares."""
     env: dict[int, Any] = {}
+    hook = between_equations.hook
 
     def read(a: Any) -> Any:
         return np.asarray(a.val) if isinstance(a, Literal) else env[id(a)]
@@ -249,6 +261,8 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args: Any) -> list[np.ndarr
         env[id(v)] = x
     with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are the defined semantics
         for eqn in jaxpr.eqns:
+            if hook is not None:
+                hook()
             outs = impl_rules[eqn.primitive](*map(read, eqn.invars), **eqn.params)
             if not eqn.primitive.multiple_results:
                 outs = (outs,)

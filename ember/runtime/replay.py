@@ -16,7 +16,7 @@ each parameter shape, pays no trace); the second traces it and replays. Function
 trace (a value-dependent Python branch, outputs other than arrays) run directly from then on.
 
 Once a replay's calls have taken as long as compiling it is estimated to take (``PAYBACK``, the
-ski-rental rule of ``runtime.tiers``: a hot loop gets there, a test calling a shape a few times
+ski-rental rule: a hot loop gets there, a test calling a shape a few times
 does not), native code takes over, compiled in the background and shared with equal programs. How
 much of the program it takes is the function's choice:
 

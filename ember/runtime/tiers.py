@@ -43,7 +43,8 @@ from ember.backends.protocols import CompileOptions, Executable
 from ember.backends.reference.executable import ReferenceExecutable
 from ember.config import config
 from ember.core.background import Job, background
-from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, subjaxprs
+from ember.core.evaluation import between_equations
+from ember.core.ir import ClosedJaxpr, Jaxpr, count_eqns, is_effectful, subjaxprs
 from ember.core.traits import equation_cost, output_elements
 from ember.lax.control_flow import cond_p, scan_p, while_p
 from ember.lax.convolution import conv_general_dilated_p
@@ -65,6 +66,9 @@ REFERENCE_NS_PER_ELEMENT = 2.0  # elementwise and data movement
 # measured: 16x64x64x32 and 32x28x28x16, 3x3).
 REFERENCE_NS_PER_FLOP = {dot_general_p: 0.05, conv_general_dilated_p: 1.0}
 WHILE_TRIPS = 1000
+# The share of a compile's estimated time that the calls on the reference tier may take from it
+# (their CPU time while it runs) before a call waits for the native code (``TieredExecutable``).
+QUICK_TIER_SHARE = 0.1
 
 
 def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Executable:
@@ -93,54 +97,59 @@ def compile_ms(jaxpr: Jaxpr) -> float:
     return COMPILE_MS_FIXED + COMPILE_MS_PER_EQN * count_eqns(jaxpr)
 
 
-def reference_ms(jaxpr: Jaxpr, trips: float = 1.0, arithmetic: bool = True) -> float:
-    """The estimated time of one run of ``jaxpr`` on the reference interpreter; with
-    ``arithmetic=False`` only its interpreter's share (the per-equation cost: NumPy's loops over the
-    elements and its BLAS run without the interpreter)."""
+def reference_ms(jaxpr: Jaxpr, trips: float = 1.0) -> float:
+    """The estimated time of one run of ``jaxpr`` on the reference interpreter."""
     ms = 0.0
     for eqn in jaxpr.eqns:
         p = eqn.primitive
         if p is scan_p:
-            ms += reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"], arithmetic)
+            ms += reference_ms(eqn.params["jaxpr"].jaxpr, trips * eqn.params["length"])
             continue
         if p is while_p:
-            ms += reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS, arithmetic)
-            ms += reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS, arithmetic)
+            ms += reference_ms(eqn.params["body_jaxpr"].jaxpr, trips * WHILE_TRIPS)
+            ms += reference_ms(eqn.params["cond_jaxpr"].jaxpr, trips * WHILE_TRIPS)
             continue
         if p is cond_p:
-            ms += max(reference_ms(b.jaxpr, trips, arithmetic) for b in eqn.params["branches"])
+            ms += max(reference_ms(b.jaxpr, trips) for b in eqn.params["branches"])
             continue
         subs = list(subjaxprs(eqn.params))
         if subs:  # calls (jit, custom rules) run their sub-program once
-            ms += sum(reference_ms(s, trips, arithmetic) for s in subs)
+            ms += sum(reference_ms(s, trips) for s in subs)
             continue
-        ns = 0.0
-        if arithmetic:
-            ns = REFERENCE_NS_PER_ELEMENT * output_elements(eqn)
-            per_flop = REFERENCE_NS_PER_FLOP.get(p)
-            if per_flop is not None:
-                ns += per_flop * equation_cost(eqn).flops
+        ns = REFERENCE_NS_PER_ELEMENT * output_elements(eqn)
+        per_flop = REFERENCE_NS_PER_FLOP.get(p)
+        if per_flop is not None:
+            ns += per_flop * equation_cost(eqn).flops
         ms += trips * (REFERENCE_MS_PER_EQN + ns * 1e-6)
     return ms
+
+
+class _Overtaken(BaseException):
+    """Raised between two equations of a reference call once its native code is ready (a
+    ``BaseException``: no rule's ``except Exception`` keeps it from reaching the call)."""
 
 
 class TieredExecutable(Executable):
     """Runs on the reference interpreter until the native executable, compiled in the
     background, is ready; then runs that. ``tier``: which one a call runs now.
 
-    A program called again and again meanwhile would starve its own compile: the compile thread
-    needs the interpreter too, and gets it back only at the switch interval after each LLVM call.
-    So once the calls have held the interpreter on the reference tier as long as the compile was
-    estimated to take (``compile_seconds``), the next call waits for the native code (the
-    ski-rental rule: at most about twice the time of knowing the future). Measured on the ADVI
-    step of ``benchmarks/ecosystem_programs``: its 85 ms compile had not finished after 2 s of
-    back-to-back reference calls (1.28 ms each); with the rule, calls are native after ~0.2 s.
+    The compile has the right of way (``docs/tiers.md``): on a machine of few cores, the reference
+    tier's work is taken from the compile, whose Python (passes, LLVM IR) needs the interpreter
+    and whose LLVM needs the cores. On the transformer step of ``benchmarks/progress.py``
+    (reference 0.2-0.4 s a step, native 18 ms, compile 1.3 s alone), back-to-back reference calls
+    delayed the native code to 3.5 s, where waiting for it from the second call on would have
+    finished 100 steps. So:
 
-    Only the interpreter's share of a call's time counts (``interpreter_share``, by the cost model):
-    NumPy's products and loops over large arrays let the compile thread run. A program of products
-    called back to back (the first 100 eager ``a @ a`` of 256x256 in a process) no longer stops for
-    300-500 ms to wait for a compile that was progressing anyway: with ``background``'s switch
-    interval, the 100 calls took 120-250 ms against 440-600 (three processes each, 2-core host)."""
+    - the compile starts with the first call, which runs on the reference meanwhile;
+    - the calls on the reference tier may take from the compile ``QUICK_TIER_SHARE`` of its
+      estimated time (``compile_seconds``), as the CPU time they spend in the calling thread
+      (``time.thread_time``: the interpreter and NumPy's loops; BLAS's own threads aside). Once
+      they have, a call waits for the native code. Calls of a program of large products (BLAS)
+      or of few equations spend little and go on; a heavy step waits from its second call;
+    - a reference call stops where it is, between two equations, once the native code is ready,
+      and runs that instead: no call takes much longer than waiting for the native code
+      (programs with effects, ``io_callback`` or ``debug.callback``, finish their reference call:
+      an effect must not run twice)."""
 
     def __init__(self, closed: ClosedJaxpr, name: str, compile_seconds: float = 0.1) -> None:
         self.name = name
@@ -148,16 +157,16 @@ class TieredExecutable(Executable):
         self.out_avals = closed.out_avals
         self.code = "tiered"
         self.unusable_donations: tuple = ()  # never tiered with donations
-        self.quick_calls = 0  # calls run on the reference tier
+        self.quick_calls = 0  # calls that ran to the end on the reference tier
         self.quick_seconds = 0.0  # and their time
-        self.held_seconds = 0.0  # and the part of it that held the interpreter
-        total = reference_ms(closed.jaxpr)
-        self.interpreter_share = min(1.0, reference_ms(closed.jaxpr, arithmetic=False) / total) if total else 1.0
+        self.spent_seconds = 0.0  # the CPU time those that overlapped the compile took from it
+        self.overtaken_calls = 0  # calls that the native code overtook: stopped on the reference, run natively
         self.compile_seconds = compile_seconds  # the cost model's estimate of the native compile
         self.native: CpuExecutable | None = None
         self.native_seconds = 0.0
         self.error: BaseException | None = None  # why the native compile failed, if it did
         self._reference: ReferenceExecutable | None = ReferenceExecutable(closed, name)
+        self._abandonable = not any(is_effectful(eqn) for eqn in closed.jaxpr.eqns)
         self._job: Job | None = None  # the background compile, once submitted
         self._callbacks: list[Callable[[TieredExecutable], None]] = []  # added before it was
         self._lock = threading.Lock()
@@ -171,26 +180,35 @@ class TieredExecutable(Executable):
         native = self.native
         if native is not None:
             return native(*args)
+        job = self._start()
+        if not job.done and self.spent_seconds >= QUICK_TIER_SHARE * self.compile_seconds:
+            self.wait()  # (then the native code, unless the compile failed)
         reference = self._reference
-        if reference is not None and self.held_seconds >= self.compile_seconds and self.wait() \
-                and self.native is not None:
-            reference = None  # (waited: the native code is ready)
-        if reference is None:  # (the native executable was set just now)
+        if reference is None:  # (the native executable is set)
             native = self.native
             assert native is not None
             return native(*args)
-        self.quick_calls += 1
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
+        outer = between_equations.hook
+        between_equations.hook = self._between_equations
         try:
-            return reference(*args)
+            outs = reference(*args)
+        except _Overtaken:
+            native = self.native
+            assert native is not None
+            self.overtaken_calls += 1
+            return native(*args)
         finally:
-            elapsed = time.perf_counter() - start
-            self.quick_seconds += elapsed
-            self.held_seconds += elapsed * self.interpreter_share
-            # The compile starts when the first call has returned: both are mostly Python, and
-            # sharing the interpreter would make the first call wait for the compile after all.
-            if self._closed is not None:
-                self._start()
+            between_equations.hook = outer
+            if not job.done:
+                self.spent_seconds += time.thread_time() - cpu
+        self.quick_calls += 1
+        self.quick_seconds += time.perf_counter() - start
+        return outs
+
+    def _between_equations(self) -> None:
+        if self.native is not None and self._abandonable:
+            raise _Overtaken
 
     def _start(self) -> Job:
         with self._lock:

@@ -421,7 +421,7 @@ def prepare_dispatcher() -> Job:
 # Calls run from Python while the build was pending, and their time. Calls back to back starve the
 # build of the interpreter (it gets it back only at the switch interval, 5 ms, after each LLVM
 # call): an eager loop of 18 us calls had no dispatcher after 0.2 s. So once those calls have taken
-# BUILD_SECONDS, the next one waits for the build (the ski-rental rule of ``runtime.tiers``).
+# BUILD_SECONDS, the next one waits for the build (the ski-rental rule).
 BUILD_SECONDS = 0.04
 _undispatched_seconds = 0.0
 
