@@ -137,27 +137,29 @@ def held_compile(monkeypatch):
     release.set()
 
 
-def test_calls_that_took_their_share_of_the_compile_wait_for_native_code(held_compile):
-    """On a machine of few cores the reference tier's work is taken from the compile: once the
-    calls have spent ``QUICK_TIER_SHARE`` of its estimate (CPU time), a call waits for it."""
+def test_calls_that_took_their_share_of_the_compile_wait_for_native_code(held_compile, monkeypatch):
+    """On a machine of few cores the reference tier's work is taken from the compile: a call that
+    would take more than ``QUICK_TIER_SHARE`` of the time since the compile started waits for it."""
     release, _ = held_compile
     jf = ember.jit(layers(12, 0.296875))
     args = inputs(2)
     first = jf(*args)  # (the compile started with it, and waits)
     executable = next(iter(jf._cache.entries.values())).executable
     assert executable.tier == "reference" and executable.spent_seconds > 0
-    executable.compile_seconds = executable.spent_seconds / tiers.QUICK_TIER_SHARE  # (spent it all)
+    monkeypatch.setattr(tiers, "QUICK_TIER_SHARE", 1e-9)  # (its turn comes in years)
+    monkeypatch.setattr(tiers, "QUICK_TIER_ALLOWANCE", 0.0)
     threading.Timer(0.2, release.set).start()
     second = jf(*args)  # waits for the native code, then runs it
     assert executable.tier == "native" and jf.cache_info().quick_tier_calls == 1
     np.testing.assert_allclose(np.asarray(second), np.asarray(first), rtol=1e-5, atol=1e-6)
 
 
-def test_calls_within_their_share_of_the_compile_go_on_on_the_reference(held_compile):
+def test_calls_within_their_share_of_the_compile_go_on_on_the_reference(held_compile, monkeypatch):
     release, _ = held_compile
+    monkeypatch.setattr(tiers, "QUICK_TIER_SHARE", 1.0)  # (a thread's CPU time never outruns the clock)
     args = inputs(3)
     closed = ember.make_jaxpr(layers(12, 0.28125))(*args)
-    executable = tiers.TieredExecutable(closed, "layers", compile_seconds=float("inf"))
+    executable = tiers.TieredExecutable(closed, "layers")
     results = [executable(*args)[0] for _ in range(4)]
     assert executable.tier == "reference" and executable.quick_calls == 4 and executable.spent_seconds > 0
     release.set()
@@ -183,7 +185,7 @@ def jax_shape(x):
 
 
 @pytest.mark.parametrize("effect", [False, True], ids=["pure", "effect"])
-def test_a_reference_call_that_the_native_code_overtakes_stops_and_runs_natively(held_compile, effect):
+def test_a_reference_call_that_the_native_code_overtakes_stops_and_runs_natively(held_compile, monkeypatch, effect):
     """A call on the reference tier stops between two equations once the native code is ready, and
     runs that: no call takes longer than waiting would have. A program with effects finishes its
     reference call instead (an effect must not run twice)."""
@@ -192,24 +194,27 @@ def test_a_reference_call_that_the_native_code_overtakes_stops_and_runs_natively
 
     def callback(x):
         calls.append(threading.current_thread())
-        if len(calls) == 1:  # (in the reference call: the native code gets ready meanwhile)
+        if len(calls) == 2:  # (in the second call, on the reference: the native code gets ready meanwhile)
             release.set()
             assert compiled.wait(60)
             executable.wait(60)
         return np.asarray(x)
 
+    monkeypatch.setattr(tiers, "QUICK_TIER_SHARE", 1.0)  # (the second call's turn is now)
     args = inputs(5)
     f = _program_with_a_callback(callback, effect)
     closed = ember.make_jaxpr(f)(*args)
-    executable = tiers.TieredExecutable(closed, "with_callback", compile_seconds=float("inf"))
+    executable = tiers.TieredExecutable(closed, "with_callback")
+    first = executable(*args)[0]  # (the compile starts when it returns, and waits for ``release``)
     out = executable(*args)[0]
     want = reference(_program_with_a_callback(np.asarray, effect), *args)
-    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=2e-5, atol=2e-5)
+    for got in (first, out):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=2e-5)
     assert executable.tier == "native"
     if effect:
-        assert (executable.quick_calls, executable.overtaken_calls, len(calls)) == (1, 0, 1)
+        assert (executable.quick_calls, executable.overtaken_calls, len(calls)) == (2, 0, 2)
     else:  # (stopped after the callback, then run natively: the pure callback ran again)
-        assert (executable.quick_calls, executable.overtaken_calls, len(calls)) == (0, 1, 2)
+        assert (executable.quick_calls, executable.overtaken_calls, len(calls)) == (1, 1, 3)
 
 
 def test_a_call_that_waits_for_its_compile_does_not_wait_for_the_compiles_queued_before_it(monkeypatch):
@@ -226,7 +231,7 @@ def test_a_call_that_waits_for_its_compile_does_not_wait_for_the_compiles_queued
     blocker = background.submit(background.unique_name("a compile in flight"), release.wait, 60, queue="tiers",
                                 once=False)
     args = inputs(4)
-    earlier, waited = (tiers.TieredExecutable(ember.make_jaxpr(layers(12, s))(*args), name, 0.05)
+    earlier, waited = (tiers.TieredExecutable(ember.make_jaxpr(layers(12, s))(*args), name)
                        for name, s in (("earlier", 0.25), ("waited", 0.375)))
     try:
         earlier(*args)  # (queued after the blocker)

@@ -366,7 +366,7 @@ def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again:
     def build(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executable:
         if again and config.tiered_compilation and isinstance(registry.get(), CpuBackend) \
                 and tiers.reference_ms(closed.jaxpr) < tiers.compile_ms(closed.jaxpr):
-            return tiers.TieredExecutable(closed, name, tiers.compile_ms(closed.jaxpr) / 1e3)
+            return tiers.TieredExecutable(closed, name)
         return tiers.compile_jaxpr(closed, name, donated)
 
     executable, built = compile_cache.compile_shared(closed, name, build)

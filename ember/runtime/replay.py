@@ -337,7 +337,7 @@ def _compile(closed: ClosedJaxpr, name: str, donated: frozenset[int]) -> Executa
     replay to native code does not wait for a compile; the quick tier computes the reference's
     values)."""
     if config.tiered_compilation and isinstance(registry.get(), CpuBackend):
-        return tiers.TieredExecutable(closed, name, tiers.compile_ms(closed.jaxpr) / 1e3)
+        return tiers.TieredExecutable(closed, name)
     return tiers.compile_jaxpr(closed, name, donated)
 
 

@@ -66,9 +66,13 @@ REFERENCE_NS_PER_ELEMENT = 2.0  # elementwise and data movement
 # measured: 16x64x64x32 and 32x28x28x16, 3x3).
 REFERENCE_NS_PER_FLOP = {dot_general_p: 0.05, conv_general_dilated_p: 1.0}
 WHILE_TRIPS = 1000
-# The share of a compile's estimated time that the calls on the reference tier may take from it
-# (their CPU time while it runs) before a call waits for the native code (``TieredExecutable``).
+# The share of the time since a compile started that the calls on the reference tier may take from
+# it (their CPU time); a call that would take more waits (``TieredExecutable``).
 QUICK_TIER_SHARE = 0.1
+# And this much time besides: a small program's calls (0.05-0.2 ms on the reference: a process's
+# first program, tiered while LLVM loads) cost the compile nothing that counts, and its second call
+# waiting for its turn took 1.5 ms.
+QUICK_TIER_ALLOWANCE = 0.005
 
 
 def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int] = frozenset()) -> Executable:
@@ -88,7 +92,7 @@ def compile_jaxpr(closed: ClosedJaxpr, name: str = "fn", donated: frozenset[int]
                     loaded = backend.compile_if_on_disk(closed, CompileOptions(name, donated))
                     if loaded is not None:
                         return loaded
-                return TieredExecutable(closed, name, estimate / 1e3)
+                return TieredExecutable(closed, name)
     return compile_now(closed, name, donated)
 
 
@@ -140,18 +144,21 @@ class TieredExecutable(Executable):
     delayed the native code to 3.5 s, where waiting for it from the second call on would have
     finished 100 steps. So:
 
-    - the compile starts with the first call, which runs on the reference meanwhile;
-    - the calls on the reference tier may take from the compile ``QUICK_TIER_SHARE`` of its
-      estimated time (``compile_seconds``), as the CPU time they spend in the calling thread
-      (``time.thread_time``: the interpreter and NumPy's loops; BLAS's own threads aside). Once
-      they have, a call waits for the native code. Calls of a program of large products (BLAS)
-      or of few equations spend little and go on; a heavy step waits from its second call;
+    - the first call runs on the reference, and the compile starts when it returns;
+    - the calls on the reference tier, the first included, may take ``QUICK_TIER_SHARE`` of the
+      time since the compile started (and ``QUICK_TIER_ALLOWANCE`` besides): a call that would
+      go over waits for the native code or, if that is not ready first, for its turn. Their time
+      is wall-clock time: their CPU time in the calling thread missed what NumPy's BLAS threads
+      took (a small MLP's calls within 10% of its CPU time delayed its compile by up to 0.8 s).
+      So the compile is slowed by about that share, however long it takes: a heavy step (the
+      transformer's, 0.2 s) waits for the native code from its second call, a light one (a small
+      MLP's, 10-20 ms) runs every 0.1-0.2 s meanwhile;
     - a reference call stops where it is, between two equations, once the native code is ready,
       and runs that instead: no call takes much longer than waiting for the native code
       (programs with effects, ``io_callback`` or ``debug.callback``, finish their reference call:
       an effect must not run twice)."""
 
-    def __init__(self, closed: ClosedJaxpr, name: str, compile_seconds: float = 0.1) -> None:
+    def __init__(self, closed: ClosedJaxpr, name: str) -> None:
         self.name = name
         self.in_avals = closed.in_avals
         self.out_avals = closed.out_avals
@@ -159,9 +166,9 @@ class TieredExecutable(Executable):
         self.unusable_donations: tuple = ()  # never tiered with donations
         self.quick_calls = 0  # calls that ran to the end on the reference tier
         self.quick_seconds = 0.0  # and their time
-        self.spent_seconds = 0.0  # the CPU time those that overlapped the compile took from it
+        self.spent_seconds = 0.0  # the time of the reference calls made before the native code was ready
+        self.compile_started = 0.0  # (``time.perf_counter``)
         self.overtaken_calls = 0  # calls that the native code overtook: stopped on the reference, run natively
-        self.compile_seconds = compile_seconds  # the cost model's estimate of the native compile
         self.native: CpuExecutable | None = None
         self.native_seconds = 0.0
         self.error: BaseException | None = None  # why the native compile failed, if it did
@@ -180,15 +187,17 @@ class TieredExecutable(Executable):
         native = self.native
         if native is not None:
             return native(*args)
-        job = self._start()
-        if not job.done and self.spent_seconds >= QUICK_TIER_SHARE * self.compile_seconds:
-            self.wait()  # (then the native code, unless the compile failed)
+        job = self._job
+        if job is not None and not job.done:
+            turn = self.compile_started + (self.spent_seconds - QUICK_TIER_ALLOWANCE) / QUICK_TIER_SHARE
+            if time.perf_counter() < turn:
+                self.wait(turn - time.perf_counter())  # (the native code, if it comes first)
         reference = self._reference
         if reference is None:  # (the native executable is set)
             native = self.native
             assert native is not None
             return native(*args)
-        start, cpu = time.perf_counter(), time.thread_time()
+        start = time.perf_counter()
         outer = between_equations.hook
         between_equations.hook = self._between_equations
         try:
@@ -200,10 +209,16 @@ class TieredExecutable(Executable):
             return native(*args)
         finally:
             between_equations.hook = outer
-            if not job.done:
-                self.spent_seconds += time.thread_time() - cpu
+            elapsed = time.perf_counter() - start
+            if job is None or not job.done:
+                self.spent_seconds += elapsed
+            # The compile starts when the first call has returned: both are mostly Python, and
+            # sharing the interpreter made the first call (the transformer step's: 0.19 s alone)
+            # take 1 s, and the compile no sooner done.
+            if self._closed is not None:
+                self._start()
         self.quick_calls += 1
-        self.quick_seconds += time.perf_counter() - start
+        self.quick_seconds += elapsed
         return outs
 
     def _between_equations(self) -> None:
@@ -216,6 +231,7 @@ class TieredExecutable(Executable):
             if closed is None:
                 assert self._job is not None  # (submitted when ``_closed`` was cleared)
                 return self._job
+            self.compile_started = time.perf_counter()
             job = self._job = background.submit(background.unique_name(f"tiered compile of {self.name}"),
                                                 self._compile, closed, queue="tiers", once=False)
             callbacks, self._callbacks = self._callbacks, []
