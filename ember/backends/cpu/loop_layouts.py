@@ -2,9 +2,10 @@
 
 A fused kernel computes a product element by element. Where the contracted axis is a
 matrix's last one (``W @ h``, ``h @ W.T``: the matrix read along its rows), each output element
-is a horizontal sum (a dot of a row with the vector), and the kernel's loop over the output
-cannot be vectorized: the elementwise work that follows the product in the body (an RNN's
-``tanh``) then runs one scalar at a time too. Read the other way, with the matrix's rows as the
+is a horizontal sum (a dot of a row with the vector; a short one, LLVM unrolls into a chain of
+dependent adds), and the kernel's loop over the output cannot be vectorized: the elementwise work
+that follows the product in the body (an RNN's ``tanh``) then runs one scalar at a time too.
+Read the other way, with the matrix's rows as the
 contracted axis, the product is a sum of scaled rows (``kernel``'s rows: ``index_rules.dot_row``),
 contiguous and vectorized along the output, and so is what follows it.
 
@@ -12,13 +13,14 @@ When the matrix is a constant of a ``scan`` or ``while`` body, the loop reads it
 every iteration, so it is transposed once before the loop (one more loop constant) and the
 product reads the transpose by rows. The transpose costs one pass over the matrix; each
 iteration saves the horizontal sums and gets a vectorized body. Scan RNN step, hidden 64,
-input 16, float32: 0.87 us a step before, 0.20 after.
+input 16, float32: 0.86 us a step before, 0.18 after (JAX: 0.4-0.6).
 
 Only products that a kernel computes (``codegen.can_fuse``) and whose output row a kernel keeps
 on the stack (``kernel.ROW_BYTES``) are rewritten: a product that the loop hands to ``gemm``
 reads any layout through its strides. Nested loops are rewritten from the inside out: the inner
-loop's transpose is then an equation of the outer body, and a transpose of a constant of the
-outer body moves out of that loop too, so a matrix constant in both is transposed once.
+loop's transpose is then an equation of the outer body, and a transpose of a constant of a body
+(that one, or the user's) moves out of its loop too, so a matrix constant in both is transposed
+once.
 """
 from __future__ import annotations
 
