@@ -164,6 +164,16 @@ def _rnn_matvec(xp, lax, nn):
     return f
 
 
+def _rnn_matvec_batch(xp, lax, nn):
+    """The cell above over 8 sequences at once by ``vmap``: the matrices times a batch of vectors."""
+    return _ad(xp).vmap(_rnn_matvec(xp, lax, nn), in_axes=(None, None, None, 0, 0))
+
+
+def _rnn_matvec_batch_inputs(rng):
+    w, u, b, _, _ = _rnn_matvec_inputs(rng)
+    return [w, u, b, rng.standard_normal((8, 1000, 16), dtype=np.float32), np.zeros((8, 64), np.float32)]
+
+
 def _rnn_matvec_inputs(rng):
     return [rng.standard_normal((64, 64), dtype=np.float32) * 0.1,
             rng.standard_normal((64, 16), dtype=np.float32) * 0.1,
@@ -473,6 +483,7 @@ WORKLOADS = [
                                                        rng.standard_normal((1000, 1, 32), dtype=np.float32),
                                                        np.zeros((1, 64), np.float32)], _numpy_rnn),
     Workload("scan RNN 1000x64 (W h + U x + b)", _rnn_matvec, _rnn_matvec_inputs, _numpy_rnn_matvec),
+    Workload("scan RNN 1000x64, vmap over 8 sequences", _rnn_matvec_batch, _rnn_matvec_batch_inputs),
     Workload("fori_loop matvec 1000x64", _fori_matvec, _matvec_inputs, _numpy_matvec_loop),
     Workload("while_loop matvec 1000x64", _while_matvec, _matvec_inputs, _numpy_matvec_loop),
     Workload("conv 16x64x64x32 -> 64, 3x3 SAME", _conv_forward,

@@ -186,9 +186,25 @@ def test_nested_loops_transpose_a_matrix_constant_in_both_once():
     check(f, w, h0, expected=h, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("batch", [1, 2, 8])
+def test_a_vmapped_scan_rnn_reads_its_matrices_by_rows(batch):
+    """``vmap`` of ``W @ h`` multiplies ``W`` by a batch of vectors and transposes the result:
+    rewritten too, for any batch size."""
+    rng = np.random.default_rng(batch)
+    w, u, b, _, _ = rnn_inputs(rng, 32, 8, 0)
+    h0, xs = sample(rng, (batch, 32), np.float32), sample(rng, (batch, 6, 8), np.float32, 1.0)
+    f = ember.vmap(rnn, in_axes=(None, None, None, 0, 0))
+    closed = rewritten(f, w, u, b, h0, xs)
+    assert sum(e.primitive is sh.transpose_p and e.invars[0].aval.ndim == 2 for e in closed.jaxpr.eqns) == 2
+    expected = [numpy_rnn(w, u, b, h0[i], xs[i]) for i in range(batch)]
+    check(f, w, u, b, h0, xs, expected=(np.stack([e[0] for e in expected]), np.stack([e[1] for e in expected])),
+          rtol=1e-5, atol=1e-5)
+
+
 def test_what_the_rewrite_leaves_alone():
     """Matrices read by columns already (``h @ W``), carried ones (not constant), products of
-    matrices by matrices (already rows), one-row matrices and batched products."""
+    matrices by matrices (already rows, or read with the matrix's axis first), one-row matrices
+    and batched products."""
     rng = np.random.default_rng(4)
     w, h0, m = sample(rng, (8, 8), np.float32), sample(rng, 8, np.float32), sample(rng, (8, 8), np.float32)
     by_columns = lambda w, h0: lax.fori_loop(0, 3, lambda i, h: jnp.tanh(h @ w), h0)  # noqa: E731
@@ -197,8 +213,11 @@ def test_what_the_rewrite_leaves_alone():
     one_row = lambda w, h0: lax.fori_loop(0, 3, lambda i, h: h + (w[:1] @ h), h0)  # noqa: E731
     batched = lambda w, m: lax.fori_loop(  # noqa: E731
         0, 3, lambda i, a: jnp.tanh(jnp.einsum("bij,bj->bi", jnp.stack([w, w]), a)), m[:2])
+    # W @ V read with the matrix's axis first (the transpose keeps it ahead of V's columns)
+    read_by_columns = lambda w, m: lax.fori_loop(  # noqa: E731
+        0, 3, lambda i, a: jnp.tanh(lax.dot_general(w, a, (((1,), (1,)), ((), ()))) + a), m)
     for f, args in ((by_columns, (w, h0)), (carried, (w, h0)), (matrices, (w, m)), (one_row, (w, h0)),
-                    (batched, (w, m))):
+                    (batched, (w, m)), (read_by_columns, (w, m))):
         closed = rewritten(f, *args)
         assert not any(e.primitive is sh.transpose_p and e.invars[0].aval.ndim == 2 for e in closed.jaxpr.eqns), f
         check(f, *args, rtol=1e-5, atol=1e-5)
