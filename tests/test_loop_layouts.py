@@ -12,7 +12,7 @@ from util import assert_allclose
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember.backends.cpu.loop_layouts import transposed_invariants
+from ember.backends.cpu.loop_layouts import ROW_MAX_BYTES, transposed_invariants
 from ember.core.verify import check_jaxpr
 from ember.lax import control_flow as cf, shapes as sh
 from ember.lax.dot import dot_general_p
@@ -203,8 +203,8 @@ def test_a_vmapped_scan_rnn_reads_its_matrices_by_rows(batch):
 
 def test_what_the_rewrite_leaves_alone():
     """Matrices read by columns already (``h @ W``), carried ones (not constant), products of
-    matrices by matrices (already rows, or read with the matrix's axis first), one-row matrices
-    and batched products."""
+    matrices by matrices (already rows, or read with the matrix's axis first), one-row matrices,
+    matrices of long rows and batched products."""
     rng = np.random.default_rng(4)
     w, h0, m = sample(rng, (8, 8), np.float32), sample(rng, 8, np.float32), sample(rng, (8, 8), np.float32)
     by_columns = lambda w, h0: lax.fori_loop(0, 3, lambda i, h: jnp.tanh(h @ w), h0)  # noqa: E731
@@ -216,8 +216,11 @@ def test_what_the_rewrite_leaves_alone():
     # W @ V read with the matrix's axis first (the transpose keeps it ahead of V's columns)
     read_by_columns = lambda w, m: lax.fori_loop(  # noqa: E731
         0, 3, lambda i, a: jnp.tanh(lax.dot_general(w, a, (((1,), (1,)), ((), ()))) + a), m)
+    # rows longer than a few registers hold: the horizontal sums of long rows are faster
+    tall = sample(rng, (ROW_MAX_BYTES // 4 + 1, 8), np.float32)
+    long_rows = lambda w, h0: lax.fori_loop(0, 3, lambda i, h: h * 0.5 + jnp.tanh(w @ h[:8])[:8], h0)  # noqa: E731
     for f, args in ((by_columns, (w, h0)), (carried, (w, h0)), (matrices, (w, m)), (one_row, (w, h0)),
-                    (batched, (w, m)), (read_by_columns, (w, m))):
+                    (batched, (w, m)), (read_by_columns, (w, m)), (long_rows, (tall, h0))):
         closed = rewritten(f, *args)
         assert not any(e.primitive is sh.transpose_p and e.invars[0].aval.ndim == 2 for e in closed.jaxpr.eqns), f
         check(f, *args, rtol=1e-5, atol=1e-5)

@@ -17,8 +17,8 @@ input 16, float32: 0.86 us a step before, 0.18 after (JAX: 0.4-0.6). ``vmap`` of
 multiplies the matrix by a batch of vectors (``W @ V``, read back through a transpose that puts
 the matrix's axis last): the same, a row per vector (batch 8: 9.6 us a step before, 1.2 after).
 
-Only products that a kernel computes (``codegen.can_fuse``) and whose output row a kernel keeps
-on the stack (``kernel.ROW_BYTES``) are rewritten: a product that the loop hands to ``gemm``
+Only products that a kernel computes (``codegen.can_fuse``), of rows of at most ``ROW_MAX_BYTES``,
+are rewritten: a product that the loop hands to ``gemm``
 reads any layout through its strides. Nested loops are rewritten from the inside out: the inner
 loop's transpose is then an equation of the outer body, and a transpose of a constant of a body
 (that one, or the user's) moves out of its loop too, so a matrix constant in both is transposed
@@ -28,13 +28,20 @@ from __future__ import annotations
 
 import math
 
+from ember.backends.cpu import gemm
 from ember.backends.cpu.codegen import can_fuse_in_loop
-from ember.backends.cpu.kernel import ROW_BYTES
 from ember.compiler.rewrite import SubprogramRewriter, on_closed, rebuild
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import abstract_eval_rules
 from ember.lax import control_flow as cf, shapes as sh
 from ember.lax.dot import dot_general_p
+
+# The longest output row read by rows: a row that stays in registers through the sum (8 vectors)
+# beats the horizontal sums, with the work after the product vectorized too; a longer one is
+# loaded and stored again for each term, and the horizontal sums of long rows win. fori_loop of
+# tanh(W h + b), float32, AVX-512, us a step, as it was -> by rows: hidden 128: 1.42-1.51 -> 0.71-0.89;
+# 192: even; 256: 3.4-3.8 -> 3.9-4.9; 512: 20 -> 26; 1024: 58 -> 169.
+ROW_MAX_BYTES = 8 * gemm.VECTOR_BYTES
 
 
 def transposed_invariants(closed: ClosedJaxpr) -> ClosedJaxpr:
@@ -75,8 +82,8 @@ def _row_read_matrix(product: Eqn, constants: set[int], readers: dict[int, list[
         matrix, other = product.invars[side], product.invars[1 - side]
         if not isinstance(matrix, Var) or id(matrix) not in constants or matrix.aval.ndim != 2 or contract != 1:
             continue
-        if not 2 <= matrix.aval.shape[0] <= ROW_BYTES // 8:
-            continue  # (one row: nothing to vectorize along; too many: kernels compute no rows)
+        if matrix.aval.shape[0] < 2 or matrix.aval.shape[0] * out.dtype.itemsize > ROW_MAX_BYTES:
+            continue  # (one row: nothing to vectorize along; a longer one than ROW_MAX_BYTES: see there)
         if side == 0 and math.prod(out.shape[1:]) != 1 and not _read_matrix_axis_last(product, readers):
             continue  # (W @ V: V's columns are the output's rows, or it is read along them)
         transpose = abstract_eval_rules[sh.transpose_p](matrix.aval, permutation=(1, 0))
