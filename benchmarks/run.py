@@ -201,6 +201,20 @@ def _matvec_inputs(rng):
             rng.standard_normal(64, dtype=np.float32) * 0.1, np.zeros(64, np.float32)]
 
 
+def _row_updates(xp, lax, nn):
+    """Each row from the one before, written into the carry (``x.at[i].set``): a window update."""
+    def f(a):
+        return lax.fori_loop(1, 1000, lambda i, a: a.at[i].set(xp.tanh(a[i - 1] * 0.9 + 0.1)), a)
+    return f
+
+
+def _numpy_row_updates(a):
+    a = a.copy()
+    for i in range(1, 1000):
+        a[i] = np.tanh(a[i - 1] * np.float32(0.9) + np.float32(0.1))
+    return a
+
+
 def _numpy_rnn_matvec(w, u, b, xs, h):
     hs = []
     for x in xs:
@@ -486,6 +500,8 @@ WORKLOADS = [
     Workload("scan RNN 1000x64, vmap over 8 sequences", _rnn_matvec_batch, _rnn_matvec_batch_inputs),
     Workload("fori_loop matvec 1000x64", _fori_matvec, _matvec_inputs, _numpy_matvec_loop),
     Workload("while_loop matvec 1000x64", _while_matvec, _matvec_inputs, _numpy_matvec_loop),
+    Workload("fori_loop row updates 1000x64 (x.at[i].set)", _row_updates, _rng_normal(1000, 64),
+             _numpy_row_updates),
     Workload("conv 16x64x64x32 -> 64, 3x3 SAME", _conv_forward,
              lambda rng: [rng.standard_normal((16, 64, 64, 32), dtype=np.float32),
                           rng.standard_normal((3, 3, 32, 64), dtype=np.float32) * 0.1]),

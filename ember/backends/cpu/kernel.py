@@ -81,6 +81,7 @@ class KernelBuilder:
     def __init__(self, module: ir.Module, name: str, jaxpr: Jaxpr, versioned: bool = False) -> None:
         """``versioned``: the kernel may compute a range twice (``build``)."""
         self.module, self.name, self.jaxpr, self.versioned = module, name, jaxpr, versioned
+        self.operand_in_output = False  # a scatter's output buffer holds its operand already (a loop's carry)
         self.emitter = Emitter(module)
         self.defining = {id(v): e for e in jaxpr.eqns for v in e.outvars}
         self.row_vars = self._rows_to_materialize(jaxpr)
@@ -514,10 +515,10 @@ class KernelBuilder:
         return self._wrapper()
 
     def _build_scatter(self, root) -> ir.Function:
-        """A scatter (the kernel's root): the operand copied into the output, then every update
-        element combined into the element its window puts it at, in the reference's order
-        (index batch, then window, row-major); windows that do not fit are clipped into the
-        operand with mode "clip", else dropped."""
+        """A scatter (the kernel's root): the operand copied into the output (unless it is there:
+        ``operand_in_output``), then every update element combined into the element its window
+        puts it at, in the reference's order (index batch, then window, row-major); windows that
+        do not fit are clipped into the operand with mode "clip", else dropped."""
         out = self.jaxpr.outvars[0]
         operand, indices, updates = root.invars
         shape, dt = out.aval.shape, out.aval.dtype
@@ -525,13 +526,14 @@ class KernelBuilder:
         out_ptr = self.fn.args[len(self.jaxpr.invars)]
         regions = [Region(ir.IRBuilder(self.entry))]
         self.root_scope = self.scope = Scope(regions)
-        loops = self._loop_nest(regions, shape)
-        index = Index(self, shape, [loop.index for loop in loops])
-        value = self.value(operand, index, self.root_scope)
-        b = regions[-1].b
-        lowering.store(b, value.value, b.gep(out_ptr, [index.linear.value]), dt)
-        for loop in reversed(loops):
-            loop.close()
+        if not self.operand_in_output:
+            loops = self._loop_nest(regions, shape)
+            index = Index(self, shape, [loop.index for loop in loops])
+            value = self.value(operand, index, self.root_scope)
+            b = regions[-1].b
+            lowering.store(b, value.value, b.gep(out_ptr, [index.linear.value]), dt)
+            for loop in reversed(loops):
+                loop.close()
         # The updates, after the copy.
         regions = [regions[0]]
         self.scope = scope = Scope(regions)
