@@ -189,3 +189,16 @@ def test_row_updates_match_numpy(rows, cols, steps, dtype, how, loop, offset, se
             elif -rows <= at < rows:  # (a negative index counts from the end, as in NumPy)
                 expected[at] = row if how == "set" else expected[at] + row
     check(f, a, expected=expected)
+
+
+def test_a_donated_initial_value_is_updated_where_it_lies():
+    """The loop's output may be the donated initial value's buffer: the carry starts there."""
+    a = np.arange(30 * 9, dtype=np.float32).reshape(30, 9)
+    f = lambda a: lax.fori_loop(1, 30, lambda i, a: a.at[i].set(a[i - 1] + a[i]), a)  # noqa: E731
+    expected = a.copy()
+    for i in range(1, 30):
+        expected[i] = expected[i - 1] + expected[i]
+    donated = ember.jit(f, donate_argnums=0)
+    for _ in range(2):
+        assert_allclose(np.asarray(donated(ember.device_put(a))), expected)
+    assert_allclose(np.asarray(ember.jit(f)(a)), expected)

@@ -627,16 +627,20 @@ class LoopFunction:
         initial value. A larger one: two buffers that trade roles every iteration
         (``_carry_phis``), the body writing the next value into the one it does not read; the
         first iteration reads the initial value where it is, and the carry's output is one of
-        the two (the last iteration's when ``last_into_out``), so neither end copies. A carry
-        that the body updates in place (``in_place``: an accumulation) starts from a copy."""
+        the two (the last iteration's when ``last_into_out``), so neither end copies. A larger
+        carry that the body updates in place (``in_place``: an accumulation, a window) starts
+        from a copy of its initial value in its output, and stays there."""
         carries = []
         for k, (a, init, out) in enumerate(zip(avals, inits, outs)):
             nbytes = a.size * a.dtype.itemsize
-            if nbytes <= STACK_BYTES or k in in_place:
+            if nbytes <= STACK_BYTES:
                 first = self.buffer(nbytes)
                 self.copy(first, init, nbytes)
-                second = self.buffer(nbytes) if nbytes > STACK_BYTES else None
-                carries.append(_Carry(nbytes, first, second, None, out))
+                carries.append(_Carry(nbytes, first, None, None, out))
+            elif k in in_place:
+                with self.b.if_then(self.b.icmp_unsigned("!=", init, out)):  # (equal: a donated initial value)
+                    self.copy(out, init, nbytes)
+                carries.append(_Carry(nbytes, out, self.buffer(nbytes), None, out))
             else:
                 scratch = self.buffer(nbytes)
                 written_first, spare = (out, scratch) if last_into_out else (scratch, out)
@@ -711,7 +715,7 @@ class LoopFunction:
     def _carry_outputs(self, carries: list[_Carry], current: list[ir.Value]) -> None:
         """After the loop: each carry's value into its output, unless it is there already."""
         for c, ptr in zip(carries, current):
-            if c.spare is None:
+            if c.spare is None and c.start is not c.out:
                 self.copy(c.out, ptr, c.nbytes)
                 continue
             with self.b.if_then(self.b.icmp_unsigned("!=", ptr, c.out)):
