@@ -153,6 +153,82 @@ def _rnn(xp, lax, nn):
     return f
 
 
+def _rnn_matvec(xp, lax, nn):
+    """The RNN cell as written from its equation, ``h = tanh(W h + U x + b)``: products whose
+    constant matrix is read along its rows (``backends/cpu/loop_layouts.py``)."""
+    def f(w, u, b, xs, h0):
+        def step(h, x):
+            h = xp.tanh(w @ h + u @ x + b)
+            return h, h
+        return lax.scan(step, h0, xs)
+    return f
+
+
+def _rnn_matvec_batch(xp, lax, nn):
+    """The cell above over 8 sequences at once by ``vmap``: the matrices times a batch of vectors."""
+    return _ad(xp).vmap(_rnn_matvec(xp, lax, nn), in_axes=(None, None, None, 0, 0))
+
+
+def _rnn_matvec_batch_inputs(rng):
+    w, u, b, _, _ = _rnn_matvec_inputs(rng)
+    return [w, u, b, rng.standard_normal((8, 1000, 16), dtype=np.float32), np.zeros((8, 64), np.float32)]
+
+
+def _rnn_matvec_inputs(rng):
+    return [rng.standard_normal((64, 64), dtype=np.float32) * 0.1,
+            rng.standard_normal((64, 16), dtype=np.float32) * 0.1,
+            rng.standard_normal(64, dtype=np.float32) * 0.1,
+            rng.standard_normal((1000, 16), dtype=np.float32), np.zeros(64, np.float32)]
+
+
+def _fori_matvec(xp, lax, nn):
+    def f(w, b, h0):
+        return lax.fori_loop(0, 1000, lambda i, h: xp.tanh(w @ h + b), h0)
+    return f
+
+
+def _while_matvec(xp, lax, nn):
+    def f(w, b, h0):
+        def body(state):
+            i, h = state
+            return i + 1, xp.tanh(w @ h + b)
+        return lax.while_loop(lambda s: s[0] < 1000, body, (0, h0))[1]
+    return f
+
+
+def _matvec_inputs(rng):
+    return [rng.standard_normal((64, 64), dtype=np.float32) * 0.1,
+            rng.standard_normal(64, dtype=np.float32) * 0.1, np.zeros(64, np.float32)]
+
+
+def _row_updates(xp, lax, nn):
+    """Each row from the one before, written into the carry (``x.at[i].set``): a window update."""
+    def f(a):
+        return lax.fori_loop(1, 1000, lambda i, a: a.at[i].set(xp.tanh(a[i - 1] * 0.9 + 0.1)), a)
+    return f
+
+
+def _numpy_row_updates(a):
+    a = a.copy()
+    for i in range(1, 1000):
+        a[i] = np.tanh(a[i - 1] * np.float32(0.9) + np.float32(0.1))
+    return a
+
+
+def _numpy_rnn_matvec(w, u, b, xs, h):
+    hs = []
+    for x in xs:
+        h = np.tanh(w @ h + u @ x + b)
+        hs.append(h)
+    return h, np.stack(hs)
+
+
+def _numpy_matvec_loop(w, b, h):
+    for _ in range(1000):
+        h = np.tanh(w @ h + b)
+    return h
+
+
 def _broadcast_add(xp, lax, nn):
     return lambda a, b: a + b
 
@@ -420,6 +496,12 @@ WORKLOADS = [
                                                        rng.standard_normal((32, 64), dtype=np.float32) * 0.1,
                                                        rng.standard_normal((1000, 1, 32), dtype=np.float32),
                                                        np.zeros((1, 64), np.float32)], _numpy_rnn),
+    Workload("scan RNN 1000x64 (W h + U x + b)", _rnn_matvec, _rnn_matvec_inputs, _numpy_rnn_matvec),
+    Workload("scan RNN 1000x64, vmap over 8 sequences", _rnn_matvec_batch, _rnn_matvec_batch_inputs),
+    Workload("fori_loop matvec 1000x64", _fori_matvec, _matvec_inputs, _numpy_matvec_loop),
+    Workload("while_loop matvec 1000x64", _while_matvec, _matvec_inputs, _numpy_matvec_loop),
+    Workload("fori_loop row updates 1000x64 (x.at[i].set)", _row_updates, _rng_normal(1000, 64),
+             _numpy_row_updates),
     Workload("conv 16x64x64x32 -> 64, 3x3 SAME", _conv_forward,
              lambda rng: [rng.standard_normal((16, 64, 64, 32), dtype=np.float32),
                           rng.standard_normal((3, 3, 32, 64), dtype=np.float32) * 0.1]),

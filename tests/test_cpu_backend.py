@@ -655,7 +655,7 @@ def test_large_kernels_split_over_threads_and_agree(monkeypatch, f, numpy_f, ope
 
 
 @pytest.mark.parametrize("shape, f", [
-    ((64, 64), lambda a: a.T * 2.0 + 1.0),
+    ((80, 80), lambda a: a.T * 2.0 + 1.0),
     ((100, 70), lambda a: jnp.maximum(a.T * a.T, 0.5) - a.T),  # edges of tiles on both axes
     ((3, 70, 130), lambda a: jnp.transpose(a, (0, 2, 1)) * 3.0),
     ((70, 130, 3), lambda a: jnp.abs(jnp.transpose(a, (2, 1, 0))) + 1.0),
@@ -673,6 +673,22 @@ def test_transposing_kernels_walk_tiles_and_split_over_threads(monkeypatch, shap
     assert len(exe.report.kernels) == 1 and kernel._tiled_dims(ember.make_jaxpr(f)(x).jaxpr)
     assert exe.program.steps[0].chunks > 1
     check_backends_agree(f, x, exact=True)
+
+
+@pytest.mark.parametrize("shape, dtype, tiled", [
+    ((64, 64), np.float32, False), ((2, 64, 64), np.float32, False), ((64, 64), np.float64, True),
+    ((64, 65), np.float32, True),
+])
+def test_transposes_that_fit_in_the_l1_cache_walk_no_tiles(shape, dtype, tiled):
+    """A transposing kernel whose last two axes hold at most ``UNTILED_BYTES`` walks plain loops
+    (they compile in a fifth of the time); larger ones walk tiles. The values are the same."""
+    from ember.backends.cpu import kernel
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    f = lambda a: jnp.swapaxes(a, -1, -2) * 2.0  # noqa: E731
+    with ember.config.override(enable_x64=True):
+        assert bool(kernel._tiled_dims(ember.make_jaxpr(f)(x).jaxpr)) == tiled
+        check_backends_agree(f, x, exact=True)
 
 
 @pytest.mark.parametrize("given, wanted", [(None, "3000"), ("0", "0"), ("250000", "250000")])

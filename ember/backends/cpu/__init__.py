@@ -14,7 +14,8 @@ LLVM); ``codegen`` lowers equations to steps and generates, compiles and shares 
 steps, or has the native dispatcher (``entry``) run them in one call from the jit hit path.
 ``fusion`` (in ``ember.compiler``) groups equations into kernels; ``kernel``, ``index_rules``,
 ``loops`` and ``lowering`` generate a kernel's loop nest; ``vecmath`` is the inline math library;
-``control_flow`` compiles loops and conditionals; ``gemm`` and ``dot`` compute products; ``fft``
+``control_flow`` compiles loops and conditionals (``loop_layouts`` transposes their constant
+matrices once where a body's products read them along rows); ``gemm`` and ``dot`` compute products; ``fft``
 transforms batches of rows; ``jit`` drives LLVM (and shares machine code between programs with
 the same IR); ``program_cache`` keeps whole compiled programs in the disk cache (a fresh
 process loads one instead of running the stages); ``compile_workers`` are the processes that
@@ -32,6 +33,7 @@ from ember.backends import disk_cache
 from ember.backends.cpu import codegen, kernel, program_cache
 from ember.backends.cpu.codegen import Code, Report, can_fuse
 from ember.backends.cpu.expansions import expand, transposed_products
+from ember.backends.cpu.loop_layouts import transposed_invariants
 from ember.backends.cpu.plan import Plan
 from ember.backends.cpu.runner import Program
 from ember.compiler import optimize
@@ -79,7 +81,7 @@ def _optimize(c: Compilation) -> None:
 
 
 def _products(c: Compilation) -> None:
-    c.closed = transposed_products(c.closed)
+    c.closed = transposed_invariants(transposed_products(c.closed))
 
 
 def _fuse(c: Compilation) -> None:
@@ -111,7 +113,8 @@ STAGES: list[Stage] = [  # after trace (ember.api):
     Stage("expand", _expand, _program, switchable=True),
     # the compiler's passes (ember.compiler.PIPELINE: each switchable, and printed, by its name)
     Stage("optimize", _optimize, _program),
-    # a transposed product as the product of its operands swapped (what transpose rules leave)
+    # a transposed product as the product of its operands swapped (what transpose rules leave);
+    # a loop constant that a product reads along its rows, transposed once before the loop
     Stage("products", _products, _program),
     # kernels: fusion equations, each computed by one loop nest (ember.compiler.fusion)
     Stage("fuse", _fuse, _program, switchable=True),

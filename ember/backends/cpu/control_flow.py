@@ -27,7 +27,11 @@ carries is correct. A larger carry has two buffers that trade roles every iterat
 the equation that computes its next value writes it into the one this iteration does
 not read (``_carry_buffers``); the first iteration reads the initial value in place, and
 the loop's output is one of the two, so nothing is copied in, back or out. A scan's
-stacked outputs are written row by row by the equations that compute them. Nothing is
+stacked outputs are written row by row by the equations that compute them. A carry whose new
+value is the old one with a window replaced (``lax.dynamic_update_slice``, ``x.at[i].set(v)``
+and the other scatters) is updated in its own buffer where nothing reads the old value after
+the update (``_in_place_updates``: the update is moved after what reads it): the window is
+written, not the whole carry (a fori_loop filling 1000 rows of 64: 4.6 ms -> 47 us). Nothing is
 allocated per iteration.
 
 The function is ``void name(i8** buffers, i64, i64)`` like a kernel:
@@ -51,7 +55,7 @@ from ember.compiler.fusion import fuse, fusion_p
 from ember.core.evaluation import impl_rules
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import higher_order
-from ember.lax import control_flow as cf, elementwise as ew
+from ember.lax import control_flow as cf, elementwise as ew, shapes as sh
 from ember.lax.dot import dot_general_p
 
 STACK_BYTES = 256
@@ -86,7 +90,15 @@ def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | No
     for closed in _sub_programs(eqn):
         if closed.consts:
             return None
-        fused = fuse(closed, can_fuse, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
+        # (in-place updates are kept out of kernels, their operand being the carry's buffer, and
+        # last in the body, after whatever else reads the carry's value before the update)
+        updates = _in_place_updates(closed.jaxpr, _carried(eqn), can_fuse, False) if closed is _body(eqn) else {}
+        if updates:
+            body = closed.jaxpr
+            order = [e for e in body.eqns if id(e) not in updates] + [e for e in body.eqns if id(e) in updates]
+            closed = ClosedJaxpr(Jaxpr(body.constvars, body.invars, order, body.outvars), closed.consts)
+        fusible = can_fuse if not updates else (lambda e: id(e) not in updates and can_fuse(e))
+        fused = fuse(closed, fusible, kernel.MAX_DEPTH, kernel.MAX_PRODUCTS)
         for inner in fused.jaxpr.eqns:
             if inner.primitive in CONTROL_FLOW:
                 if prepare(inner, can_fuse) is None:
@@ -94,10 +106,74 @@ def prepare(eqn: Eqn, can_fuse: Callable[[Eqn], bool]) -> list[ClosedJaxpr] | No
             elif inner.primitive is dot_general_p:
                 if dot.gemm_layout(inner) is None:
                     return None
+            elif inner.primitive is sh.dynamic_update_slice_p:
+                continue  # (in place, or a copy and the window: ``emit_update``)
+            elif inner.primitive in kernel.SCATTERS and can_fuse(inner):
+                continue  # (a kernel of its own, in place or not: ``emit_scatter``)
             elif inner.primitive is not fusion_p and not lapack.lowers(inner) and not is_host_call(inner):
                 return None
         prepared.append(fused)
     return prepared
+
+
+def _body(eqn: Eqn) -> ClosedJaxpr | None:
+    """The body of a loop (None for a conditional)."""
+    if eqn.primitive is cf.while_p:
+        return eqn.params["body_jaxpr"]
+    return eqn.params["jaxpr"] if eqn.primitive is cf.scan_p else None
+
+
+def _carried(eqn: Eqn) -> list[tuple[int, int]]:
+    """A loop body's (input position, output position) pairs of its carries."""
+    p = eqn.params
+    if eqn.primitive is cf.while_p:
+        return [(p["body_nconsts"] + j, j) for j in range(len(eqn.outvars))]
+    if eqn.primitive is cf.scan_p:
+        return [(p["num_consts"] + j, j) for j in range(p["num_carry"])]
+    return []
+
+
+def _in_place_updates(body: Jaxpr, carried: Sequence[tuple[int, int]],
+                      can_fuse: Callable[[Eqn], bool], in_order: bool = True) -> dict[int, Var]:
+    """A loop body's updates of a window of a carry, ``carry_out = dynamic_update_slice(carry_in,
+    update, *starts)``, that write the window into the carry's own buffer instead of copying the
+    whole carry each iteration (a fori_loop filling an array row by row): the update's equation,
+    by ``id``, mapped to the carry's input variable. Only where nothing but the carry's output
+    reads the new value, and whatever else reads the carry comes before the update and is no
+    view of its buffer (the body runs in order: ``a.at[i].set(a[i - 1] * 2)`` reads the row first;
+    ``in_order`` False: the updates that could be moved after those readers, as ``prepare`` does).
+    A scatter (``x.at[i].set(v)``) is one where it is a kernel (``can_fuse``): its kernel then
+    skips the copy of its operand."""
+    readers: dict[int, list[int]] = {}
+    uses: dict[int, int] = {}
+    for i, e in enumerate(body.eqns):
+        for a in e.invars:
+            readers.setdefault(id(a), []).append(i)
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    for a in body.outvars:
+        uses[id(a)] = uses.get(id(a), 0) + 1
+    producers = {id(v): (i, e) for i, e in enumerate(body.eqns) for v in e.outvars}
+    outputs = {id(a) for a in body.outvars}
+    found: dict[int, Var] = {}
+    for position, out_position in carried:
+        carry, result = body.invars[position], body.outvars[out_position]
+        i, update = producers.get(id(result), (-1, None))
+        if update is None or update.primitive not in _UPDATES or update.invars[0] is not carry or \
+                any(a is carry for a in update.invars[1:]) or uses[id(result)] != 1 or id(carry) in outputs:
+            continue
+        if update.primitive is not sh.dynamic_update_slice_p and not can_fuse(update):
+            continue
+        others = [j for j in readers[id(carry)] if j != i]
+        if in_order and any(j > i for j in others) or any(
+                body.eqns[j].primitive in _VIEWS or body.eqns[j].primitive is fusion_p and kernel.is_view(body.eqns[j])
+                for j in others):
+            continue
+        found[id(update)] = carry
+    return found
+
+
+_VIEWS = (sh.reshape_p, sh.squeeze_p)  # (unfused, they are views too once fused)
+_UPDATES = (sh.dynamic_update_slice_p, *kernel.SCATTERS)  # (``x.at[i].set(v)`` is a scatter)
 
 
 def is_host_call(eqn: Eqn) -> bool:
@@ -241,9 +317,11 @@ def _accumulations(body: Jaxpr, carried: Sequence[tuple[int, int]]) -> dict[int,
     return found
 
 
-def _accumulated_carries(body: Jaxpr, carried: Sequence[tuple[int, int]]) -> set[int]:
-    """The output positions of the carries that ``body`` updates in their own buffer (``_accumulations``)."""
+def _accumulated_carries(body: Jaxpr, carried: Sequence[tuple[int, int]], can_fuse: Callable[[Eqn], bool]) -> set[int]:
+    """The output positions of the carries that ``body`` updates in their own buffer
+    (``_accumulations``, ``_in_place_updates``)."""
     targets = {id(carry) for carry, _ in _accumulations(body, carried).values()}
+    targets |= {id(carry) for carry in _in_place_updates(body, carried, can_fuse).values()}
     return {out for position, out in carried if id(body.invars[position]) in targets}
 
 
@@ -363,6 +441,7 @@ class LoopFunction:
         it, instead of a buffer of its own (``_destinations``: a scan's slice of its stacked
         output, a carry's next buffer)."""
         into = _accumulations(jaxpr, carried)
+        updates = _in_place_updates(jaxpr, carried, self.can_fuse)
         destinations = destinations or {}
 
         def space(v: Var) -> ir.Value:
@@ -375,6 +454,13 @@ class LoopFunction:
                 outs = [env[id(carry)]]
                 if eqn.primitive is dot_general_p:
                     self.emit_product(eqn, env, outs[0], accumulate=scale)
+            elif id(eqn) in updates or eqn.primitive is sh.dynamic_update_slice_p or \
+                    eqn.primitive in kernel.SCATTERS and self.can_fuse(eqn):  # (in place: into the carry's buffer)
+                outs = [env[id(updates[id(eqn)])]] if id(eqn) in updates else [space(eqn.outvars[0])]
+                if eqn.primitive is sh.dynamic_update_slice_p:
+                    self.emit_update(eqn, env, outs[0], in_place=id(eqn) in updates)
+                else:
+                    self.emit_kernel(_kernel_of(eqn), env, outs[0], operand_in_output=id(eqn) in updates)
             elif eqn.primitive in CONTROL_FLOW:
                 outs = [space(v) for v in eqn.outvars]
                 self.emit_control_flow(eqn, env, outs)
@@ -396,14 +482,64 @@ class LoopFunction:
                 env[id(v)] = ptr
         return [self.atom(a, env) for a in jaxpr.outvars]
 
-    def emit_kernel(self, eqn: Eqn, env: dict, out: ir.Value) -> None:
+    def emit_kernel(self, eqn: Eqn, env: dict, out: ir.Value, operand_in_output: bool = False) -> None:
+        """A fusion equation's kernel; ``operand_in_output``: a scatter's, whose output holds its operand."""
         sub = eqn.params["jaxpr"].jaxpr
         builder = kernel.KernelBuilder(self.module, f"{self.name}_k{next(self.kernel_names)}", sub)
+        builder.operand_in_output = operand_in_output
         builder.build()
         params = builder.fn.args
         args = [self.b.bitcast(env[id(v)], p.type) for v, p in zip(eqn.invars, params)]
         args.append(self.b.bitcast(out, params[len(eqn.invars)].type))
         self.b.call(builder.fn, args + [ir.Constant(I64, 0), ir.Constant(I64, builder.extent)])
+
+    def emit_update(self, eqn: Eqn, env: dict, out: ir.Value, in_place: bool) -> None:
+        """``dynamic_update_slice``: the update's window copied into ``out``, which holds the
+        operand already (``in_place``: the carry's buffer), or into a copy of the operand."""
+        operand, update, *starts = eqn.invars
+        shape, window, dtype = operand.aval.shape, update.aval.shape, operand.aval.dtype
+        if not in_place:
+            self.copy(out, self.atom(operand, env), _nbytes(operand))
+        if not update.aval.size:
+            return
+        e = _emitter(self.module, self.b)
+        begins = []
+        for start, n, k in zip(starts, shape, window):
+            raw = lowering.load(self.b, self.b.bitcast(self.atom(start, env), lowering.storage_type(
+                start.aval.dtype).as_pointer()), start.aval.dtype)
+            begin = lowering.convert(e, raw, start.aval.dtype, np.dtype(np.int64))
+            low = self.b.select(self.b.icmp_signed("<", begin, ir.Constant(I64, 0)), ir.Constant(I64, 0), begin)
+            high = ir.Constant(I64, n - k)  # (clamped into [0, n - k], as the reference does)
+            begins.append(self.b.select(self.b.icmp_signed(">", low, high), high, low))
+        source = self.atom(update, env)
+        itemsize = dtype.itemsize
+        run = (window[-1] if window else 1) * itemsize  # bytes of one contiguous row of the window
+
+        def rows(depth: int, offset: ir.Value, source_offset: ir.Value) -> None:
+            """Copy the window's rows under the leading indices so far (element offsets)."""
+            if depth >= len(window) - 1:
+                last = begins[-1] if window else ir.Constant(I64, 0)
+                at = self.b.mul(self.b.add(offset, last), ir.Constant(I64, itemsize))
+                self.b.call(lowering.memcpy(self.module), [
+                    self.b.gep(out, [at]), self.b.gep(source, [self.b.mul(source_offset, ir.Constant(I64, itemsize))]),
+                    ir.Constant(I64, run), ir.Constant(lowering.I1, 0)])
+                return
+            before = self.b.block
+            header, body, done = (self.fn.append_basic_block(n) for n in ("update", "update_row", "updated"))
+            self.b.branch(header)
+            self.b.position_at_end(header)
+            index = self.b.phi(I64)
+            index.add_incoming(ir.Constant(I64, 0), before)
+            self.b.cbranch(self.b.icmp_signed("<", index, ir.Constant(I64, window[depth])), body, done)
+            self.b.position_at_end(body)
+            row = self.b.add(begins[depth], index)
+            rows(depth + 1, self.b.mul(self.b.add(offset, row), ir.Constant(I64, shape[depth + 1])),
+                 self.b.mul(self.b.add(source_offset, index), ir.Constant(I64, window[depth + 1])))
+            index.add_incoming(self.b.add(index, ir.Constant(I64, 1)), self.b.block)
+            self.b.branch(header)
+            self.b.position_at_end(done)
+
+        rows(0, ir.Constant(I64, 0), ir.Constant(I64, 0))
 
     def emit_library_call(self, eqn: Eqn, env: dict, outs: list[ir.Value]) -> None:
         """A decomposition: its LAPACK function (generated into this module), given its
@@ -491,16 +627,20 @@ class LoopFunction:
         initial value. A larger one: two buffers that trade roles every iteration
         (``_carry_phis``), the body writing the next value into the one it does not read; the
         first iteration reads the initial value where it is, and the carry's output is one of
-        the two (the last iteration's when ``last_into_out``), so neither end copies. A carry
-        that the body updates in place (``in_place``: an accumulation) starts from a copy."""
+        the two (the last iteration's when ``last_into_out``), so neither end copies. A larger
+        carry that the body updates in place (``in_place``: an accumulation, a window) starts
+        from a copy of its initial value in its output, and stays there."""
         carries = []
         for k, (a, init, out) in enumerate(zip(avals, inits, outs)):
             nbytes = a.size * a.dtype.itemsize
-            if nbytes <= STACK_BYTES or k in in_place:
+            if nbytes <= STACK_BYTES:
                 first = self.buffer(nbytes)
                 self.copy(first, init, nbytes)
-                second = self.buffer(nbytes) if nbytes > STACK_BYTES else None
-                carries.append(_Carry(nbytes, first, second, None, out))
+                carries.append(_Carry(nbytes, first, None, None, out))
+            elif k in in_place:
+                with self.b.if_then(self.b.icmp_unsigned("!=", init, out)):  # (equal: a donated initial value)
+                    self.copy(out, init, nbytes)
+                carries.append(_Carry(nbytes, out, self.buffer(nbytes), None, out))
             else:
                 scratch = self.buffer(nbytes)
                 written_first, spare = (out, scratch) if last_into_out else (scratch, out)
@@ -575,7 +715,7 @@ class LoopFunction:
     def _carry_outputs(self, carries: list[_Carry], current: list[ir.Value]) -> None:
         """After the loop: each carry's value into its output, unless it is there already."""
         for c, ptr in zip(carries, current):
-            if c.spare is None:
+            if c.spare is None and c.start is not c.out:
                 self.copy(c.out, ptr, c.nbytes)
                 continue
             with self.b.if_then(self.b.icmp_unsigned("!=", ptr, c.out)):
@@ -592,7 +732,7 @@ class LoopFunction:
         avals = [v.aval for v in eqn.outvars]
         carried = [(n_body + j, j) for j in range(len(avals))]
         pairs = self._carry_buffers(avals, operands[n_cond + n_body:], outs,
-                                    _accumulated_carries(body.jaxpr, carried), True)
+                                    _accumulated_carries(body.jaxpr, carried, self.can_fuse), True)
         header, body_block, done = self._loop_blocks()
         before = self.b.block
         self.b.branch(header)
@@ -617,7 +757,7 @@ class LoopFunction:
         carry_avals = [v.aval for v in eqn.outvars[:n_carry]]
         carried = [(n_consts + j, j) for j in range(n_carry)]
         pairs = self._carry_buffers(carry_avals, operands[n_consts:n_consts + n_carry], outs[:n_carry],
-                                    _accumulated_carries(body.jaxpr, carried), length % 2 == 1)
+                                    _accumulated_carries(body.jaxpr, carried, self.can_fuse), length % 2 == 1)
         x_bytes = [_nbytes(v) // max(length, 1) for v in eqn.invars[n_consts + n_carry:]]
         y_bytes = [_nbytes(v) // max(length, 1) for v in eqn.outvars[n_carry:]]
         header, body_block, done = self._loop_blocks()
@@ -663,6 +803,16 @@ class LoopFunction:
                 self.copy(dst, src, _nbytes(v))
             self.b.branch(done)
         self.b = ir.IRBuilder(done)
+
+
+def _kernel_of(eqn: Eqn) -> Eqn:
+    """A fusion equation of ``eqn`` alone (a scatter that was kept out of kernels)."""
+    inputs = list({id(a): a for a in eqn.invars if isinstance(a, Var)}.values())
+    fresh = {id(v): Var(v.aval) for v in inputs}
+    inner = eqn.replace(invars=[fresh[id(a)] if isinstance(a, Var) else a for a in eqn.invars],
+                        outvars=[Var(v.aval) for v in eqn.outvars])
+    sub = Jaxpr([], [fresh[id(v)] for v in inputs], [inner], list(inner.outvars))
+    return Eqn(fusion_p, inputs, {"jaxpr": ClosedJaxpr(sub, []), "name": eqn.primitive.name}, list(eqn.outvars))
 
 
 def _emitter(module: ir.Module, b: ir.IRBuilder) -> lowering.Emitter:
