@@ -373,8 +373,9 @@ class _LoopOptions(NamedTuple):
 # Errors after which a loop over a concrete range or array runs as Python instead (its body needs a
 # Python value where the program gives an array: an index into a Python list, a slice bound, a shape,
 # a list that grows): Python's meaning, as if autograph were off.
+# (A genuine error raises again when the loop runs as Python.)
 _NEEDS_PYTHON = (errors.ConcretizationTypeError, errors.TracerIntegerConversionError,
-                 errors.TracerArrayConversionError, errors.NonConcreteBooleanIndexError, errors.AutographError)
+                 errors.TracerArrayConversionError, errors.AutographError, IndexError, TypeError, ValueError)
 
 
 def while_stmt(test: Callable, body: Callable, state: tuple, names: tuple, where: str, brk: str | None = None,

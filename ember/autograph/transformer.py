@@ -64,8 +64,8 @@ def _located(nodes: list, origin: ast.AST) -> list:
         for child in ast.walk(node):
             if "lineno" in child._attributes and not hasattr(child, "lineno"):
                 ast.copy_location(child, origin)
-                if hasattr(origin, "end_lineno"):
-                    child.end_lineno, child.end_col_offset = origin.end_lineno, origin.end_col_offset
+                # (one line, the statement's first: a traceback shows `while i < n:`, not its whole block)
+                child.end_lineno, child.end_col_offset = origin.lineno, origin.col_offset
     return nodes
 
 
@@ -127,8 +127,9 @@ class _Returns:
     def block(self, stmts: list, in_loop: bool) -> list:
         out: list = []
         for i, s in enumerate(stmts):
+            returns = _has_return(s)  # (before the statement is rewritten)
             out += self.stmt(s, in_loop)
-            if not _has_return(s) or isinstance(s, ast.Return):
+            if not returns or isinstance(s, ast.Return):
                 if isinstance(s, ast.Return):
                     break  # (what follows a return never runs)
                 continue
