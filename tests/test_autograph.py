@@ -14,8 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import ember
 import ember.numpy as jnp
@@ -376,7 +375,7 @@ def _(xs):
 
 @case((1.5,), (30.0,))
 def for_with_a_traced_break(x):
-    for i in range(6):
+    for _ in range(6):
         if x > 20:
             break
         x = x * 2
@@ -904,7 +903,7 @@ def test_log_compiles_says_which_statements_were_converted(caplog):
     with ember.config.override(log_compiles=True), caplog.at_level("WARNING", logger="ember"):
         ember.jit(for_with_a_traced_break, autograph=True)(1.0)
     text = caplog.text
-    line = _line_of(for_with_a_traced_break, "for i in range(6)")
+    line = _line_of(for_with_a_traced_break, "for _ in range(6)")
     assert "autograph converted for_with_a_traced_break" in text
     assert f"for at {HERE}:{line} -> fori_loop" in text and "-> cond" in text
 
@@ -1102,7 +1101,7 @@ def test_a_list_appended_to_inside_a_traced_loop():
 
 def appends_in_a_concrete_loop(x):
     out = []
-    for i in range(3):
+    for _ in range(3):
         x = x * 2
         out.append(x)
     return jnp.stack(out)

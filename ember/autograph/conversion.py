@@ -94,8 +94,34 @@ def _parse(filename: str) -> ast.Module | None:
     return tree
 
 
+def _parse_block(code: types.CodeType) -> ast.FunctionDef | None:
+    """The ``def`` at the code's first line, parsed alone (a file of many functions need not be
+    parsed whole): its lines and columns are the file's."""
+    lines = linecache.getlines(code.co_filename)
+    first = code.co_firstlineno
+    if not lines or first > len(lines):
+        return None
+    try:
+        block = inspect.getblock(lines[first - 1:])
+    except Exception:  # (the tokenizer's errors on a block it cannot end)
+        return None
+    indented = block[0][:1].isspace()
+    text = "".join((["if 1:\n"] if indented else []) + block)  # (an indented block keeps its columns)
+    try:
+        tree = ast.parse(text, code.co_filename)
+    except SyntaxError:
+        return None
+    ast.increment_lineno(tree, first - 1 - (1 if indented else 0))
+    node = tree.body[0].body[0] if indented and isinstance(tree.body[0], ast.If) else tree.body[0]
+    return node if isinstance(node, ast.FunctionDef) and node.name == code.co_name else None
+
+
 def _find(code: types.CodeType) -> ast.FunctionDef | ast.Lambda | None:
     """The syntax tree of the function whose code is ``code``, or None when it cannot be told."""
+    if code.co_name != "<lambda>":
+        node = _parse_block(code)
+        if node is not None:
+            return node
     tree = _parse(code.co_filename)
     if tree is None:
         return None
@@ -145,7 +171,7 @@ def _compile(code: types.CodeType, node: ast.FunctionDef | ast.Lambda) -> types.
     compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == "ag__converted")
-    return _renamed(inner, code.co_name, code.co_qualname)
+    return _renamed(inner, code.co_name, getattr(code, "co_qualname", code.co_name))
 
 
 def _renamed(c: types.CodeType, name: str, qualname: str) -> types.CodeType:
@@ -153,10 +179,11 @@ def _renamed(c: types.CodeType, name: str, qualname: str) -> types.CodeType:
     them (tracebacks show ``in f``), each recorded as converted."""
     consts = tuple(_renamed(k, name, qualname) if isinstance(k, types.CodeType) else k for k in c.co_consts)
     own = c.co_name.startswith("ag__")
-    prefix = "ag__factory.<locals>.ag__converted"
-    new_qualname = c.co_qualname.replace(prefix, qualname, 1)
-    out = c.replace(co_consts=consts, co_name=name if own else c.co_name,
-                    co_qualname=qualname if own else new_qualname)
+    out = c.replace(co_consts=consts, co_name=name if own else c.co_name)
+    if hasattr(c, "co_qualname"):  # (Python 3.11 on)
+        new_qualname = c.co_qualname.replace("ag__factory.<locals>.ag__converted", qualname, 1)
+        replace: Any = out.replace  # (co_qualname: Python 3.11's, unknown to the 3.10 stubs)
+        out = replace(co_qualname=qualname if own else new_qualname)
     _converted_codes.add(out)
     return out
 

@@ -21,7 +21,18 @@ from ember.core.trace import Tracer
 from ember.lax import control_flow
 from ember.lax.base import aval
 from ember.lax.creation import full
-from ember.lax.elementwise import add, bitwise_and, bitwise_not, bitwise_or, convert_element_type, gt, lt, mul, ne
+from ember.lax.elementwise import (
+    add,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    convert_element_type,
+    gt,
+    lt,
+    mul,
+    ne,
+    select,
+)
 from ember.transforms.programs import eval_closed_by_binding
 
 _ARRAY_TYPES = (Tracer, Array, np.ndarray, np.generic, bool, int, float, complex)
@@ -61,7 +72,7 @@ class Undefined:
     __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _fail
     __neg__ = __pos__ = __abs__ = __invert__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
     __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _fail
-    __eq__ = __ne__ = _fail  # type: ignore[assignment]
+    __eq__ = __ne__ = _fail
     __hash__ = None  # type: ignore[assignment]
 
 
@@ -280,7 +291,10 @@ def _traced_if(cond: Any, true_fn: Callable, false_fn: Callable, state: tuple, n
                     else full(src.shape, 0, src.dtype) for kind, src, dtype in plans[k]]
         return branch
 
-    outs = control_flow.cond(cond, replay(0), replay(1)) if plans[0] or _effectful(programs) else []
+    if not any(p.jaxpr.eqns for p in programs):
+        outs = _select(cond, replay(0)(), replay(1)())  # (branches that only choose values: no cond)
+    else:
+        outs = control_flow.cond(cond, replay(0), replay(1))
     it = iter(outs)
     final = []
     for r in results:
@@ -293,8 +307,17 @@ def _traced_if(cond: Any, true_fn: Callable, false_fn: Callable, state: tuple, n
     return tuple(final)
 
 
-def _effectful(programs: list) -> bool:
-    return any(p.jaxpr.eqns for p in programs)
+def _select(cond: Any, on_true: list, on_false: list) -> list:
+    """``on_true[k] if cond else on_false[k]`` for each k, as selects."""
+    pred = _truth(cond)
+    outs = []
+    for t, f in zip(on_true, on_false):
+        a, b = aval(t), aval(f)
+        dtype = a.dtype if a.dtype == b.dtype or b.weak_type and not a.weak_type else \
+            b.dtype if a.weak_type and not b.weak_type else np.promote_types(a.dtype, b.dtype)
+        weak = a.weak_type and b.weak_type
+        outs.append(select(pred, convert_element_type(t, dtype, weak), convert_element_type(f, dtype, weak)))
+    return outs
 
 
 def _mismatch(a: _Value, b: _Value) -> str:

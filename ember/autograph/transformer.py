@@ -58,14 +58,16 @@ def _lambda(body: ast.expr) -> ast.Lambda:
                                          kwarg=None, defaults=[]), body=body)
 
 
-def _located(nodes: list, origin: ast.AST) -> list:
+def _located(nodes: list, origin: Any) -> list:
     """``nodes`` with the user's location wherever they have none."""
     for node in nodes:
+        child: Any
         for child in ast.walk(node):
             if "lineno" in child._attributes and not hasattr(child, "lineno"):
                 ast.copy_location(child, origin)
                 # (one line, the statement's first: a traceback shows `while i < n:`, not its whole block)
-                child.end_lineno, child.end_col_offset = origin.lineno, origin.col_offset
+                child.end_lineno = origin.lineno
+                child.end_col_offset = origin.col_offset
     return nodes
 
 
@@ -154,7 +156,8 @@ class _Returns:
             s.body, s.orelse = self.block(s.body, in_loop) or [ast.Pass()], self.block(s.orelse, in_loop)
         elif isinstance(s, _LOOPS):
             first = next(n for n in own_scope(s) if isinstance(n, ast.Return))
-            s._ag_returns = f"{self.where.filename}:{first.lineno}"  # type: ignore[attr-defined]
+            marked: Any = s
+            marked._ag_returns = f"{self.where.filename}:{first.lineno}"  # (read by ControlFlow)
             s.body = self.block(s.body, True) or [ast.Pass()]
             s.orelse = self.block(s.orelse, in_loop)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
@@ -223,7 +226,8 @@ class _Jumps:
         after = orelse
         if has_break:
             before = _located([_assign(brk, _const(False))], loop)
-            loop._ag_break = brk  # type: ignore[union-attr]
+            marked: Any = loop
+            marked._ag_break = brk  # (read by ControlFlow)
             if isinstance(loop, ast.While):
                 loop.test = _located([ast.BoolOp(op=ast.And(), values=[_not(_name(brk)), loop.test])], loop)[0]
             else:
