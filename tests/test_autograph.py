@@ -1143,3 +1143,70 @@ def test_an_error_raised_in_the_users_code_shows_the_users_lines():
     import traceback
     frames = traceback.extract_tb(info.value.__traceback__)
     assert any(f.filename == HERE and "jnp.ones(3) @ jnp.ones(4)" in (f.line or "") for f in frames)
+
+
+def assigned_in_a_traced_loop_only(x, n):
+    i = 0
+    while i < n:
+        t = x * i
+        i += 1
+    return t
+
+
+def test_a_variable_first_assigned_in_a_traced_loop_and_read_after():
+    _raises(assigned_in_a_traced_loop_only, (1.0, 3), errors.UndefinedVariableError, "variable 't'",
+            "may run zero times", line_of=("return t", "while i < n"))
+
+
+def test_variables_first_assigned_in_a_loop_of_known_length_keep_their_last_value():
+    def f(x):
+        for i in range(3):
+            y = x * i
+        return y + i
+
+    def g(xs):
+        for row in xs:
+            last = row * 2
+        return last
+    converted = ember.jit(f, autograph=True)
+    assert float(converted(2.0)) == 6.0
+    assert "scan[" in str(ember.make_jaxpr(converted)(2.0))
+    assert float(ember.grad(converted)(2.0)) == 2.0
+    np.testing.assert_array_equal(ember.jit(g, autograph=True)(np.arange(6.0, dtype=np.float32).reshape(3, 2)),
+                                  [8.0, 10.0])
+
+
+# --- the rest of the pipeline: tiers, the disk cache ---------------------------------------------------
+def test_tiered_compilation_runs_converted_programs():
+    with ember.config.override(tiered_compilation=True):
+        f = ember.jit(if_inside_a_traced_loop, autograph=True)
+        for _ in range(3):
+            assert float(f(2.0, 5)) == float(ember.jit(CASES["if_inside_a_traced_loop"]["lax"])(2.0, 5))
+        ember.wait_for_compiles()
+        assert float(f(2.0, 5)) == float(ember.jit(CASES["if_inside_a_traced_loop"]["lax"])(2.0, 5))
+
+
+def test_a_converted_program_is_loaded_from_the_disk_cache_by_a_later_process(tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text(textwrap.dedent("""
+        import ember
+        ember.config.update("log_compiles", True)
+
+        @ember.jit(autograph=True)
+        def f(x, n):
+            i = 0
+            while i < n:
+                if x > 1:
+                    x = x / 2
+                i += 1
+            return x
+
+        print(float(f(20.0, 10)))
+    """))
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"), EMBER_PERSISTENT_CACHE="1",
+               PYTHONPATH=os.path.dirname(os.path.dirname(HERE)))
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
+    assert runs[0].stdout.split() == runs[1].stdout.split() == ["0.625"]
+    assert "while at" in runs[1].stderr and "from the disk cache" in runs[1].stderr

@@ -272,6 +272,6 @@ ag__ = types.SimpleNamespace(
     call=call, if_stmt=operators.if_stmt, if_exp=operators.if_exp, while_stmt=operators.while_stmt,
     for_stmt=operators.for_stmt, range_=operators.range_, and_=operators.and_, or_=operators.or_,
     not_=operators.not_, Undefined=operators.Undefined, list_method=operators.list_method,
-    returned=operators.returned, final_return=operators.final_return)
+    returned=operators.returned, final_return=operators.final_return, ret=operators.ret)
 _AG_CELL = types.CellType(ag__)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ember import errors, tree_util
 from ember.core.array import Array
+from ember.core.avals import ShapedArray
 from ember.core.staging import DebugInfo, trace_to_jaxpr
 from ember.core.trace import Tracer
 from ember.lax import control_flow
@@ -557,8 +558,16 @@ def _touches_traced(iterable: Any, body: Callable, state: tuple) -> bool:
 
 
 def _for_compiled(iterable: Any, body: Callable, state: tuple, opts: _LoopOptions) -> tuple:
-    carry = _Carry(state, opts)
     lists = _outer_lists(opts)
+    if type(iterable) is range:
+        if not len(iterable):
+            return state
+        item_aval = ShapedArray((), np.dtype(np.int32), True)
+    else:
+        a = aval(iterable)
+        item_aval = ShapedArray(a.shape[1:], a.dtype, a.weak_type)
+    state = _with_body_temporaries(body, state, item_aval, lists)
+    carry = _Carry(state, opts)
     if type(iterable) is range:
         r = iterable
 
@@ -575,6 +584,24 @@ def _for_compiled(iterable: Any, body: Callable, state: tuple, opts: _LoopOption
 
         out, _ = control_flow.scan(scan_step, carry.init, iterable)
     return carry.result(out, "is compiled as a loop")
+
+
+def _with_body_temporaries(body: Callable, state: tuple, item_aval: ShapedArray, lists: frozenset[int]) -> tuple:
+    """``state`` with the variables that first get a value in the body (the target, temporaries)
+    given zeros of the type the body gives them: a loop of known, nonzero length assigns them
+    before any read, and carried they keep Python's meaning after the loop (the last value)."""
+    if not any(type(x) is Undefined for x in state):
+        return state
+    box: list = []
+
+    def first_iteration(item: Any) -> list:
+        with _TracingBody(lists):
+            box.append([_value(x) for x in body(item, *state)])
+        return []
+
+    trace_to_jaxpr(first_iteration, [item_aval], DebugInfo("autograph", "a loop body", ["item"]))
+    return tuple(_rebuild(v, [full(a.shape, 0, a.dtype) for a in v.avals])
+                 if type(x) is Undefined and type(v) is _Value else x for x, v in zip(state, box[0]))
 
 
 def _for_traced_range(r: TracedRange, body: Callable, state: tuple, opts: _LoopOptions) -> tuple:
@@ -623,10 +650,26 @@ def list_method(obj: Any, method: str, name: str) -> Any:
     return getattr(obj, method)
 
 
+def ret(value: Any) -> Any:
+    """A ``return``'s value, refused where it (or an item of the tuple, list or dict returned) has
+    none: the error names the user's ``return`` line, not the jit that reads it later."""
+    if type(value) is Undefined:
+        value._fail()
+    if type(value) in (tuple, list):
+        for x in value:
+            if type(x) is Undefined:
+                x._fail()
+    elif type(value) is dict:
+        for x in value.values():
+            if type(x) is Undefined:
+                x._fail()
+    return value
+
+
 def final_return(did_return: Any, value: Any, where: str) -> Any:
     """The function's result when it returns inside a statement and may fall off its end."""
     if not is_traced(did_return):
-        return value if did_return else None
+        return ret(value) if did_return else None
     raise errors.UndefinedVariableError(
         f"the function at {where} returns a value on some paths and none (falls off its end) on others, "
         "chosen by a traced condition; a compiled function returns one type. Fix: end it with a `return`.")
@@ -636,7 +679,7 @@ def returned(did_return: Any, value: Any, last: Callable[[], Any], where: str) -
     """The result of a function that returns inside a statement and at its end: the earlier value
     where a return ran, else the last ``return``'s."""
     if not is_traced(did_return):
-        return value if did_return else last()
+        return ret(value) if did_return else ret(last())
     [out] = _traced_if(did_return, lambda: value, last, (), (RETURN_SLOT,), where, "return")
     if type(out) is Undefined:
         out._fail()

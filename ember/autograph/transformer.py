@@ -304,6 +304,12 @@ class ControlFlow(ast.NodeTransformer):
         return node  # (a class body runs once; its methods convert when called)
 
     # statements
+    def visit_Return(self, node: ast.Return) -> Any:
+        self.generic_visit(node)
+        if node.value is not None and not _is_ag_helper(node.value):
+            node.value = _located([_call(_ag("ret"), node.value)], node)[0]
+        return node
+
     def _def(self, name: str, params: list[str], body: list, returns: list[str], origin: ast.AST) -> ast.FunctionDef:
         ret = ast.Return(value=ast.Tuple(elts=[_name(n) for n in returns], ctx=ast.Load()))
         fdef = ast.FunctionDef(
@@ -433,6 +439,12 @@ class ControlFlow(ast.NodeTransformer):
 
 def is_generator(fdef: ast.AST) -> bool:
     return any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in own_scope(fdef))
+
+
+def _is_ag_helper(node: ast.AST) -> bool:
+    """Whether ``node`` calls an ``ag__`` helper (``ag__.returned(...)``)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == "ag__"
 
 
 def _is_ag_call(node: ast.AST) -> bool:
