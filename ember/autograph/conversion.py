@@ -119,9 +119,9 @@ def _parse_block(code: types.CodeType) -> ast.FunctionDef | None:
 def _find(code: types.CodeType) -> ast.FunctionDef | ast.Lambda | None:
     """The syntax tree of the function whose code is ``code``, or None when it cannot be told."""
     if code.co_name != "<lambda>":
-        node = _parse_block(code)
-        if node is not None:
-            return node
+        block = _parse_block(code)
+        if block is not None:
+            return block
     tree = _parse(code.co_filename)
     if tree is None:
         return None
