@@ -1,5 +1,6 @@
 """autograph: programs written with Python control flow and again by hand with ``lax`` give
-the same values, gradients and batched values, on the CPU backend and on XLA's CPU plugin; each
+the same values, gradients and batched values, on the CPU backend, on XLA's CPU plugin and on the
+reference interpreter; each
 error that teaches names the variable and the user's line; with the switch off nothing changes.
 """
 from __future__ import annotations
@@ -758,7 +759,7 @@ def _plugin_available() -> bool:
     return "xla_cpu" in registry.registered() and registry.get("xla_cpu").is_available()
 
 
-@pytest.fixture(params=["cpu", "xla_cpu"])
+@pytest.fixture(params=["cpu", "xla_cpu", "reference"])
 def backend(request):
     if request.param == "xla_cpu" and not _plugin_available():
         pytest.skip("XLA's CPU PJRT plugin is not installed (pip install ember[pjrt-cpu])")
