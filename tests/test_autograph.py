@@ -1211,3 +1211,14 @@ def test_a_converted_program_is_loaded_from_the_disk_cache_by_a_later_process(tm
     assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
     assert runs[0].stdout.split() == runs[1].stdout.split() == ["0.625"]
     assert "while at" in runs[1].stderr and "from the disk cache" in runs[1].stderr
+
+
+def test_a_compiled_function_outside_the_libraries_runs_unconverted_with_one_warning(monkeypatch):
+    import math
+    monkeypatch.setattr(conversion, "is_library", lambda path: not path.endswith(os.path.basename(math.__file__)))
+    conversion._warned_compiled.discard(("math", "sqrt"))
+    with pytest.warns(UserWarning, match=r"sqrt runs unconverted: it is a compiled \(C\) function"):
+        assert conversion.convert(math.sqrt) is math.sqrt
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert conversion.convert(math.sqrt) is math.sqrt

@@ -21,6 +21,7 @@ import inspect
 import linecache
 import os
 import site
+import sys
 import sysconfig
 import threading
 import types
@@ -262,10 +263,29 @@ def call(f: Any) -> Any:
     return f
 
 
+_warned_compiled: set[tuple[str, str]] = set()
+
+
+def _compiled_outside_libraries(fun: Any) -> bool:
+    """Whether ``fun`` is a C function (or other compiled callable) of a module outside the
+    libraries: one that has no Python source to convert."""
+    if isinstance(fun, (types.FunctionType, types.MethodType, functools.partial, type)):
+        return False
+    module = sys.modules.get(getattr(fun, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and not is_library(path)
+
+
 def convert(fun: Callable) -> Callable:
     """``fun`` with Python control flow on traced values converted (``jit(f, autograph=True)``
     traces this). Functions that cannot be converted come back as they are, with a warning."""
-    return call(fun)
+    converted = call(fun)
+    if converted is fun and _compiled_outside_libraries(fun):
+        key = (getattr(fun, "__module__", ""), getattr(fun, "__qualname__", repr(fun)))
+        if key not in _warned_compiled:
+            _warned_compiled.add(key)
+            _warn_unconverted(fun, "it is a compiled (C) function, which has no Python source")
+    return converted
 
 
 ag__ = types.SimpleNamespace(

@@ -200,13 +200,16 @@ class _Short(str):
 
 
 # --- if ---------------------------------------------------------------------------------------------
-def if_stmt(cond: Any, true_fn: Callable, false_fn: Callable, state: tuple, names: tuple, where: str) -> tuple:
+def if_stmt(cond: Any, true_fn: Callable, false_fn: Callable, state: tuple, names: tuple, where: str,
+            kind: str = "if") -> tuple:
     """``if cond:`` over the variables ``names`` (their values ``state``): Python's ``if`` when
-    ``cond`` is a Python value, else ``lax.cond`` with the variables as the branches' outputs."""
+    ``cond`` is a Python value, else ``lax.cond`` with the variables as the branches' outputs.
+    ``kind`` names the statement in the log: an ``if`` of the user's, or one the converter made
+    (the rest of a block after a ``break``, ``continue`` or ``return``)."""
     if not is_traced(cond):
         return true_fn(*state) if cond else false_fn(*state)
-    record("if", where, "cond")
-    return _traced_if(cond, true_fn, false_fn, state, names, where, "if")
+    record(kind, where, "cond")
+    return _traced_if(cond, true_fn, false_fn, state, names, where, kind)
 
 
 def if_exp(cond: Any, true_fn: Callable, false_fn: Callable, where: str) -> Any:

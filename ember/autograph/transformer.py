@@ -71,6 +71,13 @@ def _located(nodes: list, origin: Any) -> list:
     return nodes
 
 
+def _guard(node: ast.If, jump: str) -> ast.If:
+    """Mark an ``if`` the converter made to skip what follows a jump (named so in the log)."""
+    marked: Any = node
+    marked._ag_kind = f"the code after a {jump}"
+    return node
+
+
 def own_scope(node: ast.AST) -> Iterator[ast.AST]:
     """The nodes under ``node`` that belong to its function's scope (not nested defs, lambdas,
     classes or comprehensions)."""
@@ -137,11 +144,11 @@ class _Returns:
                 continue
             rest = stmts[i + 1:]
             if in_loop:
-                out += _located([ast.If(test=_name(DID_RETURN), body=[ast.Break()], orelse=[])], s)
+                out += _located([_guard(ast.If(test=_name(DID_RETURN), body=[ast.Break()], orelse=[]), "return")], s)
                 out += self.block(rest, in_loop)
             elif rest:
-                out += _located([ast.If(test=_not(_name(DID_RETURN)), body=self.block(rest, in_loop), orelse=[])],
-                                rest[0])
+                out += _located([_guard(ast.If(test=_not(_name(DID_RETURN)), body=self.block(rest, in_loop),
+                                               orelse=[]), "return")], rest[0])
             break
         return out
 
@@ -231,9 +238,9 @@ class _Jumps:
             if isinstance(loop, ast.While):
                 loop.test = _located([ast.BoolOp(op=ast.And(), values=[_not(_name(brk)), loop.test])], loop)[0]
             else:
-                body = _located([ast.If(test=_not(_name(brk)), body=body, orelse=[])], loop)
+                body = _located([_guard(ast.If(test=_not(_name(brk)), body=body, orelse=[]), "break")], loop)
             if orelse:
-                after = _located([ast.If(test=_not(_name(brk)), body=orelse, orelse=[])], orelse[0])
+                after = _located([_guard(ast.If(test=_not(_name(brk)), body=orelse, orelse=[]), "break")], orelse[0])
         loop.body = body or [ast.Pass()]
         return before + [loop] + after
 
@@ -252,8 +259,9 @@ class _Jumps:
             if jumps and rest:
                 guard = _name(flags[0]) if len(flags) == 1 else \
                     ast.BoolOp(op=ast.Or(), values=[_name(f) for f in flags])
-                out += _located([ast.If(test=_not(guard), body=self.block(rest, brk, cont, flags), orelse=[])],
-                                rest[0])
+                jump = "break" if flags == [brk] else "continue" if flags == [cont] else "break/continue"
+                out += _located([_guard(ast.If(test=_not(guard), body=self.block(rest, brk, cont, flags), orelse=[]),
+                                        jump)], rest[0])
                 break
         return out
 
@@ -346,8 +354,10 @@ class ControlFlow(ast.NodeTransformer):
         true_fn, false_fn = self.fresh("if_true"), self.fresh("if_false")
         defs = [self._def(true_fn, names, node.body, names, node),
                 self._def(false_fn, names, node.orelse, names, node.orelse[0] if node.orelse else node)]
+        kind = getattr(node, "_ag_kind", None)
+        extra = {"kind": _const(kind)} if kind else {}
         call = _call(_ag("if_stmt"), node.test, _name(true_fn), _name(false_fn), self._state(names),
-                     self._names_tuple(names), self.where(node))
+                     self._names_tuple(names), self.where(node), **extra)
         return self._prelude(names, node) + defs + self._result(names, call, node)
 
     def _loop_options(self, node: ast.AST, names: list[str], body: list) -> dict:
