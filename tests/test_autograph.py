@@ -1222,3 +1222,47 @@ def test_a_compiled_function_outside_the_libraries_runs_unconverted_with_one_war
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert conversion.convert(math.sqrt) is math.sqrt
+
+
+def _signed_loss(w, x):
+    if jnp.sum(w * x) > 0:
+        return jnp.sum(w * x) ** 2
+    return -jnp.sum(w * x)
+
+
+def _signed_loss_lax(w, x):
+    s = jnp.sum(w * x)
+    return lax.cond(s > 0, lambda: s ** 2, lambda: -s)
+
+
+def test_functions_given_to_transformations_inside_converted_code_are_converted(backend):
+    def step(w, x):
+        value, g = ember.value_and_grad(_signed_loss)(w, x)
+        return w - 0.1 * g, value
+
+    def step_lax(w, x):
+        value, g = ember.value_and_grad(_signed_loss_lax)(w, x)
+        return w - 0.1 * g, value
+
+    def batched(ws, x):
+        return ember.vmap(_signed_loss, in_axes=(0, None))(ws, x)
+
+    w, x = np.array([1.0, -2.0], np.float32), np.array([3.0, 1.0], np.float32)
+    _close(ember.jit(step, autograph=True)(w, x), ember.jit(step_lax)(w, x))
+    _close(ember.jit(batched, autograph=True)(np.stack([w, -w]), x),
+           ember.vmap(_signed_loss_lax, in_axes=(0, None))(np.stack([w, -w]), x))
+    # a transformation's function given to jit directly: convert it first
+    _close(ember.jit(ember.grad(ember.autograph.convert(_signed_loss)))(w, x), ember.grad(_signed_loss_lax)(w, x))
+
+
+def test_a_function_given_to_jit_inside_converted_code_is_converted_once():
+    def inner(v):
+        if v > 0:
+            v = v * 2
+        return v
+
+    def outer(x):
+        return ember.jit(inner)(x) + 1
+    f = ember.jit(outer, autograph=True)
+    assert float(f(1.0)) == 3.0 and float(f(np.float32(-1.0))) == 0.0
+    assert conversion.call(inner) is conversion.call(inner)  # (one converted object per function)

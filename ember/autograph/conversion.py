@@ -26,6 +26,7 @@ import sysconfig
 import threading
 import types
 import warnings
+import weakref
 from typing import Any, Callable
 
 from ember import errors
@@ -73,6 +74,7 @@ def _clear() -> None:
     with _lock:
         _conversions.clear()
         _parsed.clear()
+        _functions.clear()
 
 
 register_cache("autograph: converted functions, per code object", _clear, lambda: len(_conversions))
@@ -225,10 +227,18 @@ def _conversion(fun: types.FunctionType) -> Any:
     return entry
 
 
+# The converted function of each function object: one object per original, so that what keys a
+# cache by the function (a jit given it inside converted code) sees the same function every time.
+_functions: "weakref.WeakKeyDictionary[types.FunctionType, types.FunctionType]" = weakref.WeakKeyDictionary()
+
+
 def _function(fun: types.FunctionType) -> Callable:
     code = fun.__code__
     if code in _converted_codes:
         return fun
+    new = _functions.get(fun)
+    if new is not None:
+        return new
     converted = _conversion(fun)
     if converted is _NOT_CONVERTED:
         return fun
@@ -236,10 +246,19 @@ def _function(fun: types.FunctionType) -> Callable:
     closure = tuple(_AG_CELL if name == "ag__" else cells[name] for name in converted.co_freevars)
     new = types.FunctionType(converted, fun.__globals__, fun.__name__, fun.__defaults__, closure)
     new.__kwdefaults__ = fun.__kwdefaults__
-    new.__dict__.update(fun.__dict__)
-    new.__wrapped__ = fun  # type: ignore[attr-defined]
+    new.__dict__.update(fun.__dict__)  # (no reference back to ``fun``: the cache's key must be free to go)
     new.__qualname__ = fun.__qualname__
+    _functions[fun] = new
     return new
+
+
+def argument(x: Any) -> Any:
+    """An argument of a call in converted code: a user function given to another function (``grad(loss)``,
+    ``lax.scan(body, ...)``, ``vmap(f)``) is converted, since what calls it is not converted code."""
+    t = type(x)
+    if t is types.FunctionType or t is types.MethodType or t is functools.partial:
+        return call(x)
+    return x
 
 
 def call(f: Any) -> Any:
@@ -292,6 +311,6 @@ ag__ = types.SimpleNamespace(
     call=call, if_stmt=operators.if_stmt, if_exp=operators.if_exp, while_stmt=operators.while_stmt,
     for_stmt=operators.for_stmt, range_=operators.range_, and_=operators.and_, or_=operators.or_,
     not_=operators.not_, Undefined=operators.Undefined, list_method=operators.list_method,
-    returned=operators.returned, final_return=operators.final_return, ret=operators.ret)
+    returned=operators.returned, final_return=operators.final_return, ret=operators.ret, arg=argument)
 _AG_CELL = types.CellType(ag__)
 

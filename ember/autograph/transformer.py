@@ -439,6 +439,11 @@ class ControlFlow(ast.NodeTransformer):
         if _is_ag_call(node) or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
                                  and func.value.id == "ag__") or (isinstance(func, ast.Name) and func.id == "super"):
             return node
+        node.args = [a if isinstance(a, ast.Starred) or not _may_be_function(a) else
+                     _located([_call(_ag("arg"), a)], a)[0] for a in node.args]
+        for k in node.keywords:
+            if k.arg is not None and _may_be_function(k.value):
+                k.value = _located([_call(_ag("arg"), k.value)], k.value)[0]
         if isinstance(func, ast.Attribute) and func.attr in _LIST_METHODS and isinstance(func.value, ast.Name):
             node.func = _located([_call(_ag("list_method"), func.value, _const(func.attr),
                                         _const(func.value.id))], func)[0]
@@ -449,6 +454,12 @@ class ControlFlow(ast.NodeTransformer):
 
 def is_generator(fdef: ast.AST) -> bool:
     return any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in own_scope(fdef))
+
+
+def _may_be_function(node: ast.expr) -> bool:
+    """Whether an argument may be a function (a name, an attribute, a ``partial(...)``): literals,
+    arithmetic and comparisons are not."""
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
 
 
 def _is_ag_helper(node: ast.AST) -> bool:
