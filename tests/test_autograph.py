@@ -1266,3 +1266,28 @@ def test_a_function_given_to_jit_inside_converted_code_is_converted_once():
     f = ember.jit(outer, autograph=True)
     assert float(f(1.0)) == 3.0 and float(f(np.float32(-1.0))) == 0.0
     assert conversion.call(inner) is conversion.call(inner)  # (one converted object per function)
+
+
+def test_debug_print_inside_a_converted_branch_prints_at_each_run(capsys):
+    def f(x, n):
+        i = 0
+        while i < n:
+            if x > 2:
+                ember.debug.print("halving {}", x)
+                x = x / 2
+            i += 1
+        return x
+    assert float(ember.jit(f, autograph=True)(10.0, 3)) == 1.25
+    ember.effects_barrier() if hasattr(ember, "effects_barrier") else None
+    assert capsys.readouterr().out.split("\n")[:3] == ["halving 10.0", "halving 5.0", "halving 2.5"]
+
+
+def test_explain_cache_misses_names_the_switch(caplog):
+    def f(x):
+        return x + 1
+    jf = ember.jit(f)
+    jf(1.0)
+    with ember.config.override(explain_cache_misses=True, autograph=True), \
+            caplog.at_level("WARNING", logger="ember"):
+        jf(1.0)
+    assert "config `autograph` changed: False -> True" in caplog.text
