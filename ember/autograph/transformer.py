@@ -445,8 +445,8 @@ class ControlFlow(ast.NodeTransformer):
             if k.arg is not None and _may_be_function(k.value):
                 k.value = _located([_call(_ag("arg"), k.value)], k.value)[0]
         if isinstance(func, ast.Attribute) and func.attr in _LIST_METHODS and isinstance(func.value, ast.Name):
-            node.func = _located([_call(_ag("list_method"), func.value, _const(func.attr),
-                                        _const(func.value.id))], func)[0]
+            method = _call(_ag("list_method"), func.value, _const(func.attr), _const(func.value.id))
+            node.func = _located([_call(_ag("call"), method)], func)[0]  # (a user class's `append`: converted)
         else:
             node.func = _located([_call(_ag("call"), func)], func)[0]
         return node
