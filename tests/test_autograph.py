@@ -820,6 +820,19 @@ def test_reverse_mode_through_a_traced_loop_gives_jaxs_error():
     assert float(ember.jvp(ember.jit(while_on_a_value, autograph=True), (1.5,), (1.0,))[1]) == 128.0
 
 
+# (while_on_a_value doubles x until it reaches 100: from x <= 0 it never does, in Python as compiled)
+_SCALAR_CASES = sorted(n for n, c in CASES.items() if n != "while_on_a_value"
+                       and not c["static"] and all(len(a) == 1 and isinstance(a[0], float) for a in c["calls"]))
+
+
+@pytest.mark.parametrize("name", _SCALAR_CASES)
+@given(x=st.floats(-40, 40, allow_nan=False, width=32))
+def test_random_scalars_against_the_lax_twin(name, x):
+    converted, by_hand, _ = _pair(name)
+    x = np.float32(x)
+    _close(converted(x), by_hand(x))
+
+
 @given(st.floats(-50, 50, allow_nan=False, width=32), st.integers(0, 6))
 def test_random_inputs_against_python(x, n):
     """On Python values the converted function is the Python function; traced, the same values."""
