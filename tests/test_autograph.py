@@ -1304,3 +1304,24 @@ def test_explain_cache_misses_names_the_switch(caplog):
             caplog.at_level("WARNING", logger="ember"):
         jf(1.0)
     assert "config `autograph` changed: False -> True" in caplog.text
+
+
+def _count_up(n):
+    for i in range(n):
+        yield i
+
+
+async def _coroutine(x):
+    return x
+
+
+def test_generators_and_coroutines_run_unconverted_without_a_warning():
+    def f(x):
+        for i in _count_up(3):
+            x = x + i
+        c = _coroutine(1)
+        c.close()
+        return x
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(ember.jit(f, autograph=True)(1.0)) == 4.0

@@ -204,25 +204,28 @@ def _conversion(fun: types.FunctionType) -> Any:
     entry = _conversions.get(code)
     if entry is not None:
         return entry
+    why = ""  # (why a user's function runs unconverted: warned once)
     with _lock:
         entry = _conversions.get(code)
         if entry is not None:
             return entry
         if is_library(code.co_filename) or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
                                                             | inspect.CO_ASYNC_GENERATOR):
-            entry = _NOT_CONVERTED
+            entry = _NOT_CONVERTED  # (generators and coroutines run as they are iterated or awaited)
         else:
             node = _find(code)
-            if node is None or (isinstance(node, ast.FunctionDef) and is_generator(node)):
+            if node is None:
                 entry = _NOT_CONVERTED
                 why = "its source is not available (a REPL line, `exec`, or code made at run time)"
+            elif isinstance(node, ast.FunctionDef) and is_generator(node):
+                entry = _NOT_CONVERTED
             else:
                 try:
                     entry = _compile(code, node)
                 except Exception as e:  # (a construct the converter does not handle: run it as it is)
                     entry, why = _NOT_CONVERTED, f"it could not be converted ({type(e).__name__}: {e})"
         _conversions[code] = entry
-    if entry is _NOT_CONVERTED and not is_library(code.co_filename) and not code.co_flags & inspect.CO_GENERATOR:
+    if why:
         _warn_unconverted(fun, why)
     return entry
 
