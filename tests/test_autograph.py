@@ -1325,3 +1325,10 @@ def test_generators_and_coroutines_run_unconverted_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert float(ember.jit(f, autograph=True)(1.0)) == 4.0
+
+
+def test_a_lambda_is_converted():
+    f = ember.jit(lambda x: x * 2 if x > 0 else -x, autograph=True)
+    assert float(f(3.0)) == 6.0 and float(f(-3.0)) == 3.0
+    g = ember.jit(lambda x, y: _clip(x, y) if x > y or y > 10 else y, autograph=True)
+    assert float(g(3.0, 1.0)) == 3.0 and float(g(0.0, 1.0)) == 1.0
