@@ -524,12 +524,15 @@ def for_stmt(iterable: Any, body: Callable, state: tuple, names: tuple, where: s
     ``scan`` (one copy of the body in the program, reverse-differentiable), unless the body needs
     the item as a Python value, when it runs as Python. Otherwise Python's loop."""
     opts = _LoopOptions(names, where, brk, returns, outer_lists)
-    if type(iterable) is TracedRange:
+    if type(iterable) is TracedRange:  # (its test stops it after a break)
         _refuse_return(opts, "its range has a traced bound")
         record("for", where, "while_loop (traced range)")
         return _for_traced_range(iterable, body, state, opts)
+    touches_traced = _touches_traced(iterable, body, state)
+    if brk:  # every later iteration under `if not break flag` (a cond once the flag is traced)
+        body = _skipped_after_break(body, names.index(brk), names, where)
     if not returns and (type(iterable) is range or (is_traced(iterable) and aval(iterable).ndim >= 1)) \
-            and _touches_traced(iterable, body, state):
+            and touches_traced:
         try:
             out = _for_compiled(iterable, body, state, opts)
         except _NEEDS_PYTHON:
@@ -543,6 +546,13 @@ def for_stmt(iterable: Any, body: Callable, state: tuple, names: tuple, where: s
         if brk_index >= 0 and not is_traced(state[brk_index]) and state[brk_index]:
             break
     return state
+
+
+def _skipped_after_break(body: Callable, flag: int, names: tuple, where: str) -> Callable:
+    def guarded(item: Any, *state: Any) -> tuple:
+        return if_stmt(not_(state[flag]), lambda *s: body(item, *s), lambda *s: s, state, names, where,
+                       "the code after a break")
+    return guarded
 
 
 def _touches_traced(iterable: Any, body: Callable, state: tuple) -> bool:

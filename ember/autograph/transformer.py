@@ -7,7 +7,8 @@ passes when the walk reaches it):
    statements after it run under ``if not ag__did_return``; the function returns the result at
    its end (``ag__.returned`` / ``ag__.final_return``).
 2. ``break`` / ``continue`` become flags, the statements after them guarded the same way; a
-   ``while`` tests ``not ag__brk_N and test``, a ``for`` body runs under ``if not ag__brk_N``.
+   ``while`` tests ``not ag__brk_N and test``; ``ag__.for_stmt`` runs a ``for`` body under
+   ``if not ag__brk_N`` (or, over a traced range, tests the flag).
 3. ``if`` / ``while`` / ``for`` become calls of ``ag__.if_stmt`` / ``while_stmt`` / ``for_stmt``
    with their blocks as local functions that take and return the variables the statement
    assigns; ``a if c else b``, ``and`` / ``or`` / ``not``, and chained comparisons become calls of
@@ -237,8 +238,7 @@ class _Jumps:
             marked._ag_break = brk  # (read by ControlFlow)
             if isinstance(loop, ast.While):
                 loop.test = _located([ast.BoolOp(op=ast.And(), values=[_not(_name(brk)), loop.test])], loop)[0]
-            else:
-                body = _located([_guard(ast.If(test=_not(_name(brk)), body=body, orelse=[]), "break")], loop)
+            # (a for's later iterations are skipped by ag__.for_stmt, which knows the flag)
             if orelse:
                 after = _located([_guard(ast.If(test=_not(_name(brk)), body=orelse, orelse=[]), "break")], orelse[0])
         loop.body = body or [ast.Pass()]
