@@ -86,7 +86,7 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.traced_bodies: list[frozenset[int]] = []  # one per traced branch or loop body being traced:
         # the ids of the Python lists made before it (loops only) that it must not append to
-        self.events: list[str] | None = None  # what was converted, for log_compiles
+        self.events: list[list[str]] = []  # what was converted, for log_compiles (one list per jit being traced)
 
 
 _state = _State()
@@ -107,19 +107,20 @@ class _TracingBody:
 
 
 def record(statement: str, where: str, became: str) -> None:
-    if _state.events is not None:
-        _state.events.append(f"{statement} at {where} -> {became}")
+    if _state.events:
+        _state.events[-1].append(f"{statement} at {where} -> {became}")
 
 
 def start_recording() -> list[str]:
-    """Collect what each statement became during a trace (``log_compiles``); returns the list."""
+    """Collect what each statement became during a trace (``log_compiles``); returns the list. A
+    jit traced inside it (nested) collects its own, until its ``stop_recording``."""
     events: list[str] = []
-    _state.events = events
+    _state.events.append(events)
     return events
 
 
 def stop_recording() -> None:
-    _state.events = None
+    _state.events.pop()
 
 
 # --- values ----------------------------------------------------------------------------------------
