@@ -655,9 +655,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("names", nargs="*", help="substrings of workload names to run (default: all)")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timed repeats per measurement")
     parser.add_argument("--backend", default="cpu", help="ember backend to time (default: cpu)")
-    parser.add_argument("--tables", choices=("both", "jit", "eager"), default="both",
-                        help="the jit table, the eager table (benchmarks/eager.py), or both (default)")
+    parser.add_argument("--tables", choices=("both", "jit", "eager", "autograph"), default="both",
+                        help="the jit table, the eager table (benchmarks/eager.py), or both (default); or "
+                        "autograph: converted control flow against its lax twins (benchmarks/autograph.py)")
     args = parser.parse_args(argv)
+    if args.tables == "autograph":
+        from benchmarks import autograph  # (its own table: fresh processes for the first calls)
+
+        autograph.main(["--budget", str(args.budget * 2)])
+        return
     ember.config.update("backend", args.backend)
     # First-call timings jit a fresh function per workload on purpose, and measure compiling:
     # ember's disk cache is off here, as JAX's is by default (benchmarks/cold_start.py times it).

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 import numpy as np
 
 from ember import dtypes, errors, tree_util
+from ember.autograph import convert as convert_control_flow, start_recording, stop_recording
 from ember.backends.protocols import Executable, InvalidOutputValues
 from ember.config import config
 from ember.core import sharding
@@ -198,8 +199,10 @@ class JitFunction(Dispatcher):
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
                  donate_argnums: Sequence[int], donate_argnames: Sequence[str], keep_unused: bool,
-                 inline: bool, in_shardings: Any = None, out_shardings: Any = None) -> None:
+                 inline: bool, in_shardings: Any = None, out_shardings: Any = None,
+                 autograph: bool | None = None) -> None:
         self.fun = fun
+        self.autograph = autograph  # (None: as config.autograph says)
         self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self.donate_argnums = tuple(sorted(self._sig.donate_nums))
@@ -207,6 +210,8 @@ class JitFunction(Dispatcher):
         self.inline, self.keep_unused = inline, keep_unused
         options = (tuple(sorted(self._sig.static_nums)), tuple(sorted(self._sig.static_names)),
                    self.donate_argnums, self.donate_argnames)
+        if autograph is not None:  # (its own cache: converted and unconverted programs differ)
+            options += (("autograph", bool(autograph)),)
         self._cache = cache_for(fun, options)
         self._traced = False
         # (shardings: every call takes the general path, which partitions and places: ember.partition;
@@ -450,7 +455,7 @@ class JitFunction(Dispatcher):
                     params = [flat_args[i] for i in ref_positions]
                     dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, flat_args)
                     call_args, call_kwargs = _merge_static(dyn_args, dyn_kwargs, statics)
-                    out = self.fun(*call_args, **call_kwargs)
+                    out = fun(*call_args, **call_kwargs)
                     # (float0 results hold no data: the structure rebuilds them, as JAX returns them)
                     out_leaves, out_tree = tree_util.flatten_for_trace(tree_util.float0_as_structure(out))
                     for leaf in out_leaves:
@@ -476,7 +481,18 @@ class JitFunction(Dispatcher):
                 scope.restore()
 
         debug = DebugInfo("jit", self._sig.fun_name, arg_names, python_values=python_values)
-        closed = trace_to_jaxpr(flat_fun, avals, debug)
+        converting = self.autograph if self.autograph is not None else config.autograph
+        fun = convert_control_flow(self.fun) if converting else self.fun
+        if converting and config.log_compiles:
+            events = start_recording()
+            try:
+                closed = trace_to_jaxpr(flat_fun, avals, debug)
+            finally:
+                stop_recording()
+            logger.warning("ember: autograph converted %s: %s", self._sig.fun_name,
+                           "; ".join(dict.fromkeys(events)) or "no statement had a traced condition")
+        else:
+            closed = trace_to_jaxpr(flat_fun, avals, debug)
         if config.check_ir:
             check_jaxpr(closed)
         return closed, out_tree_box[0], (ref_box[0] if ref_box else None)
@@ -627,13 +643,17 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         static_argnums: int | Sequence[int] | None = None,
         static_argnames: str | Sequence[str] | None = None, donate_argnums: int | Sequence[int] | None = None,
         donate_argnames: Any = None, keep_unused: bool = False, device: Any = None, backend: Any = None,
-        inline: bool = False, **unsupported: Any) -> Any:
+        inline: bool = False, autograph: bool | None = None, **unsupported: Any) -> Any:
     """Compile ``fun`` just in time: trace once per argument signature, cache, and reuse.
 
     Works as ``jit(f, ...)``, as a decorator, and through ``functools.partial(jit, ...)``.
     ``in_shardings`` / ``out_shardings`` (a Sharding or PartitionSpec, or one per positional
     argument / a tree prefix of the output): inputs split over a mesh run as one program per
     device, partitioned from ``fun``'s (``ember.partition``); outputs are placed as they say.
+    ``autograph=True`` converts Python control flow on traced values (``if``, ``while``, ``for``,
+    ``break``, ``continue``, ``return``, ``and``/``or``/``not``) into ``lax`` control flow, in
+    ``fun`` and the user functions it calls (docs/autograph.md); None follows
+    ``config.autograph`` (``EMBER_AUTOGRAPH=1``).
     """
     if unsupported:
         raise TypeError(f"jit() got unexpected keyword arguments {sorted(unsupported)}")
@@ -641,11 +661,11 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                                  static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-                                 keep_unused=keep_unused, inline=inline)
+                                 keep_unused=keep_unused, inline=inline, autograph=autograph)
     if not callable(fun):
         raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
     return JitFunction(fun, _as_tuple(static_argnums), _as_tuple(static_argnames), _as_tuple(donate_argnums),
-                       _as_tuple(donate_argnames), keep_unused, inline, in_shardings, out_shardings)
+                       _as_tuple(donate_argnames), keep_unused, inline, in_shardings, out_shardings, autograph)
 
 
 # The partitioning of jit with in_shardings lives above this module (ember.partition registers it).

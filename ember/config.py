@@ -64,6 +64,9 @@ _DEFAULTS: dict[str, Any] = {
     # How many CPU devices the process has (as JAX's --xla_force_host_platform_device_count): pmap and
     # shard_map run one program per device, each on its own thread.
     "num_cpu_devices": int(os.environ.get("EMBER_NUM_CPU_DEVICES", "1") or 1),
+    # Convert Python control flow on traced values (if / while / for / break / continue / return, and /
+    # or / not) in every function jit traces, as jit(f, autograph=True) does (ember.autograph).
+    "autograph": os.environ.get("EMBER_AUTOGRAPH", "0") not in ("0", "", "false", "False"),
     # Seconds a collective across processes (ember.distributed) waits for the other processes before
     # it raises a clear error instead of hanging (a process died, or one skipped the collective).
     "collective_timeout": float(os.environ.get("EMBER_COLLECTIVE_TIMEOUT", "60") or 60),
@@ -75,6 +78,9 @@ _JAX_NAMES = {"platforms": "backend"}
 # Flags whose value changes the traced or the compiled program, hence part of the cache key.
 CODEGEN_FLAGS = ("enable_x64", "debug_nans", "debug_infs", "backend", "disabled_passes", "numpy_dtype_promotion",
                  "numpy_rank_promotion", "default_matmul_precision")
+# Flags in the cache key only when set: on, they change the traced program (the keys of programs
+# traced with them off, the disk cache's included, stay as they were).
+KEYED_WHEN_ON = ("autograph",)
 # The values an enumerated flag takes (others are a ValueError, as in JAX).
 CHOICES = {"numpy_dtype_promotion": ("standard", "strict"), "numpy_rank_promotion": ("allow", "warn", "raise"),
            "default_matmul_precision": (None, "default", "high", "highest", "bfloat16", "tensorfloat32",
@@ -89,7 +95,7 @@ class _Config:
         object.__setattr__(self, "_values", dict(_DEFAULTS))
         object.__setattr__(self, "_listeners", [])
         self.__dict__.update(_DEFAULTS)
-        object.__setattr__(self, "_codegen_key", tuple(_DEFAULTS[k] for k in CODEGEN_FLAGS))
+        object.__setattr__(self, "_codegen_key", self._key())
 
     def __getattr__(self, name: str) -> Any:  # only reached for names that are not flags
         if name.startswith("jax_"):  # (JAX's names: config.jax_enable_x64)
@@ -111,10 +117,14 @@ class _Config:
             raise ValueError(f"jax_{name} must be one of {list(CHOICES[name])}, got {value!r} of type {type(value)}")
         self._values[name] = value
         self.__dict__[name] = value
-        if name in CODEGEN_FLAGS:
-            object.__setattr__(self, "_codegen_key", tuple(self._values[k] for k in CODEGEN_FLAGS))
+        if name in CODEGEN_FLAGS or name in KEYED_WHEN_ON:
+            object.__setattr__(self, "_codegen_key", self._key())
         for listener in self._listeners:
             listener(name)
+
+    def _key(self) -> tuple:
+        values = self._values
+        return tuple(values[k] for k in CODEGEN_FLAGS) + tuple((k, True) for k in KEYED_WHEN_ON if values[k])
 
     def on_update(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(name)`` after every ``update`` (the jit hit path drops what it keeps)."""

@@ -67,6 +67,34 @@ class DeletedArrayError(RuntimeError, ValueError):
     class that is both lets code written against either ``except`` catch it wherever it is raised."""
 
 
+class AutographError(JAXTypeError):
+    """Python control flow that autograph (``jit(f, autograph=True)``) cannot convert keeping
+    Python's meaning; the message names the variable and the user's line."""
+
+
+class UndefinedVariableError(AutographError):
+    """A variable that a traced ``if`` assigns in one branch only, or a traced loop assigns
+    without a value before it, read after the statement."""
+
+
+class LoopVariableTypeError(AutographError):
+    """A variable of a loop with a traced condition changes shape, dtype or Python value between
+    iterations (a compiled loop carries one type)."""
+
+
+class ReturnInTracedLoopError(AutographError):
+    """A ``return`` inside a loop whose condition is traced."""
+
+
+class ListAppendInTracedLoopError(AutographError):
+    """A Python list made before a loop with a traced condition, appended to inside it."""
+
+
+class TracedPrintError(AutographError):
+    """``print`` of a traced value inside a converted branch or loop body (it would print once,
+    while tracing, not when the program runs)."""
+
+
 class InconclusiveDimensionOperation(Exception):
     """A comparison of symbolic dimensions that cannot be decided (JAX's shape polymorphism;
     ember's shapes are concrete, so it is never raised by ember itself)."""

@@ -28,6 +28,7 @@ LAYERS = (
     "backends",      # the reference interpreter's rules, the CPU backend, the disk cache of code
     "runtime",       # executables, the jit cache, AOT stages
     "transforms",    # jvp, partial evaluation, transpose, vmap, custom rules, checkpoint
+    "autograph",     # Python control flow on traced values, converted into lax's (jit(f, autograph=True))
     "api",           # jit, make_jaxpr, eval_shape
     "callbacks", "debug",                # host callbacks and their rules
     "numpy", "utilities",                # jnp; JAX's small top-level helpers (device_put, ...)

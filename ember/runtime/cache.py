@@ -290,6 +290,10 @@ def _differences(old: CacheKey, new: CacheKey, arg_names: Sequence[str], static_
     for flag, a, b in zip(CODEGEN_FLAGS, old.codegen, new.codegen):
         if a != b:
             out.append(f"config `{flag}` changed: {a!r} -> {b!r}")
+    # (flags keyed only when on, as ("autograph", True), after those)
+    old_on, new_on = set(old.codegen[len(CODEGEN_FLAGS):]), set(new.codegen[len(CODEGEN_FLAGS):])
+    for flag, _ in sorted(old_on ^ new_on):
+        out.append(f"config `{flag}` changed: {(flag, True) in old_on!r} -> {(flag, True) in new_on!r}")
     return out
 
 
