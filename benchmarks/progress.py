@@ -8,8 +8,10 @@ step, then calls it in a loop that feeds the updated parameters back (as trainin
 on every result, and reports when each step finished. The clock starts just before the first call
 (imports and input creation are not counted: ``benchmarks/cold_start.py`` times the imports).
 ember's disk cache is empty (a new cache folder per process), as JAX's persistent cache is off by
-default. The last table row is the second call of a small jitted function in a fresh process
-(the first call's compile done; what a hit costs before anything is warm).
+default; a third column starts ember from a cache that holds only its own runtime (the products,
+the native dispatcher, the thread team's runner: compiled once per machine by any earlier
+process, where JAX's comes compiled in its wheel), not the workload. The last line is the second
+call of a small jitted function in a fresh process (what a hit costs before anything is warm).
 
 ``--seconds`` shortens the horizon (the marks past it print ``-``); ``--runs`` repeats each pair
 of processes and prints the medians of the counts.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -219,15 +222,41 @@ def _environment(cache: str) -> dict[str, str]:
     return env
 
 
-def run_child(framework: str, index: int, seconds: float) -> list[float]:
+# ember compiles its own runtime for the host when a process first needs it (the blocked and narrow
+# products, the native dispatcher, the thread team's runner), and keeps it in the disk cache like a
+# program: JAX's comes compiled in its wheel. This program, run once into a cache folder, leaves
+# that runtime there and nothing of the workloads: "ember, runtime cached" starts from a copy of it.
+SEED = """
+import numpy as np, ember, ember.numpy as jnp
+from ember import lax
+a, b = np.ones((300, 300), np.float32), np.ones((300, 4), np.float32)
+f = ember.jit(lambda a, b: (jnp.tanh(a @ a) * 2.0, a @ b,
+                            lax.fori_loop(0, 3, lambda i, c: jnp.tanh(a[:64, :64] @ c), b[:64])))
+ember.block_until_ready(f(a, b))
+ember.wait_for_compiles()
+"""
+
+
+def _seeded_cache() -> str:
+    folder = tempfile.mkdtemp(prefix="ember-progress-runtime-")
+    subprocess.run([sys.executable, "-c", SEED], env=_environment(folder), check=True, capture_output=True)
+    return folder
+
+
+def run_child(framework: str, index: int, seconds: float, seed: str | None = None) -> list[float]:
+    """A fresh process's step times; ``seed``: a cache folder to start ember's from (a copy)."""
     with tempfile.TemporaryDirectory(prefix="ember-progress-") as cache:
+        if seed is not None:
+            shutil.copytree(seed, cache, dirs_exist_ok=True)
         out = subprocess.run([sys.executable, "-m", "benchmarks.progress", "--child", framework, str(index),
                               str(seconds)], capture_output=True, text=True, env=_environment(cache), check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def second_call(framework: str) -> float:
+def second_call(framework: str, seed: str | None = None) -> float:
     with tempfile.TemporaryDirectory(prefix="ember-progress-") as cache:
+        if seed is not None:
+            shutil.copytree(seed, cache, dirs_exist_ok=True)
         out = subprocess.run([sys.executable, "-c", SECOND_CALL, framework], capture_output=True, text=True,
                              env=_environment(cache), check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -237,15 +266,21 @@ def counts(finished: list[float], seconds: float) -> list[int | None]:
     return [sum(t <= mark for t in finished) if mark <= seconds else None for mark in MARKS]
 
 
-def table(rows: list[tuple[str, list, list]], calls: dict[str, float] | None) -> str:
+COLUMNS = {"ember": "ember, empty cache", "ember-runtime": "ember, its runtime cached", "jax": "JAX"}
+
+
+def table(rows: list[tuple[str, dict[str, list]]], calls: dict[str, float] | None) -> str:
     marks = " | ".join(f"{m:g} s" for m in MARKS)
-    lines = [f"| workload (steps done by, ember / JAX) | {marks} |", "|---|" + "---|" * len(MARKS)]
-    for name, ember_counts, jax_counts in rows:
-        cells = " | ".join("-" if e is None else f"{e:g} / {j:g}" for e, j in zip(ember_counts, jax_counts))
+    names = list(rows[0][1]) if rows else []
+    head = " / ".join(COLUMNS[n] for n in names)
+    lines = [f"| workload (steps done by: {head}) | {marks} |", "|---|" + "---|" * len(MARKS)]
+    for name, per in rows:
+        cells = " | ".join("-" if column[0] is None else " / ".join(f"{c:g}" for c in column)
+                           for column in zip(*per.values()))
         lines.append(f"| {name} | {cells} |")
     if calls:
-        lines.append(f"\nsecond call of a small jitted function in a fresh process: ember "
-                     f"{calls['ember'] * 1e3:.3f} ms, JAX {calls['jax'] * 1e3:.3f} ms")
+        lines.append("\nsecond call of a small jitted function in a fresh process: "
+                     + ", ".join(f"{COLUMNS[n]} {t * 1e3:.3f} ms" for n, t in calls.items()))
     return "\n".join(lines)
 
 
@@ -253,8 +288,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="substrings of workload names to run (default: all)")
     parser.add_argument("--seconds", type=float, default=MARKS[-1], help="the horizon of each run")
-    parser.add_argument("--runs", type=int, default=1, help="fresh-process pairs per row (medians)")
-    parser.add_argument("--frameworks", default="ember,jax")
+    parser.add_argument("--runs", type=int, default=1, help="fresh-process runs per row (medians)")
+    parser.add_argument("--frameworks", default="ember,ember-runtime,jax",
+                        help="of ember (empty cache), ember-runtime (its runtime cached), jax")
     parser.add_argument("--child", nargs=3, metavar=("FRAMEWORK", "INDEX", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -262,21 +298,30 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(child_steps(framework, int(index), float(seconds))))
         return
     frameworks = args.frameworks.split(",")
-    rows = []
-    for index, w in enumerate(WORKLOADS):
-        if args.names and not any(n in w.name for n in args.names):
-            continue
-        print(f"running {w.name} ...", file=sys.stderr, flush=True)
-        per: dict[str, list[list[int | None]]] = {f: [] for f in frameworks}
-        for _ in range(args.runs):  # (the frameworks in turns)
-            for f in frameworks:
-                per[f].append(counts(run_child(f, index, args.seconds), args.seconds))
-        medians = {f: [None if c[0] is None else statistics.median(c) for c in zip(*per[f])] for f in frameworks}
-        rows.append((w.name, medians.get("ember", [None] * len(MARKS)), medians.get("jax", [None] * len(MARKS))))
-    calls = None
-    if not args.names and set(frameworks) == {"ember", "jax"}:
-        calls = {f: statistics.median(second_call(f) for _ in range(5)) for f in frameworks}
-    print(table(rows, calls))
+    seed = _seeded_cache() if "ember-runtime" in frameworks else None
+    try:
+        rows = []
+        for index, w in enumerate(WORKLOADS):
+            if args.names and not any(n in w.name for n in args.names):
+                continue
+            print(f"running {w.name} ...", file=sys.stderr, flush=True)
+            per: dict[str, list[list[int | None]]] = {f: [] for f in frameworks}
+            for _ in range(args.runs):  # (the frameworks in turns)
+                for f in frameworks:
+                    finished = run_child("jax" if f == "jax" else "ember", index, args.seconds,
+                                         seed if f == "ember-runtime" else None)
+                    per[f].append(counts(finished, args.seconds))
+            rows.append((w.name, {f: [None if c[0] is None else statistics.median(c) for c in zip(*per[f])]
+                                  for f in frameworks}))
+        calls = None
+        if not args.names:
+            calls = {f: statistics.median(second_call("jax" if f == "jax" else "ember",
+                                                      seed if f == "ember-runtime" else None) for _ in range(5))
+                     for f in frameworks}
+        print(table(rows, calls))
+    finally:
+        if seed is not None:
+            shutil.rmtree(seed, ignore_errors=True)
 
 
 if __name__ == "__main__":
