@@ -22,7 +22,12 @@ from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
 import numpy as np
 
 from ember import dtypes, errors, tree_util
-from ember.autograph import convert as convert_control_flow, start_recording, stop_recording
+from ember.autograph import (
+    convert as convert_control_flow,
+    converting as converting_scope,
+    start_recording,
+    stop_recording,
+)
 from ember.backends.protocols import Executable, InvalidOutputValues
 from ember.config import config
 from ember.core import sharding
@@ -483,16 +488,17 @@ class JitFunction(Dispatcher):
         debug = DebugInfo("jit", self._sig.fun_name, arg_names, python_values=python_values)
         converting = self.autograph if self.autograph is not None else config.autograph
         fun = convert_control_flow(self.fun) if converting else self.fun
-        if converting and config.log_compiles:
-            events = start_recording()
-            try:
+        with converting_scope(converting):  # (and what grad, vmap, ... trace inside: ``jit(grad(f))``'s f)
+            if converting and config.log_compiles:
+                events = start_recording()
+                try:
+                    closed = trace_to_jaxpr(flat_fun, avals, debug)
+                finally:
+                    stop_recording()
+                logger.warning("ember: autograph converted %s: %s", self._sig.fun_name,
+                               "; ".join(dict.fromkeys(events)) or "no statement had a traced condition")
+            else:
                 closed = trace_to_jaxpr(flat_fun, avals, debug)
-            finally:
-                stop_recording()
-            logger.warning("ember: autograph converted %s: %s", self._sig.fun_name,
-                           "; ".join(dict.fromkeys(events)) or "no statement had a traced condition")
-        else:
-            closed = trace_to_jaxpr(flat_fun, avals, debug)
         if config.check_ir:
             check_jaxpr(closed)
         return closed, out_tree_box[0], (ref_box[0] if ref_box else None)

@@ -1332,3 +1332,52 @@ def test_a_lambda_is_converted():
     assert float(f(3.0)) == 6.0 and float(f(-3.0)) == 3.0
     g = ember.jit(lambda x, y: _clip(x, y) if x > y or y > 10 else y, autograph=True)
     assert float(g(3.0, 1.0)) == 3.0 and float(g(0.0, 1.0)) == 1.0
+
+
+def _branchy_loss(x):
+    if jnp.sum(x) > 0:
+        y = jnp.sin(x) * 2.0
+    else:
+        y = jnp.cos(x)
+    return jnp.sum(y * y)
+
+
+def _branchy_loss_lax(x):
+    y = lax.cond(jnp.sum(x) > 0, lambda x: jnp.sin(x) * 2.0, lambda x: jnp.cos(x), x)
+    return jnp.sum(y * y)
+
+
+_TRANSFORMS = {
+    "grad": (ember.grad, False),
+    "value_and_grad": (ember.value_and_grad, False),
+    "vmap": (ember.vmap, True),
+    "vmap(grad)": (lambda g: ember.vmap(ember.grad(g)), True),
+    "jvp": (lambda g: (lambda v: ember.jvp(g, (v,), (v,))), False),
+    "linearize": (lambda g: (lambda v: ember.linearize(g, v)[1](v)), False),
+}
+
+
+@pytest.mark.parametrize("name", list(_TRANSFORMS))
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true", "false"])
+def test_a_transformation_that_a_converting_jit_traces_converts_the_users_function(name, sign):
+    """``jit(grad(f), autograph=True)``: jit is given grad's wrapper (ember's code), and grad
+    converts ``f`` when it traces it inside the converting trace."""
+    make, batched = _TRANSFORMS[name]
+    x = sign * np.linspace(-0.5, 2.0, 5).astype(np.float32)
+    arg = np.stack([x, -x]) if batched else x
+    got = ember.jit(make(_branchy_loss), autograph=True)(arg)
+    want = ember.jit(make(_branchy_loss_lax))(arg)
+    for g, w in zip(ember.tree_util.tree_leaves(got), ember.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-6)
+
+
+def test_a_library_style_jit_of_value_and_grad_converts_under_the_config_switch():
+    x = np.linspace(-2.0, 0.5, 4).astype(np.float32)
+    with ember.config.override(autograph=True):
+        got = ember.jit(ember.value_and_grad(_branchy_loss))(x)
+    want = ember.jit(ember.value_and_grad(_branchy_loss_lax))(x)
+    for g, w in zip(ember.tree_util.tree_leaves(got), ember.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-6)
+    with pytest.raises(errors.TracerBoolConversionError):  # (off: the Python `if` on a tracer, as before)
+        ember.jit(ember.grad(_branchy_loss))(x)
+    assert ember.grad(_branchy_loss)(x).shape == x.shape  # (no jit: concrete values, plain Python)

@@ -15,6 +15,7 @@ site-packages, the standard library) is never converted.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import functools
 import inspect
@@ -27,12 +28,13 @@ import threading
 import types
 import warnings
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ember import errors
 from ember.autograph import operators
 from ember.autograph.transformer import ControlFlow, is_generator
 from ember.core.caches import register_cache
+from ember.transforms import user_functions
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -296,6 +298,35 @@ def _compiled_outside_libraries(fun: Any) -> bool:
     module = sys.modules.get(getattr(fun, "__module__", None) or "")
     path = getattr(module, "__file__", None)
     return isinstance(path, str) and not is_library(path)
+
+
+class _Converting(threading.local):
+    """Whether the innermost ``jit`` trace of this thread converts (a stack: jits nest)."""
+
+    def __init__(self) -> None:
+        self.stack: list[bool] = []
+
+
+_converting = _Converting()
+
+
+@contextlib.contextmanager
+def converting(on: bool) -> Iterator[None]:
+    """Within: the ``jit`` trace being made converts (``on``) or not; the functions that
+    transformations trace meanwhile (``grad(f)``'s ``f``) are converted as it says."""
+    _converting.stack.append(on)
+    try:
+        yield
+    finally:
+        _converting.stack.pop()
+
+
+def _traced_by_a_transformation(fun: Any) -> Any:
+    stack = _converting.stack
+    return call(fun) if stack and stack[-1] else fun
+
+
+user_functions.register(_traced_by_a_transformation)
 
 
 def convert(fun: Callable) -> Callable:

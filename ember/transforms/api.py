@@ -20,7 +20,7 @@ from ember.core.trace import Tracer, current_trace
 from ember.dtypes import float0, float0_zeros
 from ember.lax import parallel as par
 from ember.lax.base import aval
-from ember.transforms import rules  # noqa: F401  (registers the rules)
+from ember.transforms import rules, user_functions  # noqa: F401  (rules: registers the rules)
 from ember.transforms.batching import BatchTrace, BatchTracer, vmap
 from ember.transforms.custom import custom_jvp, custom_vjp
 from ember.transforms.custom_batching import custom_vmap, sequential_vmap
@@ -50,7 +50,7 @@ class _FlatFunction:
     """
 
     def __init__(self, fun: Callable, in_tree: Any, has_aux: bool, api: str, as_given: bool = False) -> None:
-        self.fun, self.in_tree, self.has_aux, self.api = fun, in_tree, has_aux, api
+        self.fun, self.in_tree, self.has_aux, self.api = user_functions.traced(fun), in_tree, has_aux, api
         self.as_given = as_given  # (jvp: output leaves are checked, not converted, as JAX returns them)
         self.out_tree: Any = None
         self.aux_leaves: list = []
@@ -402,7 +402,8 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         with_args, dynamic = _split_args(args, nums)
         _check_inputs("grad", dynamic, allow_int, holomorphic)
-        result = vjp(lambda *dyn: fun(*with_args(dyn), **kwargs), *dynamic, has_aux=has_aux)
+        traced = user_functions.traced(fun)
+        result = vjp(lambda *dyn: traced(*with_args(dyn), **kwargs), *dynamic, has_aux=has_aux)
         out, vjp_fn = result[:2]
         _check_scalar_output(out, holomorphic)
         grads = vjp_fn(lax.convert_element_type(1.0, aval(out).dtype, aval(out).weak_type))

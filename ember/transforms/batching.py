@@ -45,6 +45,7 @@ from ember.lax import control_flow, refs as _refs
 from ember.lax.base import aval
 from ember.lax.elementwise import ELEMENTWISE
 from ember.lax.parallel import COLLECTIVES, VMAP, extend_axis_env
+from ember.transforms import user_functions
 from ember.transforms.programs import eval_closed_by_binding, trace_program, trace_programs
 
 BatchDim = int | None
@@ -420,7 +421,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 flat[i] = _refs.new_ref(flat[i])
                 inner.append(flat[i])
             call_args, call_kwargs = tree_util.tree_unflatten(in_tree, flat)
-            out = fun(*call_args, **call_kwargs)
+            out = user_functions.traced(fun)(*call_args, **call_kwargs)
             out_leaves, out_tree = tree_util.flatten_for_trace(out)
             out_tree_box.append(out_tree)
             out_hidden.append(_hidden_dims(out_leaves, tree_util.tree_leaves(out)))
