@@ -66,8 +66,8 @@ REFERENCE_NS_PER_ELEMENT = 2.0  # elementwise and data movement
 # measured: 16x64x64x32 and 32x28x28x16, 3x3).
 REFERENCE_NS_PER_FLOP = {dot_general_p: 0.05, conv_general_dilated_p: 1.0}
 WHILE_TRIPS = 1000
-# The share of the time since a compile started that the calls on the reference tier may take from
-# it (their CPU time); a call that would take more waits (``TieredExecutable``).
+# The share of the wall-clock time since a compile started that the calls on the reference tier may
+# take (their own wall-clock time); a call that would take more waits (``TieredExecutable``).
 QUICK_TIER_SHARE = 0.1
 # And this much time besides: a small program's calls (0.05-0.2 ms on the reference: a process's
 # first program, tiered while LLVM loads) cost the compile nothing that counts, and its second call
