@@ -524,20 +524,12 @@ class LoopFunction:
                     self.b.gep(out, [at]), self.b.gep(source, [self.b.mul(source_offset, ir.Constant(I64, itemsize))]),
                     ir.Constant(I64, run), ir.Constant(lowering.I1, 0)])
                 return
-            before = self.b.block
-            header, body, done = (self.fn.append_basic_block(n) for n in ("update", "update_row", "updated"))
-            self.b.branch(header)
-            self.b.position_at_end(header)
-            index = self.b.phi(I64)
-            index.add_incoming(ir.Constant(I64, 0), before)
-            self.b.cbranch(self.b.icmp_signed("<", index, ir.Constant(I64, window[depth])), body, done)
-            self.b.position_at_end(body)
-            row = self.b.add(begins[depth], index)
-            rows(depth + 1, self.b.mul(self.b.add(offset, row), ir.Constant(I64, shape[depth + 1])),
-                 self.b.mul(self.b.add(source_offset, index), ir.Constant(I64, window[depth + 1])))
-            index.add_incoming(self.b.add(index, ir.Constant(I64, 1)), self.b.block)
-            self.b.branch(header)
-            self.b.position_at_end(done)
+            def row(index: ir.Value) -> None:
+                at = self.b.add(begins[depth], index)
+                rows(depth + 1, self.b.mul(self.b.add(offset, at), ir.Constant(I64, shape[depth + 1])),
+                     self.b.mul(self.b.add(source_offset, index), ir.Constant(I64, window[depth + 1])))
+
+            lowering.counted_loop(self.fn, self.b, ir.Constant(I64, 0), ir.Constant(I64, window[depth]), 1, row)
 
         rows(0, ir.Constant(I64, 0), ir.Constant(I64, 0))
 

@@ -63,6 +63,24 @@ def memcpy(module: ir.Module) -> ir.Function:
         module, ir.FunctionType(ir.VoidType(), [i8p, i8p, I64, I1]), "llvm.memcpy.p0.p0.i64")
 
 
+def counted_loop(fn: ir.Function, b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int | ir.Value,
+                 body: Callable[[ir.Value], None]) -> None:
+    """for (i = start; i < stop; i += step) body(i), emitted at ``b`` into ``fn`` (``Loops.loop``, and
+    code that emits into a function it did not start: a native loop's window updates)."""
+    before = b.block
+    header, inner, done = (fn.append_basic_block(n) for n in ("loop", "body", "done"))
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(I64)
+    i.add_incoming(start, before)
+    b.cbranch(b.icmp_signed("<", i, stop), inner, done)
+    b.position_at_end(inner)
+    body(i)
+    i.add_incoming(b.add(i, ir.Constant(I64, step) if isinstance(step, int) else step), b.block)
+    b.branch(header)
+    b.position_at_end(done)
+
+
 class Loops:
     """Loops of run-time bounds and branches over i64, emitted through one movable builder (the
     native product, the FFT, the LAPACK calls' copies)."""
@@ -73,19 +91,7 @@ class Loops:
 
     def loop(self, start: ir.Value, stop: ir.Value, step: int | ir.Value, body: Callable[[ir.Value], None]) -> None:
         """for (i = start; i < stop; i += step) body(i)."""
-        b = self.b
-        before = b.block
-        header, inner, done = (self.fn.append_basic_block(n) for n in ("loop", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        i = b.phi(I64)
-        i.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", i, stop), inner, done)
-        b.position_at_end(inner)
-        body(i)
-        i.add_incoming(b.add(i, ir.Constant(I64, step) if isinstance(step, int) else step), b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        counted_loop(self.fn, self.b, start, stop, step, body)
 
     def min(self, x: ir.Value, y: ir.Value) -> ir.Value:
         return self.b.select(self.b.icmp_signed("<", x, y), x, y)
