@@ -31,7 +31,13 @@ from ember.core.caches import clear_caches  # noqa: F401
 from ember.distributed import make_array_from_process_local_data  # noqa: F401
 from ember.jax_import import install_as_jax  # noqa: F401
 from ember.lax.refs import Ref, freeze, new_ref  # noqa: F401  (mutable array references: docs/refs.md)
-from ember.parallel import make_array_from_callback, pmap, reshard, shard_map  # noqa: F401
+from ember.parallel import (  # noqa: F401
+    make_array_from_callback,
+    make_array_from_single_device_arrays,
+    pmap,
+    reshard,
+    shard_map,
+)
 from ember.runtime import eager  # noqa: F401  (eager operations on native code: installs itself)
 from ember.transforms.api import (  # noqa: F401
     closure_convert,

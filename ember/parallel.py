@@ -30,16 +30,20 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import distributed, lax, tree_util
+from ember import distributed, dtypes, lax, tree_util
 from ember.api import jit
+from ember.backends import registry
 from ember.core import sharding as shd
 from ember.core.array import Array, ShapeDtypeStruct
+from ember.core.avals import ShapedArray
 from ember.core.trace import EvalTrace, Tracer, current_trace
 from ember.lax import parallel as par
 from ember.lax.base import aval
 from ember.transforms import batching
+from ember.utilities import device_put
 
-__all__ = ["make_array_from_callback", "pmap", "reshard", "shard_map", "with_sharding_constraint"]
+__all__ = ["make_array_from_callback", "make_array_from_single_device_arrays", "pmap", "reshard", "shard_map",
+           "with_sharding_constraint"]
 
 with_sharding_constraint = par.with_sharding_constraint
 
@@ -420,6 +424,50 @@ def make_array_from_callback(shape: Sequence[int], sharding: shd.Sharding, data_
         full[index] = block
     if full is None:
         full = np.empty(shape, dtype or np.float32)
+    if _device_backend(sharding) is not None:  # (a device backend's mesh: each device gets its block)
+        return device_put(full, sharding)
+    return shd.place(Array(full), sharding)
+
+
+def _device_backend(sharding: shd.Sharding) -> Any:
+    """The device backend (an accelerator's, or XLA's CPU plugin's) whose devices ``sharding``
+    names; None for ember's CPU devices."""
+    first = next(iter(sharding._device_list()), None)
+    if first is None or isinstance(first, shd.Device):
+        return None
+    backend = registry.of_device(first)
+    return None if backend.host_buffers else backend
+
+
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: shd.Sharding, arrays: Sequence[Any], *,
+                                         dtype: Any = None) -> Array:
+    """The array of global ``shape`` whose blocks are ``arrays``, one per addressable device of
+    ``sharding`` in the order of ``sharding.addressable_devices_indices_map(shape)``. On a device
+    backend, blocks already on their devices become the array's buffers as they are."""
+    shape = tuple(int(s) for s in shape)
+    index_map = sharding.addressable_devices_indices_map(shape)
+    if len(arrays) != len(index_map):
+        raise ValueError(f"make_array_from_single_device_arrays: the sharding has {len(index_map)} addressable "
+                         f"devices, got {len(arrays)} arrays")
+    block_shape = sharding.shard_shape(shape)
+    for k, (a, device) in enumerate(zip(arrays, index_map)):
+        if tuple(a.shape) != tuple(block_shape):
+            raise ValueError(f"Expected shard shape {block_shape} doesn't match the single device array shape "
+                             f"{tuple(a.shape)} (array {k}, for {device!r})")
+    dtype = np.dtype(dtype) if dtype is not None else np.asarray(arrays[0]).dtype if arrays else np.float32
+    backend = _device_backend(sharding)
+    if backend is not None:
+        blocks = [a.device_buffer if type(a) is Array else None for a in arrays]
+        if all(b is not None and b.backend == backend.name and b.device is d for b, d in zip(blocks, index_map)):
+            order = {id(d): k for k, d in enumerate(index_map)}
+            held = [blocks[order[id(d)]] for d in sharding._device_list()]
+            return Array.from_buffer(backend.split_buffer(held, sharding, shape, dtype),
+                                     ShapedArray(shape, dtypes.canonicalize_dtype(dtype)))
+    full = np.empty(shape, dtype)
+    for a, index in zip(arrays, index_map.values()):
+        full[index] = np.asarray(a)
+    if backend is not None:
+        return device_put(full, sharding)
     return shd.place(Array(full), sharding)
 
 

@@ -35,6 +35,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ember import api, lax, tree_util
+from ember.backends import registry
 from ember.core import sharding as shd
 from ember.core.array import Array
 from ember.core.avals import aval_of_value
@@ -368,6 +369,8 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
         out = jitted.call_whole(args, kwargs)
         return _place_outputs(out, jitted.out_shardings)
     (mesh,) = meshes
+    if _on_device_mesh(mesh):
+        return _call_on_devices(jitted, args, kwargs, leaves, in_tree, statics, in_sh, mesh)
     avals = tuple(map(aval_of_value, leaves))
     key = (in_tree, avals, statics, tuple(in_sh), id(mesh))
     compiled = jitted._sharded_programs.get(key)
@@ -381,6 +384,41 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
         jitted._sharded_programs[key] = compiled
     outs = compiled.run(*leaves)
     return tree_util.tree_unflatten(compiled.out_tree, list(outs))
+
+
+def _on_device_mesh(mesh: Any) -> bool:
+    """Whether ``mesh`` holds a device backend's devices (an accelerator's, or XLA's CPU plugin's),
+    whose programs XLA partitions, rather than ember's CPU devices, which ember partitions."""
+    first = next(iter(np.asarray(mesh.devices).flat))
+    return not isinstance(first, shd.Device)
+
+
+def _call_on_devices(jitted: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
+                     in_sh: list, mesh: Any) -> Any:
+    """``jitted`` over a device backend's mesh: the program is traced once, annotated with the
+    inputs' shardings (an unspecified input is replicated) and the outputs' (unspecified: XLA's
+    propagation chooses), and XLA partitions it over the mesh's devices."""
+    sig = jitted._sig
+    avals = tuple(map(aval_of_value, leaves))
+    in_sh = [s if _splits(s) or isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in in_sh]
+    donated = sig.donated_leaves(args, kwargs) if not sig.plain else frozenset()
+    key = ("devices", in_tree, avals, statics, tuple(in_sh), mesh, donated)
+    compiled = jitted._sharded_programs.get(key)
+    if compiled is None:
+        closed, out_tree = jitted.trace_program(avals, in_tree, statics, sig.arg_names(args, kwargs))
+        out_sh: list = [None] * len(closed.out_avals)
+        if jitted.out_shardings is not None:
+            out_sh = [None if s is None else _named(s)
+                      for s in _prefix_leaves("out_shardings", jitted.out_shardings, out_tree)]
+        backend = registry.of_device(next(iter(np.asarray(mesh.devices).flat)))
+        program = backend.partitioned(closed, mesh, in_sh, out_sh, sig.fun_name, donated)
+        compiled = jitted._sharded_programs[key] = (program, out_tree)
+    program, out_tree = compiled
+    outs = program(leaves)
+    for i in program.donated:
+        if type(leaves[i]) is Array:
+            leaves[i].delete()
+    return tree_util.tree_unflatten(out_tree, outs)
 
 
 def _place_outputs(out: Any, shardings: Any) -> Any:

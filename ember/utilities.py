@@ -16,6 +16,7 @@ from ember.core import sharding
 from ember.core.array import Array, Device
 from ember.core.primitive import Primitive
 from ember.core.trace import EvalTrace, Trace, Tracer, current_trace, set_current_trace
+from ember.lax import parallel as lax_parallel
 from ember.numpy import asarray
 from ember.runtime.tiers import wait_for_compiles  # noqa: F401  (re-exported by ember)
 
@@ -35,6 +36,14 @@ def device_put(x: Any, device: Any = None) -> Any:
     place them as a sharding says (as Arrays). A device of a backend whose memory is not the host's
     gets a copy in that memory (an array of such a device put on a host device is copied to the
     host)."""
+    if isinstance(device, sharding.PartitionSpec) and not registry.get().host_buffers:
+        device = sharding.NamedSharding(_context_mesh(), device)
+    if isinstance(device, sharding.Sharding) and not isinstance(device, sharding.SingleDeviceSharding):
+        devices_of = getattr(getattr(device, "mesh", None), "devices", None)
+        first = None if devices_of is None else next(iter(np.asarray(devices_of).flat))
+        if first is not None and not isinstance(first, Device) and not registry.of_device(first).host_buffers:
+            split = registry.of_device(first)
+            return tree_util.map_for_trace(lambda leaf: _put_sharded(leaf, split, device), x)
     target = device
     if device is None and not registry.get().host_buffers:  # (the default device, as in JAX: a TPU's)
         target = registry.get().devices()[0]
@@ -47,6 +56,27 @@ def device_put(x: Any, device: Any = None) -> Any:
     return tree_util.map_for_trace(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
                               sharding.put(Array(np.asarray(leaf), leaf.aval) if type(leaf) is Array else
                                            asarray(leaf), device), x)
+
+
+def _context_mesh() -> Any:
+    mesh = sharding.get_mesh()
+    if mesh.empty:
+        raise ValueError("device_put with a PartitionSpec needs a mesh: use `jax.set_mesh(mesh)` or pass a "
+                         "NamedSharding")
+    return mesh
+
+
+def _put_sharded(leaf: Any, backend: Any, where: sharding.Sharding) -> Any:
+    """``leaf`` split over the devices of ``where`` (a device backend's): each device holds its
+    block; an array already on the backend is resharded there."""
+    if isinstance(leaf, Tracer):  # (inside a trace: the value is constrained, as JAX's device_put does)
+        return lax_parallel.with_sharding_constraint(leaf, where)
+    array = leaf if type(leaf) is Array else asarray(leaf)
+    where.shard_shape(tuple(array.shape))  # (a dimension its axes do not divide: JAX's error, nothing placed)
+    buffer = array.device_buffer
+    if buffer is not None and buffer.backend == backend.name and not buffer.deleted:
+        return Array.from_buffer(backend.put_sharded((buffer, array.aval), where), array.aval)
+    return Array.from_buffer(backend.put_sharded(np.asarray(array), where), array.aval)
 
 
 def _put_on_device(leaf: Any, backend: Backend, device: Any) -> Any:

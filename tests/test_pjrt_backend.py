@@ -143,18 +143,40 @@ def test_large_copies_of_one_call_run_side_by_side_once_each(on_xla_cpu, monkeyp
     assert sum(nbytes >= protocols.PARALLEL_COPY_BYTES for _, nbytes in threads) == 3
 
 
-def test_an_array_on_another_device_of_the_plugin_is_copied_to_where_programs_run(on_xla_cpu):
-    devices = ember.devices()
-    if len(devices) < 2:
-        pytest.skip("the plugin has one device here")
-    x = ember.device_put(np.arange(3, dtype=np.float32), devices[-1])
-    assert x.device == devices[-1]
-    f = ember.jit(lambda a, b: a * 2 + b)
-    for _ in range(2):  # (the general path, then the hit path)
-        y = f(x, np.ones(3, np.float32))
-        np.testing.assert_array_equal(np.asarray(y), np.arange(3) * 2 + 1)
-        assert y.device == devices[0]
-    assert x.device == devices[-1]  # (its placement unchanged)
+def _with_devices(program: str, count: int) -> subprocess.CompletedProcess:
+    """``program`` run by a fresh process whose XLA CPU plugin has ``count`` devices (a client's
+    device count is fixed when it opens: ``XLA_FLAGS``, as for JAX)."""
+    env = dict(os.environ, EMBER_PLATFORMS="xla_cpu",
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={count}")
+    env.pop("EMBER_NUM_CPU_DEVICES", None)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=root)
+
+
+def test_the_plugins_device_count_follows_xla_flags_as_jaxs_cpu():
+    out = _with_devices("import ember; print(len(ember.devices()), ember.devices()[-1])", 3)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["3", "CPUDevice(id=2)"]
+    assert len(ember.devices("xla_cpu")) == ember.config.num_cpu_devices  # (1 here, as JAX's CPU by default)
+
+
+def test_an_array_on_another_device_of_the_plugin_is_copied_to_where_programs_run():
+    out = _with_devices("""
+import numpy as np, ember
+devices = ember.devices()
+x = ember.device_put(np.arange(3, dtype=np.float32), devices[-1])
+assert x.device == devices[-1]
+f = ember.jit(lambda a, b: a * 2 + b)
+for _ in range(2):  # (the general path, then the hit path)
+    y = f(x, np.ones(3, np.float32))
+    np.testing.assert_array_equal(np.asarray(y), np.arange(3) * 2 + 1)
+    assert y.device == devices[0]
+assert x.device == devices[-1]  # (its placement unchanged)
+print("ok")
+""", 2)
+    assert out.returncode == 0 and out.stdout.split() == ["ok"], out.stderr
 
 
 def test_device_put_without_a_device_puts_on_the_default_backends_device(on_xla_cpu):
@@ -218,14 +240,21 @@ def test_aot_text_is_the_stablehlo(on_xla_cpu):
     assert "exp" in lowered.as_text("jaxpr") and "stablehlo" not in lowered.as_text("jaxpr")
 
 
-def test_a_program_with_a_refused_primitive_says_which_and_why(on_xla_cpu):
-    from ember.sharding import Mesh, PartitionSpec as P
-
-    mesh = Mesh(np.array(ember.devices()[:2]), ("d",))
-    summed = ember.shard_map(lambda x: lax.psum(x, "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
-    with pytest.raises(NotImplementedError, match=r"cannot compile the primitive `psum` over the axis \('d',\), "
-                                                  r"which has size 2: .*single-device programs"):
-        summed(np.arange(4, dtype=np.float32))
+def test_a_program_with_a_refused_primitive_says_which_and_why():
+    out = _with_devices("""
+import numpy as np, ember
+from ember import lax
+from ember.sharding import Mesh, PartitionSpec as P
+mesh = Mesh(np.array(ember.devices()[:2]), ("d",))
+summed = ember.shard_map(lambda x: lax.psum(x, "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
+try:
+    summed(np.arange(4, dtype=np.float32))
+except NotImplementedError as e:
+    print(str(e))
+""", 2)
+    assert out.returncode == 0, out.stderr
+    assert "cannot compile the primitive `psum` over the axis ('d',), which has size 2" in out.stdout
+    assert "only over an axis of one device" in out.stdout
 
 
 def test_an_accelerator_plugin_found_is_the_default_backend():

@@ -188,6 +188,11 @@ def _resident(backend: Backend, device: Any, x: Array) -> Any:
     return None
 
 
+class SplitArgument(Exception):
+    """An argument split over several devices reached a one-device program: the backend runs the
+    program over those devices instead (``ember.backends.pjrt.spmd``)."""
+
+
 def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) -> Any:
     """The buffer of one argument on ``backend``'s ``device`` (where its programs run): an Array's
     own there or its mirror (``_resident``), else a new copy (kept as the mirror of a host Array)."""
@@ -200,6 +205,8 @@ def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) ->
     buffer = _resident(backend, device, x)
     if buffer is not None:
         return buffer
+    if getattr(x._device, "shards", None) is not None:
+        raise SplitArgument(x)
     buffer = backend.put(to_numpy(x, aval), device)
     if x._device is None:
         x._mirror = buffer

@@ -19,6 +19,7 @@ from ember.core.sharding import (  # noqa: F401  (CPU: re-exported)
     CPU,
     Device,
     Format,
+    Shard,
     Sharding,
     SingleDeviceSharding,
     format_of,
@@ -98,9 +99,9 @@ class Array(AvalProperties, metaclass=_ArrayType):
     @property
     def device(self) -> Device:
         buffer = self.device_buffer
-        if buffer is not None:
+        if buffer is not None and buffer.device is not None:
             return buffer.device
-        placement = sharding_of(self)
+        placement = self.sharding
         if len(placement.device_set) != 1:
             raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
         return next(iter(placement.device_set))
@@ -111,7 +112,10 @@ class Array(AvalProperties, metaclass=_ArrayType):
     @property
     def sharding(self) -> Sharding:
         buffer = self.device_buffer
-        return sharding_of(self) if buffer is None else SingleDeviceSharding(buffer.device)
+        if buffer is None:
+            return sharding_of(self)
+        split = getattr(buffer, "sharding", None)  # (a buffer split over devices says how)
+        return split if split is not None else SingleDeviceSharding(buffer.device)
 
     @property
     def format(self) -> Format:
@@ -120,12 +124,24 @@ class Array(AvalProperties, metaclass=_ArrayType):
 
     @property
     def addressable_shards(self) -> list:
-        return shards_of(self, Array)
+        buffer = self.device_buffer
+        if buffer is None:
+            return shards_of(self, Array)
+        blocks = getattr(buffer, "shards", None)  # (a buffer split over devices: each device's own)
+        if blocks is None:
+            return [Shard(buffer.device, tuple(slice(None) for _ in self.shape), 0, self)]
+        out, seen = [], {}
+        for block, index in zip(blocks, buffer.indices()):
+            key = tuple((s.start, s.stop) for s in index)
+            replica = seen[key] = seen.get(key, -1) + 1
+            out.append(Shard(block.device, index, replica, Array.from_buffer(block, self.aval.update(
+                shape=tuple(block.shape)))))
+        return out
 
     @property
     def global_shards(self) -> list:
         """Every device's block (one process holds them all, unless run over MPI)."""
-        return shards_of(self, Array)
+        return self.addressable_shards
 
     @property
     def committed(self) -> bool:

@@ -338,6 +338,10 @@ def spec_names(entry: Any) -> tuple:
     return tuple(entry) if isinstance(entry, tuple) else (entry,)
 
 
+class IndivisibleError(ValueError):
+    """A sharding splits a dimension into a number of blocks that does not divide it (JAX's name)."""
+
+
 class NamedSharding(Sharding):
     """An array split over a mesh's named axes as ``spec`` says; replicated along the others."""
 
@@ -376,7 +380,7 @@ class NamedSharding(Sharding):
         for size, names in zip(global_shape, self._splits(len(global_shape))):
             parts = math.prod(self.mesh.shape[n] for n in names)
             if size % parts:
-                raise ValueError(f"Sharding {self!r} implies that array axis {len(shape)} is partitioned {parts} "
+                raise IndivisibleError(f"Sharding {self!r} implies that array axis {len(shape)} is partitioned {parts} "
                                  f"times, but the dimension size is {size} (full shape: {tuple(global_shape)}, "
                                  f"per-dimension tiling factors: {[math.prod(self.mesh.shape[n] for n in ns) for ns in self._splits(len(global_shape))]} should evenly divide the shape)")  # noqa: E501
             shape.append(size // parts)

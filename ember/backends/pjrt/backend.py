@@ -71,6 +71,30 @@ class PjrtBackend(Backend):
         return _parts().client(self.name).buffer_from_host(value, device, borrowed=borrowed)
 
 
+    def put_sharded(self, value: Any, sharding: Any) -> Any:
+        """The buffer of an array split over ``sharding``'s devices (each holding its block): from
+        the host, or from another buffer of this backend (resharded on the devices)."""
+        parts = _parts()
+        if isinstance(value, np.ndarray):
+            return parts.put_sharded(parts.client(self.name), value, sharding)
+        buffer, aval = value
+        return parts.reshard(parts.client(self.name), buffer, aval, sharding)
+
+
+    def split_buffer(self, blocks: Any, sharding: Any, shape: tuple, dtype: Any) -> Any:
+        """The buffer of an array made of ``blocks``, this backend's buffers already on the devices
+        of ``sharding`` (in its device order): held as they are."""
+        return _parts().ShardedBuffer(blocks, sharding, shape, dtype)
+
+    def partitioned(self, closed: ClosedJaxpr, mesh: Any, in_shardings: Any, out_shardings: Any, name: str,
+                    donated: frozenset[int] = frozenset()) -> Any:
+        """``closed`` compiled over ``mesh`` (XLA partitions it): called with the flat arguments, it
+        returns Arrays split as ``out_shardings`` say (None: as XLA chose)."""
+        parts = _parts()
+        return parts.PartitionedCall(parts.PartitionedExecutable(
+            parts.client(self.name), closed, mesh, in_shardings, out_shardings, name, donated))
+
+
 def _register() -> dict[str, Backend]:
     """A backend for each plugin found: accelerators above ``cpu`` (priority 0), XLA's CPU plugin
     below it. A platform with no plugin here has no backend, so naming it is the registry's

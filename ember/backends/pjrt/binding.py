@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -169,6 +169,9 @@ Execute = _struct("Execute", [
     ("num_devices", _sz), ("num_args", _sz), ("output_lists", _vp),
     ("device_complete_events", C.POINTER(_vp)), ("execute_device", _vp)])
 GetExecutable = _struct("GetExecutable", [("loaded_executable", _vp), ("executable", _vp)])
+LoadedDevices = _struct("LoadedDevices", [
+    ("executable", _vp), ("addressable_devices", C.POINTER(_vp)), ("num_addressable_devices", _sz)])
+OptimizedProgram = _struct("OptimizedProgram", [("executable", _vp), ("program", C.POINTER(Program))])
 ExecutableArgs = _struct("ExecutableArgs", [("executable", _vp)])
 NumOutputs = _struct("NumOutputs", [("executable", _vp), ("num_outputs", _sz)])
 OutputElementTypes = _struct("OutputElementTypes", [
@@ -221,14 +224,45 @@ def _row_major(ndim: int) -> tuple[MemoryLayout, Any]:
     return layout, minor_to_major
 
 
+class Spmd(NamedTuple):
+    """How a program spans devices: XLA's SPMD partitioner splits one program over the devices of
+    ``device_ids`` (one partition each, in the mesh's order), partitioning with Shardy (JAX's
+    default) or GSPMD; ``open_inputs`` / ``open_outputs`` say, per parameter and result, whether
+    XLA may choose its sharding (the user left it unspecified)."""
+
+    device_ids: tuple[int, ...]
+    open_inputs: tuple[bool, ...] = ()
+    open_outputs: tuple[bool, ...] = ()
+    shardy: bool = True
+
+
+def _packed_bools(field: int, values: Sequence[bool]) -> bytes:
+    if not values:
+        return b""
+    return _varint(field << 3 | 2) + _varint(len(values)) + bytes(int(v) for v in values)
+
+
 def compile_options(num_replicas: int = 1, num_partitions: int = 1,
-                    overrides: dict[str, bool | int | str] | None = None) -> bytes:
+                    overrides: dict[str, bool | int | str] | None = None, spmd: Spmd | None = None) -> bytes:
     """A serialized ``xla.CompileOptionsProto``: field 3 (``executable_build_options``) holding
     fields 4 and 5 (``num_replicas``, ``num_partitions``), and field 7 (``env_option_overrides``,
     XLA's debug options by name: a map entry {1: name, 2: OptionOverrideProto {1: string, 2: bool,
     3: int}}). Empty options abort XLA's CPU plugin (a replica count of 0), so both counts are
-    always given."""
+    always given. ``spmd``: one partition per device, as JAX compiles a ``jit`` over a mesh (fields
+    6 ``use_spmd_partitioning``, 9 ``device_assignment``: {1: replicas, 2: partitions, 3: one
+    {1: [device id]} per partition}, 12 / 18 the propagation lists, 19 ``use_shardy_partitioner``)."""
+    if spmd is not None:
+        num_replicas, num_partitions = 1, len(spmd.device_ids)
     inner = bytes([0x20]) + _varint(num_replicas) + bytes([0x28]) + _varint(num_partitions)
+    if spmd is not None:
+        inner += bytes([0x30, 0x01])
+        assignment = bytes([0x08]) + _varint(1) + bytes([0x10]) + _varint(num_partitions)
+        for device_id in spmd.device_ids:
+            ids = bytes([0x0A, len(_varint(device_id))]) + _varint(device_id)
+            assignment += bytes([0x1A]) + _varint(len(ids)) + ids
+        inner += bytes([0x4A]) + _varint(len(assignment)) + assignment
+        inner += _packed_bools(12, spmd.open_outputs) + _packed_bools(18, spmd.open_inputs)
+        inner += _varint(19 << 3) + bytes([int(spmd.shardy)])
     out = bytes([0x1A]) + _varint(len(inner)) + inner
     for name, value in (overrides or {}).items():
         if isinstance(value, bool):
@@ -736,6 +770,75 @@ class Executable:
                 raise ValueError(f"argument {i} lives on another client ({b.client!r}); copy it to {self.client!r}")
             if b.deleted:
                 raise RuntimeError(f"argument {i} ({b.dtype}{list(b.shape)}) was deleted or donated earlier")
+
+    @property
+    def devices(self) -> list[Device]:
+        """The devices it runs on, one per partition, in the device assignment's order: an
+        execution's argument and output lists come in this order."""
+        found = self.__dict__.get("_devices")
+        if found is None:
+            args = self.plugin.call("LoadedExecutable_AddressableDevices", _new(LoadedDevices, executable=self.handle))
+            by_handle = {d.handle: d for d in self.client.devices}
+            found = self._devices = [by_handle[args.addressable_devices[k]]
+                                     for k in range(args.num_addressable_devices)]
+        return found
+
+    def optimized_program(self) -> bytes:
+        """The program XLA made (a serialized ``HloModuleProto``): after the SPMD partitioner, it
+        holds the shardings XLA chose for the parameters and results."""
+        plugin = self.plugin
+        unloaded = plugin.call("LoadedExecutable_GetExecutable", _new(GetExecutable, loaded_executable=self.handle))
+        ex = unloaded.executable
+        try:
+            program = _new(Program)
+            args = _new(OptimizedProgram, executable=ex, program=C.pointer(program))
+            plugin.call("Executable_OptimizedProgram", args)  # (first the size, then the bytes)
+            data = C.create_string_buffer(program.code_size)
+            program.code = C.addressof(data)
+            plugin.call("Executable_OptimizedProgram", args)
+            return data.raw[:program.code_size]
+        finally:
+            plugin.destroy("Executable_Destroy", ExecutableArgs, executable=ex)
+
+    def execute_partitioned(self, argument_lists: Sequence[Sequence[Buffer]],
+                            donated: frozenset[int] = frozenset()) -> list[list[Buffer]]:
+        """Run an SPMD program: ``argument_lists[k]`` are the local shards for ``devices[k]``;
+        returns each device's output shards (asynchronously, as ``execute``)."""
+        devices = self.devices
+        if len(argument_lists) != len(devices):
+            raise ValueError(f"the program runs on {len(devices)} devices; got argument lists for "
+                             f"{len(argument_lists)}")
+        for device, arguments in zip(devices, argument_lists):
+            for i, b in enumerate(arguments):
+                if b.device is not device:
+                    raise ValueError(f"argument {i} for {device!r} lives on {b.device!r}")
+        count = len(devices)
+        n = len(argument_lists[0]) if argument_lists else 0
+        plugin = self.plugin
+        keep: list[Any] = []
+        handles = (_vp * count)()
+        outputs = (_vp * count)()
+        for k, arguments in enumerate(argument_lists):
+            row = (_vp * max(1, n))(*[b.handle for b in arguments])
+            out_row = self._outputs_type()
+            keep += [row, out_row]
+            handles[k], outputs[k] = C.addressof(row), C.addressof(out_row)
+        events = (_vp * count)()
+        options = self._options_keeping(n, donated)
+        plugin.call("LoadedExecutable_Execute", _new(
+            Execute, executable=self.handle, options=C.addressof(options), argument_lists=C.addressof(handles),
+            num_devices=count, num_args=n, output_lists=C.addressof(outputs), device_complete_events=events))
+        results = []
+        for k, (device, arguments) in enumerate(zip(devices, argument_lists)):
+            event = events[k]
+            completion = Completion(plugin, event, arguments, self) if event else None
+            row = keep[2 * k + 1]
+            results.append([Buffer(self.client, row[j], shape, dtype, device, completion)
+                            for j, (shape, dtype) in enumerate(self.out_types)])
+        for arguments in argument_lists:
+            for i in donated:
+                arguments[i]._finalizer()
+        return results
 
     def execute(self, arguments: Sequence[Buffer], donated: frozenset[int] = frozenset(),
                 wait: bool = False, checked: bool = True) -> list[Buffer]:

@@ -25,6 +25,7 @@ from ember.backends.reference.elementwise import special_program
 from ember.backends.reference.indexing import default_fill_value
 from ember.compiler.fusion import fusion_p
 from ember.config import config
+from ember.core import sharding as shd
 from ember.core.avals import ShapedArray
 from ember.core.calls import checkpoint_p, custom_vjp_lin_p, name_p, optimization_barrier_p
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal
@@ -258,10 +259,12 @@ def _compare_type(dt: np.dtype) -> str:
 
 
 class Module:
-    """One StableHLO module: ``@main`` and its value counter."""
+    """One StableHLO module: ``@main``, its value counter, and the mesh of a program over many
+    devices (``spmd.MeshAnnotation``; None for one device)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mesh: Any = None) -> None:
         self._counter = itertools.count()
+        self.mesh = mesh
 
     def fresh(self) -> str:
         return f"%{next(self._counter)}"
@@ -323,12 +326,14 @@ def refusal(p: Primitive) -> LoweringError:
 
 
 def lower_module(closed: ClosedJaxpr, name: str = "main", donated: Sequence[int] = (),
-                 consts_as_parameters: bool = True) -> str:
+                 consts_as_parameters: bool = True, mesh: Any = None) -> str:
     """The StableHLO module of ``closed``: ``@main`` takes the program's constants (when
     ``consts_as_parameters``) then its inputs. ``donated``: input positions (not counting the
-    constants) whose buffers the outputs may reuse (``tf.aliasing_output``)."""
+    constants) whose buffers the outputs may reuse (``tf.aliasing_output``). ``mesh``: a program
+    over many devices (``spmd.MeshAnnotation``): the Shardy mesh, the inputs' and results'
+    shardings and the partition count, written as JAX 0.10 writes them."""
     jaxpr = closed.jaxpr
-    module = Module()
+    module = Module(mesh)
     body = Builder(module, 4)
     params: list[Value] = []
     if consts_as_parameters:
@@ -345,14 +350,21 @@ def lower_module(closed: ClosedJaxpr, name: str = "main", donated: Sequence[int]
     signature = []
     for i, p in enumerate(params):
         alias = aliases.get(i - offset)
-        attrs = f" {{tf.aliasing_output = {alias} : i32}}" if alias is not None else ""
-        signature.append(f"{p.name}: {tensor_type(p.aval)}{attrs}")
+        attrs = [f"tf.aliasing_output = {alias} : i32"] if alias is not None else []
+        if mesh is not None and i >= offset:
+            attrs.append(f"sdy.sharding = {mesh.inputs[i - offset]}")
+        signature.append(f"{p.name}: {tensor_type(p.aval)}" + (f" {{{', '.join(attrs)}}}" if attrs else ""))
     body.lines.append(f"    return {', '.join(o.name for o in outs)} : {', '.join(tensor_type(o.aval) for o in outs)}"
                       if outs else "    return")
-    results = ", ".join(tensor_type(o.aval) for o in outs)
+    if mesh is None:
+        results = ", ".join(tensor_type(o.aval) for o in outs)
+    else:
+        results = ", ".join(f"{tensor_type(o.aval)} {{sdy.sharding = {s}}}" for o, s in zip(outs, mesh.outputs))
     safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "main"
-    return (f"module @{safe} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
-            f"  func.func public @main({', '.join(signature)}) -> ({results}) {{\n"
+    partitions = 1 if mesh is None else mesh.num_partitions
+    mesh_line = "" if mesh is None else f"  {mesh.mesh_text}\n"
+    return (f"module @{safe} attributes {{mhlo.num_partitions = {partitions} : i32, mhlo.num_replicas = 1 : i32}} {{\n"
+            + mesh_line + f"  func.func public @main({', '.join(signature)}) -> ({results}) {{\n"
             + "\n".join(body.lines) + "\n  }\n}\n")
 
 
@@ -597,8 +609,20 @@ lower_rules.update({
 })
 
 # Identities: values pass through.
-for _p in (stop_gradient_p, parallel.sharding_constraint_p):
-    lower_rules[_p] = lambda ctx, out, x, **_: x
+lower_rules[stop_gradient_p] = lambda ctx, out, x: x
+
+
+def _sharding_constraint(ctx: Builder, out: list, x: Value, *, spec: Any) -> Value:
+    """``with_sharding_constraint``: in a program over a mesh, Shardy's constraint (the value split
+    as ``spec`` says over the program's mesh); on one device, the value itself."""
+    mesh = ctx.module.mesh
+    if mesh is None:
+        return x
+    sharding = mesh.sharding_text(shd.NamedSharding(mesh.mesh, spec), x.aval.ndim)
+    return ctx.op("sdy.sharding_constraint", [x], out[0], f"sharding = {sharding}")
+
+
+lower_rules[parallel.sharding_constraint_p] = _sharding_constraint
 lower_rules[name_p] = lambda ctx, out, x, *, name: x
 lower_rules[optimization_barrier_p] = lambda ctx, out, *xs: (
     ctx.ops("stablehlo.optimization_barrier", xs, out) if xs else [])
@@ -2442,9 +2466,9 @@ def _one_device(names: Sequence[Any], collective: str) -> None:
     if size != 1:
         extent = "is not bound here" if size is None else f"has size {size}"
         raise LoweringError(f"the PJRT backend cannot compile the primitive `{collective}` over the axis "
-                            f"{tuple(names)!r}, which {extent}: this backend compiles single-device programs, so "
-                            "it lowers a collective only over an axis of one device (pmap or shard_map over one "
-                            "device); run programs over several devices on ember's CPU backend")
+                            f"{tuple(names)!r}, which {extent}: XLA partitions this backend's programs over a "
+                            "mesh (jit with shardings), but it lowers pmap's and shard_map's collectives only over "
+                            "an axis of one device; run them over several devices on ember's CPU backend")
 
 
 def _collective(p: Primitive, identity: Callable[..., Value]) -> Rule:

@@ -5,75 +5,36 @@ once), and the registry's executable around it. Executables go to ember's disk c
 process loads them instead of compiling again."""
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember import tree_util
-from ember.backends import disk_cache
-from ember.backends.pjrt.binding import Buffer, Client, Executable, PjrtError, load_plugin
-from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
+from ember.backends.pjrt.binding import Buffer, Client
+from ember.backends.pjrt.clients import client, compile_cached  # noqa: F401  (client: the backend's)
 from ember.backends.pjrt.lowering import REFUSED, REFUSED_BY_NAME, donation_aliases, lower_module, lower_rules
+from ember.backends.pjrt.spmd import (  # noqa: F401  (the backend reaches them through this module)
+    PartitionedExecutable,
+    ShardedBuffer,
+    put_sharded,
+    reshard,
+)
 from ember.backends.protocols import (
     DECLINED,
     CompileOptions,
     Executable as BackendExecutable,
+    SplitArgument,
     device_arguments,
     device_outputs,
 )
 from ember.compiler.dce import eliminate_dead_code
 from ember.config import config
+from ember.core import sharding as shd
 from ember.core.array import Array
 from ember.core.evaluation import as_type, impl_rules, to_numpy
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import call_params
 from ember.lax import control_flow as cf
-
-_clients: dict[str, Client] = {}
-_lock = threading.Lock()
-
-
-def client(name: str = XLA_CPU) -> Client:
-    """The client of the plugin found under backend name ``name`` (opened once per process)."""
-    with _lock:
-        found = _clients.get(name)
-        if found is None:
-            spec = find_plugins().get(name)
-            if spec is None:
-                raise PjrtError(f"no PJRT plugin for the backend {name!r} was found. Install one (xla_cpu: "
-                                "pip install ember[pjrt-cpu]; tpu: pip install ember[tpu]) or name its library "
-                                f"in EMBER_PJRT_PLUGIN ({name}:/path/to/plugin.so)", "NOT_FOUND")
-            # (the plugin's default options: XLA's CPU plugin makes 4 devices here, where JAX's CPU
-            # client makes 1 unless asked for more; ``xla_cpu`` is a backend chosen by name, and the
-            # PJRT backend's multi-device tests run on those devices, so its default stands)
-            found = _clients[name] = Client(load_plugin(spec.path), backend=name)
-        return found
-
-
-def compile_cached(client: Client, text: str, in_types: list) -> tuple[Executable, str]:
-    """The executable of ``text``, loaded from ember's disk cache when a process compiled it before
-    with this plugin (same library file, version and device kind), else compiled and stored (when
-    the plugin can serialize). Returns it and how it came ("disk" or "compiled")."""
-    plugin = client.plugin
-    stat = os.stat(plugin.path)
-    key = disk_cache.entry_key("pjrt", text, plugin.path, f"{stat.st_size}:{stat.st_mtime_ns}", repr(plugin.version),
-                               repr(sorted(plugin.attributes.items())), client.platform, client.platform_version,
-                               client.devices[0].kind)
-    payload = disk_cache.load(key)
-    if payload is not None:
-        try:
-            return client.deserialize(payload, in_types), "disk"
-        except PjrtError as e:  # (another build of the plugin under the same name: compiled again)
-            disk_cache.discard(key, f"the PJRT plugin refused the stored executable: {e}")
-    executable = client.compile(text, in_types)
-    if plugin.has("Executable_Serialize"):
-        try:
-            disk_cache.store(key, executable.serialize())
-        except PjrtError:  # a plugin that cannot serialize its executables: no disk cache
-            pass
-    return executable, "compiled"
 
 
 class Program:
@@ -115,13 +76,18 @@ class PjrtExecutable(BackendExecutable):
         self.backend, self.name = backend, options.name
         self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
         self.program = Program(client(backend.name), closed, options.name, options.donated)
+        self.closed = closed  # (run over a mesh when its arguments come split: ``_over_mesh``)
+        self._partitioned: dict[tuple, PartitionedCall] = {}
         self.code = self.program.code  # compiled now, or loaded from the disk cache
         aliased = self.program.aliased
         self.donated = frozenset(i for i in options.donated if i in aliased)
         self.unusable_donations = tuple(self.in_avals[i] for i in sorted(options.donated) if i not in aliased)
 
     def __call__(self, *args: Any) -> list[Array]:
-        buffers = device_arguments(self.backend, args, self.in_avals)
+        try:
+            buffers = device_arguments(self.backend, args, self.in_avals)
+        except SplitArgument:
+            return self._over_mesh(args)
         donated = self.donated
         if donated:  # (a buffer passed at two positions is not given up)
             donated = frozenset(i for i in donated if sum(b is buffers[i] for b in buffers) == 1)
@@ -139,16 +105,56 @@ class PjrtExecutable(BackendExecutable):
         def run(args: tuple) -> Any:
             try:
                 buffers = device_arguments(backend, args, in_avals)
-            except RuntimeError:  # (a deleted argument: the general path reports it)
+            except (RuntimeError, SplitArgument):  # (a deleted or split argument: the general path)
                 return DECLINED
             outs = program.execute(buffers, checked=False)
             return unflatten(out_tree, [from_buffer(b, a) for b, a in zip(outs, out_avals)])
         return run
 
+    def _over_mesh(self, args: Sequence[Any]) -> list[Array]:
+        """The program run over the mesh of its arguments that are split over devices (JAX's
+        committed arrays): those keep their sharding, the others are replicated, and XLA chooses
+        the outputs' shardings. Compiled once per set of input shardings."""
+        shardings = [getattr(getattr(x, "_device", None), "sharding", None) for x in args]
+        split = [(i, s) for i, s in enumerate(shardings) if isinstance(s, shd.NamedSharding)]
+        mesh: Any = split[0][1].mesh  # (the first split argument's; others over the same devices are resharded)
+        ids = sorted(d.id for d in mesh.devices.flat)
+        for i, s in split[1:]:
+            other = sorted(d.id for d in s._device_list())
+            if other != ids:
+                raise ValueError(f"Received incompatible devices for jitted computation. Got argument {split[0][0]} "
+                                 f"of {self.name} with device ids {ids} and argument {i} with device ids {other}: "
+                                 "put the arguments on the same devices (jax.device_put)")
+        in_sh = tuple(s if isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in shardings)
+        found = self._partitioned.get(in_sh)
+        if found is None:
+            found = self._partitioned[in_sh] = PartitionedCall(PartitionedExecutable(
+                self.program.client, self.closed, mesh, in_sh, [None] * len(self.out_avals), self.name, self.donated))
+        outs = found(args)
+        for i in found.donated:
+            if type(args[i]) is Array:
+                args[i].delete()
+        return outs
+
     def as_text(self, dialect: str) -> str:
         if dialect != "stablehlo":
             return super().as_text(dialect)
         return self.program.text
+
+
+class PartitionedCall:
+    """A program over a mesh, called with Arrays (or host values) and giving Arrays."""
+
+    def __init__(self, executable: PartitionedExecutable) -> None:
+        self.executable = executable
+        self.donated = executable.donated
+
+    def __call__(self, values: Sequence[Any]) -> list[Array]:
+        buffers = self.executable(values)
+        return [Array.from_buffer(b, a) for b, a in zip(buffers, self.executable.out_avals)]
+
+    def as_text(self) -> str:
+        return self.executable.text
 
 
 # Host callbacks run on the host between the device programs the program is split into

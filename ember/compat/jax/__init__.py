@@ -61,7 +61,8 @@ FROM_EMBER = (
     "Array", "ShapeDtypeStruct", "block_until_ready", "checkpoint", "checkpoint_policies", "clear_caches",
     "closure_convert", "config", "custom_gradient", "custom_jvp", "custom_vjp", "default_backend", "device_get",
     "device_put", "devices", "disable_jit", "ensure_compile_time_eval", "eval_shape", "grad", "hessian", "jacfwd",
-    "jacobian", "jacrev", "jit", "jvp", "linear_transpose", "linearize", "make_array_from_callback", "make_jaxpr",
+    "jacobian", "jacrev", "jit", "jvp", "linear_transpose", "linearize", "make_array_from_callback",
+    "make_array_from_single_device_arrays", "make_jaxpr",
     "named_call", "pure_callback", "remat", "reshard", "typeof", "Ref", "freeze", "new_ref",
     "make_array_from_process_local_data", "value_and_grad", "vjp", "vmap",
 )
@@ -74,7 +75,6 @@ MISSING = (
     "empty_ref", "enable_custom_prng", "export",
     "ffi", "free_ref", "fwd_and_bwd", "jax2tf_associative_scan_reductions",
     "legacy_prng_key", "live_arrays",
-    "make_array_from_single_device_arrays",
     "make_user_context", "memory", "monitoring", "no_execution", "no_tracing",
     "print_environment_info", "profiler",
     "remove_size_one_mesh_axis_from_type", "smap",
