@@ -36,10 +36,12 @@ from ember.backends import registry
 from ember.core import sharding as shd
 from ember.core.array import Array, ShapeDtypeStruct
 from ember.core.avals import ShapedArray
+from ember.core.evaluation import impl_rules
 from ember.core.trace import EvalTrace, Tracer, current_trace
 from ember.lax import parallel as par
 from ember.lax.base import aval
 from ember.transforms import batching
+from ember.transforms.programs import eval_closed_by_binding, trace_program
 from ember.utilities import device_put
 
 __all__ = ["make_array_from_callback", "make_array_from_single_device_arrays", "pmap", "reshard", "shard_map",
@@ -158,7 +160,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
         in_dims = batching._canonical_in_dims(
             leaves, batching._flatten_axes("in_axes", in_tree, (dyn_in_axes, 0), leaves))
         size = batching._axis_size(fun, dyn_args, kwargs, leaves, in_dims, axis_size)
-        devs = list(devices) if devices is not None else shd.devices()
+        devs = list(devices) if devices is not None else _default_devices()
         processes, global_size = None, size
         if len({d.process_index for d in devs}) > 1:  # (ember.distributed: each process maps its own devices)
             by_process = [[d for d in devs if d.process_index == p] for p in range(shd.process_count())]
@@ -175,6 +177,13 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
         if _is_traced(leaves):
             return batching.vmap(with_statics, in_axes=dyn_in_axes, out_axes=out_axes, axis_name=axis_name,
                                  _axis_kind=par.PMAP)(*dyn_args, **kwargs)
+        if processes is None and _device_backend_of_devices(devs) is not None:
+            key = ("spmd", in_tree, tuple(in_dims), size, _hashable(statics))
+            spmd = programs.get(key)
+            if spmd is None:
+                spmd = programs[key] = _pmap_over_mesh(with_statics, in_tree, in_dims, out_axes, axis_name,
+                                                       devs[:size])
+            return spmd(*leaves)
         leaves = [x if isinstance(x, Array) else Array(np.asarray(x)) for x in leaves]
         block_avals = [aval(x) if d is None else aval(x)._replace(shape=aval(x).shape[:d] + aval(x).shape[d + 1:])
                        for x, d in zip(leaves, in_dims)]
@@ -222,6 +231,56 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
 
     mapped.lower = lower  # type: ignore[attr-defined]
     return mapped
+
+
+def _default_devices() -> list:
+    """pmap's devices: the default backend's (an accelerator's, or XLA's CPU plugin's when chosen),
+    else ember's CPU devices."""
+    backend = registry.get()
+    return shd.devices() if backend.host_buffers else list(backend.devices())
+
+
+def _device_backend_of_devices(devs: Sequence[Any]) -> Any:
+    return None if not devs else _device_backend(shd.NamedSharding(
+        shd.Mesh(np.array(devs[:1], dtype=object), ("_",)), shd.PartitionSpec()))
+
+
+def _move(x: Any, source: int, target: int) -> Any:
+    perm = list(range(aval(x).ndim))
+    perm.insert(target, perm.pop(source))
+    return lax.transpose(x, perm)
+
+
+def _pmap_over_mesh(fun: Callable, in_tree: Any, in_dims: Sequence[Any], out_axes: Any, axis_name: Any,
+                    devs: Sequence[Any]) -> Callable:
+    """pmap over a device backend's devices, as JAX 0.8+ runs it: one program over a 1-D mesh of
+    the devices (a shard_map whose blocks are the mapped slices), partitioned by XLA."""
+    mesh = shd.Mesh(np.array(list(devs), dtype=object), (axis_name,))
+    split, whole = shd.PartitionSpec(axis_name), shd.PartitionSpec()
+    out_specs: list = []
+
+    def block(*flat: Any) -> list:
+        flat = [x if d is None else lax.squeeze(x, (0,)) for x, d in zip(flat, in_dims)]
+        call_args, call_kwargs = tree_util.tree_unflatten(in_tree, list(flat))
+        out_leaves, out_tree = tree_util.flatten_for_trace(fun(*call_args, **call_kwargs))
+        targets = batching._flatten_axes("out_axes", out_tree, out_axes, out_leaves)
+        out_specs[:] = [whole if t is None else split for t in targets]
+        block.targets = targets  # type: ignore[attr-defined]
+        block.out_tree = out_tree  # type: ignore[attr-defined]
+        return [o if t is None else lax.expand_dims(o, (0,)) for o, t in zip(out_leaves, targets)]
+
+    def program(*flat: Any) -> list:
+        moved = [x if d is None else _move(x, d, 0) for x, d in zip(flat, in_dims)]
+        outs = shard_map(block, mesh=mesh, in_specs=tuple(whole if d is None else split for d in in_dims),
+                         out_specs=out_specs, check_vma=False)(*moved)
+        return [o if t is None else _move(o, 0, t % aval(o).ndim) for o, t in zip(outs, block.targets)]  # type: ignore[attr-defined]
+
+    compiled = jit(program)
+
+    def run(*flat: Any) -> Any:
+        outs = compiled(*flat)  # (traced on the first call: the output structure is known after it)
+        return tree_util.tree_unflatten(block.out_tree, outs)  # type: ignore[attr-defined]
+    return run
 
 
 def _hashable(statics: tuple) -> Any:
@@ -357,6 +416,22 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
             return [_check_spec("out_specs", s, a._replace(shape=(0,) * a.ndim), mesh, f"output {i}")
                     for i, (s, a) in enumerate(zip(o_specs, out_avals))]
 
+        on_devices = mesh.abstract_mesh is not mesh and _device_backend_of_mesh(mesh) is not None
+        if on_devices and not _is_traced(leaves):  # (a device backend's mesh: staged, run as one program)
+            return jit(mapped)(*args)
+        if on_devices:
+            block_avals = [a._replace(shape=tuple(d // math.prod(mesh.shape[n] for n in names)
+                                                  for d, names in zip(a.shape, sp)))
+                           for a, sp in zip(avals_in, splits)]
+            with par.extend_axis_env(frames):
+                body, consts = trace_program(flat_body, block_avals, "shard_map")
+            out_tree = out_box[0]
+            block_outs = body.out_avals
+            const_specs = tuple(tuple(() for _ in range(aval(c).ndim)) for c in consts)
+            outs = par.shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh,
+                                        in_specs=const_specs + tuple(splits),
+                                        out_specs=tuple(out_splits(out_tree, block_outs)), check_vma=check_vma)
+            return tree_util.tree_unflatten(out_tree, list(outs))
         if _is_traced(leaves) or mesh.abstract_mesh is mesh:
             blocked = [_to_blocks(x, sp, mesh) for x, sp in zip(leaves, splits)]
             fun = flat_body
@@ -411,6 +486,24 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
     return mapped
 
 
+def _shard_map_impl(*args: Any, jaxpr: Any, mesh: Any, in_specs: tuple, out_specs: tuple, check_vma: bool) -> list:
+    """A staged ``shard_map`` evaluated where no device program runs it (the reference interpreter,
+    or a transformation's evaluation): as the batched program, one vmap per mesh axis."""
+    kind = par.SHARD_MAP_VMA if check_vma else par.SHARD_MAP
+    blocked = [_to_blocks(x, sp, mesh) for x, sp in zip(args, in_specs)]
+
+    def fun(*blocks: Any) -> list:
+        return eval_closed_by_binding(jaxpr, *blocks)
+    for i in reversed(range(len(mesh.axis_names))):
+        fun = batching.vmap(fun, in_axes=tuple(0 if used[i] else None for _, used in blocked), out_axes=0,
+                            axis_name=mesh.axis_names[i], axis_size=mesh.axis_sizes[i], _axis_kind=kind)
+    outs = fun(*[y for y, _ in blocked])
+    return [_from_blocks(o, sp, mesh) for o, sp in zip(outs, out_specs)]
+
+
+impl_rules[par.shard_map_p] = _shard_map_impl
+
+
 # --- placing arrays --------------------------------------------------------------------------------
 def make_array_from_callback(shape: Sequence[int], sharding: shd.Sharding, data_callback: Callable,
                              dtype: Any = None) -> Array:
@@ -427,6 +520,10 @@ def make_array_from_callback(shape: Sequence[int], sharding: shd.Sharding, data_
     if _device_backend(sharding) is not None:  # (a device backend's mesh: each device gets its block)
         return device_put(full, sharding)
     return shd.place(Array(full), sharding)
+
+
+def _device_backend_of_mesh(mesh: Any) -> Any:
+    return _device_backend(shd.NamedSharding(mesh, shd.PartitionSpec()))
 
 
 def _device_backend(sharding: shd.Sharding) -> Any:

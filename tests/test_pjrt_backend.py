@@ -240,21 +240,21 @@ def test_aot_text_is_the_stablehlo(on_xla_cpu):
     assert "exp" in lowered.as_text("jaxpr") and "stablehlo" not in lowered.as_text("jaxpr")
 
 
-def test_a_program_with_a_refused_primitive_says_which_and_why():
+def test_shard_map_and_pmap_over_the_plugins_devices_run_as_one_partitioned_program():
+    """Collectives over several devices of the plugin: shard_map and pmap are one program that
+    XLA partitions (``tests/test_pjrt_spmd.py`` has them against JAX)."""
     out = _with_devices("""
 import numpy as np, ember
 from ember import lax
 from ember.sharding import Mesh, PartitionSpec as P
 mesh = Mesh(np.array(ember.devices()[:2]), ("d",))
 summed = ember.shard_map(lambda x: lax.psum(x, "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
-try:
-    summed(np.arange(4, dtype=np.float32))
-except NotImplementedError as e:
-    print(str(e))
+print(np.asarray(summed(np.arange(4, dtype=np.float32))).tolist())
+y = ember.pmap(lambda x: lax.psum(x, "d"), axis_name="d")(np.arange(4, dtype=np.float32).reshape(2, 2))
+print(np.asarray(y).tolist(), sorted(d.id for d in y.devices()), type(y.sharding).__name__)
 """, 2)
     assert out.returncode == 0, out.stderr
-    assert "cannot compile the primitive `psum` over the axis ('d',), which has size 2" in out.stdout
-    assert "only over an axis of one device" in out.stdout
+    assert out.stdout.splitlines() == ["[2.0, 4.0]", "[[2.0, 4.0], [2.0, 4.0]] [0, 1] NamedSharding"]
 
 
 def test_an_accelerator_plugin_found_is_the_default_backend():

@@ -160,7 +160,7 @@ def test_collectives_are_lowered_over_an_axis_of_one_device_only():
     with parallel.extend_axis_env([("i", 2, parallel.PMAP)]):
         closed = ember.make_jaxpr(lambda x: lax.psum(x, "i"))(x)
         with pytest.raises(lowering.LoweringError, match=r"`psum` over the axis \('i',\), which has size 2: .*"
-                                                         r"single-device programs"):
+                                                         r"only over an axis of one device"):
             Program(pjrt.client(PLUGIN), closed, "test")
     with pytest.raises(lowering.LoweringError, match=r"`psum` over the axis \('i',\), which is not bound here"):
         Program(pjrt.client(PLUGIN), closed, "test")

@@ -112,7 +112,7 @@ def both() -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("case", ["placed", "committed", "in_out_shardings", "constraint", "from_callback",
-                                  "two_meshes", "errors"])
+                                  "two_meshes", "collectives", "pmapped", "errors"])
 def test_sharded_programs_on_8_devices_as_under_jax(both, case):
     """Each device's block (device, shape, index), the output shardings, the values, and the
     errors' types are JAX's."""

@@ -35,7 +35,7 @@ from ember.core import sharding as shd
 from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.ir import Var
-from ember.core.primitive import EFFECTFUL
+from ember.core.primitive import EFFECTFUL, higher_order
 from ember.core.trace import Tracer
 from ember.core.traits import Family
 from ember.lax.base import aval, primitive
@@ -157,6 +157,27 @@ axis_index_p = primitive("axis_index", _axis_index_rule)
 COLLECTIVES = frozenset({psum_p, pmax_p, pmin_p, ppermute_p, all_gather_p, psum_scatter_p, all_to_all_p,
                          axis_index_p})
 EFFECTFUL.update(COLLECTIVES)
+
+
+# ``shard_map`` over a device backend's mesh (an accelerator's, or XLA's CPU plugin's), staged: ``jaxpr``
+# is one device's program (its inputs and outputs are blocks; the mesh's axis names are bound in it),
+# ``in_specs`` / ``out_specs`` say, per value, which mesh axes split each dimension (a tuple of names
+# per dimension). Lowered to Shardy's manual computation, its collectives to XLA's; the other
+# backends evaluate it as a batched program (``ember.parallel``). Over ember's own CPU devices
+# shard_map is never staged as one equation (it is a vmap per mesh axis there).
+def global_shape(shape: Sequence[int], splits: Sequence[tuple], mesh: Any) -> tuple:
+    """The whole value's shape of a block of ``shape`` split as ``splits`` say."""
+    return tuple(int(d) * int(np.prod([mesh.shape[n] for n in names], dtype=np.int64))
+                 for d, names in zip(shape, splits))
+
+
+def _shard_map_rule(*avals: ShapedArray, jaxpr: Any, mesh: Any, in_specs: tuple, out_specs: tuple,
+                    check_vma: bool) -> list[ShapedArray]:
+    return [a._replace(shape=global_shape(a.shape, spec, mesh)) for a, spec in zip(jaxpr.out_avals, out_specs)]
+
+
+shard_map_p = primitive("shard_map", _shard_map_rule, multiple_results=True, linear=True)
+higher_order.add(shard_map_p)
 
 
 # --- the functions --------------------------------------------------------------------------------

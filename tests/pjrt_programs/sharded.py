@@ -151,6 +151,79 @@ def two_meshes():
     return {"spec": spec(o), "blocks": blocks(o), "value": np.asarray(o).tolist()}
 
 
+def collectives():
+    from jax import shard_map
+
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    w = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+
+    @jax.jit
+    def matmul(a, w):  # (the shard_map tutorial's: contract over a split dimension, then psum)
+        return shard_map(lambda x, y: jax.lax.psum(x @ y, "y"), mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+                         out_specs=P("x", None))(a, w)
+
+    def ring(b):  # a ring all-reduce by ppermute
+        n = 4
+        total, piece = b, b
+        for _ in range(n - 1):
+            piece = jax.lax.ppermute(piece, "y", [(i, (i + 1) % n) for i in range(n)])
+            total = total + piece
+        return total
+
+    def sm(f, in_specs, out_specs, **kw):
+        return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **kw)
+
+    cases = {
+        "matmul": lambda: matmul(a, w),
+        "all_gather": lambda: jax.jit(sm(lambda b: jax.lax.all_gather(b, "y", tiled=True), P("x", "y"),
+                                         P("x", None), check_vma=False))(a),
+        "all_gather_stacked": lambda: jax.jit(sm(lambda b: jax.lax.all_gather(b, "x"), P("x", "y"),
+                                                 P(None, None, "y"), check_vma=False))(a),
+        "psum_scatter": lambda: jax.jit(sm(lambda b: jax.lax.psum_scatter(b, "y", scatter_dimension=1, tiled=True),
+                                           P("x", None), P("x", "y")))(a),
+        "ring": lambda: jax.jit(sm(ring, P("x", "y"), P("x", "y")))(a),
+        "all_to_all": lambda: jax.jit(sm(lambda b: jax.lax.all_to_all(b, "y", 0, 1, tiled=True), P("x", "y"),
+                                         P("x", "y")))(a),
+        "axis_index": lambda: jax.jit(sm(lambda b: b * 0 + jax.lax.axis_index("x") * 10 + jax.lax.axis_index("y"),
+                                         P("x", "y"), P("x", "y")))(a),
+        "pmean_pmax": lambda: jax.jit(sm(lambda b: jax.lax.pmean(b, ("x", "y")) + jax.lax.pmax(b, "x"),
+                                         P("x", "y"), P(None, "y")))(a),
+        "grad": lambda: jax.jit(jax.grad(lambda w: jnp.sum(matmul(a, w) ** 2) / 1000))(w),
+        "grad_replicated": lambda: jax.jit(jax.grad(lambda w: jnp.sum(sm(lambda b, v: jnp.tanh(b @ v), (P("x"), P()),
+                                                                         P("x"))(a / 64, w))))(w),
+        "grad_over_both": lambda: jax.jit(jax.grad(lambda v: jnp.sum(sm(lambda b, u: jnp.sin(b) * u, (P("x", "y"), P()),
+                                                                        P("x", "y"))(a, v) ** 2)))(w[:4, :2]),
+        "vmap": lambda: jax.jit(jax.vmap(sm(lambda b: jax.lax.psum(b, "x"), P("x"), P())))(np.stack([a[:, 0],
+                                                                                                   a[:, 1]])),
+        "eager": lambda: sm(lambda b: jax.lax.psum(b, "y"), P(None, "y"), P())(a),
+    }
+    found = {}
+    for k, f in cases.items():
+        try:
+            v = f()
+            found[k] = {"value": np.asarray(v).round(4).tolist(), "spec": spec(v), "blocks": blocks(v)}
+        except Exception as e:  # noqa: BLE001
+            found[k] = {"error": type(e).__name__, "message": str(e)[:300]}
+    return found
+
+
+def pmapped():
+    a = np.arange(32, dtype=np.float32).reshape(8, 4)
+    c = np.linspace(0, 1, 4, dtype=np.float32)
+    f = jax.pmap(lambda x, y: jax.lax.psum(x * y, "i") + jax.lax.axis_index("i"), axis_name="i", in_axes=(0, None))
+    g = jax.pmap(lambda x: (jax.lax.pmean(x, "i"), x.sum()), axis_name="i", out_axes=(1, 0))
+    h = jax.pmap(jax.grad(lambda x: jnp.sum(jnp.sin(x) * jax.lax.psum(x, "i"))), axis_name="i")
+    found = {}
+    for k, fn in {"psum": lambda: f(a, c), "out_axes": lambda: g(a), "grad": lambda: h(a / 8)}.items():
+        try:
+            v = fn()
+            vs = v if isinstance(v, tuple) else (v,)
+            found[k] = [[np.asarray(u).round(4).tolist(), list(u.shape)] for u in vs]
+        except Exception as e:  # noqa: BLE001
+            found[k] = {"error": type(e).__name__, "message": str(e)[:300]}
+    return found
+
+
 def errors():
     found = {}
 
@@ -173,6 +246,8 @@ def errors():
 
 for name, fn in [("placed", placed), ("committed", committed), ("in_out_shardings", in_out_shardings),
                  ("constraint", constraint), ("from_callback", from_callback), ("data_parallel", data_parallel),
-                 ("transformer_block", transformer_block), ("two_meshes", two_meshes), ("errors", errors)]:
+                 ("transformer_block", transformer_block), ("two_meshes", two_meshes), ("collectives", collectives),
+                 ("pmapped", pmapped),
+                 ("errors", errors)]:
     record(name, fn)
 print("RESULT " + json.dumps(out))

@@ -143,12 +143,13 @@ class Builder:
            regions: Sequence[str] = ()) -> Value:
         return self.ops(op, operands, [out], props, regions)[0]
 
-    def region(self, arg_avals: Sequence[ShapedArray], body: Callable[..., Sequence[Value]]) -> str:
+    def region(self, arg_avals: Sequence[ShapedArray], body: Callable[..., Sequence[Value]],
+               terminator: str = "stablehlo.return") -> str:
         """A region whose block takes ``arg_avals`` and returns what ``body(builder, *args)`` gives."""
         inner = Builder(self.module, self.indent + 2)
         args = [Value(inner.fresh(), a) for a in arg_avals]
         results = list(body(inner, *args))
-        inner.ret(results)
+        inner.ret(results, terminator)
         pad = " " * self.indent
         head = f"{pad}^bb0({', '.join(f'{a.name}: {tensor_type(a.aval)}' for a in args)}):\n" if args else ""
         return "{\n" + head + "\n".join(inner.lines) + "\n" + pad + "}"
@@ -265,6 +266,8 @@ class Module:
     def __init__(self, mesh: Any = None) -> None:
         self._counter = itertools.count()
         self.mesh = mesh
+        self.channels = itertools.count(1)  # (each collective's channel handle, numbered from 1 as JAX does)
+        self.manual: tuple[str, ...] = ()  # (the mesh axes of the manual computation being lowered)
 
     def fresh(self) -> str:
         return f"%{next(self._counter)}"
@@ -2466,16 +2469,139 @@ def _one_device(names: Sequence[Any], collective: str) -> None:
     if size != 1:
         extent = "is not bound here" if size is None else f"has size {size}"
         raise LoweringError(f"the PJRT backend cannot compile the primitive `{collective}` over the axis "
-                            f"{tuple(names)!r}, which {extent}: XLA partitions this backend's programs over a "
-                            "mesh (jit with shardings), but it lowers pmap's and shard_map's collectives only over "
-                            "an axis of one device; run them over several devices on ember's CPU backend")
+                            f"{tuple(names)!r}, which {extent}: outside a shard_map over a mesh of this "
+                            "backend's devices (which XLA partitions), a collective is lowered only over an axis of "
+                            "one device; use shard_map over such a mesh, or run on ember's CPU backend")
 
 
 def _collective(p: Primitive, identity: Callable[..., Value]) -> Rule:
     def rule(ctx: Builder, out: list, *xs: Value, axes: tuple, **params: Any) -> Value:
+        if ctx.module.manual and all(a in ctx.module.manual for a in axes):
+            return _ACROSS_DEVICES[p](ctx, out, *xs, axes=tuple(axes), **params)
         _one_device(axes, p.name)
         return identity(ctx, out, *xs, **params)
     return rule
+
+
+# --- collectives across the devices of a manual computation (shard_map over a device mesh) -------------------
+def _groups(ctx: Builder, axes: tuple) -> np.ndarray:
+    """The partition ids that meet in a collective over ``axes``: one row per group, its members in
+    row-major order over ``axes`` (partition id = position in the mesh, which is the device assignment)."""
+    mesh = ctx.module.mesh.mesh
+    names, sizes = list(mesh.axis_names), list(mesh.axis_sizes)
+    ids = np.arange(int(np.prod(sizes))).reshape(sizes)
+    others = [i for i, n in enumerate(names) if n not in axes]
+    order = others + [names.index(a) for a in axes]
+    return ids.transpose(order).reshape(-1, int(np.prod([sizes[names.index(a)] for a in axes], dtype=np.int64)))
+
+
+def _dense_i64(array: np.ndarray) -> str:
+    shape = "x".join(str(d) for d in array.shape)
+    rows = "[" + ", ".join("[" + ", ".join(str(int(v)) for v in row) + "]" for row in array) + "]"
+    return f"dense<{rows}> : tensor<{shape}xi64>"
+
+
+def _channel(ctx: Builder) -> str:
+    return f"channel_handle = #stablehlo.channel_handle<handle = {next(ctx.module.channels)}, type = 1>"
+
+
+def _reducer(ctx: Builder, dtype: np.dtype, op: str) -> str:
+    scalar = ShapedArray((), dtype)
+    return ctx.region([scalar, scalar], lambda r, a, b: [r.binary(op, a, b)])
+
+
+def _all_reduce(op: Callable[[np.dtype], str]) -> Rule:
+    def rule(ctx: Builder, out: list, x: Value, *, axes: tuple, **_: Any) -> Value:
+        props = f"{_channel(ctx)}, replica_groups = {_dense_i64(_groups(ctx, axes))}, use_global_device_ids"
+        return ctx.op("stablehlo.all_reduce", [x], out[0], props, [_reducer(ctx, x.aval.dtype, op(x.aval.dtype))])
+    return rule
+
+
+def _all_gather_across(ctx: Builder, out: list, x: Value, *, axes: tuple, axis_size: int, axis: int) -> Value:
+    props = (f"all_gather_dim = {axis} : i64, {_channel(ctx)}, replica_groups = {_dense_i64(_groups(ctx, axes))}, "
+             "use_global_device_ids")
+    return ctx.op("stablehlo.all_gather", [x], out[0], props)
+
+
+def _psum_scatter_across(ctx: Builder, out: list, x: Value, *, axes: tuple, axis_size: int,
+                         scatter_dimension: int) -> Value:
+    props = (f"{_channel(ctx)}, replica_groups = {_dense_i64(_groups(ctx, axes))}, "
+             f"scatter_dimension = {scatter_dimension} : i64, use_global_device_ids")
+    add = _monoid("stablehlo.add", "stablehlo.or")(x.aval.dtype)
+    return ctx.op("stablehlo.reduce_scatter", [x], out[0], props, [_reducer(ctx, x.aval.dtype, add)])
+
+
+def _all_to_all_across(ctx: Builder, out: list, x: Value, *, axes: tuple, axis_size: int, split_axis: int,
+                       concat_axis: int) -> Value:
+    props = (f"{_channel(ctx)}, concat_dimension = {concat_axis} : i64, replica_groups = "
+             f"{_dense_i64(_groups(ctx, axes))}, split_count = {axis_size} : i64, split_dimension = {split_axis} : i64")
+    return ctx.op("stablehlo.all_to_all", [x], out[0], props)
+
+
+def _ppermute_across(ctx: Builder, out: list, x: Value, *, axes: tuple, perm: tuple) -> Value:
+    pairs = np.array([[group[s], group[d]] for group in _groups(ctx, axes) for s, d in perm],
+                     dtype=np.int64).reshape(-1, 2)
+    props = f"{_channel(ctx)}, source_target_pairs = {_dense_i64(pairs)}"
+    return ctx.op("stablehlo.collective_permute", [x], out[0], props)
+
+
+def _axis_index_across(ctx: Builder, out: list, *, axes: tuple) -> Value:
+    (name,) = axes
+    mesh = ctx.module.mesh.mesh
+    names, sizes = list(mesh.axis_names), list(mesh.axis_sizes)
+    k = names.index(name)
+    stride = int(np.prod(sizes[k + 1:], dtype=np.int64))
+    pid = ctx.op("stablehlo.partition_id", [], ShapedArray((), np.dtype(np.uint32)))
+    index = ctx.convert(pid, np.int32)
+    if stride != 1:
+        index = ctx.binary("stablehlo.divide", index, ctx.constant(stride, np.int32))
+    return ctx.binary("stablehlo.remainder", index, ctx.constant(sizes[k], np.int32))
+
+
+_ACROSS_DEVICES: dict[Primitive, Rule] = {
+    parallel.psum_p: _all_reduce(_monoid("stablehlo.add", "stablehlo.or")),
+    parallel.pmax_p: _all_reduce(_monoid("stablehlo.maximum", "stablehlo.or")),
+    parallel.pmin_p: _all_reduce(_monoid("stablehlo.minimum", "stablehlo.and")),
+    parallel.all_gather_p: _all_gather_across,
+    parallel.psum_scatter_p: _psum_scatter_across,
+    parallel.all_to_all_p: _all_to_all_across,
+    parallel.ppermute_p: _ppermute_across,
+    parallel.axis_index_p: _axis_index_across,
+}
+
+
+def _manual_dims(splits: tuple) -> str:
+    return "[" + ", ".join("{" + ", ".join(f'"{n}"' for n in names) + "}" for names in splits) + "]"
+
+
+def _shard_map(ctx: Builder, out: list, *args: Value, jaxpr: ClosedJaxpr, mesh: Any, in_specs: tuple,
+               out_specs: tuple, check_vma: bool) -> list[Value]:
+    """Shardy's manual computation: each device runs ``jaxpr`` on its blocks, the collectives in it
+    across the mesh's devices (as JAX 0.10 lowers shard_map)."""
+    module = ctx.module
+    if module.mesh is None or module.mesh.mesh != mesh:
+        raise LoweringError(f"a shard_map over the mesh {mesh} can only be compiled in a program over that mesh")
+    manual = tuple(mesh.axis_names)
+    if all(mesh.shape[n] == 1 for n in manual):  # (JAX emits no manual computation over one device)
+        previous, module.manual = module.manual, manual
+        try:
+            return lower_closed(ctx, jaxpr, list(args))
+        finally:
+            module.manual = previous
+    ins = ", ".join(f"<@mesh, {_manual_dims(sp)}>" for sp in in_specs)
+    outs = ", ".join(f"<@mesh, {_manual_dims(sp)}>" for sp in out_specs)
+    axes = ", ".join(f'"{n}"' for n in manual)
+    props = (f"in_shardings = #sdy.sharding_per_value<[{ins}]>, out_shardings = #sdy.sharding_per_value<[{outs}]>, "
+             f"manual_axes = #sdy<manual_axes{{{axes}}}>")
+    previous, module.manual = module.manual, manual
+    try:
+        body = ctx.region(jaxpr.in_avals, lambda r, *blocks: lower_closed(r, jaxpr, list(blocks)), "sdy.return")
+    finally:
+        module.manual = previous
+    return ctx.ops("sdy.manual_computation", list(args), out, props, [body])
+
+
+lower_rules[parallel.shard_map_p] = _shard_map
 
 
 for _p in (parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p, parallel.psum_scatter_p,

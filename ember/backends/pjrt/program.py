@@ -35,6 +35,7 @@ from ember.core.evaluation import as_type, impl_rules, to_numpy
 from ember.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, subjaxprs
 from ember.core.primitive import call_params
 from ember.lax import control_flow as cf
+from ember.lax.parallel import shard_map_p
 
 
 class Program:
@@ -77,7 +78,7 @@ class PjrtExecutable(BackendExecutable):
         self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
         self.program = Program(client(backend.name), closed, options.name, options.donated)
         self.closed = closed  # (run over a mesh when its arguments come split: ``_over_mesh``)
-        self._partitioned: dict[tuple, PartitionedCall] = {}
+        self._meshed: MeshPrograms | None = None
         self.code = self.program.code  # compiled now, or loaded from the disk cache
         aliased = self.program.aliased
         self.donated = frozenset(i for i in options.donated if i in aliased)
@@ -113,33 +114,95 @@ class PjrtExecutable(BackendExecutable):
 
     def _over_mesh(self, args: Sequence[Any]) -> list[Array]:
         """The program run over the mesh of its arguments that are split over devices (JAX's
-        committed arrays): those keep their sharding, the others are replicated, and XLA chooses
-        the outputs' shardings. Compiled once per set of input shardings."""
+        committed arrays): ``MeshPrograms``."""
+        if self._meshed is None:
+            self._meshed = MeshPrograms(self.program.client, self.closed, self.name, self.donated)
+        return self._meshed(args)
+
+    def as_text(self, dialect: str) -> str:
+        if dialect != "stablehlo":
+            return super().as_text(dialect)
+        return self.program.text
+
+
+class MeshPrograms:
+    """One program run over a mesh, compiled once per set of input shardings: the arguments split
+    over the mesh's devices keep their sharding, the others are replicated, and XLA chooses the
+    outputs' shardings. The mesh is ``mesh`` (a program holding a ``shard_map``), or that of the
+    first split argument (arguments split over other meshes of the same devices are resharded;
+    over other devices, JAX's error)."""
+
+    def __init__(self, client: Client, closed: ClosedJaxpr, name: str, donated: frozenset[int],
+                 mesh: Any = None) -> None:
+        self.client, self.closed, self.name, self.donated, self.mesh = client, closed, name, donated, mesh
+        self.out_count = len(closed.out_avals)
+        self.programs: dict[tuple, PartitionedCall] = {}
+
+    def program(self, in_sh: tuple, mesh: Any) -> "PartitionedCall":
+        found = self.programs.get(in_sh)
+        if found is None:
+            found = self.programs[in_sh] = PartitionedCall(PartitionedExecutable(
+                self.client, self.closed, mesh, in_sh, [None] * self.out_count, self.name, self.donated))
+        return found
+
+    def shardings(self, args: Sequence[Any]) -> tuple[tuple, Any]:
         shardings = [getattr(getattr(x, "_device", None), "sharding", None) for x in args]
         split = [(i, s) for i, s in enumerate(shardings) if isinstance(s, shd.NamedSharding)]
-        mesh: Any = split[0][1].mesh  # (the first split argument's; others over the same devices are resharded)
+        mesh: Any = self.mesh if self.mesh is not None else split[0][1].mesh
         ids = sorted(d.id for d in mesh.devices.flat)
-        for i, s in split[1:]:
+        for i, s in split:
             other = sorted(d.id for d in s._device_list())
             if other != ids:
-                raise ValueError(f"Received incompatible devices for jitted computation. Got argument {split[0][0]} "
-                                 f"of {self.name} with device ids {ids} and argument {i} with device ids {other}: "
-                                 "put the arguments on the same devices (jax.device_put)")
-        in_sh = tuple(s if isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in shardings)
-        found = self._partitioned.get(in_sh)
-        if found is None:
-            found = self._partitioned[in_sh] = PartitionedCall(PartitionedExecutable(
-                self.program.client, self.closed, mesh, in_sh, [None] * len(self.out_avals), self.name, self.donated))
+                raise ValueError(f"Received incompatible devices for jitted computation. The program {self.name} "
+                                 f"runs on device ids {ids}, but its argument {i} is on device ids {other}: put "
+                                 "the arguments on the same devices (jax.device_put)")
+        return tuple(s if isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in shardings), mesh
+
+    def __call__(self, args: Sequence[Any]) -> list[Array]:
+        in_sh, mesh = self.shardings(args)
+        found = self.program(in_sh, mesh)
         outs = found(args)
         for i in found.donated:
             if type(args[i]) is Array:
                 args[i].delete()
         return outs
 
+
+class MeshExecutable(BackendExecutable):
+    """A program over a device mesh from the start (it holds a ``shard_map`` over one): XLA
+    partitions it over the mesh's devices, whatever its arguments' placement."""
+
+    dialects = ("stablehlo",)
+    takes_numpy = True
+
+    def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions, mesh: Any) -> None:
+        self.backend, self.name = backend, options.name
+        self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
+        self.programs = MeshPrograms(client(backend.name), closed, options.name, options.donated, mesh)
+        self.donated = options.donated
+        self.unusable_donations = ()
+        first = self.programs.program(tuple([None] * len(self.in_avals)), mesh)  # (compiled now, as jit expects)
+        self.code = first.executable.code
+
+    def __call__(self, *args: Any) -> list[Array]:
+        return self.programs(args)
+
     def as_text(self, dialect: str) -> str:
         if dialect != "stablehlo":
             return super().as_text(dialect)
-        return self.program.text
+        return next(iter(self.programs.programs.values())).as_text()
+
+
+def mesh_of(jaxpr: Jaxpr) -> Any:
+    """The mesh of the first ``shard_map`` over a device mesh in ``jaxpr`` (sub-programs included)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is shard_map_p:
+            return eqn.params["mesh"]
+        for sub in subjaxprs(eqn.params):
+            found = mesh_of(sub)
+            if found is not None:
+                return found
+    return None
 
 
 class PartitionedCall:
@@ -180,6 +243,9 @@ def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOption
     """The executable of ``closed`` on ``backend``: one device program, or several around the
     program's host callbacks."""
     closed = eliminate_dead_code(closed)
+    mesh = mesh_of(closed.jaxpr)
+    if mesh is not None:
+        return MeshExecutable(backend, closed, options, mesh)
     if any(eqn.primitive.name in HOST_STEPS or _runs_on_host(eqn) for eqn in closed.jaxpr.eqns):
         return SplitExecutable(backend, closed, options)
     return PjrtExecutable(backend, closed, options)
