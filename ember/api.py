@@ -511,7 +511,8 @@ class JitFunction(Dispatcher):
         avals = [_abstractify(x, self.fun) for x in leaves]
         closed, out_tree = self.trace_program(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
                                               _python_values(leaves))
-        return Traced(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
+        return Traced(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs),
+                      _device_placement[0](self, args, kwargs, out_tree))
 
     @errors.api_boundary
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
@@ -678,8 +679,15 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
 _sharded_call: list[Callable] = [lambda jitted, args, kwargs: jitted.call_whole(args, kwargs)]
 
 
-def register_sharded_call(call: Callable) -> None:
+def register_sharded_call(call: Callable, placement: Callable) -> None:
+    """``call`` runs a jit with shardings; ``placement(jitted, args, kwargs, out_tree)`` gives the
+    (mesh, input shardings, output shardings) of a program over a device backend's mesh, or None,
+    for the ahead-of-time stages."""
     _sharded_call[0] = call
+    _device_placement[0] = placement
+
+
+_device_placement: list[Callable] = [lambda jitted, args, kwargs, out_tree: None]
 
 
 class _WrapperChurn:

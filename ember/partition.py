@@ -35,7 +35,6 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ember import api, lax, tree_util
-from ember.backends import registry
 from ember.core import sharding as shd
 from ember.core.array import Array
 from ember.core.avals import aval_of_value
@@ -49,6 +48,7 @@ from ember.lax.parallel import sharding_constraint_p
 from ember.lax.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
 from ember.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p, transpose_p
 from ember.parallel import shard_map
+from ember.runtime.executable import compile_jaxpr
 
 __all__ = ["per_device_jaxpr"]
 
@@ -361,6 +361,10 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
     sig = jitted._sig
     leaves, in_tree, statics, in_sh = _input_shardings(jitted, args, kwargs)
     in_sh = [s if s is not None or type(x) is not Array else x.sharding for s, x in zip(in_sh, leaves)]
+    named = [*in_sh, *(_named(s) for s in tree_util.tree_leaves(jitted.out_shardings, is_leaf=_is_placement)
+                      if s is not None)]
+    if any(isinstance(s, shd.NamedSharding) and _on_device_mesh(s.mesh) for s in named):
+        return _call_on_devices(jitted, args, kwargs, leaves, in_tree, statics, in_sh)
     meshes = {s.mesh for s in in_sh if _splits(s)}
     if len(meshes) > 1:
         raise ValueError(f"jit of {sig.fun_name}: in_shardings use {len(meshes)} different meshes; every split "
@@ -369,8 +373,6 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
         out = jitted.call_whole(args, kwargs)
         return _place_outputs(out, jitted.out_shardings)
     (mesh,) = meshes
-    if _on_device_mesh(mesh):
-        return _call_on_devices(jitted, args, kwargs, leaves, in_tree, statics, in_sh, mesh)
     avals = tuple(map(aval_of_value, leaves))
     key = (in_tree, avals, statics, tuple(in_sh), id(mesh))
     compiled = jitted._sharded_programs.get(key)
@@ -389,36 +391,48 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
 def _on_device_mesh(mesh: Any) -> bool:
     """Whether ``mesh`` holds a device backend's devices (an accelerator's, or XLA's CPU plugin's),
     whose programs XLA partitions, rather than ember's CPU devices, which ember partitions."""
-    first = next(iter(np.asarray(mesh.devices).flat))
-    return not isinstance(first, shd.Device)
+    devices = getattr(mesh, "devices", None)  # (an abstract mesh has none)
+    return devices is not None and not isinstance(next(iter(np.asarray(devices).flat)), shd.Device)
+
+
+def device_placement(jitted: Any, args: tuple, kwargs: dict, out_tree: Any) -> tuple | None:
+    """(mesh, each input's sharding or None, each output's sharding or None) of ``jitted(*args)``
+    over a device backend's mesh (its arguments split over one, or its in/out shardings name one);
+    None for a program on one device."""
+    if jitted.in_shardings is None and jitted.out_shardings is None and not any(
+            _splits(getattr(x, "sharding", None)) for x in tree_util.leaves_for_trace((args, kwargs))):
+        return None
+    leaves, _, _, in_sh = _input_shardings(jitted, args, kwargs)
+    in_sh = [s if s is not None or type(x) is not Array else x.sharding for s, x in zip(in_sh, leaves)]
+    out_sh: list = [None] * out_tree.num_leaves
+    if jitted.out_shardings is not None:
+        out_sh = [None if s is None else _named(s) for s in _prefix_leaves("out_shardings", jitted.out_shardings,
+                                                                           out_tree)]
+    meshes = [s.mesh for s in [*in_sh, *out_sh] if isinstance(s, shd.NamedSharding) and _on_device_mesh(s.mesh)]
+    if not meshes:
+        return None
+    mesh = meshes[0]
+    return (mesh, tuple(s if isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in in_sh),
+            tuple(s if isinstance(s, shd.NamedSharding) else None for s in out_sh))
 
 
 def _call_on_devices(jitted: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
-                     in_sh: list, mesh: Any) -> Any:
+                     in_sh: list) -> Any:
     """``jitted`` over a device backend's mesh: the program is traced once, annotated with the
-    inputs' shardings (an unspecified input is replicated) and the outputs' (unspecified: XLA's
-    propagation chooses), and XLA partitions it over the mesh's devices."""
+    inputs' shardings (an unspecified input keeps its own, or is replicated) and the outputs'
+    (unspecified: XLA's propagation chooses), and XLA partitions it over the mesh's devices."""
     sig = jitted._sig
     avals = tuple(map(aval_of_value, leaves))
-    in_sh = [s if _splits(s) or isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in in_sh]
-    donated = sig.donated_leaves(args, kwargs) if not sig.plain else frozenset()
-    key = ("devices", in_tree, avals, statics, tuple(in_sh), mesh, donated)
+    key = ("devices", in_tree, avals, statics, tuple(in_sh))
     compiled = jitted._sharded_programs.get(key)
     if compiled is None:
         closed, out_tree = jitted.trace_program(avals, in_tree, statics, sig.arg_names(args, kwargs))
-        out_sh: list = [None] * len(closed.out_avals)
-        if jitted.out_shardings is not None:
-            out_sh = [None if s is None else _named(s)
-                      for s in _prefix_leaves("out_shardings", jitted.out_shardings, out_tree)]
-        backend = registry.of_device(next(iter(np.asarray(mesh.devices).flat)))
-        program = backend.partitioned(closed, mesh, in_sh, out_sh, sig.fun_name, donated)
-        compiled = jitted._sharded_programs[key] = (program, out_tree)
-    program, out_tree = compiled
-    outs = program(leaves)
-    for i in program.donated:
-        if type(leaves[i]) is Array:
-            leaves[i].delete()
-    return tree_util.tree_unflatten(out_tree, outs)
+        placement = device_placement(jitted, args, kwargs, out_tree)
+        donated = sig.donated_leaves(args, kwargs) if not sig.plain else frozenset()
+        compiled = jitted._sharded_programs[key] = (compile_jaxpr(closed, sig.fun_name, donated, placement),
+                                                    out_tree)
+    executable, out_tree = compiled
+    return tree_util.tree_unflatten(out_tree, executable(*leaves))
 
 
 def _place_outputs(out: Any, shardings: Any) -> Any:
@@ -445,4 +459,4 @@ def per_device_jaxpr(jitted: Any, *args: Any, **kwargs: Any) -> ClosedJaxpr:
         return api.make_jaxpr(compiled.body)(*blocks)
 
 
-api.register_sharded_call(call_sharded)
+api.register_sharded_call(call_sharded, device_placement)

@@ -130,3 +130,65 @@ def test_training_steps_over_a_mesh_give_jaxs_losses(both, case):
     np.testing.assert_allclose(ours[case]["losses"], theirs[case]["losses"], rtol=2e-6)
     spec_key = "w1_spec" if case == "data_parallel" else "specs"
     assert ours[case][spec_key] == theirs[case][spec_key]
+
+
+EMBER_SIDE = r"""
+import numpy as np, ember
+ember.install_as_jax()
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+from ember.backends.pjrt import program, spmd
+
+AUTO = jax.sharding.AxisType.Auto
+mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AUTO, AUTO))
+x = np.arange(64, dtype=np.float32).reshape(8, 8)
+
+# Donation: every device gives its block up.
+a = jax.device_put(x, NamedSharding(mesh, P("x", "y")))
+blocks = list(a.device_buffer.shards)
+out = jax.jit(lambda a: a * 2, donate_argnums=0)(a)
+assert a.is_deleted() and all(b.deleted for b in blocks) and len(blocks) == 8
+np.testing.assert_array_equal(np.asarray(out), x * 2)
+try:
+    a + 1
+    raise AssertionError("a donated array was read")
+except RuntimeError as e:
+    assert "deleted" in str(e)
+
+# The lowered module is the annotated one that XLA partitions.
+text = jax.jit(lambda a: a.sum(0), in_shardings=NamedSharding(mesh, P("x", "y"))).lower(x).as_text()
+assert 'sdy.mesh @mesh = <["x"=2, "y"=4]>' in text and "mhlo.num_partitions = 8 : i32" in text
+assert '#sdy.sharding<@mesh, [{"x"}, {"y"}]>' in text and "[{?}]" in text
+
+# PartitionSpecs under a context mesh; the outputs' blocks live on their devices only.
+with jax.set_mesh(mesh):
+    y = jax.jit(lambda a: a + 1, in_shardings=P("x"), out_shardings=P(None, "y"))(x)
+assert y.sharding == NamedSharding(mesh, P(None, "y"))
+assert sorted((s.device.id, s.data.shape) for s in y.addressable_shards) == [(i, (8, 2)) for i in range(8)]
+assert [s.data.device_buffer.nbytes for s in y.addressable_shards] == [8 * 2 * 4] * 8
+jax.block_until_ready(y)
+assert y.is_ready() and repr(y.addressable_shards[3].device) == "CpuDevice(id=3)"
+
+# Compiled once per mesh and device assignment: the disk cache keys both.
+import tempfile
+closed = jax.make_jaxpr(lambda a: jnp.sin(a) + 7.25)(x)
+with tempfile.TemporaryDirectory() as where, ember.config.override(cache_dir=where, persistent_cache=True):
+    client = program.client("xla_cpu")
+    first = spmd.PartitionedExecutable(client, closed, mesh, [NamedSharding(mesh, P("x"))], [None])
+    second = spmd.PartitionedExecutable(client, closed, mesh, [NamedSharding(mesh, P("x"))], [None])
+    other = jax.sharding.Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ("x", "y"))
+    third = spmd.PartitionedExecutable(client, closed, other, [NamedSharding(other, P("x"))], [None])
+assert (first.code, second.code, third.code) == ("compiled", "disk", "compiled")
+for run in (first, third):
+    np.testing.assert_allclose(spmd.ShardedBuffer.to_host(run([x])[0]), np.sin(x) + 7.25, rtol=1e-6)
+print("ok")
+"""
+
+
+def test_donation_lowering_context_meshes_and_the_disk_cache_over_8_devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", EMBER_PLATFORMS="xla_cpu")
+    env.pop("EMBER_NUM_CPU_DEVICES", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", EMBER_SIDE], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=os.path.dirname(HERE))
+    assert out.returncode == 0 and out.stdout.split() == ["ok"], out.stderr[-3000:]

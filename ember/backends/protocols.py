@@ -37,6 +37,10 @@ class CompileOptions(NamedTuple):
 
     name: str = "fn"  # the function's name, for logs and generated symbols
     donated: frozenset[int] = frozenset()  # argument positions whose buffers outputs may take over
+    # A program over a device backend's mesh: (mesh, each input's sharding or None, each output's
+    # sharding or None); None for one device. Backends that partition programs read it; the others
+    # never receive one.
+    placement: Any = None
 
 
 class Executable(abc.ABC):

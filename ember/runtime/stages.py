@@ -48,9 +48,9 @@ class Traced:
     """A jitted function traced for one signature (``jit(f).trace(*args)``), not yet lowered."""
 
     def __init__(self, jitted: Any, closed: ClosedJaxpr, in_tree: Any, out_tree: Any, statics: tuple,
-                 donated: frozenset[int] = frozenset()) -> None:
+                 donated: frozenset[int] = frozenset(), placement: Any = None) -> None:
         self._jitted = jitted
-        self._parts = (closed, in_tree, out_tree, statics, donated)
+        self._parts = (closed, in_tree, out_tree, statics, donated, placement)
         self.jaxpr = closed
         self.fun_name = getattr(jitted, "__name__", "fun")
 
@@ -80,8 +80,9 @@ def _out_info(closed: ClosedJaxpr, out_tree: Any) -> Any:
 
 class Lowered:
     def __init__(self, jitted: Any, closed: ClosedJaxpr, in_tree: Any, out_tree: Any, statics: tuple,
-                 donated: frozenset[int] = frozenset()) -> None:
+                 donated: frozenset[int] = frozenset(), placement: Any = None) -> None:
         self._jitted = jitted
+        self._placement = placement  # (mesh, input shardings, output shardings) over a device mesh, or None
         self._closed = closed
         self._in_tree = in_tree
         self._out_tree = out_tree
@@ -136,7 +137,8 @@ class Lowered:
         if unknown:
             raise JaxRuntimeError(f"INVALID_ARGUMENT: No such compile option: {unknown[0]!r} (ember takes XLA's "
                                   "options, named xla_..., and ignores them: it compiles with LLVM, not XLA)")
-        executable = compile_jaxpr(self._closed, name=self._jitted.__name__, donated=self._donated)
+        executable = compile_jaxpr(self._closed, name=self._jitted.__name__, donated=self._donated,
+                                   placement=self._placement)
         warn_unusable_donations(executable, stacklevel=3)
         return Compiled(self, executable)
 

@@ -86,14 +86,6 @@ class PjrtBackend(Backend):
         of ``sharding`` (in its device order): held as they are."""
         return _parts().ShardedBuffer(blocks, sharding, shape, dtype)
 
-    def partitioned(self, closed: ClosedJaxpr, mesh: Any, in_shardings: Any, out_shardings: Any, name: str,
-                    donated: frozenset[int] = frozenset()) -> Any:
-        """``closed`` compiled over ``mesh`` (XLA partitions it): called with the flat arguments, it
-        returns Arrays split as ``out_shardings`` say (None: as XLA chose)."""
-        parts = _parts()
-        return parts.PartitionedCall(parts.PartitionedExecutable(
-            parts.client(self.name), closed, mesh, in_shardings, out_shardings, name, donated))
-
 
 def _register() -> dict[str, Backend]:
     """A backend for each plugin found: accelerators above ``cpu`` (priority 0), XLA's CPU plugin

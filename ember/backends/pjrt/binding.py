@@ -451,7 +451,7 @@ class Device:
         self.description = C.string_at(text.string, text.string_size).decode()
 
     def __repr__(self) -> str:
-        return f"{self.client.platform.upper()}Device(id={self.id})"
+        return f"{self.client.platform.capitalize()}Device(id={self.id})"  # (JAX's: CpuDevice(id=0))
 
 
 def _destroy_client(plugin: Plugin, handle: int) -> None:

@@ -126,27 +126,34 @@ class PjrtExecutable(BackendExecutable):
 
 
 class MeshPrograms:
-    """One program run over a mesh, compiled once per set of input shardings: the arguments split
-    over the mesh's devices keep their sharding, the others are replicated, and XLA chooses the
-    outputs' shardings. The mesh is ``mesh`` (a program holding a ``shard_map``), or that of the
-    first split argument (arguments split over other meshes of the same devices are resharded;
-    over other devices, JAX's error)."""
+    """One program run over a mesh, compiled once per set of input shardings. An input's sharding
+    is the one ``in_shardings`` gives, else its argument's when that is split over the mesh's
+    devices (JAX's committed arrays), else replicated; an output's is the one ``out_shardings``
+    gives, else the one XLA chooses. The mesh is ``mesh``, or that of the first split argument
+    (arguments split over other meshes of the same devices are resharded; over other devices,
+    JAX's error)."""
 
-    def __init__(self, client: Client, closed: ClosedJaxpr, name: str, donated: frozenset[int],
-                 mesh: Any = None) -> None:
+    def __init__(self, client: Client, closed: ClosedJaxpr, name: str, donated: frozenset[int], mesh: Any = None,
+                 in_shardings: Sequence[Any] | None = None, out_shardings: Sequence[Any] | None = None) -> None:
         self.client, self.closed, self.name, self.donated, self.mesh = client, closed, name, donated, mesh
-        self.out_count = len(closed.out_avals)
+        self.in_shardings = list(in_shardings or [None] * len(closed.in_avals))
+        self.out_shardings = list(out_shardings or [None] * len(closed.out_avals))
         self.programs: dict[tuple, PartitionedCall] = {}
 
     def program(self, in_sh: tuple, mesh: Any) -> "PartitionedCall":
         found = self.programs.get(in_sh)
         if found is None:
             found = self.programs[in_sh] = PartitionedCall(PartitionedExecutable(
-                self.client, self.closed, mesh, in_sh, [None] * self.out_count, self.name, self.donated))
+                self.client, self.closed, mesh, in_sh, self.out_shardings, self.name, self.donated))
         return found
 
+    def first(self) -> "PartitionedCall":
+        """The program for arguments that bring no sharding of their own (compiled now)."""
+        return self.program(tuple(self.in_shardings), self.mesh)
+
     def shardings(self, args: Sequence[Any]) -> tuple[tuple, Any]:
-        shardings = [getattr(getattr(x, "_device", None), "sharding", None) for x in args]
+        shardings = [given if given is not None else getattr(getattr(x, "_device", None), "sharding", None)
+                     for given, x in zip(self.in_shardings, args)]
         split = [(i, s) for i, s in enumerate(shardings) if isinstance(s, shd.NamedSharding)]
         mesh: Any = self.mesh if self.mesh is not None else split[0][1].mesh
         ids = sorted(d.id for d in mesh.devices.flat)
@@ -169,20 +176,21 @@ class MeshPrograms:
 
 
 class MeshExecutable(BackendExecutable):
-    """A program over a device mesh from the start (it holds a ``shard_map`` over one): XLA
-    partitions it over the mesh's devices, whatever its arguments' placement."""
+    """A program over a device mesh from the start (its jit's shardings name the mesh, or it holds
+    a ``shard_map`` over one): XLA partitions it over the mesh's devices (``MeshPrograms``)."""
 
     dialects = ("stablehlo",)
     takes_numpy = True
 
-    def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions, mesh: Any) -> None:
+    def __init__(self, backend: Any, closed: ClosedJaxpr, options: CompileOptions, mesh: Any,
+                 in_shardings: Sequence[Any] | None = None, out_shardings: Sequence[Any] | None = None) -> None:
         self.backend, self.name = backend, options.name
         self.in_avals, self.out_avals = closed.in_avals, closed.out_avals
-        self.programs = MeshPrograms(client(backend.name), closed, options.name, options.donated, mesh)
+        self.programs = MeshPrograms(client(backend.name), closed, options.name, options.donated, mesh,
+                                     in_shardings, out_shardings)
         self.donated = options.donated
         self.unusable_donations = ()
-        first = self.programs.program(tuple([None] * len(self.in_avals)), mesh)  # (compiled now, as jit expects)
-        self.code = first.executable.code
+        self.code = self.programs.first().executable.code  # (compiled now, as jit expects)
 
     def __call__(self, *args: Any) -> list[Array]:
         return self.programs(args)
@@ -190,7 +198,7 @@ class MeshExecutable(BackendExecutable):
     def as_text(self, dialect: str) -> str:
         if dialect != "stablehlo":
             return super().as_text(dialect)
-        return next(iter(self.programs.programs.values())).as_text()
+        return self.programs.first().as_text()
 
 
 def mesh_of(jaxpr: Jaxpr) -> Any:
@@ -243,6 +251,13 @@ def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOption
     """The executable of ``closed`` on ``backend``: one device program, or several around the
     program's host callbacks."""
     closed = eliminate_dead_code(closed)
+    if options.placement is not None:
+        mesh, in_shardings, out_shardings = options.placement
+        inner = mesh_of(closed.jaxpr)
+        if inner is not None and inner != mesh:
+            raise ValueError(f"{options.name} holds a shard_map over the mesh {inner}, but its arguments and "
+                             f"shardings place it on the mesh {mesh}: use one mesh")
+        return MeshExecutable(backend, closed, options, mesh, in_shardings, out_shardings)
     mesh = mesh_of(closed.jaxpr)
     if mesh is not None:
         return MeshExecutable(backend, closed, options, mesh)
