@@ -15,7 +15,10 @@ runs on its default platform (the TPU on a TPU machine, its CPU otherwise). It p
    3x3 convolutions, max and average pooling, dense, SGD with momentum) and a 2-layer GPT train step
    (d 512, 8 heads, seq 256, batch 16, vocab 8192, float32, Adam), each given NumPy arrays, then
    with its state already on the device (as a training loop's is once results are fed back);
-3. first calls, each in a fresh process: ember and JAX with empty caches, and each with its disk cache
+3. programs over 8 devices (``mesh``: XLA's CPU plugin made with 8 devices, against JAX on 8 CPU
+   devices): a data-parallel MLP step, a 2-D sharded matmul, a shard_map ring all-reduce and a
+   transformer block's step on a 2 x 4 (data, model) mesh, with the bytes each device holds;
+4. first calls, each in a fresh process: ember and JAX with empty caches, and each with its disk cache
    warm from an earlier process (ember's holds the plugin's serialized executables; JAX's persistent
    cache is switched on for that row: it is opt-in).
 
@@ -387,10 +390,115 @@ def run_first(name: str, backend: str | None, case: list, quick: bool) -> float:
     return time.perf_counter() - start
 
 
+# Programs over 8 devices (``--parts mesh``), written once: ``jax`` is JAX, or ember under install_as_jax.
+MESH_PROGRAMS = r'''
+import numpy as onp
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+AUTO = jax.sharding.AxisType.Auto
+
+def mesh_rows(quick):
+    rng = onp.random.default_rng(0)
+    rows = {}
+    dmesh = jax.make_mesh((8,), ("data",), axis_types=(AUTO,))
+    d_in, d_hidden, batch = (64, 128, 256) if quick else (512, 1024, 2048)
+    params = {"w1": rng.standard_normal((d_in, d_hidden)).astype(onp.float32) * 0.05,
+              "w2": rng.standard_normal((d_hidden, 10)).astype(onp.float32) * 0.05}
+    params = jax.device_put(params, NamedSharding(dmesh, P()))
+    xs = jax.device_put(rng.standard_normal((batch, d_in)).astype(onp.float32), NamedSharding(dmesh, P("data")))
+    ys = jax.device_put(onp.eye(10, dtype=onp.float32)[rng.integers(0, 10, batch)], NamedSharding(dmesh, P("data")))
+
+    def mlp_loss(p, x, y):
+        logits = jax.nn.relu(x @ p["w1"]) @ p["w2"]
+        return -(jax.nn.log_softmax(logits) * y).sum(axis=1).mean()
+
+    @jax.jit
+    def mlp_step(p, x, y):
+        g = jax.grad(mlp_loss)(p, x, y)
+        return jax.tree.map(lambda a, b: a - 0.1 * b, p, g)
+    rows["data-parallel MLP step (8-way batch)"] = (mlp_step, (params, xs, ys))
+
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AUTO, AUTO))
+    n = 1024 if quick else 4096
+    a = jax.device_put(rng.standard_normal((n, n)).astype(onp.float32), NamedSharding(mesh, P("x", "y")))
+    b = jax.device_put(rng.standard_normal((n, n)).astype(onp.float32), NamedSharding(mesh, P("y", None)))
+    rows[f"2-D sharded matmul {n} (2 x 4)"] = (jax.jit(lambda a, b: a @ b), (a, b))
+
+    ring_mesh = jax.make_mesh((8,), ("i",), axis_types=(AUTO,))
+    v = jax.device_put(rng.standard_normal((8, 1 << (14 if quick else 18))).astype(onp.float32),
+                       NamedSharding(ring_mesh, P("i")))
+
+    def ring(block):
+        total, piece = block, block
+        for _ in range(7):
+            piece = jax.lax.ppermute(piece, "i", [(k, (k + 1) % 8) for k in range(8)])
+            total = total + piece
+        return total
+    rows["shard_map ring all-reduce (8 devices)"] = (
+        jax.jit(jax.shard_map(ring, mesh=ring_mesh, in_specs=P("i"), out_specs=P("i"))), (v,))
+
+    tmesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AUTO, AUTO))
+    d, h, t, bsz = (64, 256, 32, 8) if quick else (256, 1024, 128, 16)
+    shard = {"wq": P(None, "model"), "wk": P(None, "model"), "wv": P(None, "model"), "wo": P("model", None),
+             "w1": P(None, "model"), "w2": P("model", None)}
+    shapes = {"wq": (d, d), "wk": (d, d), "wv": (d, d), "wo": (d, d), "w1": (d, h), "w2": (h, d)}
+    tp = {k: jax.device_put((rng.standard_normal(s) / onp.sqrt(s[0])).astype(onp.float32),
+                            NamedSharding(tmesh, shard[k])) for k, s in shapes.items()}
+    tx = jax.device_put(rng.standard_normal((bsz, t, d)).astype(onp.float32), NamedSharding(tmesh, P("data")))
+
+    def block(p, x):
+        q, k, v = x @ p["wq"], x @ p["wk"], x @ p["wv"]
+        att = jax.nn.softmax(jnp.einsum("btd,bsd->bts", q, k) / onp.sqrt(d), axis=-1)
+        x = x + jnp.einsum("bts,bsd->btd", att, v) @ p["wo"]
+        x = x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
+        return jnp.mean(x ** 2)
+
+    @jax.jit
+    def block_step(p, x):
+        g = jax.grad(block)(p, x)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
+    rows["transformer block step (2 x 4 data, model)"] = (block_step, (tp, tx))
+    return rows
+'''
+
+
+def per_device_bytes(args: tuple) -> list[int]:
+    """The bytes each device holds of ``args``' arrays, by device id."""
+    held: dict = {}
+    for leaf in __import__("jax").tree.leaves(args):
+        for shard in leaf.addressable_shards:
+            held[shard.device.id] = held.get(shard.device.id, 0) + shard.data.nbytes
+    return [held[k] for k in sorted(held)]
+
+
+def run_mesh(name: str, quick: bool) -> dict:
+    if name == "ember":
+        import ember
+
+        ember.install_as_jax()
+    space: dict = {}
+    exec(MESH_PROGRAMS, space)  # noqa: S102  (the benchmark's own source, shared by both frameworks)
+    import jax
+
+    out = {}
+    for label, (fn, args) in space["mesh_rows"](quick).items():
+        try:
+            t = steady(fn, args, jax.block_until_ready, 5 if "matmul" in label and not quick else 20)
+            out[label] = {"time": t, "bytes": per_device_bytes(args),
+                          "whole": sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(args))}
+        except Exception as e:  # noqa: BLE001  (a row reports its failure; the others still run)
+            out[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return out
+
+
 def child(task: dict) -> None:
     """One measurement in this process (``--child``): prints its result as JSON on the last line."""
     if task["part"] == "conformance":
         result = conformance(task["name"], task["backend"], task["reference"])
+    elif task["part"] == "mesh":
+        result = run_mesh(task["name"], task["quick"])
     elif task["part"] == "steady":
         result = run_steady(task["name"], task["backend"], task["rows"], task["quick"])
     else:
@@ -412,7 +520,8 @@ def main() -> None:
     parser.add_argument("--backend", default=None, help="the PJRT backend (default: an accelerator, else xla_cpu)")
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run)")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per first-call row")
-    parser.add_argument("--parts", default="conformance,steady,first", help="which tables, comma-separated")
+    parser.add_argument("--parts", default="conformance,steady,first,mesh",
+                        help="which tables, comma-separated (mesh: programs over 8 devices of XLA's CPU plugin)")
     parser.add_argument("--rows", default="", help="programs of the steady and first-call tables, comma-separated: "
                         "tiny, selu, matmul, cnn, gpt, cnn@device, gpt@device (default: all rows)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -460,6 +569,28 @@ def main() -> None:
                       f"{j if isinstance(j, str) else f'{j * 1e3:.3f} ms'} | - |", flush=True)
                 continue
             print(f"| {label} | {e * 1e3:.3f} ms | {j * 1e3:.3f} ms | {e / j:.2f} |", flush=True)
+
+    if "mesh" in parts:
+        eight = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+        mesh_results = {"ember": spawn({"part": "mesh", "name": "ember", "quick": opts.quick},
+                                       {**eight, "EMBER_PLATFORMS": "xla_cpu"}),
+                        "jax": spawn({"part": "mesh", "name": "jax", "quick": opts.quick},
+                                     {**eight, "JAX_PLATFORMS": "cpu"})}
+        print("\n| over 8 devices (steady median) | ember (xla_cpu) | JAX (cpu) | ember/JAX | bytes per device, ember "
+              "(of the whole) | JAX |\n|---|---|---|---|---|---|")
+        for label, e in mesh_results["ember"].items():
+            j = mesh_results["jax"][label]
+            if isinstance(e, str) or isinstance(j, str):
+                def shown(r: object) -> str:
+                    return r if isinstance(r, str) else f"{r['time'] * 1e3:.2f} ms"  # type: ignore[index]
+                print(f"| {label} | {shown(e)} | {shown(j)} | - | - | - |", flush=True)
+                continue
+
+            def held(r: dict) -> str:
+                low, high = min(r["bytes"]), max(r["bytes"])
+                return f"{low}-{high} ({r['whole']})" if low != high else f"{low} ({r['whole']})"
+            print(f"| {label} | {e['time'] * 1e3:.2f} ms | {j['time'] * 1e3:.2f} ms | {e['time'] / j['time']:.2f} | "
+                  f"{held(e)} | {held(j)} |", flush=True)
 
     if "first" not in parts:
         return

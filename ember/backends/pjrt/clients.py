@@ -32,10 +32,13 @@ def client_options(name: str) -> dict[str, int]:
     """The create options of backend ``name``'s client: XLA's CPU plugin gets as many devices as
     ember's CPU backend has (``config.num_cpu_devices``: ``EMBER_NUM_CPU_DEVICES``, or JAX's
     ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``), so one environment gives ember's
-    two CPU backends and JAX's CPU the same devices; one by default, as JAX's CPU."""
+    two CPU backends and JAX's CPU the same devices; one by default, as JAX's CPU. Executions are
+    asynchronous, as on JAX's CPU client."""
     if name != XLA_CPU:
         return {}
-    return {"cpu_device_count": max(1, int(config.num_cpu_devices))}
+    # (asynchronous: an execution returns once dispatched, as JAX's CPU client runs; the plugin's
+    # default runs it before returning)
+    return {"cpu_device_count": max(1, int(config.num_cpu_devices)), "asynchronous": True}
 
 
 def compile_cached(client: Client, text: str, in_types: list | None,
