@@ -106,7 +106,9 @@ class PjrtExecutable(BackendExecutable):
         def run(args: tuple) -> Any:
             try:
                 buffers = device_arguments(backend, args, in_avals)
-            except (RuntimeError, SplitArgument):  # (a deleted or split argument: the general path)
+            except SplitArgument:  # (arguments split over a mesh: the program over it)
+                return unflatten(out_tree, self._over_mesh(args))
+            except RuntimeError:  # (a deleted argument: the general path reports it)
                 return DECLINED
             outs = program.execute(buffers, checked=False)
             return unflatten(out_tree, [from_buffer(b, a) for b, a in zip(outs, out_avals)])
@@ -156,10 +158,10 @@ class MeshPrograms:
                      for given, x in zip(self.in_shardings, args)]
         split = [(i, s) for i, s in enumerate(shardings) if isinstance(s, shd.NamedSharding)]
         mesh: Any = self.mesh if self.mesh is not None else split[0][1].mesh
-        ids = sorted(d.id for d in mesh.devices.flat)
+        ids = _device_ids(mesh)
         for i, s in split:
-            other = sorted(d.id for d in s._device_list())
-            if other != ids:
+            if s.mesh is not mesh and _device_ids(s.mesh) != ids:
+                other = _device_ids(s.mesh)
                 raise ValueError(f"Received incompatible devices for jitted computation. The program {self.name} "
                                  f"runs on device ids {ids}, but its argument {i} is on device ids {other}: put "
                                  "the arguments on the same devices (jax.device_put)")
@@ -173,6 +175,17 @@ class MeshPrograms:
             if type(args[i]) is Array:
                 args[i].delete()
         return outs
+
+
+_ids_of: dict[Any, list[int]] = {}
+
+
+def _device_ids(mesh: Any) -> list[int]:
+    """The sorted ids of ``mesh``'s devices (kept per mesh: checked on every call)."""
+    found = _ids_of.get(mesh)
+    if found is None:
+        found = _ids_of[mesh] = sorted(d.id for d in mesh.devices.flat)
+    return found
 
 
 class MeshExecutable(BackendExecutable):
