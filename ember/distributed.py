@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ember.backends import registry
 from ember.config import config
 from ember.core import sharding as shd
 from ember.core.array import Array
@@ -42,6 +43,7 @@ class CollectiveTimeoutError(RuntimeError):
 class _State:
     transport: "MpiTransport | None" = None
     atexit_registered = False
+    kv_server: Any = None  # (process 0's key-value store of a PJRT backend's run)
 
 
 _state = _State()
@@ -179,11 +181,37 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         comm.Free()
         raise ValueError(f"ember.distributed.initialize: every process must have as many devices; they have "
                          f"{counts.tolist()} (EMBER_NUM_CPU_DEVICES / local_device_ids)")
+    backend = registry.get()
+    if size > 1 and not backend.host_buffers:
+        try:
+            _join_device_run(backend.name, comm, rank, size, coordinator_bind_address)
+        except Exception:
+            comm.Free()
+            raise
     _state.transport = transport
     shd.set_processes(rank, size, local)
     if not _state.atexit_registered:
         atexit.register(_at_exit)  # (runs before mpi4py finalizes MPI)
         _state.atexit_registered = True
+
+
+def _join_device_run(name: str, comm: Any, rank: int, size: int, bind_address: str | None) -> None:
+    """A PJRT backend's processes as one run: process 0 serves the key-value store the plugin's
+    clients exchange their topology through (a thread), MPI sends its address to the others, and
+    each process's client is created with its ``node_id`` and the store (docs/distributed.md)."""
+    from ember.backends.pjrt import clients, kv  # (for start-up time: the PJRT binding loads when used)
+    from ember.backends.pjrt.discovery import XLA_CPU
+
+    if name == XLA_CPU:
+        raise RuntimeError("ember.distributed.initialize: XLA's CPU plugin (the backend 'xla_cpu') runs no "
+                           "collectives across processes (it has no cross-process runtime), so a run over several "
+                           "processes cannot use it. Run several CPU processes on ember's CPU backend "
+                           "(EMBER_PLATFORMS=cpu), or one process with several XLA CPU devices "
+                           "(XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+    server = kv.KeyValueServer(bind_address or "") if rank == 0 else None
+    address = comm.bcast(server.address if server is not None else None, root=0)
+    _state.kv_server = server
+    clients.join_run(name, rank, size, kv.PluginCallbacks(kv.KeyValueClient(tuple(address))))
 
 
 def is_initialized() -> bool:

@@ -237,7 +237,7 @@ def _default_devices() -> list:
     """pmap's devices: the default backend's (an accelerator's, or XLA's CPU plugin's when chosen),
     else ember's CPU devices."""
     backend = registry.get()
-    return shd.devices() if backend.host_buffers else list(backend.devices())
+    return shd.devices() if backend.host_buffers else list(backend.local_devices())
 
 
 def _device_backend_of_devices(devs: Sequence[Any]) -> Any:

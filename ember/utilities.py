@@ -46,7 +46,7 @@ def device_put(x: Any, device: Any = None) -> Any:
             return tree_util.map_for_trace(lambda leaf: _put_sharded(leaf, split, device), x)
     target = device
     if device is None and not registry.get().host_buffers:  # (the default device, as in JAX: a TPU's)
-        target = registry.get().devices()[0]
+        target = registry.get().local_devices()[0]
     if isinstance(device, sharding.SingleDeviceSharding):  # (one device: its backend decides, as for the device)
         (target,) = device.device_set
     if target is not None and not isinstance(target, (Device, sharding.Sharding, sharding.PartitionSpec)):

@@ -169,3 +169,14 @@ print("OK")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=_env(),
                          stdin=subprocess.DEVNULL)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr
+
+
+@needs_mpi
+def test_xla_cpu_plugin_refuses_a_run_over_processes_clearly():
+    """XLA's CPU plugin has no runtime across processes: initialize says so, in every process."""
+    pytest.importorskip("lammps_jax_pjrt_cpu")
+    reports = _results(_mpirun("pjrt_run.py", EMBER_PLATFORMS="xla_cpu"), "RESULT ")
+    assert sorted(r["rank"] for r in reports) == [0, 1]
+    for r in reports:
+        assert not r["joined"]
+        assert "XLA's CPU plugin" in r["error"] and "EMBER_PLATFORMS=cpu" in r["error"]

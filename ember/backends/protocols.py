@@ -125,6 +125,11 @@ class Backend(abc.ABC):
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:
         """An executable for ``closed``."""
 
+    def local_devices(self) -> list[Any]:
+        """The devices this process drives (all of ``devices()`` unless the run spans processes):
+        where its programs run by default."""
+        return self.devices()
+
     def owns(self, device: Any) -> bool:
         """Whether ``device`` is one of its devices (``device_put`` asks each backend; override
         it where listing the devices costs something, such as opening a plugin's client)."""
@@ -160,7 +165,7 @@ def device_arguments(backend: Backend, args: Sequence[Any], avals: Sequence[Shap
     """The buffer of each argument on ``backend`` (a device backend): an Array on it passes its
     own; any other value (on the host or on another backend) is copied there through the host,
     large copies side by side on ``COPY_THREADS`` threads."""
-    device = backend.devices()[0]
+    device = backend.local_devices()[0]
     large = [i for i, x in enumerate(args) if _copied(backend, device, x) and x.nbytes >= PARALLEL_COPY_BYTES]
     if len(large) < 2:
         return [device_argument(backend, device, x, a) for x, a in zip(args, avals)]

@@ -53,6 +53,10 @@ class PjrtBackend(Backend):
         return self._available
 
     def devices(self) -> list[Any]:
+        """Every device of the run (several processes' after ``ember.distributed.initialize``)."""
+        return _parts().client(self.name).all_devices
+
+    def local_devices(self) -> list[Any]:
         return _parts().client(self.name).devices
 
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:

@@ -147,6 +147,7 @@ ClientString = _struct("ClientString", [("client", _vp), ("string", _vp), ("stri
 ClientDevices = _struct("ClientDevices", [("client", _vp), ("devices", C.POINTER(_vp)), ("num_devices", _sz)])
 DeviceGetDescription = _struct("DeviceGetDescription", [("device", _vp), ("description", _vp)])
 DescriptionId = _struct("DescriptionId", [("description", _vp), ("id", _int)])
+DescriptionProcessIndex = _struct("DescriptionProcessIndex", [("description", _vp), ("process_index", _int)])
 DescriptionString = _struct("DescriptionString", [("description", _vp), ("string", _vp), ("string_size", _sz)])
 Program = _struct("Program", [("code", _vp), ("code_size", _sz), ("format", C.c_char_p), ("format_size", _sz)])
 ClientCompile = _struct("ClientCompile", [
@@ -406,7 +407,8 @@ _USED = ("Error_Destroy", "Error_Message", "Error_GetCode", "Plugin_Initialize",
          "Event_Destroy", "Event_IsReady", "Event_Await", "Client_Create", "Client_Destroy",
          "Client_PlatformName", "Client_PlatformVersion", "Client_AddressableDevices", "Client_Compile",
          "Client_BufferFromHostBuffer", "DeviceDescription_Id", "DeviceDescription_Kind",
-         "DeviceDescription_ToString", "Device_GetDescription", "Executable_Destroy", "Executable_NumOutputs",
+         "DeviceDescription_ToString", "DeviceDescription_ProcessIndex", "Device_GetDescription", "Client_Devices",
+         "Executable_Destroy", "Executable_NumOutputs",
          "LoadedExecutable_Destroy", "LoadedExecutable_GetExecutable", "LoadedExecutable_Execute",
          "Buffer_Destroy", "Buffer_ToHostBuffer", "Buffer_ReadyEvent", "Buffer_Delete",
          "Executable_OutputElementTypes", "Executable_OutputDimensions")
@@ -428,23 +430,20 @@ def load_plugin(path: str | os.PathLike) -> Plugin:
 class Device:
     """One addressable device of a client."""
 
-    __slots__ = ("client", "handle", "id", "kind", "description")
+    __slots__ = ("client", "handle", "id", "kind", "description", "process_index")
 
     @property
     def platform(self) -> str:
         return self.client.platform
-
-    @property
-    def process_index(self) -> int:
-        """The process driving the device (as ``pmap`` and ``shard_map`` ask): a client drives
-        only its own process's devices, so 0."""
-        return 0
 
     def __init__(self, client: "Client", handle: int) -> None:
         plugin = client.plugin
         self.client, self.handle = client, handle
         desc = plugin.call("Device_GetDescription", _new(DeviceGetDescription, device=handle)).description
         self.id = plugin.call("DeviceDescription_Id", _new(DescriptionId, description=desc)).id
+        # (the process driving it: another process's, in a run over several; 0 alone)
+        self.process_index = plugin.call("DeviceDescription_ProcessIndex", _new(
+            DescriptionProcessIndex, description=desc)).process_index
         kind = plugin.call("DeviceDescription_Kind", _new(DescriptionString, description=desc))
         self.kind = C.string_at(kind.string, kind.string_size).decode()
         text = plugin.call("DeviceDescription_ToString", _new(DescriptionString, description=desc))
@@ -461,8 +460,12 @@ def _destroy_client(plugin: Plugin, handle: int) -> None:
 class Client:
     """A PJRT client: the plugin's devices, compilation, and buffers from the host."""
 
-    def __init__(self, plugin: Plugin, options: dict[str, Any] | None = None, backend: str = "pjrt") -> None:
+    def __init__(self, plugin: Plugin, options: dict[str, Any] | None = None, backend: str = "pjrt",
+                 kv: Any = None) -> None:
+        """``kv``: the run's key-value store as the plugin's callbacks (``kv.PluginCallbacks``), for
+        a client of several processes."""
         self.plugin = plugin
+        self.kv = kv  # (kept alive: the plugin calls it from its threads)
         self.backend = backend  # the name ember's backend registry knows it by (what buffers report)
         options = dict(options or {})
         values = (NamedValue * max(1, len(options)))()
@@ -482,7 +485,9 @@ class Client:
                 nv.type, nv.value, nv.value_size = 0, C.addressof(text), len(value.encode())
             else:
                 raise TypeError(f"PJRT client option {name!r}: a bool, int or str, not {type(value).__name__}")
-        args = plugin.call("Client_Create", _new(ClientCreate, create_options=values, num_options=len(options)))
+        get, put = kv.addresses() if kv is not None else (None, None)
+        args = plugin.call("Client_Create", _new(ClientCreate, create_options=values, num_options=len(options),
+                                                 kv_get_callback=get, kv_put_callback=put))
         self.handle = args.client
         self._finalizer = weakref.finalize(self, _destroy_client, plugin, self.handle)
         self.platform = self._string("Client_PlatformName")
@@ -492,7 +497,12 @@ class Client:
         # program's inputs cross while earlier work runs. A writable array is copied during the call.
         self.read_only_transfer = IMMUTABLE_ZERO_COPY if self.platform == "cpu" else IMMUTABLE_UNTIL_TRANSFER_COMPLETES
         found = plugin.call("Client_AddressableDevices", _new(ClientDevices, client=self.handle))
-        self.devices = [Device(self, found.devices[k]) for k in range(found.num_devices)]
+        self.devices = [Device(self, found.devices[k]) for k in range(found.num_devices)]  # (this process's)
+        every = plugin.call("Client_Devices", _new(ClientDevices, client=self.handle))
+        mine = {d.handle: d for d in self.devices}
+        handles = [every.devices[k] for k in range(every.num_devices)]
+        self.all_devices = [mine.get(h) or Device(self, h) for h in handles]  # (the run's, by id)
+        self.all_devices.sort(key=lambda d: d.id)
         self._layouts: dict[int, tuple] = {}
 
     def _string(self, name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 from ember.backends import disk_cache
 from ember.backends.pjrt.binding import PLATFORM_OVERRIDES, Client, Executable, PjrtError, compile_options, load_plugin
@@ -12,6 +13,30 @@ from ember.config import config
 
 _clients: dict[str, Client] = {}
 _lock = threading.Lock()
+
+
+class _Run:
+    """A run over several processes (``join_run``): this process's index, their count, and the
+    key-value store's callbacks that the plugin's clients reach the others through."""
+
+    node_id = 0
+    num_nodes = 1
+    kv: Any = None
+
+
+_run = _Run()
+
+
+def join_run(name: str, node_id: int, num_nodes: int, kv: Any) -> None:
+    """Make backend ``name``'s client one of ``num_nodes`` processes' (``ember.distributed``): it is
+    created with the plugin's ``node_id`` / ``num_nodes`` options and the key-value store, so
+    the plugin exchanges its topology with the other processes. Before the client opens only: a
+    client's processes are fixed when it is created (JAX's ``initialize`` has the same rule)."""
+    with _lock:
+        if name in _clients:
+            raise RuntimeError(f"ember.distributed.initialize must be called before any computation on the "
+                               f"backend {name!r}: its client is already open for this process alone")
+        _run.node_id, _run.num_nodes, _run.kv = int(node_id), int(num_nodes), kv
 
 
 def client(name: str = XLA_CPU) -> Client:
@@ -24,7 +49,8 @@ def client(name: str = XLA_CPU) -> Client:
                 raise PjrtError(f"no PJRT plugin for the backend {name!r} was found. Install one (xla_cpu: "
                                 "pip install ember[pjrt-cpu]; tpu: pip install ember[tpu]) or name its library "
                                 f"in EMBER_PJRT_PLUGIN ({name}:/path/to/plugin.so)", "NOT_FOUND")
-            found = _clients[name] = Client(load_plugin(spec.path), client_options(name), backend=name)
+            found = _clients[name] = Client(load_plugin(spec.path), client_options(name), backend=name,
+                                            kv=_run.kv if _run.num_nodes > 1 else None)
         return found
 
 
@@ -35,7 +61,7 @@ def client_options(name: str) -> dict[str, int]:
     two CPU backends and JAX's CPU the same devices; one by default, as JAX's CPU. Executions are
     asynchronous, as on JAX's CPU client."""
     if name != XLA_CPU:
-        return {}
+        return {"node_id": _run.node_id, "num_nodes": _run.num_nodes} if _run.num_nodes > 1 else {}
     # (asynchronous: an execution returns once dispatched, as JAX's CPU client runs; the plugin's
     # default runs it before returning)
     return {"cpu_device_count": max(1, int(config.num_cpu_devices)), "asynchronous": True}

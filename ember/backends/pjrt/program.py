@@ -405,7 +405,7 @@ class SplitExecutable(BackendExecutable):
     def run(self, values: Sequence[Any]) -> list[Any]:
         """The outputs (device buffers or host arrays) of the inputs ``values`` (either)."""
         backend = self.backend
-        device = backend.devices()[0]
+        device = backend.local_devices()[0]
         env: dict[int, Any] = {}
         for v, c in zip(self.constvars, self.consts):
             env[id(v)] = c
