@@ -108,11 +108,13 @@ def _run(framework: str) -> dict:
 def both() -> tuple[dict, dict]:
     pytest.importorskip("jax")
     pytest.importorskip("optax")
+    pytest.importorskip("flax")
     return _run("ember"), _run("jax")
 
 
 @pytest.mark.parametrize("case", ["placed", "committed", "in_out_shardings", "constraint", "from_callback",
-                                  "two_meshes", "collectives", "pmapped", "errors"])
+                                  "two_meshes", "collectives", "pmapped", "flax_partitioning",
+                                  "errors"])
 def test_sharded_programs_on_8_devices_as_under_jax(both, case):
     """Each device's block (device, shape, index), the output shardings, the values, and the
     errors' types are JAX's."""

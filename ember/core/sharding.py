@@ -437,6 +437,12 @@ def get_mesh() -> Any:
     return AbstractMesh((), ()) if mesh is None else mesh
 
 
+def get_abstract_mesh() -> "AbstractMesh":
+    """The current mesh's axis names, sizes and types (``set_mesh``), without its devices: what
+    libraries read to ask which axes exist (an empty AbstractMesh when no mesh is current)."""
+    return get_mesh().abstract_mesh
+
+
 class set_mesh:
     """Make ``mesh`` current; as a context manager, until the block ends."""
 

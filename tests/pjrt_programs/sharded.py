@@ -224,6 +224,31 @@ def pmapped():
     return found
 
 
+def flax_partitioning():
+    import flax.linen as nn
+
+    pmesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AUTO, AUTO))
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.Dense(16, kernel_init=nn.with_partitioning(nn.initializers.lecun_normal(), (None, "model")))(x)
+            return nn.Dense(4, kernel_init=nn.with_partitioning(nn.initializers.lecun_normal(), ("model", None)))(
+                nn.relu(x))
+
+    model = Block()
+    xb = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    abstract = jax.eval_shape(model.init, jax.random.key(0), xb)
+    specs = nn.get_partition_spec(abstract)
+    shardings = jax.tree.map(lambda p: NamedSharding(pmesh, p), specs)
+    params = jax.jit(model.init, out_shardings=shardings)(jax.random.key(0), xb)
+    out = jax.jit(model.apply)(params, jax.device_put(xb, NamedSharding(pmesh, P("data"))))
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    return {"specs": {jax.tree_util.keystr(k): spec(v) for k, v in leaves},
+            "blocks": {jax.tree_util.keystr(k): blocks(v) for k, v in leaves},
+            "out": np.asarray(out).round(4).tolist(), "out_spec": spec(out)}
+
+
 def errors():
     found = {}
 
@@ -247,7 +272,7 @@ def errors():
 for name, fn in [("placed", placed), ("committed", committed), ("in_out_shardings", in_out_shardings),
                  ("constraint", constraint), ("from_callback", from_callback), ("data_parallel", data_parallel),
                  ("transformer_block", transformer_block), ("two_meshes", two_meshes), ("collectives", collectives),
-                 ("pmapped", pmapped),
+                 ("pmapped", pmapped), ("flax_partitioning", flax_partitioning),
                  ("errors", errors)]:
     record(name, fn)
 print("RESULT " + json.dumps(out))
