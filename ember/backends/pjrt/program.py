@@ -129,8 +129,8 @@ class MeshPrograms:
     """One program run over a mesh, compiled once per set of input shardings: the arguments split
     over the mesh's devices keep their sharding, the others are replicated, and XLA chooses the
     outputs' shardings. The mesh is ``mesh`` (a program holding a ``shard_map``), or that of the
-    first split argument (arguments split over other meshes of the same devices are resharded;
-    over other devices, JAX's error)."""
+    first split argument (arguments split over other meshes of the same devices in the same order
+    are resharded; over other devices, or the same in another order, JAX's error)."""
 
     def __init__(self, client: Client, closed: ClosedJaxpr, name: str, donated: frozenset[int],
                  mesh: Any = None) -> None:
@@ -149,9 +149,9 @@ class MeshPrograms:
         shardings = [getattr(getattr(x, "_device", None), "sharding", None) for x in args]
         split = [(i, s) for i, s in enumerate(shardings) if isinstance(s, shd.NamedSharding)]
         mesh: Any = self.mesh if self.mesh is not None else split[0][1].mesh
-        ids = sorted(d.id for d in mesh.devices.flat)
-        for i, s in split:
-            other = sorted(d.id for d in s._device_list())
+        ids = [d.id for d in mesh.devices.flat]
+        for i, s in split:  # (the same devices in another order are other devices to JAX too)
+            other = [d.id for d in s._device_list()]
             if other != ids:
                 raise ValueError(f"Received incompatible devices for jitted computation. The program {self.name} "
                                  f"runs on device ids {ids}, but its argument {i} is on device ids {other}: put "
