@@ -316,7 +316,9 @@ def _flatten_specs(what: str, specs: Any, treedef: Any, count: int) -> list:
 
 def _check_spec(what: str, spec: Any, x_aval: Any, mesh: Any, position: str) -> tuple:
     if spec is None:
-        raise ValueError(f"shard_map {what} must be PartitionSpecs (or P() for replicated), got None for {position}")
+        # (JAX's error: None is a spec only where it infers one, from Explicit mesh axes, which ember has not)
+        raise TypeError(f"shard_map {what} argument must be a pytree of `jax.sharding.PartitionSpec` instances, "
+                        f"but it was `None` for {position}")
     if len(spec) > x_aval.ndim:
         raise ValueError(f"shard_map applied to the function was given {what} {spec!r} for {position} of type "
                          f"{x_aval.str_short()}, but the spec has length {len(spec)} while the value has rank "
@@ -372,29 +374,39 @@ def _from_blocks(y: Any, splits: tuple, mesh: Any) -> Any:
     return lax.reshape(lax.transpose(y, order), tuple(final))
 
 
-def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any = None, in_specs: Any = None,
-              axis_names: Any = frozenset(), check_vma: bool = True, check_rep: Any = None) -> Callable:
+_NO_OUT_SPECS = object()  # (out_specs=None is a spec: that of a function returning None)
+
+
+def shard_map(f: Callable | None = None, /, *, out_specs: Any = _NO_OUT_SPECS, mesh: Any = None,
+              in_specs: Any = None, axis_names: Any = frozenset(), check_vma: bool = True,
+              check_rep: Any = None) -> Callable:
     """Run ``f`` on each device's blocks of the inputs (split over the mesh's axes as ``in_specs``
     say) and assemble the outputs from the devices' blocks (``out_specs``); inside ``f`` the
     mesh's axis names are bound for the collectives."""
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, mesh=mesh, in_specs=in_specs, axis_names=axis_names,
                                  check_vma=check_vma, check_rep=check_rep)
-    if mesh is None:
-        mesh = shd.get_mesh()
-        if mesh.empty:
-            raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to enter into a mesh "
-                             "context or pass a mesh to shard_map.")
-    if out_specs is None:
+    if out_specs is _NO_OUT_SPECS:
         raise TypeError("shard_map() missing 1 required keyword-only argument: 'out_specs'")
     if check_rep is not None:
         check_vma = bool(check_rep)
     kind = par.SHARD_MAP_VMA if check_vma else par.SHARD_MAP
-    frames = tuple((n, mesh.shape[n], kind) for n in mesh.axis_names)
+    given_mesh = mesh
     programs: dict[Any, tuple] = {}
+    staged: dict[Any, Callable] = {}  # (per mesh: jit's cache does not know the context mesh)
 
     @functools.wraps(f)
     def mapped(*args: Any) -> Any:
+        mesh = given_mesh
+        if mesh is None:  # (the context mesh when called, as in JAX: set_mesh may come after the decorator)
+            mesh = shd.get_mesh()
+            if mesh.empty:
+                raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to enter into a mesh "
+                                 "context or pass a mesh to shard_map.")
+        return over(mesh, *args)
+
+    def over(mesh: Any, *args: Any) -> Any:
+        frames = tuple((n, mesh.shape[n], kind) for n in mesh.axis_names)
         leaves, in_tree = tree_util.flatten_for_trace(args)
         specs = _flatten_specs("in_specs", in_specs if isinstance(in_specs, tuple) and not isinstance(
             in_specs, shd.PartitionSpec) else (in_specs,) * len(args) if _is_spec(in_specs) else in_specs,
@@ -418,7 +430,13 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
 
         on_devices = mesh.abstract_mesh is not mesh and _device_backend_of_mesh(mesh) is not None
         if on_devices and not _is_traced(leaves):  # (a device backend's mesh: staged, run as one program)
-            return jit(mapped)(*args)
+            run = staged.get(mesh)
+            if run is None:
+                run = staged[mesh] = jit(functools.wraps(f)(functools.partial(over, mesh)))
+            outs = run(*args)
+            out_leaves, out_tree = tree_util.flatten_for_trace(outs)
+            o_specs = _flatten_specs("out_specs", out_specs, out_tree, len(out_leaves))
+            return tree_util.tree_unflatten(out_tree, [_as_written(o, mesh, s) for o, s in zip(out_leaves, o_specs)])
         if on_devices:
             block_avals = [a._replace(shape=tuple(d // math.prod(mesh.shape[n] for n in names)
                                                   for d, names in zip(a.shape, sp)))
@@ -449,7 +467,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any = None, mesh: Any 
         maps = [shd.NamedSharding(mesh, s).devices_indices_map(a.shape) for s, a in zip(specs, avals_in)]
         block_avals = [a._replace(shape=shd.NamedSharding(mesh, s).shard_shape(a.shape))
                        for s, a in zip(specs, avals_in)]
-        key = (in_tree, tuple(block_avals), tuple(specs))
+        key = (in_tree, tuple(block_avals), tuple(specs), mesh)
         built = programs.get(key)
         if built is None:
             program = _compile_block_program(flat_body, block_avals, frames)
@@ -520,6 +538,21 @@ def make_array_from_callback(shape: Sequence[int], sharding: shd.Sharding, data_
     if _device_backend(sharding) is not None:  # (a device backend's mesh: each device gets its block)
         return device_put(full, sharding)
     return shd.place(Array(full), sharding)
+
+
+def _as_written(x: Any, mesh: Any, spec: Any) -> Any:
+    """An eager shard_map's output on a device mesh, with JAX's sharding for it: ``out_specs`` as
+    written (``P('i', None)`` keeps its None, which XLA's layout read back does not say)."""
+    buffer = getattr(x, "_device", None)
+    have = getattr(buffer, "sharding", None)
+    if not isinstance(have, shd.NamedSharding) or not isinstance(spec, shd.PartitionSpec) or \
+            tuple(have.spec) == tuple(spec):
+        return x
+    want = shd.NamedSharding(mesh, spec)
+    if have.mesh != mesh or have._splits(x.ndim) != want._splits(x.ndim):
+        return x
+    backend = _device_backend_of_mesh(mesh)
+    return Array.from_buffer(backend.split_buffer(buffer.shards, want, x.shape, x.dtype), x.aval)
 
 
 def _device_backend_of_mesh(mesh: Any) -> Any:

@@ -202,6 +202,13 @@ class SplitArgument(Exception):
     program over those devices instead (``ember.backends.pjrt.spmd``)."""
 
 
+class SplitBuffers:
+    """Whether this process has made a buffer split over devices (``made``): until it has, eager
+    operations skip asking each operand whether it is one (``ember.runtime.eager``)."""
+
+    made = False
+
+
 def device_argument(backend: Backend, device: Any, x: Any, aval: ShapedArray) -> Any:
     """The buffer of one argument on ``backend``'s ``device`` (where its programs run): an Array's
     own there or its mirror (``_resident``), else a new copy (kept as the mirror of a host Array)."""

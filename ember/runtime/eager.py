@@ -46,7 +46,7 @@ import numpy as np
 
 from ember.backends import registry
 from ember.backends.cpu_backend import CpuBackend
-from ember.backends.protocols import Executable
+from ember.backends.protocols import Executable, SplitBuffers
 from ember.backends.reference.executable import ReferenceBackend
 from ember.config import config
 from ember.core.array import Array
@@ -115,6 +115,8 @@ _kernels: dict[Any, Executable] = {}
 
 def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     """``EvalTrace.apply``: one eager operation, on native code where it pays."""
+    if SplitBuffers.made and _split(args):
+        return _over_devices(p, args, params)
     try:  # (written out for one and two operands, the commonest)
         if len(args) == 2:
             a, b = args
@@ -132,6 +134,27 @@ def apply(p: Primitive, args: Sequence[Any], params: dict) -> Any:
     if run is None:
         return _apply(p, args, params)
     return run(values, params)
+
+
+def _split(args: Sequence[Any]) -> bool:
+    """Whether an operand is an Array split over several devices (its buffer says how)."""
+    return any(type(a) is Array and getattr(a._device, "sharding", None) is not None for a in args)
+
+
+def _over_devices(p: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """An eager operation on an Array split over devices: computation follows the data, as in JAX.
+    The one-equation program runs compiled over the mesh of its split operands (the backend's
+    executable takes split arguments so: ``SplitArgument``), the others replicated there, and the
+    results stay split as XLA's partitioner chooses, where the host would gather them whole."""
+    avals = [aval_of_value(a) for a in args]
+    closed = _one_equation(p, avals, params)
+    key, refs = compile_cache.fingerprint(closed)
+    program, executable = _seen(key, refs)
+    if executable is None:
+        executable = program.executable = _compile(p, closed, avals, again=False)
+    _counts["native"] += 1
+    outs = executable(*args)
+    return outs if p.multiple_results else outs[0]
 
 
 # Elementwise operations whose eager call may take Arrays that NumPy broadcasts
@@ -152,7 +175,7 @@ def apply_seen(p: Primitive | None, a: Array, b: Array) -> Array | None:
     reference (``_references``: small, the shape rule passed, no debug check), without the layers
     between a ``jnp`` function and ``apply`` (the ``lax`` function, ``bind``: a microsecond of a
     5 us ``x + y``); None for any other signature, inside a trace, or for no ``p`` (the caller binds)."""
-    if p is None or type(current_trace()) is not EvalTrace:
+    if p is None or type(current_trace()) is not EvalTrace or SplitBuffers.made and _split((a, b)):
         return None
     run = _references.get((p, a.aval, b.aval))
     return None if run is None else run((a._value, b._value), _NO_PARAMS)
@@ -160,7 +183,7 @@ def apply_seen(p: Primitive | None, a: Array, b: Array) -> Array | None:
 
 def apply_seen_one(p: Primitive | None, a: Array, params: dict = _NO_PARAMS) -> Array | None:
     """``apply_seen`` of one operand (and ``params``: a reduction's axes)."""
-    if p is None or type(current_trace()) is not EvalTrace:
+    if p is None or type(current_trace()) is not EvalTrace or SplitBuffers.made and _split((a,)):
         return None
     run = _references.get((p, a.aval, *params.items()) if params else (p, a.aval))
     return None if run is None else run((a._value,), params)
@@ -174,7 +197,7 @@ def apply_broadcasting(p: Primitive, args: tuple[Array, ...], shape: tuple[int, 
     element from the same operands. None (the caller broadcasts and binds) inside a trace, where the
     result has ``KERNEL_MIN_ELEMENTS`` elements or more (native code computes those), with the
     debug checks on, and for other primitives."""
-    if type(current_trace()) is not EvalTrace:
+    if type(current_trace()) is not EvalTrace or SplitBuffers.made and _split(args):
         return None
     key = (p, args[0].aval, args[1].aval) if len(args) == 2 else (p, *[a.aval for a in args])
     try:

@@ -132,8 +132,8 @@ class MeshPrograms:
     is the one ``in_shardings`` gives, else its argument's when that is split over the mesh's
     devices (JAX's committed arrays), else replicated; an output's is the one ``out_shardings``
     gives, else the one XLA chooses. The mesh is ``mesh``, or that of the first split argument
-    (arguments split over other meshes of the same devices are resharded; over other devices,
-    JAX's error)."""
+    (arguments split over other meshes of the same devices in the same order are resharded; over
+    other devices, or the same in another order, JAX's error)."""
 
     def __init__(self, client: Client, closed: ClosedJaxpr, name: str, donated: frozenset[int], mesh: Any = None,
                  in_shardings: Sequence[Any] | None = None, out_shardings: Sequence[Any] | None = None) -> None:
@@ -159,7 +159,7 @@ class MeshPrograms:
         split = [(i, s) for i, s in enumerate(shardings) if isinstance(s, shd.NamedSharding)]
         mesh: Any = self.mesh if self.mesh is not None else split[0][1].mesh
         ids = _device_ids(mesh)
-        for i, s in split:
+        for i, s in split:  # (the same devices in another order are other devices to JAX too)
             if s.mesh is not mesh and _device_ids(s.mesh) != ids:
                 other = _device_ids(s.mesh)
                 raise ValueError(f"Received incompatible devices for jitted computation. The program {self.name} "
@@ -181,10 +181,10 @@ _ids_of: dict[Any, list[int]] = {}
 
 
 def _device_ids(mesh: Any) -> list[int]:
-    """The sorted ids of ``mesh``'s devices (kept per mesh: checked on every call)."""
+    """The ids of ``mesh``'s devices in its order (kept per mesh: checked on every call)."""
     found = _ids_of.get(mesh)
     if found is None:
-        found = _ids_of[mesh] = sorted(d.id for d in mesh.devices.flat)
+        found = _ids_of[mesh] = [d.id for d in mesh.devices.flat]
     return found
 
 

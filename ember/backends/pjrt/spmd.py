@@ -27,6 +27,7 @@ import numpy as np
 from ember.backends.pjrt.binding import PLATFORM_OVERRIDES, Buffer, Client, Spmd, compile_options
 from ember.backends.pjrt.clients import compile_cached
 from ember.backends.pjrt.lowering import lower_module
+from ember.backends.protocols import SplitBuffers
 from ember.core import sharding as shd
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, Jaxpr, Var
@@ -207,6 +208,7 @@ class ShardedBuffer:
         self.shards, self.sharding = list(shards), sharding
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.backend = shards[0].backend
+        SplitBuffers.made = True
 
     device = None  # (several: ``Array.device`` says so)
 
@@ -323,11 +325,13 @@ class PartitionedExecutable:
         self.out_shardings = list(out_shardings)
         if any(s is None for s in out_shardings):
             chosen = module_output_shardings(self.executable.optimized_program())
+            first = next(((s, a.ndim) for s, a in zip(in_shardings, self.in_avals) if s is not None), None)
             for k, s in enumerate(out_shardings):
                 if s is None:
                     ndim = self.out_avals[k].ndim
-                    self.out_shardings[k] = (named_sharding(chosen[k], mesh, ndim) if chosen is not None
-                                             else shd.NamedSharding(mesh, shd.PartitionSpec()))
+                    found = (named_sharding(chosen[k], mesh, ndim) if chosen is not None
+                             else shd.NamedSharding(mesh, shd.PartitionSpec()))
+                    self.out_shardings[k] = _as_given(found, first, ndim)
         self.donated = frozenset(donated)
 
     def arguments(self, values: Sequence[Any]) -> list[list[Buffer]]:
@@ -353,6 +357,18 @@ class PartitionedExecutable:
         outs = self.executable.execute_partitioned(lists, self.donated)
         return [ShardedBuffer([row[k] for row in outs], s, a.shape, a.dtype)
                 for k, (s, a) in enumerate(zip(self.out_shardings, self.out_avals))]
+
+
+def _as_given(found: Any, first: tuple | None, ndim: int) -> Any:
+    """An output sharding XLA chose, as JAX reports it: the first input sharding given, as written
+    (``P('x', None)`` keeps its None), where it lays out the output the same way and has its rank;
+    else ``found`` (JAX's ``maybe_recover_user_shardings``)."""
+    if first is None or not isinstance(found, shd.NamedSharding) or not isinstance(first[0], shd.NamedSharding):
+        return found
+    given, given_ndim = first
+    if given_ndim == ndim and given.mesh == found.mesh and given._splits(ndim) == found._splits(ndim):
+        return given
+    return found
 
 
 _programs: dict[tuple, PartitionedExecutable] = {}

@@ -136,29 +136,50 @@ def _live_body(closed: ClosedJaxpr, used_outputs: Sequence[bool]) -> ClosedJaxpr
 
 
 def _shard_map_partial_eval(trace: Any, args: tuple, params: dict) -> list:
-    """The known outputs computed now by a shard_map of the known part; the unknown ones by a
-    shard_map of the whole body, which takes the known inputs as they are (recomputing what it
-    needs of the known part: nothing device-local crosses between the two)."""
-    jaxpr, out_specs = params["jaxpr"], params["out_specs"]
+    """The known outputs computed now by a shard_map of the body's known part; the unknown ones by
+    a shard_map that takes the known inputs as they are, recomputes the known part's residuals from
+    them (nothing device-local crosses between the two) and runs the body's unknown part. The body
+    is split by partial evaluation, so an equation that mixes known and unknown values (a
+    ``checkpoint``'s primal and tangent outputs) is split too."""
+    jaxpr, out_specs, in_specs, mesh = params["jaxpr"], params["out_specs"], params["in_specs"], params["mesh"]
     unknowns = [trace.is_unknown(a) for a in args]
-    out_unknowns = partial_eval_jaxpr(jaxpr, unknowns, instantiate=False).out_unknowns
+    frames = tuple((n, mesh.shape[n], par.SHARD_MAP_VMA if params["check_vma"] else par.SHARD_MAP)
+                   for n in mesh.axis_names)
+    with par.extend_axis_env(frames):
+        split = partial_eval_jaxpr(jaxpr, unknowns, instantiate=False)
+    out_unknowns = split.out_unknowns
     known_out = [not u for u in out_unknowns]
-    known_body = _live_body(jaxpr, known_out)
-    reads = {id(a) for e in known_body.jaxpr.eqns for a in e.invars} | {id(v) for v in known_body.jaxpr.outvars}
-    keep = [id(v) in reads for v in jaxpr.jaxpr.invars]
-    if any(k and u for k, u in zip(keep, unknowns)):
-        return trace.stage(par.shard_map_p, args, params)
-    body = known_body.jaxpr
-    known_program = ClosedJaxpr(Jaxpr(body.constvars, [v for v, k in zip(body.invars, keep) if k], body.eqns,
-                                      body.outvars), known_body.consts)
-    with set_current_trace(trace.parent):
-        known = par.shard_map_p.bind(*[a for a, k in zip(args, keep) if k], **{
-            **params, "jaxpr": known_program,
-            "in_specs": tuple(sp for sp, k in zip(params["in_specs"], keep) if k),
-            "out_specs": tuple(sp for sp, k in zip(out_specs, known_out) if k)})
-    unknown_params = {**params, "jaxpr": _live_body(jaxpr, out_unknowns),
-                      "out_specs": tuple(sp for sp, u in zip(out_specs, out_unknowns) if u)}
-    unknown = trace.stage(par.shard_map_p, args, unknown_params) if any(out_unknowns) else []
+    n_known, consts = sum(known_out), list(split.known_consts)
+    const_specs = tuple(_replicated(c) for c in consts)
+    known_specs = tuple(sp for sp, u in zip(in_specs, unknowns) if not u)
+    known: list = []
+    if n_known:
+        whole = split.known.jaxpr  # (without its residuals: the unknown side recomputes them)
+        known_program = _live_body(ClosedJaxpr(Jaxpr(whole.constvars, whole.invars, whole.eqns,
+                                                     whole.outvars[:n_known]), split.known.consts), [True] * n_known)
+        with set_current_trace(trace.parent):
+            known = par.shard_map_p.bind(*consts, *[a for a, u in zip(args, unknowns) if not u], **{
+                **params, "jaxpr": known_program, "in_specs": const_specs + known_specs,
+                "out_specs": tuple(sp for sp, k in zip(out_specs, known_out) if k)})
+    unknown: list = []
+    if any(out_unknowns):
+        def unknown_body(*xs: Any) -> list:
+            known_args, unknown_args = xs[:len(consts) + len(known_specs)], xs[len(consts) + len(known_specs):]
+            computed = iter(eval_closed_by_binding(split.known, *known_args)[n_known:])
+            residuals = [known_args[len(consts) + s] if s is not None else next(computed)
+                         for s in split.residual_sources]
+            return eval_closed_by_binding(split.unknown, *residuals, *unknown_args)
+
+        known_args = [a for a, u in zip(args, unknowns) if not u]
+        unknown_args = [a for a, u in zip(args, unknowns) if u]
+        with par.extend_axis_env(frames):
+            blocks = list(split.known.in_avals) + list(split.unknown.in_avals[len(split.residual_sources):])
+            body, more = trace_program(unknown_body, blocks, "shard_map partial evaluation")
+        unknown = trace.stage(par.shard_map_p, [*more, *consts, *known_args, *unknown_args], {
+            **params, "jaxpr": body,
+            "in_specs": tuple(_replicated(c) for c in more) + const_specs + known_specs + tuple(
+                sp for sp, u in zip(in_specs, unknowns) if u),
+            "out_specs": tuple(sp for sp, u in zip(out_specs, out_unknowns) if u)})
     return merge_by(out_unknowns, list(unknown), list(known))
 
 
