@@ -212,6 +212,23 @@ def broadcast_operands(*args: Any, name: str | None = None) -> list[Any]:
     return [a if s == () or s == shape else broadcast_to(a, shape) for a, s in zip(args, shapes)]
 
 
+def promote_shapes(*args: Any, name: str) -> list[Any]:
+    """The operands of a binary operation, as JAX's ``promote_shapes`` leaves them: of one rank
+    (``broadcast_in_dim`` to ``(1, ..., 1, *shape)``), their size-1 dimensions left for the
+    operation to broadcast; rank-0 operands stay scalars. Shapes that do not broadcast raise as
+    ``broadcast_operands`` has them raise."""
+    shapes = [aval(a).shape for a in args]
+    ranks = {len(s) for s in shapes if s != ()}
+    if len(ranks) <= 1:
+        return list(args)
+    if config.numpy_rank_promotion != "allow":
+        _rank_promotion(name, shapes)
+    rank = len(broadcast_shapes(*shapes))
+    return [a if s == () or len(s) == rank else
+            lax.broadcast_in_dim(a, (1,) * (rank - len(s)) + s, tuple(range(rank - len(s), rank)))
+            for a, s in zip(args, shapes)]
+
+
 # Eager operations of two Arrays of one type and different shapes (``x + b``): the operands'
 # broadcasts, by their shapes: None for an operand that keeps its shape, else ``broadcast_in_dim``'s
 # params. Shapes that do not broadcast, and ranks that differ under ``numpy_rank_promotion`` "warn"

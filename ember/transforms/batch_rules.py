@@ -44,24 +44,27 @@ def _example_shape(x: Any, dim: BatchDim) -> tuple[int, ...]:
 
 # --- elementwise ---------------------------------------------------------------------------------
 def batch_elementwise(p: Primitive, axis_size: int, values: tuple, dims: tuple, **params: Any) -> tuple[Any, int]:
-    """Operands of one shape, or rank-0 ones that broadcast implicitly.
+    """Operands of one shape, or rank-0 ones that broadcast implicitly (and, for the binary
+    operations, operands of one rank whose size-1 dimensions broadcast).
 
     When every batched operand has its batch dimension at the same place and the
     unbatched ones are scalars, nothing moves. Otherwise batch dimensions go to the
-    front, and operands that differ from the batched shape (unbatched arrays, and
-    batched scalars, which are now vectors) are broadcast to it.
+    front, unbatched arrays get one of their own, and batched scalars (now vectors) are
+    broadcast to the batched shape; size-1 dimensions stay for the operation to broadcast.
     """
     batch_dims = {d for d in dims if d is not None}
     batched_ranks = {aval(v).ndim for v, d in zip(values, dims) if d is not None}
     if len(batch_dims) == 1 and len(batched_ranks) == 1 and all(
             aval(v).ndim == 0 for v, d in zip(values, dims) if d is None):
         return p.bind(*values, **params), batch_dims.pop()
-    shape = (axis_size,) + max((_example_shape(v, d) for v, d in zip(values, dims)), key=len)
+    examples = [s for s in (_example_shape(v, d) for v, d in zip(values, dims)) if s]
+    example = tuple(next(iter(set(sizes) - {1}), 1) for sizes in zip(*examples)) if examples else ()
+    shape = (axis_size,) + example
     operands = []
     for v, d in zip(values, dims):
         if d is not None or aval(v).ndim:
             v = move_batch_axis(v, d, axis_size)
-            v = v if aval(v).shape == shape else lax.broadcast_in_dim(v, shape, (0,))
+            v = v if aval(v).ndim == len(shape) else lax.broadcast_in_dim(v, shape, (0,))
         operands.append(v)
     return p.bind(*operands, **params), 0
 

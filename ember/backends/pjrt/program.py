@@ -23,6 +23,7 @@ from ember.backends.protocols import (
     device_arguments,
     device_outputs,
 )
+from ember.compiler.broadcasts import explicit_broadcasts
 from ember.compiler.dce import eliminate_dead_code
 from ember.config import config
 from ember.core.array import Array
@@ -173,7 +174,7 @@ def _runs_on_host(eqn: Any) -> bool:
 def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> BackendExecutable:
     """The executable of ``closed`` on ``backend``: one device program, or several around the
     program's host callbacks."""
-    closed = eliminate_dead_code(closed)
+    closed = eliminate_dead_code(explicit_broadcasts(closed))
     if any(eqn.primitive.name in HOST_STEPS or _runs_on_host(eqn) for eqn in closed.jaxpr.eqns):
         return SplitExecutable(backend, closed, options)
     return PjrtExecutable(backend, closed, options)
