@@ -330,9 +330,6 @@ _VMAP_NUMPY_INTS = (
 _KEYS = (
     "JAX 0.10 stages typed keys (random_seed, random_wrap, random_bits, random_split, random_fold_in on key<fry> "
     "values) and its samplers as jit calls; ember's keys are uint32[2] arrays and it stages threefry's equations")
-_SQUARE = (
-    "JAX 0.10 has a square primitive (jnp.square, var, std); ember writes integer_pow[y=2] and stages var without "
-    "its correction argument")
 _NEW_SHAPE_PRIMITIVES = (
     "JAX 0.10 has stack, tile and split primitives; ember composes them of broadcast_in_dim, concatenate, reshape "
     "and slice")
@@ -349,7 +346,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "PRNGKey", "key", "random split", "split typed", "normal", "uniform", "uniform typed", "fold_in",
         "bernoulli", "randint", "categorical", "dropout"
     ], _KEYS),
-    **dict.fromkeys(["square", "var", "var axis", "std", "standardize", "layernorm"], _SQUARE),
     **dict.fromkeys(["stack", "stack axis 1", "tile", "jnp split"], _NEW_SHAPE_PRIMITIVES),
     **dict.fromkeys([
         "arange", "linspace", "gather constant", "einsum trace", "hessian", "jacfwd", "jacrev"

@@ -140,6 +140,7 @@ def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
 
 
 integer_pow_p = primitive("integer_pow", _integer_pow_rule, family=Family.ELEMENTWISE)
+square_p = _define("square", NUM, cheap=True)  # (JAX's primitive of ``lax.square`` and ``jnp.square``: x * x)
 
 # --- binary -------------------------------------------------------------------------
 def _binary(name: str, kinds: str, **declared: Any) -> Primitive:
@@ -399,7 +400,7 @@ def integer_pow(x: Any, y: int) -> Any:
 
 
 def square(x: Any) -> Any:
-    return integer_pow(x, 2)
+    return square_p.bind(x)
 
 
 def reciprocal(x: Any) -> Any:

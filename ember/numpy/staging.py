@@ -56,7 +56,7 @@ STAGED: dict[str, tuple[str, tuple[str, ...]]] = {
     "nanmax": ("nanmax", ("axis", "keepdims")), "nanmin": ("nanmin", ("axis", "keepdims")),
     **{n: (n, _REDUCTION) for n in "nanmean nanprod nansum".split()},
     "nanstd": ("nanstd", _VARIANCE), "nanvar": ("nanvar", _VARIANCE),
-    "std": ("_std", _VARIANCE), "var": ("_var", _VARIANCE), "ptp": ("_ptp", ("axis", "keepdims")),
+    "ptp": ("_ptp", ("axis", "keepdims")),
     "nanargmax": ("_nanargmax", ("axis", "keepdims")), "nanargmin": ("_nanargmin", ("axis", "keepdims")),
     "take": ("_take", ("axis", "mode", "unique_indices", "indices_are_sorted", "fill_value")),
     "flip": ("_flip", ("axis",)), "fliplr": ("_flip", ()), "flipud": ("_flip", ()),

@@ -468,7 +468,7 @@ def float_power(x1: Any, x2: Any, /) -> Any:
 
 
 def square(x: Any, /) -> Any:
-    return lax.integer_pow(ensure_array(x), 2)
+    return lax.square(_numeric(ensure_array(x)))
 
 
 def reciprocal(x: Any, /) -> Any:

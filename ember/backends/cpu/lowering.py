@@ -612,6 +612,7 @@ lower_rules.update({
     ew.sqrt_p: _sqrt, ew.rsqrt_p: _rsqrt, ew.integer_pow_p: _integer_pow,
     ew.add_p: _arith("fadd", "add"), ew.sub_p: _arith("fsub", "sub"), ew.mul_p: _arith("fmul", "mul"),
     ew.div_p: _div, ew.rem_p: _rem, ew.max_p: _max, ew.min_p: _min,
+    ew.square_p: lambda e, in_dts, out_dt, x: _arith("fmul", "mul")(e, in_dts * 2, out_dt, x, x),
     ew.and_p: _bitwise("and_"), ew.or_p: _bitwise("or_"), ew.xor_p: _bitwise("xor"),
     ew.shift_left_p: _shift("left"), ew.shift_right_arithmetic_p: _shift("arith"),
     ew.shift_right_logical_p: _shift("logical"),
@@ -788,6 +789,7 @@ def _complex_convert(e, in_dts, out_dt, x, *, new_dtype, weak_type):
 complex_rules: RuleTable = RuleTable("complex_rules", {
     ew.add_p: _complex_arith("add"), ew.sub_p: _complex_arith("sub"), ew.mul_p: _complex_arith("mul"),
     ew.div_p: _complex_arith("div"), ew.neg_p: _complex_neg, ew.conj_p: _complex_conj,
+    ew.square_p: lambda e, in_dts, out_dt, x: _complex_arith("mul")(e, in_dts * 2, out_dt, x, x),
     ew.real_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 0),
     ew.imag_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 1),
     ew.complex_p: _complex_make, ew.abs_p: _complex_abs, ew.sign_p: _complex_sign,

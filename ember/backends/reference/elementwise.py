@@ -394,6 +394,7 @@ impl_rules.update({
     ew.add_p: _float_math(np.add),
     ew.sub_p: _float_math(np.subtract),
     ew.mul_p: _float_math(np.multiply),
+    ew.square_p: _float_math(np.square),
     ew.div_p: _int_div,
     ew.rem_p: _int_rem,
     ew.pow_p: _float_math(_pow),

@@ -132,6 +132,7 @@ def _integer_pow_partial(g: Any, ans: Any, x: Any, *, y: int) -> Any:
 
 
 defjvp(ew.integer_pow_p, _integer_pow_partial)
+defjvp(ew.square_p, lambda g, ans, x: lax.mul(g, lax.mul(const(x, 2.0), x)))  # (JAX's form)
 
 # --- binary ----------------------------------------------------------------------------
 def _sum_jvp(p: Any, negate_second: bool):
