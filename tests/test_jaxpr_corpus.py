@@ -178,6 +178,8 @@ PROGRAMS: dict[str, Callable[[SimpleNamespace], str]] = {  # name -> (the api) -
     "at mul": lambda m: _jaxpr(m, lambda x, i: x.at[i].mul(2.0), A3, I3),
     "at get": lambda m: _jaxpr(m, lambda x, i: x.at[i].get(), A3, I3),
     "take": lambda m: _jaxpr(m, lambda x, i: m.jnp.take(x, i, axis=0), A34, I3),
+    "take constant": lambda m: _jaxpr(m, lambda x: m.jnp.take(x, np.array([0, 2], np.int32)), A3),
+    "take ints": lambda m: _jaxpr(m, m.jnp.take, I3, np.array([0, 2], np.int32)),
     "take_along_axis": lambda m: _jaxpr(m, lambda x, i: m.jnp.take_along_axis(x, i, axis=1), A23,
         np.zeros((2, 1), np.int32)),
     # shapes
@@ -194,6 +196,13 @@ PROGRAMS: dict[str, Callable[[SimpleNamespace], str]] = {  # name -> (the api) -
     "stack": lambda m: _jaxpr(m, lambda x, y: m.jnp.stack([x, y]), A3, A3),
     "stack axis 1": lambda m: _jaxpr(m, lambda x, y: m.jnp.stack([x, y], axis=1), A3, A3),
     "hstack": lambda m: _jaxpr(m, lambda x: m.jnp.hstack([x, x]), A3),
+    "hstack scalars": lambda m: _jaxpr(m, lambda x, y: m.jnp.hstack([x, y]), 1.0, 2.0),
+    "vstack": lambda m: _jaxpr(m, lambda x, y: m.jnp.vstack([x, y]), A3, A3),
+    "dstack": lambda m: _jaxpr(m, lambda x, y: m.jnp.dstack([x, y]), A23, A23),
+    "atleast_2d": lambda m: _jaxpr(m, m.jnp.atleast_2d, A3),
+    "atleast_1d of two": lambda m: _jaxpr(m, lambda x, y: m.jnp.atleast_1d(x, y), 1.0, A3),
+    "arange int": lambda m: _jaxpr(m, lambda x: x + m.jnp.arange(3), I3),
+    "arange from 0": lambda m: _jaxpr(m, lambda x: x * m.jnp.arange(0, 2.5), A3),
     "where arrays": lambda m: _jaxpr(m, lambda c, x, y: m.jnp.where(c, x, y), A3 > 1, A3, A3),
     "where broadcast": lambda m: _jaxpr(m, lambda x: m.jnp.where(x > 0, x, m.jnp.zeros(3)), A23),
     "broadcast_to": lambda m: _jaxpr(m, lambda x: m.jnp.broadcast_to(x, (2, 3)), A3),
@@ -334,7 +343,7 @@ _NEW_SHAPE_PRIMITIVES = (
     "JAX 0.10 has stack, tile and split primitives; ember composes them of broadcast_in_dim, concatenate, reshape "
     "and slice")
 _CONSTANTS = (
-    "JAX stages creation and index normalization on constants (iota for a float arange, linspace's jit, a constant "
+    "JAX stages creation and index normalization on constants (linspace's jit, a constant "
     "index's lt/add/select_n, einsum's diagonal mask, the identity basis of jacfwd, jacrev and hessian, split by "
     "a split); ember computes them while tracing")
 _SCAN_WEAK = (
@@ -348,14 +357,11 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     ], _KEYS),
     **dict.fromkeys(["stack", "stack axis 1", "tile", "jnp split"], _NEW_SHAPE_PRIMITIVES),
     **dict.fromkeys([
-        "arange", "linspace", "gather constant", "einsum trace", "hessian", "jacfwd", "jacrev"
+        "linspace", "gather constant", "einsum trace", "hessian", "jacfwd", "jacrev"
     ], _CONSTANTS),
     **dict.fromkeys(["scan cumsum", "scan no ys", "scan reverse", "grad scan", "grad fori"], _SCAN_WEAK),
     "at set int": "JAX writes .at[i].set with a static index as a scatter; ember as a dynamic_update_slice",
     "at add slice": "JAX writes .at[1:].add as a scatter-add; ember as a slice, an add and a dynamic_update_slice",
-    "take": "JAX's take fills with nan (fill_value=nan) and calls where as a jit; ember's gather has fill_value=None",
-    "take_along_axis": "JAX stages take_along_axis as a jit, reshapes its indices and fills with nan",
-    "hstack": "JAX's hstack calls atleast_1d as jit sub-programs",
     "pad": "JAX stages pad as a jit (_pad) taking its constant as an argument",
     "gelu exact": "JAX's exact gelu ends with a copy (jnp.array of its result)",
     "norm": "ember's vector norm is a custom_jvp (euclidean_norm); JAX's is the plain sqrt of the sum of squares",
