@@ -267,6 +267,11 @@ PROGRAMS: dict[str, Callable[[SimpleNamespace], str]] = {  # name -> (the api) -
     "vmap sum": lambda m: _jaxpr(m, m.top.vmap(m.jnp.sum), A23),
     "vmap matvec": lambda m: _jaxpr(m, m.top.vmap(lambda a, v: a @ v, in_axes=(None, 0)), A34, np.ones((5, 4), f32)),
     "vmap out_axes": lambda m: _jaxpr(m, m.top.vmap(lambda x: x * 2.0, out_axes=1), A23),
+    "vmap max in_axes 1": lambda m: _jaxpr(m, m.top.vmap(lambda x: m.jnp.max(x, axis=0), in_axes=1), A23),
+    "vmap argmax": lambda m: _jaxpr(m, m.top.vmap(m.jnp.argmax), A23),
+    "vmap softmax": lambda m: _jaxpr(m, m.top.vmap(m.top.nn.softmax), A23),
+    "vmap unbatched operand": lambda m: _jaxpr(m, m.top.vmap(lambda x, y: x * y, in_axes=(None, 0)), A23,
+                                               np.ones((4, 2, 3), f32)),
     "vmap of grad": lambda m: _jaxpr(m, m.top.vmap(m.top.grad(lambda x: m.jnp.sin(x) * x)), A3),
     "jvp sin": lambda m: _jaxpr(m, lambda x, t: m.top.jvp(m.jnp.sin, (x,), (t,)), A3, A3),
     "jvp exp sum": lambda m: _jaxpr(m, lambda x, t: m.top.jvp(lambda a: m.jnp.exp(a).sum(), (x,), (t,)), A3, A3),
@@ -333,9 +338,6 @@ PROGRAMS: dict[str, Callable[[SimpleNamespace], str]] = {  # name -> (the api) -
 }
 
 # Programs that do not print as JAX's yet, and why (outside the corpus).
-_VMAP_NUMPY_INTS = (
-    "JAX's vmap writes the batch axis it moved as np.int64 in the parameters it computes (reduce_sum's axes, "
-    "broadcast_in_dim's broadcast_dimensions), and broadcasts an unbatched operand to size 1 only")
 _KEYS = (
     "JAX 0.10 stages typed keys (random_seed, random_wrap, random_bits, random_split, random_fold_in on key<fry> "
     "values) and its samplers as jit calls; ember's keys are uint32[2] arrays and it stages threefry's equations")
@@ -350,7 +352,6 @@ _SCAN_WEAK = (
     "JAX's scan body converts a carry that started weakly typed (convert_element_type[weak_type=False]) and its "
     "transposed loop body orders its equations otherwise; ember's body uses the carry as it is")
 KNOWN_DIFFERENCES: dict[str, str] = {
-    **dict.fromkeys(["vmap in_axes", "vmap sum"], _VMAP_NUMPY_INTS),
     **dict.fromkeys([
         "PRNGKey", "key", "random split", "split typed", "normal", "uniform", "uniform typed", "fold_in",
         "bernoulli", "randint", "categorical", "dropout"

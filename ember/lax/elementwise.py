@@ -143,9 +143,14 @@ integer_pow_p = primitive("integer_pow", _integer_pow_rule, family=Family.ELEMEN
 square_p = _define("square", NUM, cheap=True)  # (JAX's primitive of ``lax.square`` and ``jnp.square``: x * x)
 
 # --- binary -------------------------------------------------------------------------
+SIZE_ONE: set[Primitive] = set()  # the binary operations: operands broadcast their size-1 dimensions
+
+
 def _binary(name: str, kinds: str, **declared: Any) -> Primitive:
     """A binary operation: operands of one rank broadcast their size-1 dimensions (JAX's rule)."""
-    return _define(name, kinds, size_one=True, **declared)
+    p = _define(name, kinds, size_one=True, **declared)
+    SIZE_ONE.add(p)
+    return p
 
 
 add_p = _binary("add", NUM, linear=True, cheap=True)
