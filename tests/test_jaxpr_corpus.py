@@ -211,6 +211,9 @@ PROGRAMS: dict[str, Callable[[SimpleNamespace], str]] = {  # name -> (the api) -
     "pad": lambda m: _jaxpr(m, lambda x: m.jnp.pad(x, 1), A3),
     "jnp split": lambda m: _jaxpr(m, lambda x: m.jnp.split(x, 3), A3),
     "ravel": lambda m: _jaxpr(m, m.jnp.ravel, A23),
+    "array of traced": lambda m: _jaxpr(m, lambda x: m.jnp.array(x, dtype=m.jnp.int32), A3),
+    "copy method": lambda m: _jaxpr(m, lambda x: x.copy() * 2.0, A3),
+    "grad of array": lambda m: _jaxpr(m, m.top.grad(lambda x: m.jnp.array(x)), 1.0),
     "zeros_like": lambda m: _jaxpr(m, m.jnp.zeros_like, A3),
     "ones full": lambda m: _jaxpr(m, lambda x: x + m.jnp.ones(3) + m.jnp.full((3,), 2.0), A3),
     "arange": lambda m: _jaxpr(m, lambda x: x * m.jnp.arange(3.0), A3),
@@ -345,9 +348,9 @@ _NEW_SHAPE_PRIMITIVES = (
     "JAX 0.10 has stack, tile and split primitives; ember composes them of broadcast_in_dim, concatenate, reshape "
     "and slice")
 _CONSTANTS = (
-    "JAX stages creation and index normalization on constants (linspace's jit, a constant "
-    "index's lt/add/select_n, einsum's diagonal mask, the identity basis of jacfwd, jacrev and hessian, split by "
-    "a split); ember computes them while tracing")
+    "JAX stages creation and index normalization on constants (linspace's jit, a constant index's lt/add/select_n, "
+    "einsum's diagonal mask, the identity basis of jacfwd, jacrev and hessian, split by a split); ember computes "
+    "them while tracing")
 _SCAN_WEAK = (
     "JAX's scan body converts a carry that started weakly typed (convert_element_type[weak_type=False]) and its "
     "transposed loop body orders its equations otherwise; ember's body uses the carry as it is")
@@ -364,7 +367,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "at set int": "JAX writes .at[i].set with a static index as a scatter; ember as a dynamic_update_slice",
     "at add slice": "JAX writes .at[1:].add as a scatter-add; ember as a slice, an add and a dynamic_update_slice",
     "pad": "JAX stages pad as a jit (_pad) taking its constant as an argument",
-    "gelu exact": "JAX's exact gelu ends with a copy (jnp.array of its result)",
     "norm": "ember's vector norm is a custom_jvp (euclidean_norm); JAX's is the plain sqrt of the sum of squares",
     "grad cond": "JAX's cond branches make their zero residuals with empty2; ember returns literal zeros",
     "mlp xent grad": "JAX's partial evaluation of log_softmax's jit drops the max's tangent (under stop_gradient) "

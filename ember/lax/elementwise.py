@@ -201,6 +201,8 @@ def _bitcast_rule(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
 
 
 bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule, cost=free)  # (widths may differ)
+# ``jnp.array(x)`` and ``x.copy()`` of a traced value, as in JAX: the value itself (the compiler drops it)
+copy_p = primitive("copy", lambda x: x, family=Family.ELEMENTWISE, linear=True, cheap=True, cost=free)
 
 
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:

@@ -94,7 +94,8 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     if approximate:
         inner = jnp.multiply(math.sqrt(2 / math.pi), jnp.add(x, jnp.multiply(0.044715, lax.integer_pow(x, 3))))
         return jnp.multiply(x, jnp.multiply(0.5, jnp.add(1.0, jnp.tanh(inner))))
-    return jnp.multiply(jnp.multiply(0.5, x), lax.erfc(jnp.multiply(jnp.negative(x), math.sqrt(0.5))))
+    return jnp.array(jnp.multiply(jnp.multiply(0.5, x), lax.erfc(jnp.multiply(jnp.negative(x), math.sqrt(0.5)))),
+                     dtype=x.dtype)  # (a copy at the end, as JAX's)
 
 
 @staged("elu")

@@ -11,6 +11,7 @@ from ember import dtypes, lax
 from ember.config import config
 from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
+from ember.lax import elementwise as ew
 from ember.lax.base import aval, concrete_dims, is_python_scalar, shape_tuple
 from ember.numpy.array_api import place
 
@@ -46,6 +47,8 @@ def _asarray(a: Any, dtype: Any = None) -> Any:
 
 def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None, ndmin: int = 0, *,
           device: Any = None) -> Any:
+    if copy and isinstance(object, Tracer):  # (a traced value's copy is an equation, as in JAX)
+        object = ew.copy_p.bind(object)
     out = _asarray(object, dtype)
     if isinstance(out, np.ndarray):  # (float0)
         return out.reshape((1,) * (ndmin - out.ndim) + out.shape)

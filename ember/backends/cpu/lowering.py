@@ -606,6 +606,7 @@ def _clamp(e, in_dts, out_dt, lo, x, hi):
 
 lower_rules.update({
     stop_gradient_p: lambda e, in_dts, out_dt, x: x,  # the identity, once derivatives are taken
+    ew.copy_p: lambda e, in_dts, out_dt, x: x,
     sharding_constraint_p: lambda e, in_dts, out_dt, x, **_: x,  # (acted on by ember.partition, if at all)
     ew.neg_p: _neg, ew.sign_p: _sign, ew.floor_p: _floor, ew.ceil_p: _ceil, ew.round_p: _round,
     ew.abs_p: _abs, ew.not_p: _not, ew.population_count_p: _population_count, ew.is_finite_p: _is_finite,
@@ -796,6 +797,7 @@ complex_rules: RuleTable = RuleTable("complex_rules", {
     ew.eq_p: _complex_compare("eq"), ew.ne_p: _complex_compare("ne"), ew.select_n_p: _select_n,
     ew.convert_element_type_p: _complex_convert, ew.integer_pow_p: _complex_integer_pow,
     stop_gradient_p: lambda e, in_dts, out_dt, x: x, sharding_constraint_p: lambda e, in_dts, out_dt, x, **_: x,
+    ew.copy_p: lambda e, in_dts, out_dt, x: x,
     ew.exp2_p: _complex_composite(_exp2), ew.logistic_p: _complex_composite(_logistic),
     ew.rsqrt_p: _complex_composite(_rsqrt_complex),
     ew.pow_p: lambda e, in_dts, out_dt, x, y: pack(e.b, *_wide(e, out_dt, complex_math.Cx.pow, x, y)),

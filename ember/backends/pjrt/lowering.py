@@ -598,7 +598,7 @@ lower_rules.update({
 })
 
 # Identities: values pass through.
-for _p in (stop_gradient_p, parallel.sharding_constraint_p):
+for _p in (stop_gradient_p, parallel.sharding_constraint_p, ew.copy_p):
     lower_rules[_p] = lambda ctx, out, x, **_: x
 lower_rules[name_p] = lambda ctx, out, x, *, name: x
 lower_rules[optimization_barrier_p] = lambda ctx, out, *xs: (

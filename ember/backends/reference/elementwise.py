@@ -419,6 +419,7 @@ impl_rules.update({
     ew.select_n_p: _select_n_rule,
     ew.clamp_p: lambda lo, x, hi: _clamp(lo, x, hi),
     stop_gradient_p: lambda x: x,
+    ew.copy_p: lambda x: x,  # (arrays are immutable)
 })
 
 
