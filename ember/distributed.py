@@ -200,7 +200,7 @@ def _join_device_run(name: str, comm: Any, rank: int, size: int, bind_address: s
     clients exchange their topology through (a thread), MPI sends its address to the others, and
     each process's client is created with its ``node_id`` and the store (docs/distributed.md)."""
     from ember.backends.pjrt import clients, kv  # (for start-up time: the PJRT binding loads when used)
-    from ember.backends.pjrt.discovery import XLA_CPU
+    from ember.backends.pjrt.discovery import XLA_CPU  # (for start-up time, as above)
 
     if name == XLA_CPU:
         raise RuntimeError("ember.distributed.initialize: XLA's CPU plugin (the backend 'xla_cpu') runs no "

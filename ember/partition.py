@@ -120,8 +120,16 @@ def _local_shape(shape: Sequence[int], spec: Spec, mesh: _Mesh) -> tuple:
 
 def _elementwise(eqn: Any, specs: list, mesh: _Mesh) -> _Plan:
     ndim = eqn.outvars[0].aval.ndim
-    target = next((s for s in specs if len(s) == ndim and _is_split(s)), _replicated(ndim))
-    return _Plan([target if len(s) == ndim else s for s in specs], [target] * len(eqn.outvars),
+    shape = eqn.outvars[0].aval.shape
+    full = [len(s) == ndim and a.aval.shape == shape for s, a in zip(specs, eqn.invars)]
+    target = next((s for s, f in zip(specs, full) if f and _is_split(s)), _replicated(ndim))
+
+    def wanted(s: Spec, a: Any) -> Spec:
+        if len(s) != ndim:  # (a scalar: as it is)
+            return s
+        # (a dimension of size 1 broadcast against the others, as JAX's binary operations do: whole)
+        return tuple(t if a.aval.shape[d] == shape[d] else () for d, t in enumerate(target))
+    return _Plan([wanted(s, a) for s, a in zip(specs, eqn.invars)], [target] * len(eqn.outvars),
                  [None] * len(eqn.outvars), eqn.params)
 
 

@@ -10,12 +10,14 @@ import ember.numpy as jnp
 from ember import lax
 from ember.backends.reference import eval_closed
 from ember.compiler import inline_calls
+from ember.compiler.broadcasts import explicit_broadcasts
 from ember.compiler.fusion import FUSIBLE, fuse, fusion_p
 from ember.core.verify import check_jaxpr
 
 
 def _fused(f, *args, **kwargs):
-    closed = inline_calls(ember.make_jaxpr(f)(*args))  # (as the compiler does first: jnp.where is a jit call)
+    # (as the compiler does first: jnp.where is a jit call; size-1 broadcasts become broadcast_in_dim)
+    closed = explicit_broadcasts(inline_calls(ember.make_jaxpr(f)(*args)))
     fused = fuse(closed, **kwargs)
     check_jaxpr(fused)
     for want, got in zip(eval_closed(closed, *args), eval_closed(fused, *args)):

@@ -131,6 +131,11 @@ def _div(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
         yield x  # x / 1 -> x
 
 
+@_rule(ew.copy_p)
+def _copy(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
+    yield eqn.invars[0]  # (values are immutable: a copy is its operand)
+
+
 @_rule(ew.neg_p)
 def _neg(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
     inner = _producer(eqn.invars[0], producers, ew.neg_p)

@@ -272,7 +272,7 @@ def _displayed_params(eqn: Eqn) -> dict:
             if params.get("precision") is None:
                 params.pop("precision", None)
             if params.get("preferred_element_type") is None:
-                params["preferred_element_type"] = eqn.outvars[0].aval.dtype
+                params.pop("preferred_element_type", None)
         else:
             params.setdefault("out_sharding", None)
     elif name in ("reshape", "iota"):

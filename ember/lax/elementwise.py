@@ -1,7 +1,9 @@
 """Elementwise primitives: math, comparisons, logic, conversions, selection.
 
 All share one shape rule: operands have equal shapes, except that rank-0
-operands broadcast (so ``mul x 2.0:f32[]`` needs no broadcast equation).
+operands broadcast (so ``mul x 2.0:f32[]`` needs no broadcast equation), and the binary
+operations broadcast size-1 dimensions between operands of one rank, as JAX's do
+(``add a:f32[2,3] b:f32[1,3]``; the backends see explicit broadcasts, ``compiler.broadcasts``).
 Operand dtypes must be equal (``jnp`` promotes first); the result is weakly
 typed only when every operand is (a comparison of weak operands too, as in JAX).
 """
@@ -28,7 +30,9 @@ FLOAT, INT, NUM, INT_BOOL, ANY = "f", "iu", "iufc", "biu", "biufc"
 INEXACT, REAL, ORDERED = "fc", "iuf", "biuf"
 
 
-def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[int, ...]:
+def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...], size_one: bool = False) -> tuple[int, ...]:
+    """The result shape of elementwise operands: their common shape, rank-0 ones broadcasting, and
+    with ``size_one`` (the binary operations) size-1 dimensions too."""
     shapes = {a.shape for a in avals if a.shape != ()}
     if len(shapes) > 1:
         nonscalar = [a.shape for a in avals if a.shape != ()]
@@ -37,6 +41,8 @@ def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[
             raise TypeError(f"{name}: arrays must have the same number of dimensions, got {ranks}")
         if any(len({n for n in sizes if n != 1}) > 1 for sizes in zip(*nonscalar)):
             raise TypeError(f"{name} got incompatible shapes for broadcasting: {', '.join(map(str, nonscalar))}.")
+        if size_one:
+            return tuple(next(iter({n for n in sizes if n != 1}), 1) for sizes in zip(*nonscalar))
         listed = ", ".join(str(a.shape) for a in avals)
         raise TypeError(f"{name} got shapes {listed}, which differ in size-1 dimensions: ember's lax operands must "
                         "have equal shapes (or be scalars). Broadcast them first (lax.broadcast_in_dim; jnp "
@@ -44,8 +50,9 @@ def broadcast_shapes_scalar(name: str, avals: tuple[ShapedArray, ...]) -> tuple[
     return shapes.pop() if shapes else ()
 
 
-def _elementwise_rule(*avals: ShapedArray, name: str, kinds: str, out_dtype: Any = None) -> ShapedArray:
-    shape = broadcast_shapes_scalar(name, avals)
+def _elementwise_rule(*avals: ShapedArray, name: str, kinds: str, out_dtype: Any = None,
+                      size_one: bool = False) -> ShapedArray:
+    shape = broadcast_shapes_scalar(name, avals, size_one)
     dts = {a.dtype for a in avals}
     if len(dts) > 1:
         listed = ", ".join(str(a.dtype) for a in avals)
@@ -59,9 +66,9 @@ def _elementwise_rule(*avals: ShapedArray, name: str, kinds: str, out_dtype: Any
     return ShapedArray(shape, out_dtype or dt, weak)
 
 
-def _define(name: str, kinds: str, out_dtype: Any = None, **declared: Any) -> Primitive:
+def _define(name: str, kinds: str, out_dtype: Any = None, size_one: bool = False, **declared: Any) -> Primitive:
     def rule(*avals: ShapedArray, **params: Any) -> ShapedArray:
-        return _elementwise_rule(*avals, name=name, kinds=kinds, out_dtype=out_dtype)
+        return _elementwise_rule(*avals, name=name, kinds=kinds, out_dtype=out_dtype, size_one=size_one)
 
     return primitive(name, rule, family=Family.ELEMENTWISE, keep_results=True, **declared)
 
@@ -133,30 +140,41 @@ def _integer_pow_rule(x: ShapedArray, *, y: int) -> ShapedArray:
 
 
 integer_pow_p = primitive("integer_pow", _integer_pow_rule, family=Family.ELEMENTWISE)
+square_p = _define("square", NUM, cheap=True)  # (JAX's primitive of ``lax.square`` and ``jnp.square``: x * x)
 
 # --- binary -------------------------------------------------------------------------
-add_p = _define("add", NUM, linear=True, cheap=True)
-sub_p = _define("sub", NUM, linear=True, cheap=True)
-mul_p = _define("mul", NUM, linear=True, cheap=True)
-div_p = _define("div", NUM, linear=True)
-rem_p = _define("rem", REAL)
-pow_p = _define("pow", INEXACT, transcendental=True)
-max_p = _define("max", ANY, cheap=True)
-min_p = _define("min", ANY, cheap=True)
-atan2_p = _define("atan2", FLOAT, transcendental=True)
-nextafter_p = _define("nextafter", FLOAT)
-and_p = _define("and", INT_BOOL, cheap=True)
-or_p = _define("or", INT_BOOL, cheap=True)
-xor_p = _define("xor", INT_BOOL, cheap=True)
-shift_left_p = _define("shift_left", INT)
-shift_right_arithmetic_p = _define("shift_right_arithmetic", INT)
-shift_right_logical_p = _define("shift_right_logical", INT)
-eq_p = _define("eq", ANY, out_dtype=dtypes.bool_, cheap=True)
-ne_p = _define("ne", ANY, out_dtype=dtypes.bool_, cheap=True)
-lt_p = _define("lt", ORDERED, out_dtype=dtypes.bool_, cheap=True)
-le_p = _define("le", ORDERED, out_dtype=dtypes.bool_, cheap=True)
-gt_p = _define("gt", ORDERED, out_dtype=dtypes.bool_, cheap=True)
-ge_p = _define("ge", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+SIZE_ONE: set[Primitive] = set()  # the binary operations: operands broadcast their size-1 dimensions
+
+
+def _binary(name: str, kinds: str, **declared: Any) -> Primitive:
+    """A binary operation: operands of one rank broadcast their size-1 dimensions (JAX's rule)."""
+    p = _define(name, kinds, size_one=True, **declared)
+    SIZE_ONE.add(p)
+    return p
+
+
+add_p = _binary("add", NUM, linear=True, cheap=True)
+sub_p = _binary("sub", NUM, linear=True, cheap=True)
+mul_p = _binary("mul", NUM, linear=True, cheap=True)
+div_p = _binary("div", NUM, linear=True)
+rem_p = _binary("rem", REAL)
+pow_p = _binary("pow", INEXACT, transcendental=True)
+max_p = _binary("max", ANY, cheap=True)
+min_p = _binary("min", ANY, cheap=True)
+atan2_p = _binary("atan2", FLOAT, transcendental=True)
+nextafter_p = _binary("nextafter", FLOAT)
+and_p = _binary("and", INT_BOOL, cheap=True)
+or_p = _binary("or", INT_BOOL, cheap=True)
+xor_p = _binary("xor", INT_BOOL, cheap=True)
+shift_left_p = _binary("shift_left", INT)
+shift_right_arithmetic_p = _binary("shift_right_arithmetic", INT)
+shift_right_logical_p = _binary("shift_right_logical", INT)
+eq_p = _binary("eq", ANY, out_dtype=dtypes.bool_, cheap=True)
+ne_p = _binary("ne", ANY, out_dtype=dtypes.bool_, cheap=True)
+lt_p = _binary("lt", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+le_p = _binary("le", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+gt_p = _binary("gt", ORDERED, out_dtype=dtypes.bool_, cheap=True)
+ge_p = _binary("ge", ORDERED, out_dtype=dtypes.bool_, cheap=True)
 
 
 # --- conversions, selection, clamp -----------------------------------------------------
@@ -183,6 +201,8 @@ def _bitcast_rule(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
 
 
 bitcast_convert_type_p = primitive("bitcast_convert_type", _bitcast_rule, cost=free)  # (widths may differ)
+# ``jnp.array(x)`` and ``x.copy()`` of a traced value, as in JAX: the value itself (the compiler drops it)
+copy_p = primitive("copy", lambda x: x, family=Family.ELEMENTWISE, linear=True, cheap=True, cost=free)
 
 
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
@@ -262,10 +282,9 @@ def _scalar_of_dtype(x: Any, dt: np.dtype) -> Any:
 
 
 def _broadcast_size_one(name: str, args: tuple) -> tuple:
-    """JAX's lax binary operations broadcast size-1 dimensions between operands of one rank (and
-    rank-0 operands to any shape): ``lax.add(ones((3, 1)), ones((1, 4)))`` is ``(3, 4)``. ember's
-    primitives take equal shapes, so the size-1 dimensions are broadcast here, explicitly (the
-    program holds a ``broadcast_in_dim`` where JAX's holds none). Other shapes raise JAX's errors."""
+    """Operands of the functions that broadcast as the binary operations do but bind primitives
+    of equal shapes (``complex``, complex ``atan2``, ``lax.special``'s): their size-1 dimensions
+    broadcast here, explicitly. Other shapes raise JAX's errors."""
     shapes = [aval(a).shape for a in args if not is_python_scalar(a)]
     nonscalar = [s for s in shapes if s != ()]
     if len(set(nonscalar)) <= 1:
@@ -311,8 +330,6 @@ def _bind(p: Primitive, broadcasting: bool = False):
     def op(*args: Any) -> Any:
         if len(args) > 1 and not _nothing_to_broadcast(args):
             args = _scalars_like(args)
-            if broadcasting:
-                args = _broadcast_size_one(p.name, args)
         return p.bind(*args)
 
     op.__name__ = p.name
@@ -390,7 +407,7 @@ def integer_pow(x: Any, y: int) -> Any:
 
 
 def square(x: Any) -> Any:
-    return integer_pow(x, 2)
+    return square_p.bind(x)
 
 
 def reciprocal(x: Any) -> Any:

@@ -94,7 +94,8 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     if approximate:
         inner = jnp.multiply(math.sqrt(2 / math.pi), jnp.add(x, jnp.multiply(0.044715, lax.integer_pow(x, 3))))
         return jnp.multiply(x, jnp.multiply(0.5, jnp.add(1.0, jnp.tanh(inner))))
-    return jnp.multiply(jnp.multiply(0.5, x), lax.erfc(jnp.multiply(jnp.negative(x), math.sqrt(0.5))))
+    return jnp.array(jnp.multiply(jnp.multiply(0.5, x), lax.erfc(jnp.multiply(jnp.negative(x), math.sqrt(0.5)))),
+                     dtype=x.dtype)  # (a copy at the end, as JAX's)
 
 
 @staged("elu")
@@ -258,17 +259,17 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     axes = reduction_axes(axis, a.ndim)
     complex_input = dtypes.is_complex(a.dtype)
     # Complex terms shift by the largest real part (as JAX); their sum's log keeps its phase.
-    a_max = jnp.max(jnp.real(a), axes, keepdims=True, where=where, initial=-np.inf)
+    a_max = jnp.max(jnp.real(a), axes, keepdims=keepdims, where=where, initial=-np.inf)
     # Shifting by a non-finite max would give inf - inf; shift by 0 there instead.
-    a_max = lax.stop_gradient(jnp.where(jnp.isfinite(a_max), a_max, 0))  # the result does not depend on it
-    exp_a = jnp.exp(jnp.subtract(a, a_max.astype(a.dtype)))
+    a_max = lax.stop_gradient(lax.select(jnp.isfinite(a_max), a_max, lax.full_like(a_max, 0)))  # (not in the result)
+    shift = a_max if keepdims else lax.expand_dims(a_max, axes)
+    exp_a = jnp.exp(jnp.subtract(a, shift.astype(a.dtype)))
     if b is not None:
         exp_a = jnp.multiply(exp_a, b)
-    total = jnp.sum(exp_a, axes, keepdims=True, where=where)
-    sign = jnp.sign(total)
-    out = jnp.add(jnp.log(total if complex_input and not return_sign else jnp.abs(total)), a_max)
-    if not keepdims:
-        out, sign = (lax.squeeze(v, axes) for v in (out, sign))
+    total = jnp.sum(exp_a, axes, keepdims=keepdims, where=where)
+    sign = lax.sign(total)
+    magnitude = total if complex_input and not return_sign else jnp.abs(total)
+    out = lax.add(jnp.log(magnitude), a_max.astype(magnitude.dtype))
     if return_sign:
         return out, sign
     if b is not None and not complex_input:
@@ -315,7 +316,9 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> A
     num_classes = operator.index(num_classes)
     dtype = dtypes.canonicalize_dtype(dtype) if dtype is not None else dtypes.default_float_dtype()
     axis = static_axis(axis, x.ndim + 1)
-    shape = x.shape[:axis] + (num_classes,) + x.shape[axis:]
-    classes = lax.broadcasted_iota(x.dtype, shape, axis)
-    kept = tuple(d for d in range(len(shape)) if d != axis)
-    return lax.convert_element_type(lax.eq(lax.broadcast_in_dim(x, shape, kept), classes), dtype)
+    kept = tuple(d for d in range(x.ndim + 1) if d != axis)
+    # x with a size-1 axis, compared with the classes along it (size 1 elsewhere): the comparison
+    # broadcasts both, as JAX's does
+    values = lax.broadcast_in_dim(x, x.shape[:axis] + (1,) + x.shape[axis:], kept)
+    classes = lax.broadcasted_iota(x.dtype, (1,) * axis + (num_classes,) + (1,) * (x.ndim - axis), axis)
+    return lax.convert_element_type(lax.eq(values, classes), dtype)

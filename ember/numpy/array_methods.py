@@ -11,6 +11,7 @@ import numpy as np
 from ember import dtypes, errors
 from ember.core.array import Array
 from ember.core.trace import Tracer
+from ember.lax import elementwise
 from ember.lax.base import aval
 from ember.numpy import array_api, array_utils, index_functions, linalg, reductions, shape_ops, sorting, ufuncs
 from ember.numpy.core import ensure_array, result_type_weak
@@ -285,9 +286,9 @@ attach(Tracer)
 
 
 def _traced_copy(self: Any) -> Any:
-    """``x.copy()`` of a traced value is the value itself: arrays are immutable, so nothing can tell
-    a copy from its original (``Array.copy`` copies the buffer, which a caller may hand on)."""
-    return self
+    """``x.copy()`` of a traced value: a ``copy`` equation, as JAX's (the compiler drops it: arrays
+    are immutable; ``Array.copy`` copies the buffer, which a caller may hand on)."""
+    return elementwise.copy_p.bind(self)
 
 
 Tracer.copy = Tracer.__copy__ = _traced_copy

@@ -11,6 +11,7 @@ from ember import dtypes, lax
 from ember.config import config
 from ember.core.array import Array, as_array, flatten_nested
 from ember.core.trace import Tracer
+from ember.lax import elementwise as ew
 from ember.lax.base import aval, concrete_dims, is_python_scalar, shape_tuple
 from ember.numpy.array_api import place
 
@@ -46,6 +47,8 @@ def _asarray(a: Any, dtype: Any = None) -> Any:
 
 def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None, ndmin: int = 0, *,
           device: Any = None) -> Any:
+    if copy and isinstance(object, Tracer):  # (a traced value's copy is an equation, as in JAX)
+        object = ew.copy_p.bind(object)
     out = _asarray(object, dtype)
     if isinstance(out, np.ndarray):  # (float0)
         return out.reshape((1,) * (ndmin - out.ndim) + out.shape)
@@ -210,6 +213,23 @@ def broadcast_operands(*args: Any, name: str | None = None) -> list[Any]:
             return list(args)
         raise
     return [a if s == () or s == shape else broadcast_to(a, shape) for a, s in zip(args, shapes)]
+
+
+def promote_shapes(*args: Any, name: str) -> list[Any]:
+    """The operands of a binary operation, as JAX's ``promote_shapes`` leaves them: of one rank
+    (``broadcast_in_dim`` to ``(1, ..., 1, *shape)``), their size-1 dimensions left for the
+    operation to broadcast; rank-0 operands stay scalars. Shapes that do not broadcast raise as
+    ``broadcast_operands`` has them raise."""
+    shapes = [aval(a).shape for a in args]
+    ranks = {len(s) for s in shapes if s != ()}
+    if len(ranks) <= 1:
+        return list(args)
+    if config.numpy_rank_promotion != "allow":
+        _rank_promotion(name, shapes)
+    rank = len(broadcast_shapes(*shapes))
+    return [a if s == () or len(s) == rank else
+            lax.broadcast_in_dim(a, (1,) * (rank - len(s)) + s, tuple(range(rank - len(s), rank)))
+            for a, s in zip(args, shapes)]
 
 
 # Eager operations of two Arrays of one type and different shapes (``x + b``): the operands'

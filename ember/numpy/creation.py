@@ -1,6 +1,7 @@
 """Array creation: zeros, ones, full, arange, linspace, eye, and the ``*_like`` family."""
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -80,6 +81,8 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
     start = _concrete_scalar(start, "start")
     stop = _concrete_scalar(stop, "stop") if stop is not None else None
     step = _concrete_scalar(step, "step") if step is not None else None
+    # JAX's rule: arange(n), and arange(0, n) without a step, are an iota of the dtype (ceil(n) long)
+    counting = (stop is None or (step is None and start == 0)) and step is None
     if stop is None and step is None:
         start, stop = 0, start
     step = 1 if step is None else step
@@ -89,9 +92,8 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
     if dtype is None:
         dtype = dtypes.result_type(*(v for v in (start, stop, step) if v is not None))
     dtype = dtypes.requested_dtype(dtype)
-    if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)) and dtypes.is_integer(dtype) \
-            and start == 0 and step == 1:
-        return lax.iota(dtype, max(int(stop), 0))
+    if counting and not dtypes.is_complex(dtype) and dtype != dtypes.bool_:
+        return lax.iota(dtype, max(math.ceil(stop), 0))
     return asarray(np.arange(start, stop, step, dtype=np.float64 if dtypes.is_floating(dtype) else None)
                    .astype(dtype), dtype)
 

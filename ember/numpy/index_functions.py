@@ -28,7 +28,8 @@ from ember.numpy.indexing import (
     _ravel,
     nonzero,
 )
-from ember.numpy.ufuncs import add, clip, divmod as _divmod, multiply, remainder
+from ember.numpy.staging import staged
+from ember.numpy.ufuncs import add, clip, divmod as _divmod, multiply, remainder, where
 
 __all__ = [
     "argwhere", "choose", "compress", "diag_indices", "diag_indices_from", "extract", "flatnonzero", "ix_",
@@ -71,7 +72,9 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
             indices = asarray(np.where(values < 0, values + n, values).astype(values.dtype))
         elif dtypes.is_signed(indices.dtype):
             indices = lax.convert_element_type(indices, _wide_index_dtype(indices.dtype))
-            indices = lax.select(lax.lt(indices, 0), lax.add(indices, n), indices)
+            indices = where(lax.lt(indices, 0), lax.add(indices, n), indices)
+        if fill_value is None:  # (the default written out, as JAX's take writes it)
+            fill_value = _default_fill(a.dtype)
     elif mode == "raise":
         raise NotImplementedError("The 'raise' mode to jnp.take is not supported (it would need a runtime "
                                   "check); use mode='fill', 'clip' or 'wrap'.")
@@ -95,12 +98,24 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
                       fill_value=fill_value, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
 
 
+def _default_fill(dtype: np.dtype) -> Any:
+    """What an out-of-bounds index of ``take`` gives: NaN for inexact types, the most negative
+    value for signed integers, the largest for unsigned ones, True for booleans."""
+    if dtypes.is_inexact(dtype):
+        return float("nan") if not dtypes.is_complex(dtype) else complex(float("nan"), float("nan"))
+    if dtype == dtypes.bool_:
+        return True
+    info = np.iinfo(dtype)
+    return int(info.min if dtypes.is_signed(dtype) else info.max)
+
+
 def _wide_index_dtype(dtype: np.dtype) -> np.dtype:
     """A type that holds ``dtype``'s values plus an axis length exactly (signed ones widen to int32,
     where JAX adds the length in the index's own type and can overflow)."""
     return dtype if dtypes.is_unsigned(dtype) or dtype.itemsize >= 4 else np.dtype(dtypes.int32)
 
 
+@staged("take_along_axis", ("axis", "mode", "fill_value", "wrap_negative_indices"))
 def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None = None,
                     fill_value: Any = None, *, wrap_negative_indices: bool | None = None) -> Any:
     """``arr`` indexed along ``axis`` by ``indices`` of the same rank (other dimensions broadcast),
@@ -138,7 +153,10 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None =
     batch_dims = tuple(d for d in range(arr.ndim) if d != axis)
     dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
                                    operand_batching_dims=batch_dims, start_indices_batching_dims=batch_dims)
-    return lax.gather(arr, lax.expand_dims(ensure_array(indices), (arr.ndim,)), dnums, (1,) * arr.ndim,
+    if fill_value is None and gather_mode == GatherScatterMode.FILL_OR_DROP:
+        fill_value = _default_fill(arr.dtype)
+    indices = ensure_array(indices)
+    return lax.gather(arr, lax.reshape(indices, indices.shape + (1,)), dnums, (1,) * arr.ndim,
                       mode=gather_mode, fill_value=fill_value)
 
 

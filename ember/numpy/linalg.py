@@ -65,12 +65,13 @@ def _check_aligned(name: str, a_shape: tuple, b_shape: tuple, a_axis: int, b_axi
 
 
 def _dot_general(a: Any, b: Any, dimension_numbers: Any, precision: Any, preferred_element_type: Any) -> Any:
-    """``lax.dot_general``, asking for a preferred type only when it differs from the operands'
-    (so weak types propagate as in JAX)."""
-    preferred = None if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
-    if preferred == a.dtype:
-        preferred = None
-    return lax.dot_general(a, b, dimension_numbers, precision, preferred)
+    """``lax.dot_general`` asking for the result type (the operands' unless one is given), as JAX's
+    ``jnp`` products do; a product of two weakly typed operands is weak again."""
+    preferred = a.dtype if preferred_element_type is None else dtypes.canonicalize_dtype(preferred_element_type)
+    out = lax.dot_general(a, b, dimension_numbers, precision, preferred)
+    if preferred_element_type is None and a.weak_type and b.weak_type:
+        out = lax.convert_element_type(out, preferred, weak_type=True)
+    return out
 
 
 def _scaled(a: Any, b: Any, preferred_element_type: Any) -> Any:
@@ -132,8 +133,9 @@ def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any
             raise ValueError(f"matmul input operand {i} must have ndim at least 1, but it has ndim 0")
     a_shape, b_shape = a.shape, b.shape
     _check_aligned("matmul", a_shape, b_shape, len(a_shape) - 1, max(len(b_shape) - 2, 0))
-    if len(a_shape) == 2 and len(b_shape) == 2:  # (no batch, no vector: the product itself)
-        return _dot_general(a, b, (((1,), (0,)), ((), ())), precision, preferred_element_type)
+    if len(a_shape) <= 2 and len(b_shape) <= 2:  # (no batch: the product itself, vectors contracted as they are)
+        numbers = (((len(a_shape) - 1,), (max(len(b_shape) - 2, 0),)), ((), ()))
+        return _dot_general(a, b, numbers, precision, preferred_element_type)
     a = lax.expand_dims(a, (0,)) if len(a_shape) == 1 else a
     b = lax.expand_dims(b, (1,)) if len(b_shape) == 1 else b
     try:

@@ -21,6 +21,7 @@ from ember.core.primitive import Primitive
 from ember.lax import reductions as red
 from ember.lax.reductions import static_axes, static_axis
 from ember.numpy.core import broadcast_to, ensure_array, promote_dtypes_inexact
+from ember.numpy.staging import staged
 from ember.numpy.ufuncs import isnan, logical_not, sqrt, subtract, true_divide, where as _where
 from ember.runtime import eager
 
@@ -252,25 +253,41 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     return lax.convert_element_type(lax.div(total, count), result_dtype)
 
 
-def _var(a: Any, axis: Any, dtype: Any, out: Any, ddof: int, keepdims: bool, where: Any, mean_: Any,
-         correction: Any, name: str) -> Any:
+def _correction(a: Any, dtype: Any, out: Any, ddof: int, correction: Any, name: str) -> Any:
+    """What ``var`` and ``std`` subtract from the count (checked, with their dtypes, before staging)."""
     _no_out(out, name)
     if correction is None:
         correction = ddof
     elif ddof != 0:
         raise ValueError("ddof and correction can't be provided simultaneously.")
+    _var_dtypes(ensure_array(a).dtype, dtype, name)
+    return correction
+
+
+@staged("_var", ("axis", "dtype", "keepdims"))
+def _var(a: Any, axis: Any, dtype: Any, correction: Any, keepdims: bool, where: Any, mean_: Any) -> Any:
+    """The variance, staged as JAX stages it: ``correction`` is an operand (a number or a traced
+    value), subtracted from the count before the squares are summed."""
     a = ensure_array(a)
     axes = reduction_axes(axis, a.ndim)
-    result_dtype, compute_dtype = _var_dtypes(a.dtype, dtype, name)
+    result_dtype, compute_dtype = _var_dtypes(a.dtype, dtype, "var")
     a = lax.convert_element_type(a, compute_dtype)
     if mean_ is None:
         mean_ = mean(a, axes, dtype=compute_dtype, keepdims=True, where=where)
     centered = subtract(a, lax.convert_element_type(ensure_array(mean_), compute_dtype))
     square_dtype = dtypes.real_dtype(compute_dtype)
-    squares = sum(_squared_magnitude(centered), axes, dtype=square_dtype, keepdims=keepdims, where=where)
-    dof = lax.sub(_where_count(a, axes, keepdims, where, square_dtype), _full_scalar(correction, square_dtype))
-    variance = _where(lax.gt(dof, _full_scalar(0, square_dtype)), lax.div(squares, dof), np.nan)
+    squared = _squared_magnitude(centered)
+    dof = lax.sub(_where_count(a, axes, keepdims, where, square_dtype),
+                  lax.convert_element_type(correction, square_dtype))
+    squares = sum(squared, axes, dtype=square_dtype, keepdims=keepdims, where=where)
+    variance = lax.div(squares, dof)
+    variance = _where(lax.gt(dof, _full_scalar(0, square_dtype)), variance, np.nan)
     return lax.convert_element_type(variance, result_dtype)
+
+
+@staged("_std", ("axis", "dtype", "keepdims"))
+def _std(a: Any, axis: Any, dtype: Any, correction: Any, keepdims: bool, where: Any, mean_: Any) -> Any:
+    return sqrt(_var(a, axis, dtype, correction, keepdims, where, mean_))
 
 
 def _var_dtypes(a_dtype: np.dtype, dtype: Any, name: str) -> tuple[np.dtype, np.dtype]:
@@ -300,13 +317,13 @@ def _squared_magnitude(x: Any) -> Any:
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
         where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     """Variance over ``axis``, dividing by ``N - ddof`` (NaN where that is not positive)."""
-    return _var(a, axis, dtype, out, ddof, keepdims, where, mean, correction, "var")
+    return _var(a, axis, dtype, _correction(a, dtype, out, ddof, correction, "var"), keepdims, where, mean)
 
 
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
         where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     """Standard deviation over ``axis``: the square root of ``var``."""
-    return sqrt(_var(a, axis, dtype, out, ddof, keepdims, where, mean, correction, "std"))
+    return _std(a, axis, dtype, _correction(a, dtype, out, ddof, correction, "std"), keepdims, where, mean)
 
 
 def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False,

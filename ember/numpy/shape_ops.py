@@ -21,6 +21,7 @@ from ember.lax.base import aval, canonical_axes, concrete_dims, is_python_scalar
 from ember.numpy.core import asarray, broadcast_shapes, broadcast_to, ensure_array, is_array, promote_dtypes
 from ember.numpy.index_functions import take
 from ember.numpy.indexing import getitem
+from ember.numpy.staging import staged
 
 __all__ = [
     "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays", "column_stack",
@@ -145,27 +146,31 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
     return lax.squeeze(a, canonical_axes(axis, a.ndim))
 
 
-def _at_least(a: Any, ndim: int, new_shape: Callable[[tuple[int, ...]], tuple[int, ...]]) -> Any:
+def _at_least(a: Any, new_axes: Sequence[tuple[int, ...]]) -> Any:
+    """``a`` with the size-1 axes ``new_axes[a.ndim]`` inserted (``expand_dims``, as JAX's);
+    ``a`` itself where it has rank ``len(new_axes)`` or more."""
     a = ensure_array(a)
-    return a if a.ndim >= ndim else lax.reshape(a, new_shape(a.shape))
+    return a if a.ndim >= len(new_axes) else lax.expand_dims(a, new_axes[a.ndim])
 
 
 def _one_or_list(arrays: list[Any]) -> Any:
     return arrays[0] if len(arrays) == 1 else arrays
 
 
+@staged("atleast_1d")
 def atleast_1d(*arys: Any) -> Any:
-    return _one_or_list([_at_least(a, 1, lambda s: (1,)) for a in arys])
+    return _one_or_list([_at_least(a, [(0,)]) for a in arys])
 
 
+@staged("atleast_2d")
 def atleast_2d(*arys: Any) -> Any:
-    return _one_or_list([_at_least(a, 2, lambda s: (1,) * (2 - len(s)) + s) for a in arys])
+    return _one_or_list([_at_least(a, [(0, 1), (0,)]) for a in arys])
 
 
+@staged("atleast_3d")
 def atleast_3d(*arys: Any) -> Any:
     """0-d -> (1, 1, 1), (n,) -> (1, n, 1), (m, n) -> (m, n, 1), as NumPy."""
-    new_shapes = {0: lambda s: (1, 1, 1), 1: lambda s: (1,) + s + (1,), 2: lambda s: s + (1,)}
-    return _one_or_list([_at_least(a, 3, lambda s: new_shapes[len(s)](s)) for a in arys])
+    return _one_or_list([_at_least(a, [(0, 1, 2), (0, 2), (2,)]) for a in arys])
 
 
 # --- joining ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ember.numpy.core import (
     promote_and_broadcast,
     promote_dtypes,
     promote_dtypes_inexact,
+    promote_shapes,
     promoted_scalar,
 )
 from ember.numpy.indexing import nonzero
@@ -123,9 +124,7 @@ def _binary(op: Callable, name: str, inexact: bool = False, primitive: _Primitiv
         fast = _unpromoted(x1, x2, inexact, primitive)
         if fast is not None:
             return op(*fast) if type(fast) is tuple else fast
-        if inexact:
-            return op(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name=name))
-        return op(*promote_and_broadcast(x1, x2, name=name))
+        return op(*promote_shapes(*(promote_dtypes_inexact if inexact else promote_dtypes)(x1, x2), name=name))
 
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} with NumPy broadcasting and JAX type promotion."
@@ -289,7 +288,7 @@ def _typed(x: Any, value: Any) -> Any:
 def _logical(op: Callable, name: str) -> Callable:
     def f(x1: Any, x2: Any, /) -> Any:
         # (promoted first, as JAX: the lattice has no weak bool, so two bools give a strong one)
-        return op(*broadcast_operands(*map(_to_bool, promote_dtypes(x1, x2)), name=name))
+        return op(*promote_shapes(*map(_to_bool, promote_dtypes(x1, x2)), name=name))
 
     f.__name__ = name
     return f
@@ -332,7 +331,7 @@ def true_divide(x1: Any, x2: Any, /) -> Any:
     fast = _unpromoted(x1, x2, True, _DIV)
     if fast is not None:
         return lax.div(*fast) if type(fast) is tuple else fast
-    return lax.div(*broadcast_operands(*promote_dtypes_inexact(x1, x2), name="true_divide"))
+    return lax.div(*promote_shapes(*promote_dtypes_inexact(x1, x2), name="true_divide"))
 
 
 divide = true_divide
@@ -469,7 +468,7 @@ def float_power(x1: Any, x2: Any, /) -> Any:
 
 
 def square(x: Any, /) -> Any:
-    return lax.integer_pow(ensure_array(x), 2)
+    return lax.square(_numeric(ensure_array(x)))
 
 
 def reciprocal(x: Any, /) -> Any:

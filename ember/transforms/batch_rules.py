@@ -44,24 +44,32 @@ def _example_shape(x: Any, dim: BatchDim) -> tuple[int, ...]:
 
 # --- elementwise ---------------------------------------------------------------------------------
 def batch_elementwise(p: Primitive, axis_size: int, values: tuple, dims: tuple, **params: Any) -> tuple[Any, int]:
-    """Operands of one shape, or rank-0 ones that broadcast implicitly.
+    """Operands of one shape, or rank-0 ones that broadcast implicitly (and, for the binary
+    operations, operands of one rank whose size-1 dimensions broadcast).
 
     When every batched operand has its batch dimension at the same place and the
     unbatched ones are scalars, nothing moves. Otherwise batch dimensions go to the
-    front, and operands that differ from the batched shape (unbatched arrays, and
-    batched scalars, which are now vectors) are broadcast to it.
+    front, unbatched arrays get one of their own, and batched scalars (now vectors) are
+    broadcast to the batched shape; size-1 dimensions stay for the operation to broadcast.
     """
     batch_dims = {d for d in dims if d is not None}
     batched_ranks = {aval(v).ndim for v, d in zip(values, dims) if d is not None}
     if len(batch_dims) == 1 and len(batched_ranks) == 1 and all(
             aval(v).ndim == 0 for v, d in zip(values, dims) if d is None):
         return p.bind(*values, **params), batch_dims.pop()
-    shape = (axis_size,) + max((_example_shape(v, d) for v, d in zip(values, dims)), key=len)
+    examples = [s for s in (_example_shape(v, d) for v, d in zip(values, dims)) if s]
+    example = tuple(next(iter(set(sizes) - {1}), 1) for sizes in zip(*examples)) if examples else ()
+    shape = (axis_size,) + example
     operands = []
     for v, d in zip(values, dims):
-        if d is not None or aval(v).ndim:
+        if d is None and aval(v).ndim and p in elementwise.SIZE_ONE:
+            # an unbatched array gets a batch dimension of size 1, which the operation broadcasts
+            # (its dimensions computed with NumPy, as JAX's: they print as np.int64)
+            kept = tuple(np.arange(1, aval(v).ndim + 1))
+            v = shapes.broadcast_in_dim_p.bind(v, shape=(1, *aval(v).shape), broadcast_dimensions=kept)
+        elif d is not None or aval(v).ndim:
             v = move_batch_axis(v, d, axis_size)
-            v = v if aval(v).shape == shape else lax.broadcast_in_dim(v, shape, (0,))
+            v = v if aval(v).ndim == len(shape) else lax.broadcast_in_dim(v, shape, (0,))
         operands.append(v)
     return p.bind(*operands, **params), 0
 
@@ -202,10 +210,16 @@ batching_rules.update({
 
 
 # --- reductions, cumulative reductions, sorting --------------------------------------------------
+def _numpy_batched_axes(axes: Sequence[int], dim: int) -> tuple:
+    """``_batched_axes`` as JAX's reductions compute them, with NumPy: NumPy integers (which
+    print as ``np.int64(1)`` in a program's parameters, as JAX's do)."""
+    return tuple(np.where(np.less(axes, dim), axes, np.add(axes, 1))) if len(axes) else ()
+
+
 def _batch_reduction(p: Primitive):
     def rule(axis_size: int, values: tuple, dims: tuple, *, axes: tuple) -> tuple[Any, int]:
         [x], [d] = values, dims
-        return p.bind(x, axes=_batched_axes(axes, d)), d - sum(a < d for a in axes)
+        return p.bind(x, axes=_numpy_batched_axes(axes, d)), d - sum(a < d for a in axes)
 
     return rule
 
@@ -213,7 +227,7 @@ def _batch_reduction(p: Primitive):
 def _batch_arg_reduction(p: Primitive):
     def rule(axis_size: int, values: tuple, dims: tuple, *, axis: int, index_dtype: np.dtype) -> tuple[Any, int]:
         [x], [d] = values, dims
-        return p.bind(x, axis=_batched_axis(axis, d), index_dtype=index_dtype), d - (axis < d)
+        return p.bind(x, axis=_numpy_batched_axes((axis,), d)[0], index_dtype=index_dtype), d - (axis < d)
 
     return rule
 

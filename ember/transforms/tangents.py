@@ -110,12 +110,18 @@ def add_any(a: Any, b: Any) -> Any:
 
 
 def broadcast_to_shape(t: Any, shape: tuple) -> Any:
-    """A rank-0 tangent of an elementwise operand, broadcast to the result's shape."""
+    """The tangent of an elementwise operand that broadcast (a rank-0 one, or one of size-1
+    dimensions), broadcast to the result's shape: as JAX, the size-1 dimensions are reshaped
+    away and ``broadcast_in_dim`` puts the others in place."""
     if isinstance(t, Zero):
         return Zero(t.aval._replace(shape=shape))
-    if aval(t).shape == shape:
+    own = aval(t).shape
+    if own == shape:
         return t
-    return lax.broadcast_in_dim(t, shape, ())
+    if not own:
+        return lax.broadcast_in_dim(t, shape, ())
+    kept = tuple(i for i, (n, m) in enumerate(zip(own, shape)) if n == m)
+    return lax.broadcast_in_dim(lax.reshape(t, tuple(own[i] for i in kept)), shape, kept)
 
 
 def convert(x: Any, dtype: Any, weak_type: bool = False) -> Any:
@@ -137,12 +143,16 @@ def match_type(x: Any, target: ShapedArray) -> Any:
 
 
 def sum_to_shape(x: Any, shape: tuple) -> Any:
-    """Undo an elementwise operand's rank-0 broadcast: sum a cotangent back to ``shape``."""
+    """Undo an elementwise operand's broadcast (of rank 0, or of size-1 dimensions): sum a
+    cotangent back to ``shape`` (as JAX: over the broadcast dimensions, then reshaped)."""
     if isinstance(x, Zero):
         return Zero(x.aval._replace(shape=shape))
     a = aval(x)
     if a.shape == shape:
         return x
-    assert shape == (), f"cannot sum a cotangent of shape {a.shape} to {shape}"
-    return lax.reduce_sum(x, tuple(range(a.ndim)))
+    if not shape:
+        return lax.reduce_sum(x, tuple(range(a.ndim)))
+    assert len(shape) == a.ndim, f"cannot sum a cotangent of shape {a.shape} to {shape}"
+    summed = tuple(i for i, (n, m) in enumerate(zip(a.shape, shape)) if n != m)
+    return lax.reshape(lax.reduce_sum(x, summed), shape)
 

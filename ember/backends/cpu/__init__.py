@@ -37,6 +37,7 @@ from ember.backends.cpu.loop_layouts import transposed_invariants
 from ember.backends.cpu.plan import Plan
 from ember.backends.cpu.runner import Program
 from ember.compiler import optimize
+from ember.compiler.broadcasts import explicit_broadcasts
 from ember.compiler.fusion import fuse
 from ember.compiler.pipeline import PIPELINE, dump, dump_requested, dumped_names
 from ember.config import config
@@ -70,6 +71,12 @@ class Stage:
 
 def _program(c: Compilation) -> ClosedJaxpr:
     return c.closed
+
+
+def _broadcasts(c: Compilation) -> bool:
+    closed = explicit_broadcasts(c.closed)
+    changed, c.closed = closed is not c.closed, closed
+    return changed
 
 
 def _expand(c: Compilation) -> None:
@@ -109,6 +116,8 @@ def _optimized_ir(c: Compilation) -> str:
 
 
 STAGES: list[Stage] = [  # after trace (ember.api):
+    # size-1 broadcasts of elementwise operands as broadcast_in_dim equations (kernels take full shapes)
+    Stage("broadcasts", _broadcasts, _program),
     # equations this backend computes as others (convolutions, windowed reductions, complex max)
     Stage("expand", _expand, _program, switchable=True),
     # the compiler's passes (ember.compiler.PIPELINE: each switchable, and printed, by its name)

@@ -606,12 +606,14 @@ def _clamp(e, in_dts, out_dt, lo, x, hi):
 
 lower_rules.update({
     stop_gradient_p: lambda e, in_dts, out_dt, x: x,  # the identity, once derivatives are taken
+    ew.copy_p: lambda e, in_dts, out_dt, x: x,
     sharding_constraint_p: lambda e, in_dts, out_dt, x, **_: x,  # (acted on by ember.partition, if at all)
     ew.neg_p: _neg, ew.sign_p: _sign, ew.floor_p: _floor, ew.ceil_p: _ceil, ew.round_p: _round,
     ew.abs_p: _abs, ew.not_p: _not, ew.population_count_p: _population_count, ew.is_finite_p: _is_finite,
     ew.sqrt_p: _sqrt, ew.rsqrt_p: _rsqrt, ew.integer_pow_p: _integer_pow,
     ew.add_p: _arith("fadd", "add"), ew.sub_p: _arith("fsub", "sub"), ew.mul_p: _arith("fmul", "mul"),
     ew.div_p: _div, ew.rem_p: _rem, ew.max_p: _max, ew.min_p: _min,
+    ew.square_p: lambda e, in_dts, out_dt, x: _arith("fmul", "mul")(e, in_dts * 2, out_dt, x, x),
     ew.and_p: _bitwise("and_"), ew.or_p: _bitwise("or_"), ew.xor_p: _bitwise("xor"),
     ew.shift_left_p: _shift("left"), ew.shift_right_arithmetic_p: _shift("arith"),
     ew.shift_right_logical_p: _shift("logical"),
@@ -788,12 +790,14 @@ def _complex_convert(e, in_dts, out_dt, x, *, new_dtype, weak_type):
 complex_rules: RuleTable = RuleTable("complex_rules", {
     ew.add_p: _complex_arith("add"), ew.sub_p: _complex_arith("sub"), ew.mul_p: _complex_arith("mul"),
     ew.div_p: _complex_arith("div"), ew.neg_p: _complex_neg, ew.conj_p: _complex_conj,
+    ew.square_p: lambda e, in_dts, out_dt, x: _complex_arith("mul")(e, in_dts * 2, out_dt, x, x),
     ew.real_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 0),
     ew.imag_p: lambda e, in_dts, out_dt, x: e.b.extract_value(x, 1),
     ew.complex_p: _complex_make, ew.abs_p: _complex_abs, ew.sign_p: _complex_sign,
     ew.eq_p: _complex_compare("eq"), ew.ne_p: _complex_compare("ne"), ew.select_n_p: _select_n,
     ew.convert_element_type_p: _complex_convert, ew.integer_pow_p: _complex_integer_pow,
     stop_gradient_p: lambda e, in_dts, out_dt, x: x, sharding_constraint_p: lambda e, in_dts, out_dt, x, **_: x,
+    ew.copy_p: lambda e, in_dts, out_dt, x: x,
     ew.exp2_p: _complex_composite(_exp2), ew.logistic_p: _complex_composite(_logistic),
     ew.rsqrt_p: _complex_composite(_rsqrt_complex),
     ew.pow_p: lambda e, in_dts, out_dt, x, y: pack(e.b, *_wide(e, out_dt, complex_math.Cx.pow, x, y)),

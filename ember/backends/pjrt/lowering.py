@@ -544,6 +544,7 @@ def _conj(ctx: Builder, out: list, x: Value, *, input_dtype: Any = None) -> Valu
 
 lower_rules.update({
     ew.exp2_p: _exp2, ew.integer_pow_p: _integer_pow, ew.round_p: _round,
+    ew.square_p: lambda ctx, out, x: ctx.binary("stablehlo.multiply", x, x),
     ew.convert_element_type_p: _convert, ew.bitcast_convert_type_p: _bitcast, ew.select_n_p: _select_n,
     ew.clamp_p: _clamp, ew.complex_p: _complex, ew.conj_p: _conj,
 })
@@ -612,7 +613,8 @@ lower_rules.update({
 })
 
 # Identities: values pass through.
-lower_rules[stop_gradient_p] = lambda ctx, out, x: x
+for _p in (stop_gradient_p, ew.copy_p):
+    lower_rules[_p] = lambda ctx, out, x, **_: x
 
 
 def _sharding_constraint(ctx: Builder, out: list, x: Value, *, spec: Any) -> Value:

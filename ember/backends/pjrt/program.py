@@ -27,6 +27,7 @@ from ember.backends.protocols import (
     device_arguments,
     device_outputs,
 )
+from ember.compiler.broadcasts import explicit_broadcasts
 from ember.compiler.dce import eliminate_dead_code
 from ember.config import config
 from ember.core import sharding as shd
@@ -263,7 +264,7 @@ def _runs_on_host(eqn: Any) -> bool:
 def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOptions) -> BackendExecutable:
     """The executable of ``closed`` on ``backend``: one device program, or several around the
     program's host callbacks."""
-    closed = eliminate_dead_code(closed)
+    closed = eliminate_dead_code(explicit_broadcasts(closed))
     if options.placement is not None:
         mesh, in_shardings, out_shardings = options.placement
         inner = mesh_of(closed.jaxpr)

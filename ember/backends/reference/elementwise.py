@@ -394,6 +394,7 @@ impl_rules.update({
     ew.add_p: _float_math(np.add),
     ew.sub_p: _float_math(np.subtract),
     ew.mul_p: _float_math(np.multiply),
+    ew.square_p: _float_math(np.square),
     ew.div_p: _int_div,
     ew.rem_p: _int_rem,
     ew.pow_p: _float_math(_pow),
@@ -418,6 +419,7 @@ impl_rules.update({
     ew.select_n_p: _select_n_rule,
     ew.clamp_p: lambda lo, x, hi: _clamp(lo, x, hi),
     stop_gradient_p: lambda x: x,
+    ew.copy_p: lambda x: x,  # (arrays are immutable)
 })
 
 

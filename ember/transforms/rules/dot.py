@@ -24,7 +24,8 @@ defjvp(dot_general_p, lambda g, ans, lhs, rhs, **params: _dot_tangent(g, rhs, pa
 
 
 def _operand_cotangent(ct: Any, other: Any, operand: ShapedArray, contract: tuple, other_contract: tuple,
-                       batch: tuple, other_batch: tuple, operand_is_lhs: bool, precision: Any) -> Any:
+                       batch: tuple, other_batch: tuple, operand_is_lhs: bool, precision: Any,
+                       preferred: Any) -> Any:
     """Contract ``ct`` with ``other`` over other's free dimensions, then lay the result out like the operand.
 
     ``ct`` has the output's layout: batch dimensions, the lhs's free ones, the rhs's free ones.
@@ -38,7 +39,7 @@ def _operand_cotangent(ct: Any, other: Any, operand: ShapedArray, contract: tupl
         ct = convert(ct, other_aval.dtype)
     product = dot_general_p.bind(ct, other, dimension_numbers=((other_free_in_ct, tuple(other_free)),
                                                               (tuple(range(len(batch))), other_batch)),
-                                 precision=precision, preferred_element_type=None)
+                                 precision=precision, preferred_element_type=preferred)  # (the primal's, as JAX)
     # The product holds: batch, the operand's free dimensions, then its contracting ones in other's order.
     contract_in_other_order = [c for _, c in sorted(zip(other_contract, contract))]
     layout = list(batch) + operand_free + contract_in_other_order
@@ -54,9 +55,9 @@ def _dot_general_transpose(ct: Any, lhs: Any, rhs: Any, *, dimension_numbers: An
                                   "is not linear")
     if is_undefined(lhs):
         return [_operand_cotangent(ct, rhs, lhs.aval, lhs_contract, rhs_contract, lhs_batch, rhs_batch, True,
-                                   precision), None]
+                                   precision, preferred_element_type), None]
     return [None, _operand_cotangent(ct, lhs, rhs.aval, rhs_contract, lhs_contract, rhs_batch, lhs_batch, False,
-                                     precision)]
+                                     precision, preferred_element_type)]
 
 
 transpose_rules[dot_general_p] = _dot_general_transpose

@@ -132,6 +132,7 @@ def _integer_pow_partial(g: Any, ans: Any, x: Any, *, y: int) -> Any:
 
 
 defjvp(ew.integer_pow_p, _integer_pow_partial)
+defjvp(ew.square_p, lambda g, ans, x: lax.mul(g, lax.mul(const(x, 2.0), x)))  # (JAX's form)
 
 # --- binary ----------------------------------------------------------------------------
 def _sum_jvp(p: Any, negate_second: bool):
@@ -235,6 +236,7 @@ def _select_n_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 jvp_rules[ew.select_n_p] = _select_n_jvp
 deflinear(ew.neg_p)
+deflinear(ew.copy_p)
 deflinear(ew.real_p)
 deflinear(ew.imag_p)
 deflinear(ew.conj_p)
@@ -302,6 +304,7 @@ transpose_rules.update({
     ew.complex_p: lambda ct, x, y: [lax.real(ct), lax.imag(lax.neg(ct))],
     ew.conj_p: _conj_transpose,
     ew.neg_p: lambda ct, x: [lax.neg(ct)],
+    ew.copy_p: lambda ct, x: [ew.copy_p.bind(ct)],
     ew.add_p: _add_transpose,
     add_any_p: lambda ct, x, y, *, body: [ct if is_undefined(x) else None, ct if is_undefined(y) else None],
     ew.sub_p: _sub_transpose,

@@ -39,8 +39,9 @@ def _chooser_jvp(p: Any) -> Callable:
     def rule(primals: tuple, tangents: tuple, *, axes: tuple) -> tuple:
         [x], [t] = primals, tangents
         ans = p.bind(x, axes=axes)
-        kept = tuple(d for d in range(aval(x).ndim) if d not in axes)
-        chosen = lax.convert_element_type(lax.eq(x, lax.broadcast_in_dim(ans, aval(x).shape, kept)), aval(x).dtype)
+        # ans with size-1 dimensions at the reduced axes, which the comparison broadcasts (as JAX)
+        with_axes = lax.reshape(ans, tuple(1 if d in axes else n for d, n in enumerate(aval(x).shape)))
+        chosen = lax.convert_element_type(lax.eq(x, with_axes), aval(x).dtype)
         count = lax.reduce_sum(chosen, axes)
         return ans, lax.div(lax.reduce_sum(lax.mul(t, chosen), axes), count)
     return rule

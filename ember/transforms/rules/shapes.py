@@ -33,10 +33,13 @@ def _slice_transpose(ct: Any, x: Any, *, start_indices: tuple, limit_indices: tu
     shape = x.aval.shape
     if 0 in ct.aval.shape:
         return [zeros(x.aval)]
-    strides = strides or (1,) * len(shape)
-    config = [(lo, n - lo - (m - 1) * st - 1, st - 1)
-              for lo, n, m, st in zip(start_indices, shape, ct.aval.shape, strides)]
-    return [lax.pad(ct, lax.convert_element_type(0, x.aval.dtype), config)]
+    # The widths as JAX's are: NumPy integers where it computes them with NumPy (they print so)
+    if strides is None or all(st == 1 for st in strides):
+        config = tuple(zip(start_indices, np.subtract(shape, limit_indices), (0,) * len(shape)))
+    else:
+        ends = np.add(start_indices, np.add(1, np.multiply(np.subtract(ct.aval.shape, 1), strides)))
+        config = tuple(zip(start_indices, np.subtract(shape, ends), np.subtract(strides, 1)))
+    return [sh.pad_p.bind(ct, lax.convert_element_type(0, x.aval.dtype), padding_config=config)]
 
 
 def _concatenate_transpose(ct: Any, *operands: Any, dimension: int) -> list:
@@ -80,7 +83,7 @@ transpose_rules.update({
     sh.broadcast_in_dim_p: _broadcast_in_dim_transpose,
     sh.reshape_p: lambda ct, x, *, new_sizes, dimensions: [lax.reshape(ct, x.aval.shape)],
     sh.transpose_p: lambda ct, x, *, permutation: [lax.transpose(ct, tuple(np.argsort(permutation)))],
-    sh.squeeze_p: lambda ct, x, *, dimensions: [lax.reshape(ct, x.aval.shape)],
+    sh.squeeze_p: lambda ct, x, *, dimensions: [lax.expand_dims(ct, dimensions)],
     sh.rev_p: lambda ct, x, *, dimensions: [lax.rev(ct, dimensions)],
     sh.slice_p: _slice_transpose,
     sh.concatenate_p: _concatenate_transpose,
