@@ -52,6 +52,7 @@ from ember.runtime.cache import (
 )
 from ember.runtime.dispatch import PYTHON_SCALARS, Dispatcher, positional_structure
 from ember.runtime.stages import Lowered, Traced
+from ember.transforms.partial_eval import dce_jaxpr
 from ember.transforms.programs import eval_closed_by_binding
 
 
@@ -162,6 +163,13 @@ def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dic
         else:
             kwargs[where] = value
     return tuple(args), kwargs
+
+
+def _read_inputs(closed: ClosedJaxpr) -> frozenset[int]:
+    """The positions of the inputs the program's outputs and effects read: without ``keep_unused``,
+    as in JAX, the others are not the program's arguments, so donating them deletes nothing."""
+    _, used = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+    return frozenset(i for i, u in enumerate(used) if u)
 
 
 def _refuse_aliased_donation(leaves: Sequence[Any], donated: frozenset[int]) -> None:
@@ -407,6 +415,8 @@ class JitFunction(Dispatcher):
         if config.log_compiles:
             logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
                            (time.perf_counter() - start) * 1e3)
+        if donated and not self.keep_unused:
+            donated = donated & _read_inputs(closed)
         return Entry(closed, out_tree, donated) if ref_info is None else _RefEntry(closed, out_tree, donated, ref_info)
 
     def _warn_if_retracing_often(self, key: tuple, arg_names: list[str]) -> None:

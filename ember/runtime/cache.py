@@ -114,8 +114,9 @@ def warn_unusable_donations(executable: Executable, stacklevel: int) -> None:
     unusable = executable.unusable_donations
     if unusable:
         warnings.warn(f"Some donated buffers were not usable: {', '.join(map(type_string, unusable))}. "
-                      "A donated buffer is reused only for an output of the same shape and dtype that is "
-                      "computed after the last read of the argument.", UserWarning, stacklevel=stacklevel)
+                      "A donated argument is taken (and deleted) by an output of its shape and dtype, or "
+                      "else by an output with as many elements; the others stay usable.", UserWarning,
+                      stacklevel=stacklevel)
 
 
 # Ticks of the LRU order: a hit stamps its entry (cheaper than reordering a dict by a key
