@@ -517,11 +517,16 @@ class JitFunction(Dispatcher):
         """Trace for these arguments (arrays, or ShapeDtypeStructs) without compiling or running,
         as ``jax.jit(f).trace``: the result has ``.jaxpr``, ``.out_info`` and ``.lower()``."""
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
-        leaves, in_tree = tree_util.flatten_for_trace(_with_extended_structs((dyn_args, dyn_kwargs)))
-        avals = [_abstractify(x, self.fun) for x in leaves]
-        closed, out_tree = self.trace_program(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
-                                              _python_values(leaves))
-        return Traced(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs))
+        structured = _with_extended_structs((dyn_args, dyn_kwargs))
+        leaves, key_tree = tree_util.flatten_for_key(structured)
+        # (the function's cache: a later call, or lower, with these types reuses this trace, as in JAX)
+        entry = self._lookup(leaves, key_tree, statics, args, kwargs, tuple(_abstractify(x, self.fun) for x in leaves))
+        in_tree = tree_util.flatten_for_trace(structured)[1]
+        if type(entry) is _RefEntry:
+            raise NotImplementedError(
+                f"{self._sig.fun_name} reads or writes a Ref (jax.new_ref); ember runs such functions through "
+                "jit's call and make_jaxpr, but not through this API (AOT trace/lower, in_shardings).")
+        return Traced(self, entry.closed, in_tree, entry.out_tree, statics, self._sig.donated_leaves(args, kwargs))
 
     @errors.api_boundary
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:

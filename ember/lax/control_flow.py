@@ -25,14 +25,14 @@ import numpy as np
 from ember import dtypes, errors, tree_util
 from ember.config import config
 from ember.core.avals import ShapedArray
-from ember.core.ir import ClosedJaxpr
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
 from ember.lax import refs as _refs
 from ember.lax.base import aval, operator_index, primitive
-from ember.lax.elementwise import add, clamp, convert_element_type, lt, ne
+from ember.lax.elementwise import add, clamp, convert_element_type, convert_element_type_p, lt, ne
 from ember.lax.shapes import concatenate, expand_dims, index_in_dim, reshape, slice_in_dim
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
@@ -374,9 +374,10 @@ def _trace_loop_body(trace: Callable[[list[ShapedArray], list[ShapedArray]], tup
                      ) -> tuple[ClosedJaxpr, list, list[ShapedArray]]:
     """Trace a body whose first outputs are the next carry, settling the carry's one type.
 
-    ``trace(in_avals, out_types)`` traces the body. A weakly typed init is
-    promoted to the type the body returns (then the body is traced again), and
-    outputs weaker than the carry are made strong. Returns the program, the
+    ``trace(in_avals, out_types)`` traces the body. A weakly typed init takes
+    the type the body returns, and outputs weaker than the carry are made strong.
+    As in JAX, the body is traced again only where an init's dtype must change
+    (a weak type alone is converted in the program). Returns the program, the
     output trees and the carry types (the caller converts the init to them).
     """
 
@@ -394,10 +395,33 @@ def _trace_loop_body(trace: Callable[[list[ShapedArray], list[ShapedArray]], tup
     if trees[0] != carry_tree:
         check(carry_avals, body, trees[0])
     targets = [_carry_target(i, o) for i, o in zip(carry_avals, body.out_avals)]
-    if targets != carry_avals or body.out_avals[:len(targets)] != targets:
-        body, trees = trace(targets, targets)
+    if all(builtins.map(_same_type, targets, carry_avals)):  # (weak types differ at most)
+        check(targets, body, trees[0])
+        return _retyped(body, targets), trees, targets
+    body, trees = trace(targets, targets)
     check(targets, body, trees[0])
     return body, trees, targets
+
+
+def _retyped(body: ClosedJaxpr, carry: list[ShapedArray]) -> ClosedJaxpr:
+    """``body`` (traced once) carrying these types, which differ from its carry inputs and outputs
+    by weak types at most: each converted on the way in to the type it was traced with, and on
+    the way out to the carried one."""
+    jaxpr, n = body.jaxpr, len(carry)
+    if jaxpr.in_avals[:n] == carry and jaxpr.out_avals[:n] == carry:
+        return body
+
+    def convert(x: Any, to: Any) -> Eqn:
+        return Eqn(convert_element_type_p, [x], {"new_dtype": to.aval.dtype, "weak_type": to.aval.weak_type}, [to])
+
+    invars = [v if v.aval == t else Var(t) for v, t in zip(jaxpr.invars, carry)] + jaxpr.invars[n:]
+    eqns = [convert(new, old) for new, old in zip(invars, jaxpr.invars[:n]) if new is not old] + jaxpr.eqns
+    outvars = list(jaxpr.outvars)
+    for k, t in enumerate(carry):
+        if outvars[k].aval != t:
+            eqns.append(convert(outvars[k], Var(t)))
+            outvars[k] = eqns[-1].outvars[0]
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, invars, eqns, outvars), body.consts)
 
 
 def _while_rule(*operands: ShapedArray, body_jaxpr: ClosedJaxpr, body_nconsts: int, cond_jaxpr: ClosedJaxpr,
