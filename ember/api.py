@@ -63,7 +63,7 @@ class _Signature:
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
                  donate_argnums: Sequence[int] = (), donate_argnames: Sequence[str] = ()) -> None:
-        self.fun_name = getattr(fun, "__name__", type(fun).__name__)
+        self.fun_name = errors.function_name(fun)
         try:
             self.sig = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -587,7 +587,7 @@ class _RefEntry(Entry):
 
 def _fun_location(fun: Callable) -> str:
     code = getattr(fun, "__code__", None)
-    name = getattr(fun, "__name__", type(fun).__name__)
+    name = errors.function_name(fun)
     return f"{name} at {code.co_filename}:{code.co_firstlineno}" if code is not None else name
 
 
@@ -776,17 +776,7 @@ def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     return shapes
 
 
-class AbstractValue(ShapedArray):
-    """What ``typeof`` returns: the ShapedArray of a value (equal to its ``aval``), printed as JAX
-    prints types: ``float32[3]``, ``~float32[]`` for a weak type; ``ShapedArray(float32[3])`` as repr."""
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
-
-
-def typeof(x: Any) -> AbstractValue:
+def typeof(x: Any) -> ShapedArray:
     """The abstract value (shape, dtype, weak type) of an array, a tracer, a NumPy array or scalar,
     or a Python scalar (as ``jax.typeof``); a TypeError for anything else."""
     if _refs.is_ref(x):
@@ -797,7 +787,7 @@ def typeof(x: Any) -> AbstractValue:
             kind = type(x) if isinstance(x, str) else f"'{type(x)}'"  # (JAX's two spellings)
             raise TypeError(f"Argument '{x}' of type {kind} is not a valid JAX type")
         a = aval_of_value(x)
-    return AbstractValue(*a)
+    return a
 
 
 # ShapeDtypeStructs of extended dtypes (typed PRNG keys), by the dtype's class: what the value they

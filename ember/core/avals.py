@@ -91,9 +91,10 @@ class ShapedArray(tuple):
     def size(self) -> int:
         return math.prod(self.shape)
 
-    def str_short(self) -> str:
-        """``f32[3,4]`` as in the IR printer."""
-        return f"{dtypes.SHORT_NAME[self.dtype]}[{','.join(map(str, self.shape))}]"
+    def str_short(self, weak: bool = False) -> str:
+        """``f32[3,4]`` as in the IR printer; ``weak``: ``f32[]{weak}`` for a weak type (ember's logs)."""
+        text = f"{dtypes.SHORT_NAME[self.dtype]}[{','.join(map(str, self.shape))}]"
+        return text + "{weak}" if weak and self.weak_type else text
 
     def strip_weak_type(self) -> "ShapedArray":
         return self._replace(weak_type=False) if self.weak_type else self
@@ -104,8 +105,8 @@ class ShapedArray(tuple):
             return self.strip_weak_type()
         return ShapedArray(self.shape, dtypes.float0, False)
 
-    def __str__(self) -> str:
-        return self.str_short() + ("{weak}" if self.weak_type else "")
+    def __str__(self) -> str:  # (JAX's: ``float32[2,3]``, ``~float32[]`` weak)
+        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
     def __repr__(self) -> str:  # (JAX's: ``ShapedArray(float32[2,3])``, ``..., weak_type=True)``)
         weak = ", weak_type=True" if self.weak_type else ""

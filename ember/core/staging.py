@@ -18,7 +18,7 @@ from ember import errors
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
-from ember.core.trace import Trace, Tracer, set_current_trace, type_text, unexpected_tracer_error
+from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, type_text, unexpected_tracer_error
 
 
 class _SourceRecording(threading.local):
@@ -92,6 +92,7 @@ class StagingTrace(Trace):
     """Records each primitive application as an equation."""
 
     def __init__(self, debug: DebugInfo) -> None:
+        self.parent = current_trace()
         self.debug = debug
         self.description = f"{debug.kind} of `{debug.fun_name}`"
         self.invars: list[Var] = []

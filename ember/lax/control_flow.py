@@ -15,7 +15,6 @@ that is only weaker than its counterpart is made strong.
 from __future__ import annotations
 
 import builtins
-import functools
 import inspect
 import os
 from typing import Any, Callable, NamedTuple, Sequence
@@ -41,15 +40,11 @@ _NO_OPERAND = object()
 
 
 # --- naming the user's functions and types in messages ------------------------------------
-def _name(fun: Callable) -> str:
-    return getattr(fun, "__name__", None) or type(fun).__name__
-
-
 def _describe(fun: Callable) -> str:
     """The function's name and where it is defined, e.g. "`step` (model.py:12)"."""
     code = getattr(fun, "__code__", None)
     where = f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})" if code else ""
-    return f"`{_name(fun)}`{where}"
+    return f"`{errors.function_name(fun)}`{where}"
 
 
 class _Caller(NamedTuple):
@@ -158,7 +153,7 @@ def _trace(fun: Callable, args_tree: tree_util.PyTreeDef, in_avals: Sequence[Sha
             flat += part_leaves
         return [_strengthen(x, t) for x, t in zip(flat, out_types)] + flat[len(out_types):]
 
-    debug = DebugInfo(caller.api, _name(caller.fun), _arg_names(fun, args_tree), static_hint=False)
+    debug = DebugInfo(caller.api, errors.function_name(caller.fun), _arg_names(fun, args_tree), static_hint=False)
     closed = trace_to_jaxpr(flat_fun, in_avals, debug)
     if config.check_ir:
         check_jaxpr(closed)
@@ -276,7 +271,7 @@ def _switch(index: Any, callers: list[_Caller], order: tuple[int, ...], operands
     if config.disable_jit and not is_tracing():
         return callers[order[int(index)]].fun(*operands)
     api = callers[0].api
-    probe = _refs.LoopProbe(api, _name(callers[0].fun))
+    probe = _refs.LoopProbe(api, errors.function_name(callers[0].fun))
     result = _switch_traced(index, callers, [probe.wrap(c.fun) for c in callers], order, operands, probe)
     if not isinstance(result, _WrittenRefs):
         return result
@@ -291,10 +286,10 @@ def _switch(index: Any, callers: list[_Caller], order: tuple[int, ...], operands
         raise NotImplementedError("State effect not supported in vmap-of-cond.")
 
     def carrying(fun: Callable) -> Callable:
-        @functools.wraps(fun)
+        @errors.wraps(fun)
         def branch(*args: Any) -> tuple:
             *ops, ref_values = args
-            with _refs.bound(written, ref_values, api, _name(fun)):
+            with _refs.bound(written, ref_values, api, errors.function_name(fun)):
                 out = fun(*ops)
                 ref_values = _refs.read_values(written)
             return out, ref_values
@@ -385,8 +380,8 @@ def _trace_loop_body(trace: Callable[[list[ShapedArray], list[ShapedArray]], tup
         error = _type_mismatch(
             f"{caller.api}: {caller} changes the type of {caller.carry}", ("input type", carry_tree, in_avals),
             ("output type", out_tree, body.out_avals[:out_tree.num_leaves]),
-            f"make `{_name(caller.fun)}` return a carry with the same structure, shapes and dtypes as its "
-            "input: cast with .astype(...), or give the initial value the dtype the loop produces "
+            f"make `{errors.function_name(caller.fun)}` return a carry with the same structure, shapes and dtypes "
+            "as its input: cast with .astype(...), or give the initial value the dtype the loop produces "
             "(e.g. jnp.zeros(3, jnp.float32)).")
         if error:
             raise error
@@ -459,14 +454,14 @@ def _while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, caller: _
     """``_while_loop_plain``; a body that writes refs it closes over is traced again with them carried."""
     if not (callable(cond_fun) and callable(body_fun)) or (config.disable_jit and not is_tracing()):
         return _while_loop_plain(cond_fun, body_fun, init_val, caller)
-    probe = _refs.LoopProbe(caller.api, _name(caller.fun))
+    probe = _refs.LoopProbe(caller.api, errors.function_name(caller.fun))
     try:
         return _while_loop_plain(probe.wrap(cond_fun), probe.wrap(body_fun), init_val, caller)
     except _refs.LoopRefs as e:
         if e.probe is not probe:
             raise
         written = e.refs
-    name = _name(caller.fun)
+    name = errors.function_name(caller.fun)
 
     def cond_with_refs(carry: tuple) -> Any:
         val, values = carry
@@ -625,14 +620,14 @@ def _scan(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool, un
     """``_scan_plain``; a body that writes refs it closes over is traced again with them carried."""
     if not callable(f) or (config.disable_jit and not is_tracing()):
         return _scan_plain(f, init, xs, length, reverse, unroll, caller)
-    probe = _refs.LoopProbe(caller.api, _name(caller.fun))
+    probe = _refs.LoopProbe(caller.api, errors.function_name(caller.fun))
     try:
         return _scan_plain(probe.wrap(f), init, xs, length, reverse, unroll, caller)
     except _refs.LoopRefs as e:
         if e.probe is not probe:
             raise
         written = e.refs
-    name = _name(caller.fun)
+    name = errors.function_name(caller.fun)
 
     def f_with_refs(carry: tuple, x: Any) -> Any:
         c, values = carry

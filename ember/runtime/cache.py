@@ -87,7 +87,8 @@ class Entry:
                         assert isinstance(self.executable, TieredExecutable)
                         self.executable.add_done_callback(count)
                     if config.log_compiles:
-                        what = _BUILT[code].format(name=name, avals=", ".join(map(str, self.closed.in_avals)))
+                        avals = ", ".join(a.str_short(weak=True) for a in self.closed.in_avals)
+                        what = _BUILT[code].format(name=name, avals=avals)
                         logger.warning("ember: %s in %.1f ms", what, seconds * 1e3)
                     # stacklevel: here, get_executable, JitFunction.__call__, the caller.
                     warn_unusable_donations(self.executable, stacklevel=4)
@@ -281,7 +282,7 @@ def _differences(old: CacheKey, new: CacheKey, arg_names: Sequence[str], static_
             what = "dtype"
         else:
             what = "weak type"
-        out.append(f"argument `{name}` changed {what}: {a} -> {b}")
+        out.append(f"argument `{name}` changed {what}: {a.str_short(weak=True)} -> {b.str_short(weak=True)}")
     old_static, new_static = dict(_static_items(old.statics)), dict(_static_items(new.statics))
     for where in sorted(set(old_static) | set(new_static), key=str):
         if old_static.get(where, "<absent>") != new_static.get(where, "<absent>"):
