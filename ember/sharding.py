@@ -11,10 +11,11 @@ from ember.core.sharding import (  # noqa: F401
     PmapSharding,
     Sharding,
     SingleDeviceSharding,
+    get_abstract_mesh,
     get_mesh,
     set_mesh,
 )
 from ember.parallel import reshard  # noqa: F401
 
 __all__ = ["AbstractMesh", "AxisType", "Device", "Mesh", "NamedSharding", "PartitionSpec", "PmapSharding", "Sharding",
-           "SingleDeviceSharding", "get_mesh", "reshard", "set_mesh"]
+           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh"]

@@ -34,7 +34,14 @@ def device_put(x: Any, device: Any = None) -> Any:
     """Copy a pytree of arrays / scalars onto a device (the default backend's first by default), or
     place them as a sharding says (as Arrays). A device of a backend whose memory is not the host's
     gets a copy in that memory (an array of such a device put on a host device is copied to the
-    host)."""
+    host). ``device`` may be a tree prefix of ``x`` (a device or sharding per subtree)."""
+    if device is not None and not isinstance(device, _PLACEMENTS) and \
+            tree_util.tree_structure(device, is_leaf=_is_placement).num_nodes > 1:
+        try:
+            return tree_util.tree_map(lambda d, sub: device_put(sub, d), device, x, is_leaf=_is_placement)
+        except (ValueError, TypeError):
+            raise ValueError("device_put device specification must be a tree prefix of the corresponding value, "
+                             f"got {device!r:.200} for a value of structure {tree_util.tree_structure(x)}") from None
     target = device
     if device is None and not registry.get().host_buffers:  # (the default device, as in JAX: a TPU's)
         target = registry.get().devices()[0]
@@ -47,6 +54,13 @@ def device_put(x: Any, device: Any = None) -> Any:
     return tree_util.map_for_trace(lambda leaf: leaf if isinstance(leaf, Array) and device is None else
                               sharding.put(Array(np.asarray(leaf), leaf.aval) if type(leaf) is Array else
                                            asarray(leaf), device), x)
+
+
+_PLACEMENTS = (Device, sharding.Sharding, sharding.PartitionSpec)
+
+
+def _is_placement(d: Any) -> bool:
+    return d is None or isinstance(d, _PLACEMENTS)
 
 
 def _put_on_device(leaf: Any, backend: Backend, device: Any) -> Any:

@@ -239,6 +239,14 @@ class _MeshBase:
     def empty(self) -> bool:
         return not self.axis_names
 
+    # (whether its axes are all of one kind, as flax asks; an empty mesh's are of none, as in JAX)
+    are_all_axes_auto = property(lambda self: self._all_axes(AxisType.Auto))
+    are_all_axes_explicit = property(lambda self: self._all_axes(AxisType.Explicit))
+    are_all_axes_manual = property(lambda self: self._all_axes(AxisType.Manual))
+
+    def _all_axes(self, kind: "AxisType") -> bool:
+        return bool(self.axis_types) and all(t is kind for t in self.axis_types)
+
     def _types_text(self) -> str:
         return f"axis_types=({', '.join(t.name for t in self.axis_types)}{',' if len(self.axis_types) == 1 else ''})"
 
@@ -431,6 +439,12 @@ def get_mesh() -> Any:
     """The mesh that ``set_mesh`` made current (an empty AbstractMesh when none is)."""
     mesh = _mesh_state.mesh
     return AbstractMesh((), ()) if mesh is None else mesh
+
+
+def get_abstract_mesh() -> AbstractMesh:
+    """The current mesh's axes without its devices (an empty AbstractMesh when none is set), as
+    ``jax.sharding.get_abstract_mesh``: flax asks it whether a mesh is set."""
+    return get_mesh().abstract_mesh
 
 
 class set_mesh:

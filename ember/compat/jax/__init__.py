@@ -113,7 +113,7 @@ MISSING_IN_MODULES: dict[str, tuple[str, ...]] = {
     "jax.scipy.special": ("bernoulli", "bessel_jn", "dawsn", "erfcx", "exp1", "expi", "expn", "fresnel", "hyp1f1",
                           "hyp2f1", "owens_t", "polygamma", "sici", "spence", "sph_harm_y", "wofz", "zeta"),
     "jax.scipy.stats": ("gaussian_kde", "mode", "rankdata", "sem"),
-    "jax.sharding": ("AbstractDevice", "ManualAxisType", "auto_axes", "explicit_axes", "get_abstract_mesh",
+    "jax.sharding": ("AbstractDevice", "ManualAxisType", "auto_axes", "explicit_axes",
                      "make_single_device_sharding", "use_abstract_mesh"),
     "jax.tree_util": ("default_registry",),
 }
