@@ -227,3 +227,42 @@ def test_library_sharding_helpers_leave_leaves_sharded_as_jax_reports():
         assert run.returncode == 0, run.stderr[-3000:]
     theirs, ours = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
     assert ours == theirs
+
+
+SHARDED_TRACES = r"""
+import json
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(jax.devices()), ("d",))
+split, whole = NamedSharding(mesh, P("d")), NamedSharding(mesh, P())
+traces = [0]
+def f(x):
+    traces[0] += 1
+    return x * 2
+counts = {}
+for name, make, arg in [("out_shardings, a split input", lambda: jax.jit(f, out_shardings=split),
+                         lambda: jax.device_put(jnp.ones(8), split)),
+                        ("in_ and out_shardings, called twice",
+                         lambda: jax.jit(f, in_shardings=split, out_shardings=whole), lambda: jnp.ones(8))]:
+    traces[0] = 0
+    g = make()
+    g(arg()), g(arg())
+    counts[name] = traces[0]
+print(json.dumps(counts))
+"""
+
+
+def test_partitioned_jit_traces_as_jax_does():
+    """A jit with in_shardings / out_shardings traces the function once for a signature, as JAX
+    (it traced twice with out_shardings: once for the output structure, once to partition)."""
+    pytest.importorskip("jax")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=4", EMBER_NUM_CPU_DEVICES="4")
+    runs = [subprocess.run([sys.executable, "-c", prelude + SHARDED_TRACES], capture_output=True, text=True,
+                           env=env, timeout=600) for prelude in ("", "import ember\nember.install_as_jax()\n")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    theirs, ours = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    assert ours == theirs
