@@ -274,6 +274,8 @@ class JitFunction(Dispatcher):
                 return self._call_with_refs(entry, leaves, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
+            if type(entry) is _PlacingEntry:
+                outs = entry.place(outs)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
         if type(entry) is _RefEntry:
@@ -297,6 +299,8 @@ class JitFunction(Dispatcher):
                     f"path is {self._sig.arg_names(args, kwargs)[i]}. Got {type(leaves[i])} with value {leaves[i]}"
                 ) from None
             outs = self._call_donating(executable, values, entry.donated)
+            if type(entry) is _PlacingEntry:
+                outs = entry.place(outs)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _call_with_refs(self, entry: "_RefEntry", leaves: Sequence[Any], args: tuple, kwargs: dict) -> Any:
@@ -417,7 +421,10 @@ class JitFunction(Dispatcher):
                            (time.perf_counter() - start) * 1e3)
         if donated and not self.keep_unused:
             donated = donated & _read_inputs(closed)
-        return Entry(closed, out_tree, donated) if ref_info is None else _RefEntry(closed, out_tree, donated, ref_info)
+        if ref_info is not None:
+            return _RefEntry(closed, out_tree, donated, ref_info)
+        placed = closed.jaxpr.facts.get("out_shardings")
+        return Entry(closed, out_tree, donated) if placed is None else _PlacingEntry(closed, out_tree, donated, placed)
 
     def _warn_if_retracing_often(self, key: tuple, arg_names: list[str]) -> None:
         cache = self._cache
@@ -583,6 +590,22 @@ class _RefEntry(Entry):
         super().__init__(closed, out_tree, donated)
         self.refs = refs
         self.fast_key = ()  # never a fast path: it would skip the refs' reads and write-backs
+
+
+class _PlacingEntry(Entry):
+    """An Entry whose outputs ``with_sharding_constraint`` placed: each call places them so, as
+    JAX's outputs carry the sharding (no dispatcher fast path, which would not place them)."""
+
+    __slots__ = ("placements",)
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any, donated: frozenset[int], placements: list) -> None:
+        super().__init__(closed, out_tree, donated)
+        self.placements = placements
+        self.fast_key = ()
+
+    def place(self, outs: list) -> list:
+        return [x if s is None or type(x) is not Array else sharding.put(x, s)
+                for x, s in zip(outs, self.placements)] + list(outs[len(self.placements):])
 
 
 def _fun_location(fun: Callable) -> str:

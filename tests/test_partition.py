@@ -193,11 +193,19 @@ out = {
     "jit, in_shardings a tree": described(jax.jit(lambda t: jax.tree.map(lambda x: x + 1, t),
                                                   in_shardings=(shardings,))(tree)),
     "abstract mesh": [jax.sharding.get_abstract_mesh().empty, jax.sharding.get_abstract_mesh().are_all_axes_auto],
+    "with_sharding_constraint in jit, a tree of shardings": described(
+        jax.jit(lambda t: jax.lax.with_sharding_constraint(t, shardings))(tree)),
+    "with_sharding_constraint in jit, one sharding": described(
+        jax.jit(lambda t: jax.lax.with_sharding_constraint(t, NamedSharding(mesh, P())))(tree)),
 }
+with jax.set_mesh(mesh):
+    out["with_sharding_constraint in jit, PartitionSpecs"] = described(
+        jax.jit(lambda t: jax.lax.with_sharding_constraint(t, specs))(tree))
 if importlib.util.find_spec("equinox"):
     import equinox as eqx
     out["eqx.filter_shard"] = described(eqx.filter_shard(tree, shardings))
     out["eqx.filter_shard, one sharding"] = described(eqx.filter_shard(tree, NamedSharding(mesh, P())))
+    out["eqx.filter_shard in filter_jit"] = described(eqx.filter_jit(lambda t: eqx.filter_shard(t, shardings))(tree))
 if importlib.util.find_spec("flax"):
     import flax.linen as nn
     class Model(nn.Module):
@@ -209,6 +217,20 @@ if importlib.util.find_spec("flax"):
     placed = jax.tree.map(lambda s: NamedSharding(mesh, s), pspecs, is_leaf=lambda s: isinstance(s, P))
     params = jax.jit(model.init, out_shardings=placed)(jax.random.PRNGKey(0), x)
     out["flax with_partitioning"] = described(nn.meta.unbox(params))
+    from flax import nnx
+
+    class Linear(nnx.Module):
+        def __init__(self, rngs):
+            init = nnx.with_partitioning(nnx.initializers.ones, ("data", "model"))
+            self.layer = nnx.Linear(8, 4, kernel_init=init, rngs=rngs)
+
+    @jax.jit
+    def create():
+        state = nnx.state(Linear(nnx.Rngs(0)))
+        return jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state))
+
+    with jax.set_mesh(mesh):
+        out["flax nnx state"] = described(nnx.to_pure_dict(create()))
 print(json.dumps(out, sort_keys=True))
 """
 

@@ -101,6 +101,9 @@ class StagingTrace(Trace):
         self.consts: list[Any] = []
         self._const_ids: dict[int, Var] = {}
         self._keepalive: list[Any] = []  # ids stay unique while the consts live
+        # Shardings that ``with_sharding_constraint`` gave values (by their variables' ids): the
+        # program's ``facts["out_shardings"]`` for its outputs, which a jit call places so.
+        self.shardings: dict[int, Any] = {}
 
     def new_arg(self, aval: ShapedArray) -> Tracer:
         var = Var(aval)
@@ -245,6 +248,10 @@ def trace_to_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedA
     finally:
         trace.alive = False
     jaxpr = Jaxpr(trace.constvars, trace.invars, trace.eqns, outvars)
+    if trace.shardings:
+        placed = [trace.shardings.get(id(v)) for v in outvars]
+        if any(s is not None for s in placed):
+            jaxpr.facts["out_shardings"] = placed
     return ClosedJaxpr(jaxpr, trace.consts)
 
 
