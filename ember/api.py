@@ -52,6 +52,7 @@ from ember.runtime.cache import (
 )
 from ember.runtime.dispatch import PYTHON_SCALARS, Dispatcher, positional_structure
 from ember.runtime.stages import Lowered, Traced
+from ember.transforms.partial_eval import dce_jaxpr
 from ember.transforms.programs import eval_closed_by_binding
 
 
@@ -62,7 +63,7 @@ class _Signature:
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
                  donate_argnums: Sequence[int] = (), donate_argnames: Sequence[str] = ()) -> None:
-        self.fun_name = getattr(fun, "__name__", type(fun).__name__)
+        self.fun_name = errors.function_name(fun)
         try:
             self.sig = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -162,6 +163,13 @@ def _merge_static(args: tuple, kwargs: dict, statics: tuple) -> tuple[tuple, dic
         else:
             kwargs[where] = value
     return tuple(args), kwargs
+
+
+def _read_inputs(closed: ClosedJaxpr) -> frozenset[int]:
+    """The positions of the inputs the program's outputs and effects read: without ``keep_unused``,
+    as in JAX, the others are not the program's arguments, so donating them deletes nothing."""
+    _, used = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+    return frozenset(i for i, u in enumerate(used) if u)
 
 
 def _refuse_aliased_donation(leaves: Sequence[Any], donated: frozenset[int]) -> None:
@@ -266,6 +274,8 @@ class JitFunction(Dispatcher):
                 return self._call_with_refs(entry, leaves, args, kwargs)
             executable = entry.executable or entry.get_executable(self._cache, self._sig.fun_name)
             outs = self._call_donating(executable, leaves, entry.donated) if entry.donated else executable(*leaves)
+            if type(entry) is _PlacingEntry:
+                outs = entry.place(outs)
             return outs[0] if entry.out_tree == _LEAF else tree_util.tree_unflatten(entry.out_tree, outs)
         entry = self._lookup(leaves, in_tree, statics, args, kwargs)
         if type(entry) is _RefEntry:
@@ -289,6 +299,8 @@ class JitFunction(Dispatcher):
                     f"path is {self._sig.arg_names(args, kwargs)[i]}. Got {type(leaves[i])} with value {leaves[i]}"
                 ) from None
             outs = self._call_donating(executable, values, entry.donated)
+            if type(entry) is _PlacingEntry:
+                outs = entry.place(outs)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _call_with_refs(self, entry: "_RefEntry", leaves: Sequence[Any], args: tuple, kwargs: dict) -> Any:
@@ -407,7 +419,12 @@ class JitFunction(Dispatcher):
         if config.log_compiles:
             logger.warning("ember: traced %s for %s in %.1f ms", self._sig.fun_name, _format_avals(avals),
                            (time.perf_counter() - start) * 1e3)
-        return Entry(closed, out_tree, donated) if ref_info is None else _RefEntry(closed, out_tree, donated, ref_info)
+        if donated and not self.keep_unused:
+            donated = donated & _read_inputs(closed)
+        if ref_info is not None:
+            return _RefEntry(closed, out_tree, donated, ref_info)
+        placed = closed.jaxpr.facts.get("out_shardings")
+        return Entry(closed, out_tree, donated) if placed is None else _PlacingEntry(closed, out_tree, donated, placed)
 
     def _warn_if_retracing_often(self, key: tuple, arg_names: list[str]) -> None:
         cache = self._cache
@@ -507,12 +524,17 @@ class JitFunction(Dispatcher):
         """Trace for these arguments (arrays, or ShapeDtypeStructs) without compiling or running,
         as ``jax.jit(f).trace``: the result has ``.jaxpr``, ``.out_info`` and ``.lower()``."""
         dyn_args, dyn_kwargs, statics = self._sig.split(args, kwargs)
-        leaves, in_tree = tree_util.flatten_for_trace(_with_extended_structs((dyn_args, dyn_kwargs)))
-        avals = [_abstractify(x, self.fun) for x in leaves]
-        closed, out_tree = self.trace_program(avals, in_tree, statics, self._sig.arg_names(args, kwargs),
-                                              _python_values(leaves))
-        return Traced(self, closed, in_tree, out_tree, statics, self._sig.donated_leaves(args, kwargs),
-                      _device_placement[0](self, args, kwargs, out_tree))
+        structured = _with_extended_structs((dyn_args, dyn_kwargs))
+        leaves, key_tree = tree_util.flatten_for_key(structured)
+        # (the function's cache: a later call, or lower, with these types reuses this trace, as in JAX)
+        entry = self._lookup(leaves, key_tree, statics, args, kwargs, tuple(_abstractify(x, self.fun) for x in leaves))
+        in_tree = tree_util.flatten_for_trace(structured)[1]
+        if type(entry) is _RefEntry:
+            raise NotImplementedError(
+                f"{self._sig.fun_name} reads or writes a Ref (jax.new_ref); ember runs such functions through "
+                "jit's call and make_jaxpr, but not through this API (AOT trace/lower, in_shardings).")
+        return Traced(self, entry.closed, in_tree, entry.out_tree, statics, self._sig.donated_leaves(args, kwargs),
+                      _device_placement[0](self, args, kwargs, entry.out_tree))
 
     @errors.api_boundary
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
@@ -571,9 +593,25 @@ class _RefEntry(Entry):
         self.fast_key = ()  # never a fast path: it would skip the refs' reads and write-backs
 
 
+class _PlacingEntry(Entry):
+    """An Entry whose outputs ``with_sharding_constraint`` placed: each call places them so, as
+    JAX's outputs carry the sharding (no dispatcher fast path, which would not place them)."""
+
+    __slots__ = ("placements",)
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any, donated: frozenset[int], placements: list) -> None:
+        super().__init__(closed, out_tree, donated)
+        self.placements = placements
+        self.fast_key = ()
+
+    def place(self, outs: list) -> list:
+        return [x if s is None or type(x) is not Array else sharding.put(x, s)
+                for x, s in zip(outs, self.placements)] + list(outs[len(self.placements):])
+
+
 def _fun_location(fun: Callable) -> str:
     code = getattr(fun, "__code__", None)
-    name = getattr(fun, "__name__", type(fun).__name__)
+    name = errors.function_name(fun)
     return f"{name} at {code.co_filename}:{code.co_firstlineno}" if code is not None else name
 
 
@@ -769,17 +807,7 @@ def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     return shapes
 
 
-class AbstractValue(ShapedArray):
-    """What ``typeof`` returns: the ShapedArray of a value (equal to its ``aval``), printed as JAX
-    prints types: ``float32[3]``, ``~float32[]`` for a weak type; ``ShapedArray(float32[3])`` as repr."""
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
-
-
-def typeof(x: Any) -> AbstractValue:
+def typeof(x: Any) -> ShapedArray:
     """The abstract value (shape, dtype, weak type) of an array, a tracer, a NumPy array or scalar,
     or a Python scalar (as ``jax.typeof``); a TypeError for anything else."""
     if _refs.is_ref(x):
@@ -790,7 +818,7 @@ def typeof(x: Any) -> AbstractValue:
             kind = type(x) if isinstance(x, str) else f"'{type(x)}'"  # (JAX's two spellings)
             raise TypeError(f"Argument '{x}' of type {kind} is not a valid JAX type")
         a = aval_of_value(x)
-    return AbstractValue(*a)
+    return a
 
 
 # ShapeDtypeStructs of extended dtypes (typed PRNG keys), by the dtype's class: what the value they

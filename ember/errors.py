@@ -234,12 +234,25 @@ def api_boundary(fun: F) -> F:
     return entry_point  # type: ignore[return-value]
 
 
+def function_name(fun: Any, default: str | None = None) -> str:
+    """``fun.__name__`` where it is a string; else ``default``, or the name of ``fun``'s type (a
+    callable object may have no name, or one that is not a string)."""
+    name = getattr(fun, "__name__", None)
+    return name if isinstance(name, str) else default or type(fun).__name__
+
+
 def wraps(fun: Any) -> Callable[[F], F]:
     """``functools.wraps`` as JAX's transformations apply it: name, qualified name, module,
-    docstring and ``__wrapped__`` of ``fun``, and its attributes, except those the wrapper sets
-    itself (so ``jit(jit(f))`` keeps its own state)."""
+    docstring and ``__wrapped__`` of ``fun`` (those it has, that are strings where Python needs
+    one), and its attributes, except those the wrapper sets itself (so ``jit(jit(f))`` keeps its
+    own state)."""
     def decorate(wrapper: F) -> F:
-        functools.update_wrapper(wrapper, fun, updated=())
+        for name in functools.WRAPPER_ASSIGNMENTS:
+            try:
+                setattr(wrapper, name, getattr(fun, name))
+            except (AttributeError, TypeError):  # (absent, or not a string: a callable object's __name__ = None)
+                pass
+        wrapper.__wrapped__ = fun  # type: ignore[attr-defined]
         for name, value in getattr(fun, "__dict__", {}).items():
             wrapper.__dict__.setdefault(name, value)
         return wrapper

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import distributed, dtypes, lax, tree_util
+from ember import distributed, dtypes, errors, lax, tree_util
 from ember.api import jit
 from ember.backends import registry
 from ember.core import sharding as shd
@@ -226,7 +226,7 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
         def program(*call_args: Any, **call_kwargs: Any) -> Any:  # (not ``mapped``: jit would copy its ``lower``)
             return mapped(*call_args, **call_kwargs)
 
-        program.__name__ = program.__qualname__ = getattr(fun, "__name__", "pmap")
+        program.__name__ = program.__qualname__ = errors.function_name(fun, "pmap")
         return jit(program, static_argnums=static).lower(*args, **kwargs)
 
     mapped.lower = lower  # type: ignore[attr-defined]

@@ -339,11 +339,9 @@ class _Compiled(NamedTuple):
     body: Callable
 
 
-def _build(jitted: Any, leaves: list, in_tree: Any, statics: tuple, arg_names: list, in_sh: list,
-           out_sh: list | None, mesh: Any) -> _Compiled:
+def _build(closed: ClosedJaxpr, out_tree: Any, avals: Sequence[Any], in_sh: list, out_sh: list | None,
+           mesh: Any) -> _Compiled:
     m = _Mesh(mesh, dict(mesh.shape))
-    avals = [aval_of_value(x) for x in leaves]
-    closed, out_tree = jitted.trace_program(avals, in_tree, statics, arg_names)
     in_specs = [_spec_of_sharding(s, a.ndim, m) if isinstance(s, shd.NamedSharding) else _replicated(a.ndim)
                 for s, a in zip(in_sh, avals)]
     out_specs_box: list = []
@@ -385,12 +383,11 @@ def call_sharded(jitted: Any, args: tuple, kwargs: dict) -> Any:
     key = (in_tree, avals, statics, tuple(in_sh), id(mesh))
     compiled = jitted._sharded_programs.get(key)
     if compiled is None:
+        closed, out_tree = jitted.trace_program(avals, in_tree, statics, sig.arg_names(args, kwargs))
         out_leaves_sh = None
-        if jitted.out_shardings is not None:
-            # (the output structure is known once traced: one sharding for all, or a tree prefix)
-            out_tree = jitted.trace_program(avals, in_tree, statics, sig.arg_names(args, kwargs))[1]
+        if jitted.out_shardings is not None:  # (one sharding for all outputs, or a tree prefix)
             out_leaves_sh = [_named(s) for s in _prefix_leaves("out_shardings", jitted.out_shardings, out_tree)]
-        compiled = _build(jitted, leaves, in_tree, statics, sig.arg_names(args, kwargs), in_sh, out_leaves_sh, mesh)
+        compiled = _build(closed, out_tree, avals, in_sh, out_leaves_sh, mesh)
         jitted._sharded_programs[key] = compiled
     outs = compiled.run(*leaves)
     return tree_util.tree_unflatten(compiled.out_tree, list(outs))
@@ -458,7 +455,9 @@ def per_device_jaxpr(jitted: Any, *args: Any, **kwargs: Any) -> ClosedJaxpr:
     sig = jitted._sig
     leaves, in_tree, statics, in_sh = _input_shardings(jitted, args, kwargs)
     mesh = next(s.mesh for s in in_sh if _splits(s))
-    compiled = _build(jitted, leaves, in_tree, statics, sig.arg_names(args, kwargs), in_sh, None, mesh)
+    avals = [aval_of_value(x) for x in leaves]
+    closed, out_tree = jitted.trace_program(avals, in_tree, statics, sig.arg_names(args, kwargs))
+    compiled = _build(closed, out_tree, avals, in_sh, None, mesh)
     m = _Mesh(mesh, dict(mesh.shape))
     blocks = [np.zeros(s.shard_shape(aval(x).shape) if isinstance(s, shd.NamedSharding)
                        else aval(x).shape, aval(x).dtype) for x, s in zip(leaves, in_sh)]

@@ -35,7 +35,14 @@ def device_put(x: Any, device: Any = None) -> Any:
     """Copy a pytree of arrays / scalars onto a device (the default backend's first by default), or
     place them as a sharding says (as Arrays). A device of a backend whose memory is not the host's
     gets a copy in that memory (an array of such a device put on a host device is copied to the
-    host)."""
+    host). ``device`` may be a tree prefix of ``x`` (a device or sharding per subtree)."""
+    if device is not None and not isinstance(device, _PLACEMENTS) and \
+            tree_util.tree_structure(device, is_leaf=_is_placement).num_nodes > 1:
+        try:
+            return tree_util.tree_map(lambda d, sub: device_put(sub, d), device, x, is_leaf=_is_placement)
+        except (ValueError, TypeError):
+            raise ValueError("device_put device specification must be a tree prefix of the corresponding value, "
+                             f"got {device!r:.200} for a value of structure {tree_util.tree_structure(x)}") from None
     if isinstance(device, sharding.PartitionSpec) and not registry.get().host_buffers:
         device = sharding.NamedSharding(_context_mesh(), device)
     if isinstance(device, sharding.Sharding) and not isinstance(device, sharding.SingleDeviceSharding):
@@ -77,6 +84,13 @@ def _put_sharded(leaf: Any, backend: Any, where: sharding.Sharding) -> Any:
     if buffer is not None and buffer.backend == backend.name and not buffer.deleted:
         return Array.from_buffer(backend.put_sharded((buffer, array.aval), where), array.aval)
     return Array.from_buffer(backend.put_sharded(np.asarray(array), where), array.aval)
+
+
+_PLACEMENTS = (Device, sharding.Sharding, sharding.PartitionSpec)
+
+
+def _is_placement(d: Any) -> bool:
+    return d is None or isinstance(d, _PLACEMENTS)
 
 
 def _put_on_device(leaf: Any, backend: Backend, device: Any) -> Any:

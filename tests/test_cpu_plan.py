@@ -160,11 +160,18 @@ def test_a_donated_input_takes_an_output_where_that_is_safe():
     assert plan.reuses == [(plan.slot(out), 0)] and not plan.unusable_donations
 
 
-def test_a_donated_input_read_elsewhere_later_or_of_another_shape_is_unusable():
+def test_a_donated_input_read_elsewhere_later_or_of_another_shape_is_taken_but_not_reused():
+    """Its type decides whether the call takes (deletes) it, as in JAX; whether its buffer is
+    written over is the plan's choice."""
     for plan in (donation_plan(pointwise=False), donation_plan(later_read=True), donation_plan(shape=(2, 4))):
         assert not plan.reuses and plan.reused_inputs == frozenset()
-        assert plan.unusable_donations == [aval(8)]
+        assert plan.unusable_donations == [] and plan.kept_donations == frozenset()
         assert [kind for kind, _ in plan.output_sources()] == ["fresh"] * len(plan.out_atoms)
+
+
+def test_a_donated_input_no_output_can_take_is_unusable():
+    plan = donation_plan(shape=(3,))
+    assert not plan.reuses and plan.unusable_donations == [aval(8)] and plan.kept_donations == {0}
 
 
 def test_a_donated_input_returned_as_it_is_counts_as_used():

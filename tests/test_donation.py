@@ -1,8 +1,12 @@
 """Buffer donation: ``jit(f, donate_argnums=..., donate_argnames=...)`` reuses donated inputs'
 buffers for outputs where that is safe, and deletes the donated Arrays."""
 import functools
+import os
 import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +14,9 @@ import pytest
 import ember
 import ember.numpy as jnp
 from tests.util import assert_allclose
+
+_ENV = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent) + os.pathsep
+            + os.environ.get("PYTHONPATH", ""))
 
 
 @pytest.fixture(autouse=True)
@@ -80,11 +87,101 @@ def test_shapes_or_dtypes_that_differ_are_not_aliased():
     before = address(x)
     with pytest.warns(UserWarning, match="not usable"):
         out = ember.jit(lambda x: x.reshape(2, 3)[:, :2] * 2, donate_argnums=0)(x)
-    assert out.shape == (2, 2) and address(out) != before
-    y = fresh(np.arange(4))
-    with pytest.warns(UserWarning, match="not usable"):
+    assert out.shape == (2, 2) and address(out) != before and not x.is_deleted()
+    y = fresh(np.arange(4))  # (an output of as many elements and bytes takes it: deleted, as in JAX)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         out = ember.jit(lambda y: y.astype(jnp.int32), donate_argnums=0)(y)
-    assert out.tolist() == [0, 1, 2, 3] and out.dtype == jnp.int32
+    assert out.tolist() == [0, 1, 2, 3] and out.dtype == jnp.int32 and y.is_deleted()
+
+
+class _Model:
+    def __init__(self) -> None:
+        self.k = 2.0
+
+    def step(self, x, y):
+        return x * self.k + y
+
+
+# (function of (numpy module, *args), jit's keywords, argument shapes and dtypes, positional arguments)
+_DELETIONS = {
+    "an output of its type": (lambda m, x, y: x + y, {"donate_argnums": 0}, [(3,), (3,)]),
+    "no output of its type (a sum)": (lambda m, x, y: m.sum(x + y), {"donate_argnums": 0}, [(3,), (3,)]),
+    "an output of another shape": (lambda m, x, y: y * 2, {"donate_argnums": 0}, [(3,), (4,)]),
+    "as many elements and bytes": (lambda m, x: x.astype(m.float32), {"donate_argnums": 0}, [((3,), "int32")]),
+    "as many elements, fewer bytes": (lambda m, x: x.astype(m.float16), {"donate_argnums": 0}, [(4,)]),
+    "another shape of as many elements": (lambda m, x: x.reshape(3, 2) * 2, {"donate_argnums": 0}, [(2, 3)]),
+    "unused": (lambda m, x: m.zeros(3), {"donate_argnums": 0}, [(3,)]),
+    "read only by dead code": (lambda m, x: (x * 2, m.zeros(3))[1], {"donate_argnums": 0}, [(3,)]),
+    "returned as it is": (lambda m, x: x, {"donate_argnums": 0}, [(3,)]),
+    "read after the output is written": (lambda m, x: m.flip(x), {"donate_argnums": 0}, [(3,)]),
+    "two donated, one output": (lambda m, x, y: x + y, {"donate_argnums": (0, 1)}, [(3,), (3,)]),
+    "two donated, the second's output": (lambda m, x, y: y * 2, {"donate_argnums": (0, 1)}, [(3,), (3,)]),
+    "donate_argnames": (lambda m, x, y: x + y, {"donate_argnames": "y"}, [(3,), (3,)]),
+    "a pytree, every leaf taken": (lambda m, t: {"p": t["p"] * 2, "q": t["q"] + 1}, {"donate_argnums": 0},
+                                   [{"p": (3,), "q": (2,)}]),
+    "a pytree, one leaf taken": (lambda m, t: t["p"] * 2, {"donate_argnums": 0}, [{"p": (3,), "q": (2,)}]),
+    "a bound method, donate_argnums": (lambda m, x, y: _Model().step, {"donate_argnums": 1}, [(3,), (3,)]),
+    "a bound method, donate_argnames": (lambda m, x, y: _Model().step, {"donate_argnames": "y"}, [(3,), (3,)]),
+}
+
+
+def _donated_arguments(m, specs):
+    def leaf(spec):
+        shape, dtype = spec if isinstance(spec[0], tuple) else (spec, "float32")
+        return m.ones(shape, dtype)
+    return [{k: leaf(v) for k, v in s.items()} if isinstance(s, dict) else leaf(s) for s in specs]
+
+
+@pytest.mark.parametrize("case", list(_DELETIONS))
+def test_donated_arguments_are_deleted_exactly_where_jax_deletes_them_on_the_cpu(case):
+    """JAX's CPU backend deletes a donated argument that an output of its type takes (then one of
+    as many elements and bytes), whether or not the buffer is reused; an unused argument is not the
+    program's (keep_unused=False), so nothing takes it."""
+    jax = pytest.importorskip("jax")
+    fun, options, specs = _DELETIONS[case]
+
+    def deleted(lib, m):
+        args = _donated_arguments(m, specs)
+        f = fun(m, *args) if "bound method" in case else functools.partial(fun, m)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            lib.jit(f, **options)(*args)
+        return [leaf.is_deleted() for leaf in lib.tree_util.tree_leaves(args)]
+
+    assert deleted(ember, jnp) == deleted(jax, jax.numpy)
+
+
+# equinox's filter_jit: (function, donate, arguments), as source of m (the numpy module)
+_FILTERED = {
+    "all": "lambda x, y: x + y, 'all', (m.ones(3), m.ones(3))",
+    "all-except-first": "lambda x, y: x + y, 'all-except-first', (m.ones(3), m.ones(3))",
+    "all, a tuple": "lambda t: (t[0] + t[1], t[1] * 2), 'all', ((m.ones(3), m.ones(3)),)",
+    "all, a Python scalar beside": "lambda x, k: x * k, 'all', (m.ones(3), 3)",
+}
+_FILTERED_RUN = """
+import warnings, equinox as eqx, jax, jax.numpy as m
+fun, donate, args = {case}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    eqx.filter_jit(fun, donate=donate)(*args)
+print([x.is_deleted() for x in jax.tree_util.tree_leaves(args) if hasattr(x, "is_deleted")])
+"""
+
+
+@pytest.mark.parametrize("case", list(_FILTERED))
+def test_equinox_filter_jit_donation_deletes_where_jax_does(case):
+    """equinox, a client library, donates through its own filtered jit (under install_as_jax,
+    in a process of its own, beside JAX's in another)."""
+    pytest.importorskip("jax")
+    pytest.importorskip("equinox")
+    code = _FILTERED_RUN.format(case=_FILTERED[case])
+    runs = [subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, env=_ENV,
+                           timeout=600) for prelude in ("", "import ember\nember.install_as_jax()\n")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    theirs, ours = (run.stdout.strip().splitlines()[-1] for run in runs)
+    assert ours == theirs
 
 
 _SHARED_ARRAY_CALLS = {  # (function of (numpy module, *args), donate_argnums, the arguments that are one array)

@@ -401,3 +401,64 @@ def test_dtypes_module_under_the_switch_has_jaxs_scalar_type():
                             "assert isinstance(x, jax.dtypes.bfloat16) and jnp.asarray(x).dtype == jnp.bfloat16\n"
                             "print('ok')\n")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+# --- internals that libraries touch: bind params, traces' attributes, linearize's function --------------
+INTERNALS = r"""
+import functools
+import jax, jax.numpy as jnp, jax.core, jax.extend.core
+from jax import lax
+from jax.interpreters import ad
+p = jax.extend.core.Primitive("user_op")
+seen = []
+p.def_abstract_eval(lambda x, **params: seen.append(type(x)) or x)
+p.def_impl(lambda x, **params: x)
+jax.make_jaxpr(lambda x: p.bind(x, k=1))(jnp.ones(2))
+print("aval", seen[0] is jax.core.ShapedArray)
+print("bind params", p.get_bind_params({"k": 1}), lax.add_p.get_bind_params({}))
+print("JVPTrace.main", isinstance(ad.JVPTrace.main, property))
+traces = {}
+def probe(x):
+    trace = x._trace
+    traces[kind] = (type(trace.tag).__name__, trace.main is trace.tag, type(trace.parent_trace).__name__,
+                    trace.requires_low)
+    return x * 2
+kind = "jvp"; jax.jvp(probe, (1.0,), (1.0,))
+kind = "vmap"; jax.vmap(probe)(jnp.ones(2))
+print("traces", traces)
+def staged(x):
+    print("staged", x._trace.main, type(x._trace.parent_trace).__name__)
+    return x
+jax.make_jaxpr(staged)(1.0)
+y, f_lin = jax.linearize(lambda x: jnp.sin(x) * 2, jnp.ones(3))
+t = jnp.arange(3.0)
+print("linearized", hasattr(f_lin, "__name__"), f_lin(t).tolist() == jax.jit(f_lin)(t).tolist(),
+      jax.jit(lambda f, t: f(t))(f_lin, t).tolist() == f_lin(t).tolist(),
+      jax.vmap(f_lin)(jnp.stack([t, t])).shape, jax.linear_transpose(f_lin, t)(t)[0].shape)
+g_lin = jax.linearize(lambda d: {"a": d["x"] * 2}, {"x": jnp.ones(3)})[1]
+print("pytree", jax.linear_transpose(g_lin, {"x": t})({"a": t})[0]["x"].tolist())
+class Step:
+    __name__ = None  # (a callable object whose name is not a string)
+    def __call__(self, c, x):
+        return c + x, c * x
+def step(c, x, k):
+    return c + k * x, c
+xs = jnp.ones((2, 3))
+print("scan", jax.vmap(lambda r: lax.scan(Step(), 0.0, r))(xs)[0].tolist(),
+      jax.vmap(lambda r: lax.scan(functools.partial(step, k=2.0), 0.0, r))(xs)[0].tolist(),
+      jax.jit(Step())(1.0, 2.0)[0].tolist(),
+      jax.grad(lambda r: jax.vmap(lambda r: lax.scan(Step(), 0.0, r))(r)[0].sum())(xs).tolist())
+"""
+
+
+def test_the_internals_libraries_touch_are_jaxs():
+    """``Primitive.get_bind_params``; a user rule's operand types are ``jax.core.ShapedArray``
+    itself; traces' ``tag`` / ``main`` / ``parent_trace`` / ``requires_low`` (``ad.JVPTrace``);
+    linearize's function as JAX's (a pytree ``Partial``: to jit, as jit's argument, to vmap, to
+    linear_transpose); loops over callables whose ``__name__`` is not a string."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    theirs = subprocess.run([sys.executable, "-c", INTERNALS], capture_output=True, text=True, env=env, timeout=600)
+    ours = run_under_switch(INTERNALS)
+    assert theirs.returncode == 0, theirs.stderr[-3000:]
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert ours.stdout == theirs.stdout

@@ -1,6 +1,12 @@
 """``jit(f, in_shardings=..., out_shardings=...)``: programs partitioned into one per device
 (ember.partition) give the unpartitioned program's values, with the all-reduces where a
 reduction crosses the split axis, and place their outputs as JAX does."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -157,3 +163,128 @@ def test_bad_shardings_are_refused_clearly():
         h = ember.jit(lambda a: a, in_shardings=NamedSharding(mesh, P("data")))
         with pytest.raises(ValueError, match="divisible|partitioned"):
             h(jnp.ones(3))
+
+
+# --- a library's sharding helpers over a pytree, on 8 CPU devices, against JAX ---------------------------
+LIBRARY_SHARDINGS = r"""
+import importlib.util, json, warnings
+import json
+
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+warnings.simplefilter("ignore")
+def described(tree):
+    def one(x):
+        s = x.sharding
+        if isinstance(s, NamedSharding):
+            return [list(s.mesh.shape.items()), [list(e) if isinstance(e, tuple) else e for e in s.spec]]
+        return [type(s).__name__, len(s.device_set)]
+    return jax.tree.map(one, tree)
+mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+tree = {"w": jnp.ones((8, 4)), "b": jnp.ones(4), "s": jnp.ones(())}
+specs = {"w": P("data", "model"), "b": P("model"), "s": P()}
+shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs)
+out = {
+    "tree.map device_put": described(jax.tree.map(lambda x, s: jax.device_put(x, NamedSharding(mesh, s)), tree, specs)),
+    "device_put, a tree of shardings": described(jax.device_put(tree, shardings)),
+    "device_put, one sharding": described(jax.device_put(tree, NamedSharding(mesh, P()))),
+    "with_sharding_constraint outside jit": described(jax.lax.with_sharding_constraint(tree, shardings)),
+    "jit, in_shardings a tree": described(jax.jit(lambda t: jax.tree.map(lambda x: x + 1, t),
+                                                  in_shardings=(shardings,))(tree)),
+    "abstract mesh": [jax.sharding.get_abstract_mesh().empty, jax.sharding.get_abstract_mesh().are_all_axes_auto],
+    "with_sharding_constraint in jit, a tree of shardings": described(
+        jax.jit(lambda t: jax.lax.with_sharding_constraint(t, shardings))(tree)),
+    "with_sharding_constraint in jit, one sharding": described(
+        jax.jit(lambda t: jax.lax.with_sharding_constraint(t, NamedSharding(mesh, P())))(tree)),
+}
+with jax.set_mesh(mesh):
+    out["with_sharding_constraint in jit, PartitionSpecs"] = described(
+        jax.jit(lambda t: jax.lax.with_sharding_constraint(t, specs))(tree))
+if importlib.util.find_spec("equinox"):
+    import equinox as eqx
+    out["eqx.filter_shard"] = described(eqx.filter_shard(tree, shardings))
+    out["eqx.filter_shard, one sharding"] = described(eqx.filter_shard(tree, NamedSharding(mesh, P())))
+    out["eqx.filter_shard in filter_jit"] = described(eqx.filter_jit(lambda t: eqx.filter_shard(t, shardings))(tree))
+if importlib.util.find_spec("flax"):
+    import flax.linen as nn
+    class Model(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(4, kernel_init=nn.with_partitioning(nn.initializers.ones, ("data", "model")))(x)
+    model, x = Model(), jnp.ones((2, 8))
+    pspecs = nn.get_partition_spec(jax.eval_shape(model.init, jax.random.PRNGKey(0), x))
+    placed = jax.tree.map(lambda s: NamedSharding(mesh, s), pspecs, is_leaf=lambda s: isinstance(s, P))
+    params = jax.jit(model.init, out_shardings=placed)(jax.random.PRNGKey(0), x)
+    out["flax with_partitioning"] = described(nn.meta.unbox(params))
+    from flax import nnx
+
+    class Linear(nnx.Module):
+        def __init__(self, rngs):
+            init = nnx.with_partitioning(nnx.initializers.ones, ("data", "model"))
+            self.layer = nnx.Linear(8, 4, kernel_init=init, rngs=rngs)
+
+    @jax.jit
+    def create():
+        state = nnx.state(Linear(nnx.Rngs(0)))
+        return jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state))
+
+    with jax.set_mesh(mesh):
+        out["flax nnx state"] = described(nnx.to_pure_dict(create()))
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def test_library_sharding_helpers_leave_leaves_sharded_as_jax_reports():
+    """``jax.tree.map`` of ``device_put``, ``device_put`` of a tree of shardings, equinox's
+    ``filter_shard`` and flax's ``with_partitioning`` / ``get_partition_spec``: each leaf's
+    ``Array.sharding`` as JAX reports it, with 8 CPU devices on both sides."""
+    pytest.importorskip("jax")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=8", EMBER_NUM_CPU_DEVICES="8")
+    runs = [subprocess.run([sys.executable, "-c", prelude + LIBRARY_SHARDINGS], capture_output=True, text=True,
+                           env=env, timeout=600) for prelude in ("", "import ember\nember.install_as_jax()\n")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    theirs, ours = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    assert ours == theirs
+
+
+SHARDED_TRACES = r"""
+import json
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(jax.devices()), ("d",))
+split, whole = NamedSharding(mesh, P("d")), NamedSharding(mesh, P())
+traces = [0]
+def f(x):
+    traces[0] += 1
+    return x * 2
+counts = {}
+for name, make, arg in [("out_shardings, a split input", lambda: jax.jit(f, out_shardings=split),
+                         lambda: jax.device_put(jnp.ones(8), split)),
+                        ("in_ and out_shardings, called twice",
+                         lambda: jax.jit(f, in_shardings=split, out_shardings=whole), lambda: jnp.ones(8))]:
+    traces[0] = 0
+    g = make()
+    g(arg()), g(arg())
+    counts[name] = traces[0]
+print(json.dumps(counts))
+"""
+
+
+def test_partitioned_jit_traces_as_jax_does():
+    """A jit with in_shardings / out_shardings traces the function once for a signature, as JAX
+    (it traced twice with out_shardings: once for the output structure, once to partition)."""
+    pytest.importorskip("jax")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=4", EMBER_NUM_CPU_DEVICES="4")
+    runs = [subprocess.run([sys.executable, "-c", prelude + SHARDED_TRACES], capture_output=True, text=True,
+                           env=env, timeout=600) for prelude in ("", "import ember\nember.install_as_jax()\n")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    theirs, ours = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    assert ours == theirs

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -91,9 +91,10 @@ class ShapedArray(tuple):
     def size(self) -> int:
         return math.prod(self.shape)
 
-    def str_short(self) -> str:
-        """``f32[3,4]`` as in the IR printer."""
-        return f"{dtypes.SHORT_NAME[self.dtype]}[{','.join(map(str, self.shape))}]"
+    def str_short(self, weak: bool = False) -> str:
+        """``f32[3,4]`` as in the IR printer; ``weak``: ``f32[]{weak}`` for a weak type (ember's logs)."""
+        text = f"{dtypes.SHORT_NAME[self.dtype]}[{','.join(map(str, self.shape))}]"
+        return text + "{weak}" if weak and self.weak_type else text
 
     def strip_weak_type(self) -> "ShapedArray":
         return self._replace(weak_type=False) if self.weak_type else self
@@ -104,8 +105,8 @@ class ShapedArray(tuple):
             return self.strip_weak_type()
         return ShapedArray(self.shape, dtypes.float0, False)
 
-    def __str__(self) -> str:
-        return self.str_short() + ("{weak}" if self.weak_type else "")
+    def __str__(self) -> str:  # (JAX's: ``float32[2,3]``, ``~float32[]`` weak)
+        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
     def __repr__(self) -> str:  # (JAX's: ``ShapedArray(float32[2,3])``, ``..., weak_type=True)``)
         weak = ", weak_type=True" if self.weak_type else ""
@@ -136,3 +137,30 @@ def aval_of_value(x) -> ShapedArray:
         return aval
     dt, weak = dtypes.value_dtype_and_weak(x)
     return ShapedArray(tuple(np.shape(x)), dt, weak)
+
+
+def consumed_donations(in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray],
+                       donated: Iterable[int]) -> frozenset[int]:
+    """The donated inputs a call deletes, decided by types alone as JAX's CPU backend decides it
+    (whether a buffer is then reused is the backend's business): each output, in order, takes the
+    first donated input left of its shape and dtype; then each donated input left, in order, takes
+    an output left with as many elements of the same size (XLA reuses a buffer of as many bytes).
+    A donated input that no output takes stays usable."""
+    left: dict[tuple, list[int]] = {}
+    for i in sorted(donated):
+        left.setdefault((in_avals[i].shape, in_avals[i].dtype), []).append(i)
+    consumed: set[int] = set()
+    unmatched: dict[tuple, int] = {}  # (elements, item size) -> outputs left
+    for out in out_avals:
+        same = left.get((out.shape, out.dtype))
+        if same:
+            consumed.add(same.pop(0))
+        else:
+            key = (out.size, out.dtype.itemsize)
+            unmatched[key] = unmatched.get(key, 0) + 1
+    for i in sorted(set(donated) - consumed):
+        key = (in_avals[i].size, in_avals[i].dtype.itemsize)
+        if unmatched.get(key):
+            unmatched[key] -= 1
+            consumed.add(i)
+    return frozenset(consumed)

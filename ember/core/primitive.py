@@ -33,6 +33,11 @@ class Primitive:
             errors.filter_at_boundary(e, sys._getframe())
             raise
 
+    def get_bind_params(self, params: dict) -> dict:
+        """The params to bind an equation's primitive with again (JAX's: libraries that re-bind
+        equations call it; ember's params are the bind's as they are)."""
+        return params
+
     def __repr__(self) -> str:
         return self.name
 

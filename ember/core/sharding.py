@@ -239,6 +239,14 @@ class _MeshBase:
     def empty(self) -> bool:
         return not self.axis_names
 
+    # (whether its axes are all of one kind, as flax asks; an empty mesh's are of none, as in JAX)
+    are_all_axes_auto = property(lambda self: self._all_axes(AxisType.Auto))
+    are_all_axes_explicit = property(lambda self: self._all_axes(AxisType.Explicit))
+    are_all_axes_manual = property(lambda self: self._all_axes(AxisType.Manual))
+
+    def _all_axes(self, kind: "AxisType") -> bool:
+        return bool(self.axis_types) and all(t is kind for t in self.axis_types)
+
     def _types_text(self) -> str:
         return f"axis_types=({', '.join(t.name for t in self.axis_types)}{',' if len(self.axis_types) == 1 else ''})"
 

@@ -18,7 +18,7 @@ from ember import errors
 from ember.core.avals import ShapedArray, aval_of_value
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ember.core.primitive import Primitive, abstract_eval_rules
-from ember.core.trace import Trace, Tracer, set_current_trace, type_text, unexpected_tracer_error
+from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, type_text, unexpected_tracer_error
 
 
 class _SourceRecording(threading.local):
@@ -92,6 +92,7 @@ class StagingTrace(Trace):
     """Records each primitive application as an equation."""
 
     def __init__(self, debug: DebugInfo) -> None:
+        self.parent = current_trace()
         self.debug = debug
         self.description = f"{debug.kind} of `{debug.fun_name}`"
         self.invars: list[Var] = []
@@ -100,6 +101,9 @@ class StagingTrace(Trace):
         self.consts: list[Any] = []
         self._const_ids: dict[int, Var] = {}
         self._keepalive: list[Any] = []  # ids stay unique while the consts live
+        # Shardings that ``with_sharding_constraint`` gave values (by their variables' ids): the
+        # program's ``facts["out_shardings"]`` for its outputs, which a jit call places so.
+        self.shardings: dict[int, Any] = {}
 
     def new_arg(self, aval: ShapedArray) -> Tracer:
         var = Var(aval)
@@ -244,6 +248,10 @@ def trace_to_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedA
     finally:
         trace.alive = False
     jaxpr = Jaxpr(trace.constvars, trace.invars, trace.eqns, outvars)
+    if trace.shardings:
+        placed = [trace.shardings.get(id(v)) for v in outvars]
+        if any(s is not None for s in placed):
+            jaxpr.facts["out_shardings"] = placed
     return ClosedJaxpr(jaxpr, trace.consts)
 
 

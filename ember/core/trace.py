@@ -17,12 +17,34 @@ from ember import errors
 from ember.core.avals import AvalProperties, ShapedArray
 
 
+class TraceTag:
+    """Names the tracers of one transformation (JAX's ``TraceTag``): libraries tell whether a
+    tracer is a trace's by ``tracer._trace.tag is trace.tag``."""
+
+    __slots__ = ("__weakref__",)
+
+
 class Trace:
-    """Interprets primitives applied to its tracers."""
+    """Interprets primitives applied to its tracers.
+
+    ``parent_trace``, ``tag``, ``main`` and ``requires_low`` are the attributes of JAX's traces
+    that libraries read: the trace this one runs inside, the transformation's tag (traces that
+    transform have one), the tag again (JAX's older name), and whether it takes only low-level
+    types (a transformation takes any)."""
 
     alive = True
     # A description used in messages, e.g. "jit-compiled function `f`".
     description = "a trace"
+    parent: "Trace | None" = None
+    requires_low = True
+
+    @property
+    def parent_trace(self) -> "Trace | None":
+        return self.parent
+
+    @property
+    def main(self) -> "TraceTag | None":
+        return getattr(self, "tag", None)
 
     def process_primitive(self, primitive, args: tuple, params: dict) -> Any:
         raise NotImplementedError

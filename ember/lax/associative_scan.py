@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.config import config
 from ember.core.calls import CallName, jit_p
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
@@ -80,7 +80,7 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
     if is_tracing() or config.disable_jit:
         return tree_util.tree_unflatten(treedef, whole(*leaves))
     closed = trace_to_jaxpr(whole, [aval(leaf) for leaf in leaves],
-                            DebugInfo("lax.associative_scan", getattr(fn, "__name__", "fn"),
+                            DebugInfo("lax.associative_scan", errors.function_name(fn, "fn"),
                                       [f"elems[{i}]" for i in range(len(leaves))], static_hint=False))
     [program], consts = consts_as_inputs([closed])
     return tree_util.tree_unflatten(treedef, jit_p.bind(*consts, *leaves, jaxpr=program,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import traceback
 from typing import Any, Callable
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.core.avals import ShapedArray
 from ember.core.primitive import EFFECTFUL, REPLAYABLE
 from ember.errors import JaxRuntimeError
@@ -25,7 +25,7 @@ class FlatCallback:
     def __init__(self, callback: Callable, tree: tree_util.PyTreeDef, is_array: list[bool],
                  static_leaves: list) -> None:
         self.callback, self._tree, self._is_array, self._static_leaves = callback, tree, is_array, static_leaves
-        self.__name__ = getattr(callback, "__name__", type(callback).__name__)
+        self.__name__ = errors.function_name(callback)
         self.runtime_errors = True  # its exceptions become JaxRuntimeErrors (False: they leave unchanged)
 
     def __call__(self, *arrays: Any) -> Any:

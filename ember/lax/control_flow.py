@@ -15,7 +15,6 @@ that is only weaker than its counterpart is made strong.
 from __future__ import annotations
 
 import builtins
-import functools
 import inspect
 import os
 from typing import Any, Callable, NamedTuple, Sequence
@@ -25,14 +24,14 @@ import numpy as np
 from ember import dtypes, errors, tree_util
 from ember.config import config
 from ember.core.avals import ShapedArray
-from ember.core.ir import ClosedJaxpr
+from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import higher_order
 from ember.core.staging import DebugInfo, consts_as_inputs, trace_to_jaxpr
 from ember.core.trace import Tracer, current_trace, is_tracing
 from ember.core.verify import check_jaxpr
 from ember.lax import refs as _refs
 from ember.lax.base import aval, operator_index, primitive
-from ember.lax.elementwise import add, clamp, convert_element_type, lt, ne
+from ember.lax.elementwise import add, clamp, convert_element_type, convert_element_type_p, lt, ne
 from ember.lax.shapes import concatenate, expand_dims, index_in_dim, reshape, slice_in_dim
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
@@ -41,15 +40,11 @@ _NO_OPERAND = object()
 
 
 # --- naming the user's functions and types in messages ------------------------------------
-def _name(fun: Callable) -> str:
-    return getattr(fun, "__name__", None) or type(fun).__name__
-
-
 def _describe(fun: Callable) -> str:
     """The function's name and where it is defined, e.g. "`step` (model.py:12)"."""
     code = getattr(fun, "__code__", None)
     where = f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})" if code else ""
-    return f"`{_name(fun)}`{where}"
+    return f"`{errors.function_name(fun)}`{where}"
 
 
 class _Caller(NamedTuple):
@@ -158,7 +153,7 @@ def _trace(fun: Callable, args_tree: tree_util.PyTreeDef, in_avals: Sequence[Sha
             flat += part_leaves
         return [_strengthen(x, t) for x, t in zip(flat, out_types)] + flat[len(out_types):]
 
-    debug = DebugInfo(caller.api, _name(caller.fun), _arg_names(fun, args_tree), static_hint=False)
+    debug = DebugInfo(caller.api, errors.function_name(caller.fun), _arg_names(fun, args_tree), static_hint=False)
     closed = trace_to_jaxpr(flat_fun, in_avals, debug)
     if config.check_ir:
         check_jaxpr(closed)
@@ -276,7 +271,7 @@ def _switch(index: Any, callers: list[_Caller], order: tuple[int, ...], operands
     if config.disable_jit and not is_tracing():
         return callers[order[int(index)]].fun(*operands)
     api = callers[0].api
-    probe = _refs.LoopProbe(api, _name(callers[0].fun))
+    probe = _refs.LoopProbe(api, errors.function_name(callers[0].fun))
     result = _switch_traced(index, callers, [probe.wrap(c.fun) for c in callers], order, operands, probe)
     if not isinstance(result, _WrittenRefs):
         return result
@@ -291,10 +286,10 @@ def _switch(index: Any, callers: list[_Caller], order: tuple[int, ...], operands
         raise NotImplementedError("State effect not supported in vmap-of-cond.")
 
     def carrying(fun: Callable) -> Callable:
-        @functools.wraps(fun)
+        @errors.wraps(fun)
         def branch(*args: Any) -> tuple:
             *ops, ref_values = args
-            with _refs.bound(written, ref_values, api, _name(fun)):
+            with _refs.bound(written, ref_values, api, errors.function_name(fun)):
                 out = fun(*ops)
                 ref_values = _refs.read_values(written)
             return out, ref_values
@@ -374,9 +369,10 @@ def _trace_loop_body(trace: Callable[[list[ShapedArray], list[ShapedArray]], tup
                      ) -> tuple[ClosedJaxpr, list, list[ShapedArray]]:
     """Trace a body whose first outputs are the next carry, settling the carry's one type.
 
-    ``trace(in_avals, out_types)`` traces the body. A weakly typed init is
-    promoted to the type the body returns (then the body is traced again), and
-    outputs weaker than the carry are made strong. Returns the program, the
+    ``trace(in_avals, out_types)`` traces the body. A weakly typed init takes
+    the type the body returns, and outputs weaker than the carry are made strong.
+    As in JAX, the body is traced again only where an init's dtype must change
+    (a weak type alone is converted in the program). Returns the program, the
     output trees and the carry types (the caller converts the init to them).
     """
 
@@ -384,8 +380,8 @@ def _trace_loop_body(trace: Callable[[list[ShapedArray], list[ShapedArray]], tup
         error = _type_mismatch(
             f"{caller.api}: {caller} changes the type of {caller.carry}", ("input type", carry_tree, in_avals),
             ("output type", out_tree, body.out_avals[:out_tree.num_leaves]),
-            f"make `{_name(caller.fun)}` return a carry with the same structure, shapes and dtypes as its "
-            "input: cast with .astype(...), or give the initial value the dtype the loop produces "
+            f"make `{errors.function_name(caller.fun)}` return a carry with the same structure, shapes and dtypes "
+            "as its input: cast with .astype(...), or give the initial value the dtype the loop produces "
             "(e.g. jnp.zeros(3, jnp.float32)).")
         if error:
             raise error
@@ -394,10 +390,33 @@ def _trace_loop_body(trace: Callable[[list[ShapedArray], list[ShapedArray]], tup
     if trees[0] != carry_tree:
         check(carry_avals, body, trees[0])
     targets = [_carry_target(i, o) for i, o in zip(carry_avals, body.out_avals)]
-    if targets != carry_avals or body.out_avals[:len(targets)] != targets:
-        body, trees = trace(targets, targets)
+    if all(builtins.map(_same_type, targets, carry_avals)):  # (weak types differ at most)
+        check(targets, body, trees[0])
+        return _retyped(body, targets), trees, targets
+    body, trees = trace(targets, targets)
     check(targets, body, trees[0])
     return body, trees, targets
+
+
+def _retyped(body: ClosedJaxpr, carry: list[ShapedArray]) -> ClosedJaxpr:
+    """``body`` (traced once) carrying these types, which differ from its carry inputs and outputs
+    by weak types at most: each converted on the way in to the type it was traced with, and on
+    the way out to the carried one."""
+    jaxpr, n = body.jaxpr, len(carry)
+    if jaxpr.in_avals[:n] == carry and jaxpr.out_avals[:n] == carry:
+        return body
+
+    def convert(x: Any, to: Any) -> Eqn:
+        return Eqn(convert_element_type_p, [x], {"new_dtype": to.aval.dtype, "weak_type": to.aval.weak_type}, [to])
+
+    invars = [v if v.aval == t else Var(t) for v, t in zip(jaxpr.invars, carry)] + jaxpr.invars[n:]
+    eqns = [convert(new, old) for new, old in zip(invars, jaxpr.invars[:n]) if new is not old] + jaxpr.eqns
+    outvars = list(jaxpr.outvars)
+    for k, t in enumerate(carry):
+        if outvars[k].aval != t:
+            eqns.append(convert(outvars[k], Var(t)))
+            outvars[k] = eqns[-1].outvars[0]
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, invars, eqns, outvars), body.consts)
 
 
 def _while_rule(*operands: ShapedArray, body_jaxpr: ClosedJaxpr, body_nconsts: int, cond_jaxpr: ClosedJaxpr,
@@ -435,14 +454,14 @@ def _while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, caller: _
     """``_while_loop_plain``; a body that writes refs it closes over is traced again with them carried."""
     if not (callable(cond_fun) and callable(body_fun)) or (config.disable_jit and not is_tracing()):
         return _while_loop_plain(cond_fun, body_fun, init_val, caller)
-    probe = _refs.LoopProbe(caller.api, _name(caller.fun))
+    probe = _refs.LoopProbe(caller.api, errors.function_name(caller.fun))
     try:
         return _while_loop_plain(probe.wrap(cond_fun), probe.wrap(body_fun), init_val, caller)
     except _refs.LoopRefs as e:
         if e.probe is not probe:
             raise
         written = e.refs
-    name = _name(caller.fun)
+    name = errors.function_name(caller.fun)
 
     def cond_with_refs(carry: tuple) -> Any:
         val, values = carry
@@ -601,14 +620,14 @@ def _scan(f: Callable, init: Any, xs: Any, length: int | None, reverse: bool, un
     """``_scan_plain``; a body that writes refs it closes over is traced again with them carried."""
     if not callable(f) or (config.disable_jit and not is_tracing()):
         return _scan_plain(f, init, xs, length, reverse, unroll, caller)
-    probe = _refs.LoopProbe(caller.api, _name(caller.fun))
+    probe = _refs.LoopProbe(caller.api, errors.function_name(caller.fun))
     try:
         return _scan_plain(probe.wrap(f), init, xs, length, reverse, unroll, caller)
     except _refs.LoopRefs as e:
         if e.probe is not probe:
             raise
         written = e.refs
-    name = _name(caller.fun)
+    name = errors.function_name(caller.fun)
 
     def f_with_refs(carry: tuple, x: Any) -> Any:
         c, values = carry

@@ -36,6 +36,7 @@ from ember.core.array import Array
 from ember.core.avals import ShapedArray
 from ember.core.ir import Var
 from ember.core.primitive import EFFECTFUL, higher_order
+from ember.core.staging import StagingTrace
 from ember.core.trace import Tracer
 from ember.core.traits import Family
 from ember.lax.base import aval, primitive
@@ -495,7 +496,13 @@ def place_tree(x: Any, sharding: Any) -> Any:
             continue
         if isinstance(leaf, Tracer):
             spec = s if isinstance(s, shd.PartitionSpec) else getattr(s, "spec", shd.PartitionSpec())
-            out.append(sharding_constraint_p.bind(leaf, spec=spec))
+            constrained = sharding_constraint_p.bind(leaf, spec=spec)
+            if isinstance(s, shd.PartitionSpec) and not shd.get_mesh().empty:
+                s = shd.NamedSharding(shd.get_mesh(), s)
+            trace = getattr(constrained, "_trace", None)
+            if isinstance(trace, StagingTrace) and isinstance(s, shd.Sharding) and hasattr(constrained, "ir_var"):
+                trace.shardings[id(constrained.ir_var)] = s  # (a jit's output is placed so)
+            out.append(constrained)
             continue
         if isinstance(s, shd.PartitionSpec):
             mesh = shd.get_mesh()

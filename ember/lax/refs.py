@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ember import dtypes
+from ember import dtypes, errors
 from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.trace import EvalTrace, Tracer, current_trace
@@ -403,9 +403,7 @@ class LoopProbe:
         self.api, self.name = api, name
 
     def wrap(self, fun: Any) -> Any:
-        import functools
-
-        @functools.wraps(fun)
+        @errors.wraps(fun)
         def probed(*args: Any) -> Any:
             scope = Scope(f"{self.api} body", self.name, current_trace(), lifts=False)
             try:

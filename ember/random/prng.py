@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes, numpy as jnp
-from ember.api import AbstractValue, extended_dtype_structs
+from ember.api import extended_dtype_structs
 from ember.core.array import Array, ShapeDtypeStruct
+from ember.core.avals import ShapedArray
 from ember.core.trace import Tracer
 from ember.lax.base import aval
 from ember.random import impls
@@ -142,7 +143,7 @@ class PRNGKeyArray(Array, metaclass=_KeyArrayType):
     @property
     def aval(self) -> Any:
         """``ShapedArray(key<fry>[...])``, as ``jax.typeof(k)`` shows it (flax.nnx asks)."""
-        return AbstractValue(self.shape, self.dtype, False)
+        return ShapedArray(self.shape, self.dtype, False)
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))

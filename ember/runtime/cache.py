@@ -87,7 +87,8 @@ class Entry:
                         assert isinstance(self.executable, TieredExecutable)
                         self.executable.add_done_callback(count)
                     if config.log_compiles:
-                        what = _BUILT[code].format(name=name, avals=", ".join(map(str, self.closed.in_avals)))
+                        avals = ", ".join(a.str_short(weak=True) for a in self.closed.in_avals)
+                        what = _BUILT[code].format(name=name, avals=avals)
                         logger.warning("ember: %s in %.1f ms", what, seconds * 1e3)
                     # stacklevel: here, get_executable, JitFunction.__call__, the caller.
                     warn_unusable_donations(self.executable, stacklevel=4)
@@ -114,8 +115,9 @@ def warn_unusable_donations(executable: Executable, stacklevel: int) -> None:
     unusable = executable.unusable_donations
     if unusable:
         warnings.warn(f"Some donated buffers were not usable: {', '.join(map(type_string, unusable))}. "
-                      "A donated buffer is reused only for an output of the same shape and dtype that is "
-                      "computed after the last read of the argument.", UserWarning, stacklevel=stacklevel)
+                      "A donated argument is taken (and deleted) by an output of its shape and dtype, or "
+                      "else by an output with as many elements; the others stay usable.", UserWarning,
+                      stacklevel=stacklevel)
 
 
 # Ticks of the LRU order: a hit stamps its entry (cheaper than reordering a dict by a key
@@ -280,7 +282,7 @@ def _differences(old: CacheKey, new: CacheKey, arg_names: Sequence[str], static_
             what = "dtype"
         else:
             what = "weak type"
-        out.append(f"argument `{name}` changed {what}: {a} -> {b}")
+        out.append(f"argument `{name}` changed {what}: {a.str_short(weak=True)} -> {b.str_short(weak=True)}")
     old_static, new_static = dict(_static_items(old.statics)), dict(_static_items(new.statics))
     for where in sorted(set(old_static) | set(new_static), key=str):
         if old_static.get(where, "<absent>") != new_static.get(where, "<absent>"):

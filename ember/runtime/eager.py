@@ -407,7 +407,7 @@ def _compile(p: Primitive, closed: ClosedJaxpr, avals: list[ShapedArray], again:
 
 
 def _format(avals: Sequence[ShapedArray]) -> str:
-    return ", ".join(map(str, avals))
+    return ", ".join(a.str_short(weak=True) for a in avals)
 
 
 def cache_info() -> EagerCacheInfo:

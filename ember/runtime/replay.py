@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import dtypes
+from ember import dtypes, errors
 from ember.backends import registry
 from ember.backends.cpu_backend import CpuBackend
 from ember.backends.protocols import DECLINED, Executable
@@ -476,7 +476,7 @@ def _trace(fun: Callable, leaves: Sequence[Any], tree: Any, arrays: list[Array],
     previous, _tracing.active = _tracing.active, True
     try:
         closed = trace_to_jaxpr(flat, [a.aval for a in arrays],
-                                DebugInfo("eager replay", getattr(fun, "__name__", "fun"),
+                                DebugInfo("eager replay", errors.function_name(fun, "fun"),
                                           [f"arg{i}" for i in range(len(arrays))], static_hint=False))
     except Exception as e:  # (a Python branch on a value, an output that is not an array, ...)
         # The function runs directly, whatever stopped the trace: the direct call is the definition

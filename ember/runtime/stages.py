@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.backends import registry
 from ember.backends.protocols import Executable
 from ember.compiler import optimize
@@ -52,7 +52,7 @@ class Traced:
         self._jitted = jitted
         self._parts = (closed, in_tree, out_tree, statics, donated, placement)
         self.jaxpr = closed
-        self.fun_name = getattr(jitted, "__name__", "fun")
+        self.fun_name = errors.function_name(jitted, "fun")
 
     @property
     def in_avals(self) -> list:

@@ -113,7 +113,11 @@ def _public_tangent(t: Any, primal_aval: ShapedArray) -> Any:
 def _check_tangent(primal: Any, tangent: Any, api: str, as_given: bool = False) -> Any:
     """The tangent as the JVP trace takes it (symbolic zero for integer primals), checked like JAX;
     ``as_given``: a Python or NumPy tangent is kept as it is, as JAX's jvp keeps it."""
-    p = aval(primal)
+    return _check_tangent_of(aval(primal), tangent, api, as_given)
+
+
+def _check_tangent_of(p: ShapedArray, tangent: Any, api: str, as_given: bool = False) -> Any:
+    """``_check_tangent`` for a primal of type ``p``."""
 
     def mismatch(expected: Any, got: Any) -> TypeError:
         return TypeError(f"primal and tangent arguments to {api} do not match; dtypes must be equal, or in case of "
@@ -183,24 +187,40 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     primal_leaves, in_tree = _flat_inputs(primals, "ember.linearize", as_given=True)
     primal_tree = tree_util.tree_structure(tuple(primals))  # (the user's: a key array is one leaf)
     flat = _FlatFunction(fun, in_tree, has_aux, "ember.linearize", as_given=True)
-    outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, getattr(fun, "__name__", "fun"))
+    outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, errors.function_name(fun, "fun"))
     outs, aux = flat.split(outs)
     out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
-
-    def f_jvp(*tangents: Any) -> Any:
-        tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
-        if tangent_tree != primal_tree:
-            raise TypeError(f"linearized function called on tangents of structure {tangent_tree}, but the primals "
-                            f"had structure {primal_tree}")
-        checked = [_check_tangent(p, t, "the linearized function") for p, t in zip(primal_leaves, tangent_leaves)]
-        inputs = [t for t in checked if not isinstance(t, Zero)]  # integer inputs have no tangent
-        out_tangents = eval_closed_by_binding(linear, *inputs)
-        out_tangents = merge_by(out_nonzero, out_tangents, [None] * out_nonzero.count(False))[:len(out_avals)]
-        out_tangents = [Zero(a) if t is None else t for t, a in zip(out_tangents, out_avals)]  # (known zeros)
-        return tree_util.tree_unflatten(out_tree, [_public_tangent(t, a) for t, a in zip(out_tangents, out_avals)])
-
-    result = (tree_util.tree_unflatten(out_tree, outs), f_jvp)
+    forward = _Forward(linear.jaxpr, primal_tree, tuple(aval(p) for p in primal_leaves), tuple(out_nonzero),
+                       out_tree, tuple(out_avals))
+    # A pytree (as JAX's): the residuals are its leaves, so it crosses jit's boundary, and vmap,
+    # linear_transpose and the transformations take it as any function.
+    result = (tree_util.tree_unflatten(out_tree, outs), tree_util.Partial(forward, list(linear.consts)))
     return result + (aux,) if has_aux else result
+
+
+class _Forward(NamedTuple):
+    """A linearized function's static part: its linear program, and the types it maps."""
+    linear: Any
+    primal_tree: Any
+    primal_avals: tuple
+    out_nonzero: tuple
+    out_tree: Any
+    out_avals: tuple
+
+    def __call__(self, residuals: list, *tangents: Any) -> Any:
+        tangent_leaves, tangent_tree = tree_util.tree_flatten(tuple(tangents))
+        if tangent_tree != self.primal_tree:
+            raise TypeError(f"linearized function called on tangents of structure {tangent_tree}, but the primals "
+                            f"had structure {self.primal_tree}")
+        checked = [_check_tangent_of(p, t, "the linearized function")
+                   for p, t in zip(self.primal_avals, tangent_leaves)]
+        inputs = [t for t in checked if not isinstance(t, Zero)]  # integer inputs have no tangent
+        out_tangents = eval_jaxpr_by_binding(self.linear, residuals, *inputs)
+        nonzero = list(self.out_nonzero)
+        out_tangents = merge_by(nonzero, out_tangents, [None] * nonzero.count(False))[:len(self.out_avals)]
+        out_tangents = [Zero(a) if t is None else t for t, a in zip(out_tangents, self.out_avals)]  # (known zeros)
+        return tree_util.tree_unflatten(self.out_tree,
+                                        [_public_tangent(t, a) for t, a in zip(out_tangents, self.out_avals)])
 
 
 # --- reverse mode -------------------------------------------------------------------------------
@@ -288,7 +308,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     (a tuple), transposing the linearized program. Integer inputs get float0 cotangents."""
     primal_leaves, in_tree = _flat_inputs(primals, "ember.vjp")
     flat = _FlatFunction(fun, in_tree, has_aux, "ember.vjp")
-    outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, getattr(fun, "__name__", "fun"))
+    outs, linear, out_nonzero = linearize_flat(flat, primal_leaves, errors.function_name(fun, "fun"))
     outs, aux = flat.split(outs)
     out_tree, out_avals = flat.out_tree, [aval(o) for o in outs]
     in_avals = [aval(p) for p in primal_leaves]
@@ -623,7 +643,7 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence[Any] = 
     in_avals = [_abstract(x) for x in leaves]
     flat = _FlatFunction(fun, in_tree, False, "ember.linear_transpose")
     names = [f"primals[{i}]" for i in range(len(in_avals))]
-    closed = trace_to_jaxpr(flat, in_avals, DebugInfo("linear_transpose", getattr(fun, "__name__", "fun"), names,
+    closed = trace_to_jaxpr(flat, in_avals, DebugInfo("linear_transpose", errors.function_name(fun, "fun"), names,
                                                       static_hint=False))
     in_dtypes, out_dtypes = [a.dtype for a in in_avals], [a.dtype for a in closed.out_avals]
     every = in_dtypes + out_dtypes
@@ -676,7 +696,7 @@ def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
     flat = _FlatFunction(fun, in_tree, False, "ember.closure_convert")
     names = [f"example_args[{i}]" for i in range(len(leaves))]
     closed = trace_to_jaxpr(flat, [aval(x) for x in leaves],
-                            DebugInfo("closure_convert", getattr(fun, "__name__", "fun"), names, static_hint=False))
+                            DebugInfo("closure_convert", errors.function_name(fun, "fun"), names, static_hint=False))
     perturbed = [_maybe_perturbed(c) for c in closed.consts]
     converted = _ClosureConverted(closed.jaxpr, list(closed.consts), perturbed, in_tree, flat.out_tree)
     return converted, [c for c, p in zip(closed.consts, perturbed) if p]

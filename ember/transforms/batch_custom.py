@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Sequence
 
-from ember import lax, tree_util
+from ember import errors, lax, tree_util
 from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.calls import custom_vjp_lin_p
@@ -33,7 +33,6 @@ from ember.transforms.custom import (
     _apply_jvp_rule,
     _Arguments,
     _forward_through_custom_vjp,
-    _function_name,
     _VJPRules,
     custom_call_handlers,
     custom_jvp,
@@ -169,7 +168,7 @@ def _custom_call_under_vmap(trace: BatchTrace, fn: Any, args: tuple) -> Any:
     values, dims, size = list(values), list(dims), trace.axis_size
     if all(d is None for d in dims):  # (nothing batched: the call is the same for every example)
         return NotImplemented
-    name = _function_name(fn.__wrapped__)
+    name = errors.function_name(fn.__wrapped__)
     out_tree: list = []
 
     def batched_f(*xs: Any) -> list:

@@ -40,7 +40,15 @@ from ember.core.array import ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.ir import ClosedJaxpr, subjaxprs
 from ember.core.primitive import Primitive, RuleTable
-from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, type_text, unexpected_tracer_error
+from ember.core.trace import (
+    Trace,
+    Tracer,
+    TraceTag,
+    current_trace,
+    set_current_trace,
+    type_text,
+    unexpected_tracer_error,
+)
 from ember.lax import control_flow, refs as _refs
 from ember.lax.base import aval
 from ember.lax.elementwise import ELEMENTWISE
@@ -105,9 +113,11 @@ class BatchTracer(Tracer):
 
 class BatchTrace(Trace):
     description = "vmap"
+    requires_low = False
 
     def __init__(self, parent: Trace, axis_size: int, axis_name: Any = None) -> None:
         self.parent = parent
+        self.tag = TraceTag()
         self.axis_size = axis_size
         self.axis_name = axis_name
 

@@ -31,7 +31,7 @@ import inspect
 import types
 from typing import Any, Callable, Iterable, Sequence
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.core.avals import ShapedArray
 from ember.core.calls import checkpoint_p, jit_p, name_p
 from ember.core.ir import Literal
@@ -242,11 +242,11 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool | Sequence[bool
                                  static_argnames=tuple(names))
     if not callable(fun):
         raise TypeError(f"ember.checkpoint expects a callable, got {type(fun).__name__}")
-    fun_name = getattr(fun, "__name__", type(fun).__name__)
+    fun_name = errors.function_name(fun)
     positional = _positional_parameters(fun)
     named_positions = tuple(positional.index(n) for n in names if n in positional)  # static by name, passed by position
 
-    @functools.wraps(fun)
+    @errors.wraps(fun)
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
         static = _static_positions(nums, len(args)) | {i for i in named_positions if i < len(args)}
         dynamic_args = tuple(None if i in static else a for i, a in enumerate(args))
@@ -302,7 +302,7 @@ def saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shaped
     ``from a constant``, ``from a literal``), and the user's line that computed it, as JAX
     (`` from file:line:column (function)``: its equations record their places while it traces)."""
     leaves, in_tree = tree_util.flatten_for_trace((args, kwargs))
-    fun_name = getattr(f, "__name__", type(f).__name__)
+    fun_name = errors.function_name(f)
     arg_names = _leaf_names(_positional_parameters(f), args, kwargs)
 
     def flat_f(*flat: Any) -> list:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember import tree_util
+from ember import errors, tree_util
 from ember.core.array import Array, ensure_array
 from ember.core.avals import ShapedArray
 from ember.core.calls import custom_jvp_call_p, custom_vjp_call_p, custom_vjp_lin_p
@@ -39,10 +39,6 @@ defzero(stop_gradient_p)
 
 
 # --- shared argument handling -------------------------------------------------------------------
-def _function_name(fun: Callable) -> str:
-    return getattr(fun, "__name__", type(fun).__name__)
-
-
 def _positional(fun: Callable, args: tuple, kwargs: dict) -> tuple:
     """All arguments as positional ones (keywords resolved against the signature, defaults applied)."""
     if not kwargs:
@@ -51,7 +47,7 @@ def _positional(fun: Callable, args: tuple, kwargs: dict) -> tuple:
     bound.apply_defaults()
     if bound.kwargs:
         raise TypeError(f"keyword-only arguments are not supported by custom_jvp / custom_vjp functions "
-                        f"({_function_name(fun)} got {sorted(bound.kwargs)}); pass them positionally")
+                        f"({errors.function_name(fun)} got {sorted(bound.kwargs)}); pass them positionally")
     return bound.args
 
 
@@ -181,7 +177,7 @@ class custom_jvp:
     __getattr__ = forward_attr
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = _function_name(self.__wrapped__)
+        name = errors.function_name(self.__wrapped__)
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = _positional(self.__wrapped__, args, kwargs)
@@ -213,7 +209,7 @@ class custom_jvp:
                                                     call.out_avals)
             return outs, out_tangents
 
-        rule = _TracedOnce(flat_jvp, name, _function_name(self.jvp), self.symbolic_zeros)
+        rule = _TracedOnce(flat_jvp, name, errors.function_name(self.jvp), self.symbolic_zeros)
         outs = custom_jvp_call_p.bind(*consts, *arguments.leaves, call=call, jvp=rule, num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree[0], outs)
 
@@ -341,10 +337,10 @@ jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
 def _custom_jvp_call_params(eqn: Eqn) -> dict:
     """As JAX prints the call: the function's ``name``, ``call_jaxpr``, the rule's name as ``jvp``."""
     jvp, num_consts = eqn.params["jvp"], eqn.params["num_consts"]
-    params = {"call_jaxpr": eqn.params["call"], "jvp": getattr(jvp, "rule_name", _function_name(jvp)),
+    params = {"call_jaxpr": eqn.params["call"], "jvp": getattr(jvp, "rule_name", errors.function_name(jvp)),
               "symbolic_zeros": getattr(jvp, "symbolic_zeros", False),
               **({"num_consts": num_consts} if num_consts else {})}
-    return {"name": _function_name(jvp), **dict(sorted(params.items()))}
+    return {"name": errors.function_name(jvp), **dict(sorted(params.items()))}
 
 
 print_rules[custom_jvp_call_p] = _custom_jvp_call_params
@@ -390,7 +386,7 @@ class custom_vjp:
     __getattr__ = forward_attr
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = _function_name(self.__wrapped__)
+        name = errors.function_name(self.__wrapped__)
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
         args = _positional(self.__wrapped__, args, kwargs)
@@ -495,7 +491,7 @@ class _VJPRules:
 
 def _custom_vjp_call_jvp(primals: tuple, tangents: tuple, *, call: ClosedJaxpr, rules: _VJPRules,
                          num_consts: int) -> tuple:
-    _check_closure_tangents("custom_vjp", _function_name(rules.fn.__wrapped__), tangents[:num_consts])
+    _check_closure_tangents("custom_vjp", errors.function_name(rules.fn.__wrapped__), tangents[:num_consts])
     return _differentiate_custom_vjp(rules, primals[num_consts:], tangents[num_consts:], call.out_avals,
                                      _fwd_traced_once)
 
@@ -570,9 +566,10 @@ def _custom_vjp_call_params(eqn: Eqn) -> dict:
     """As JAX prints the call: the function's ``name``, ``call_jaxpr``, and its rules' names."""
     rules, num_consts = eqn.params["rules"], eqn.params["num_consts"]
     fn = rules.fn
-    params = {"call_jaxpr": eqn.params["call"], "fwd": _function_name(fn.fwd), "bwd": _function_name(fn.bwd),
+    params = {"call_jaxpr": eqn.params["call"], "fwd": errors.function_name(fn.fwd),
+              "bwd": errors.function_name(fn.bwd),
               "symbolic_zeros": fn.symbolic_zeros, **({"num_consts": num_consts} if num_consts else {})}
-    return {"name": _function_name(fn.__wrapped__), **dict(sorted(params.items()))}
+    return {"name": errors.function_name(fn.__wrapped__), **dict(sorted(params.items()))}
 
 
 print_rules[custom_vjp_call_p] = _custom_vjp_call_params

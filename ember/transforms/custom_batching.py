@@ -17,14 +17,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-from ember import lax, tree_util
+from ember import errors, lax, tree_util
 from ember.core.array import ensure_array
 from ember.core.calls import custom_vmap_call_p
 from ember.core.ir import ClosedJaxpr
 from ember.core.trace import is_tracing
 from ember.lax.base import aval
 from ember.transforms.batching import BatchDim, batching_rules, move_batch_axis
-from ember.transforms.custom import _function_name, _positional, forward_attr
+from ember.transforms.custom import _positional, forward_attr
 from ember.transforms.jvp import jvp_flat, jvp_jaxpr, jvp_rules
 from ember.transforms.partial_eval import partial_eval_rules
 from ember.transforms.programs import merge_by, select_by, trace_program
@@ -62,7 +62,7 @@ class custom_vmap:
     __getattr__ = forward_attr
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = _function_name(self.fun)
+        name = errors.function_name(self.fun)
         try:
             args = _positional(self.fun, args, kwargs)
         except TypeError as e:

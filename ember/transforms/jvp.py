@@ -20,7 +20,7 @@ from ember import errors
 from ember.core.array import Array, ensure_array
 from ember.core.ir import ClosedJaxpr
 from ember.core.primitive import Primitive, RuleTable
-from ember.core.trace import Trace, Tracer, current_trace, set_current_trace, unexpected_tracer_error
+from ember.core.trace import Trace, Tracer, TraceTag, current_trace, set_current_trace, unexpected_tracer_error
 from ember.lax.base import aval
 from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by, trace_program
 from ember.transforms.tangents import (
@@ -79,9 +79,11 @@ class JVPTracer(Tracer):
 
 class JVPTrace(Trace):
     description = "differentiation (jvp)"
+    requires_low = False
 
     def __init__(self, parent: Trace) -> None:
         self.parent = parent
+        self.tag = TraceTag()
 
     def to_pair(self, x: Any) -> tuple[Any, Any]:
         """(primal, tangent) of any value: constants have a zero tangent."""

@@ -20,7 +20,7 @@ import numpy as np
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var, is_effectful, is_replayable
 from ember.core.primitive import Primitive, RuleTable
 from ember.core.staging import DebugInfo, StagingTrace
-from ember.core.trace import Trace, Tracer, current_trace, set_current_trace
+from ember.core.trace import Trace, Tracer, TraceTag, current_trace, set_current_trace
 from ember.lax.base import aval
 from ember.transforms.jvp import jvp_flat
 from ember.transforms.programs import eval_closed_by_binding, merge_by, select_by, trace_program
@@ -33,10 +33,12 @@ class PartialEvalTrace(StagingTrace):
     """Forwards operations on known values to its parent; records the others."""
 
     linearizes = True  # (its unknowns are the tangents of grad, vjp and linearize: how tracers print)
+    requires_low = False
 
     def __init__(self, parent: Trace, debug: DebugInfo) -> None:
         super().__init__(debug)
         self.parent = parent
+        self.tag = TraceTag()
 
     def is_unknown(self, x: Any) -> bool:
         return isinstance(x, Tracer) and x._trace is self

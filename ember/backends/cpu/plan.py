@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ember.core.avals import ShapedArray
+from ember.core.avals import ShapedArray, consumed_donations
 from ember.core.evaluation import to_numpy
 from ember.core.ir import ClosedJaxpr, Var
 
@@ -86,7 +86,8 @@ class Plan:
         self.out_atoms = [self.atom(a) for a in outvars]
         last_use = self.last_uses()
         self._plan_memory(last_use)
-        self._plan_donation(donated, last_use)
+        self._plan_donation(consumed_donations(self.in_avals, [a.aval for a in outvars], donated), donated,
+                            last_use)
 
     def last_uses(self) -> dict[int, int]:
         """The last step reading each slot; ``len(steps)`` for slots read by steps that may keep
@@ -128,28 +129,26 @@ class Plan:
                 if s in blocks:
                     free.setdefault(blocks[s][1], []).append(blocks[s][0])
 
-    def _plan_donation(self, donated: frozenset[int], last_use: dict[int, int]) -> None:
+    def _plan_donation(self, consumed: frozenset[int], donated: frozenset[int], last_use: dict[int, int]) -> None:
         """``reuses``: (output slot, input position) pairs whose output may be written into the
-        donated input's buffer; ``unusable_donations``: avals of donated inputs that no output
-        can take (inputs returned as they are count as used: the output is their buffer)."""
+        buffer of a donated input that the call deletes (``consumed``); ``unusable_donations``
+        and ``kept_donations``: the avals and positions of the donated inputs it keeps."""
         producer = {out: i for i, step in enumerate(self.steps) if step.planned for out in step.outs}
         free_outputs = [slot for slot, _ in self.allocations]
         returned = {a for a in self.out_atoms if isinstance(a, int)}
-        self.reuses, self.unusable_donations, kept = [], [], []
-        for position in sorted(donated):
-            slot, aval = self.in_slots[position], self.in_avals[position]
+        self.reuses = []
+        for position in sorted(consumed):
+            slot = self.in_slots[position]
             if slot in returned:
                 continue
             fits = (out for out in free_outputs if self._may_write_over(out, slot, producer[out], last_use))
             out = next(fits, None)
-            if out is None:
-                self.unusable_donations.append(aval)
-                kept.append(position)
-                continue
-            free_outputs.remove(out)
-            self.reuses.append((out, position))
+            if out is not None:
+                free_outputs.remove(out)
+                self.reuses.append((out, position))
         self.reused_inputs = frozenset(position for _, position in self.reuses)
-        self.kept_donations = frozenset(kept)
+        self.kept_donations = donated - consumed
+        self.unusable_donations = [self.in_avals[p] for p in sorted(self.kept_donations)]
 
     def _may_write_over(self, out: int, slot: int, step: int, last_use: dict[int, int]) -> bool:
         """Whether step ``step`` may write output ``out`` into input ``slot``'s buffer."""

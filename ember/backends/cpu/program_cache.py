@@ -44,7 +44,7 @@ from ember.core.avals import ShapedArray
 from ember.core.ir import Eqn, Var
 from ember.lax.dot import dot_general_p
 
-FORMAT = 1
+FORMAT = 2  # 2: donated inputs are kept or deleted by their types alone (avals.consumed_donations)
 _LENGTH = struct.Struct("<Q")  # the JSON part's length; then the JSON, then the arrays' bytes
 
 

@@ -13,7 +13,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember.api import AbstractValue
 from ember.core import primitive as _primitive
 from ember.core.array import Array
 from ember.core.avals import ShapedArray
@@ -45,10 +44,10 @@ class Primitive(_primitive.Primitive):
         return impl
 
     def def_abstract_eval(self, rule: Callable) -> Callable:
-        """``rule`` gets the operands' types as JAX's ``ShapedArray`` (printed as JAX prints
-        them: ``float32[3]``) and returns the result's (or a list of them)."""
+        """``rule`` gets the operands' types as ``ShapedArray`` (``jax.core.ShapedArray`` itself)
+        and returns the result's (or a list of them)."""
         def shape_rule(*avals: ShapedArray, **params: Any) -> Any:
-            out = rule(*(AbstractValue(a.shape, a.dtype, a.weak_type) for a in avals), **params)
+            out = rule(*avals, **params)
             return [_shaped(a) for a in out] if self.multiple_results else _shaped(out)
         _primitive.abstract_eval_rules.override(self, shape_rule)
         return rule

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ember.core.primitive import Primitive, ReplacingView
-from ember.transforms.jvp import defjvp, jvp_rules
+from ember.transforms.jvp import JVPTrace, JVPTracer, defjvp, jvp_rules
 from ember.transforms.tangents import Zero, instantiate
 from ember.transforms.transpose import UndefinedPrimal, is_undefined as is_undefined_primal, transpose_rules
 
@@ -41,5 +41,5 @@ def deflinear2(primitive: Primitive, transpose_rule: Callable) -> None:
     primitive_transposes[primitive] = transpose_rule
 
 
-__all__ = ["UndefinedPrimal", "Zero", "defjvp", "deflinear", "deflinear2", "instantiate_zeros",
+__all__ = ["JVPTrace", "JVPTracer", "UndefinedPrimal", "Zero", "defjvp", "deflinear", "deflinear2", "instantiate_zeros",
            "is_undefined_primal", "primitive_jvps", "primitive_transposes", "zeros_like_aval"]
