@@ -176,6 +176,11 @@ def _integer_pow(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
         yield Eqn(ew.mul_p, [eqn.invars[0], eqn.invars[0]], {}, eqn.outvars)
 
 
+@_rule(ew.square_p)
+def _square(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
+    yield Eqn(ew.mul_p, [eqn.invars[0], eqn.invars[0]], {}, eqn.outvars)  # square(x) -> x * x (as XLA's)
+
+
 @_rule(ew.select_n_p)
 def _select_n(eqn: Eqn, producers: Producers) -> Iterator[Atom | Eqn]:
     which, *cases = eqn.invars
