@@ -629,7 +629,9 @@ def test_saved_residuals_name_the_users_line(which, tmp_path):
         pytest.importorskip("jax")
     script = tmp_path / "residuals.py"
     script.write_text(RESIDUALS_PROGRAM)
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # (this checkout's ember)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get(
+        "PYTHONPATH")])))
     out = subprocess.run([sys.executable, str(script), which], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout == EXPECTED_RESIDUALS.format(file=script)
