@@ -8,7 +8,7 @@ import re
 from typing import Any, Callable, Iterator
 
 
-def _xla_device_count() -> int | None:
+def xla_device_count() -> int | None:
     """The CPU device count JAX's ``XLA_FLAGS`` asks for (``--xla_force_host_platform_device_count=N``),
     so one environment gives JAX and ember the same devices."""
     found = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
@@ -72,7 +72,7 @@ _DEFAULTS: dict[str, Any] = {
     "tiered_compilation": os.environ.get("EMBER_TIERED_COMPILATION", "1") not in ("0", "", "false", "False"),
     # How many CPU devices the process has (as JAX's --xla_force_host_platform_device_count): pmap and
     # shard_map run one program per device, each on its own thread.
-    "num_cpu_devices": int(os.environ.get("EMBER_NUM_CPU_DEVICES", "") or _xla_device_count() or 1),
+    "num_cpu_devices": int(os.environ.get("EMBER_NUM_CPU_DEVICES", "") or xla_device_count() or 1),
     # Convert Python control flow on traced values (if / while / for / break / continue / return, and /
     # or / not) in every function jit traces, as jit(f, autograph=True) does (ember.autograph).
     "autograph": os.environ.get("EMBER_AUTOGRAPH", "0") not in ("0", "", "false", "False"),

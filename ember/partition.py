@@ -417,6 +417,11 @@ def device_placement(jitted: Any, args: tuple, kwargs: dict, out_tree: Any) -> t
     if not meshes:
         return None
     mesh = meshes[0]
+    given = {s.mesh for s in tree_util.tree_leaves((jitted.in_shardings, jitted.out_shardings), is_leaf=_is_placement)
+             if isinstance(s, shd.NamedSharding)}
+    if len(given) > 1:
+        raise ValueError(f"jit of {jitted._sig.fun_name}: in_shardings and out_shardings use {len(given)} different "
+                         "meshes; every sharding of one program must be on one mesh")
     return (mesh, tuple(s if isinstance(s, shd.NamedSharding) and s.mesh == mesh else None for s in in_sh),
             tuple(s if isinstance(s, shd.NamedSharding) else None for s in out_sh))
 

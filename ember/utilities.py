@@ -68,8 +68,8 @@ def device_put(x: Any, device: Any = None) -> Any:
 def _context_mesh() -> Any:
     mesh = sharding.get_mesh()
     if mesh.empty:
-        raise ValueError("device_put with a PartitionSpec needs a mesh: use `jax.set_mesh(mesh)` or pass a "
-                         "NamedSharding")
+        raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to device_put (or "
+                         "pass a NamedSharding)")
     return mesh
 
 

@@ -194,3 +194,30 @@ def test_donation_lowering_context_meshes_and_the_disk_cache_over_8_devices():
     out = subprocess.run([sys.executable, "-c", EMBER_SIDE], env=env, capture_output=True, text=True, timeout=600,
                          cwd=os.path.dirname(HERE))
     assert out.returncode == 0 and out.stdout.split() == ["ok"], out.stderr[-3000:]
+
+
+# The CPU backend's sharding, pmap, shard_map and collective tests, run again on XLA's CPU plugin with
+# 8 devices (values, output shardings, each device's block). What they do that the plugin's programs
+# do not, and why:
+NOT_ON_XLA_CPU = {
+    "tests/test_parallel.py::test_device_put_lays_a_bare_partition_spec_over_the_current_mesh":
+        "a pure_callback inside a shard_map over the plugin's devices: host callbacks are run between device "
+        "programs, never inside one partitioned over a mesh",
+    "tests/test_partition.py::test_library_sharding_helpers_leave_leaves_sharded_as_jax_reports":
+        "flax nnx's sharded state under a context mesh: a jit whose program constrains values inside it, with "
+        "no split input, runs on one device of the plugin (the context mesh is not part of jit's cache key)",
+}
+
+
+@pytest.mark.parametrize("module", ["tests/test_parallel.py", "tests/test_partition.py"])
+def test_the_cpu_backends_sharding_tests_pass_on_xla_cpu_with_8_devices(module):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", EMBER_PLATFORMS="xla_cpu")
+    env.pop("EMBER_NUM_CPU_DEVICES", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))
+    deselect = [f"--deselect={t}" for t in NOT_ON_XLA_CPU if t.startswith(module)]
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", module,
+                          *deselect], env=env, capture_output=True, text=True, timeout=900,
+                         cwd=os.path.dirname(HERE))
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    progress = "".join(line.split("[")[0] for line in out.stdout.splitlines() if line.rstrip().endswith("%]"))
+    assert progress.count(".") >= 20 and not set(progress.strip()) - {"."}, out.stdout[-2000:]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ember.backends.protocols import Backend
 from ember.config import config
+from ember.core import sharding as shd
 
 _backends: dict[str, Backend] = {}
 _lock = threading.Lock()
@@ -88,6 +89,18 @@ def get(name: str | None = None) -> Backend:
             return backend
     raise RuntimeError(f"none of the backends {', '.join(repr(b.name) for b in named)} (config.backend = "
                        f"{request!r}) is available here; registered backends: {_names()}")
+
+
+def _unplaced_device() -> Any:
+    """The device an array nobody placed reports: the running backend's first (ember's CPU device
+    0 on a host backend, or while an accelerator's client is not open yet)."""
+    backend = get()
+    if backend.host_buffers:
+        return shd.default_device()
+    return backend.local_devices()[0]
+
+
+shd.unplaced_device[0] = _unplaced_device
 
 
 def of_device(device: Any) -> Backend:

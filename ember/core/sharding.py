@@ -484,11 +484,16 @@ def place(x: Any, sharding: Sharding) -> Any:
 
 
 def sharding_of(x: Any) -> Sharding:
-    """The placement of array ``x`` (device 0 unless it was placed)."""
+    """The placement of array ``x`` (the default device unless it was placed)."""
     entry = _placements.get(id(x))
     if entry is not None and entry[0]() is x:
         return entry[1]
-    return SingleDeviceSharding(default_device())
+    return SingleDeviceSharding(unplaced_device[0]())
+
+
+# Where an array nobody placed says it lives: ember's CPU device 0, or (``backends.registry`` sets
+# this) the first device of the backend that runs programs, as JAX's default device.
+unplaced_device: list = [lambda: default_device()]
 
 
 def is_placed(x: Any) -> bool:
@@ -582,7 +587,8 @@ class Format:
 
 
 def format_of(x: Any) -> Format:
-    return Format(Layout(tuple(range(len(x.shape)))), sharding_of(x))
+    """An array's layout (dense, row-major) and its sharding (``x.sharding``: where its data is)."""
+    return Format(Layout(tuple(range(len(x.shape)))), getattr(x, "sharding", None) or sharding_of(x))
 
 
 __all__ = ["CPU", "AbstractMesh", "AxisType", "Device", "Format", "Layout", "Mesh", "NamedSharding", "PartitionSpec",

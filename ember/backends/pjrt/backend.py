@@ -18,6 +18,7 @@ import numpy as np
 from ember.backends import registry
 from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
 from ember.backends.protocols import Backend, CompileOptions, Executable
+from ember.config import config
 from ember.core.ir import ClosedJaxpr
 
 # The platform each backend name serves (what ``default_backend()`` and ``Array.platform()`` say).
@@ -54,10 +55,18 @@ class PjrtBackend(Backend):
 
     def devices(self) -> list[Any]:
         """Every device of the run (several processes' after ``ember.distributed.initialize``)."""
-        return _parts().client(self.name).all_devices
+        return self._first(_parts().client(self.name).all_devices)
 
     def local_devices(self) -> list[Any]:
-        return _parts().client(self.name).devices
+        return self._first(_parts().client(self.name).devices)
+
+    def _first(self, devices: list[Any]) -> list[Any]:
+        """XLA's CPU plugin's devices as many as ``config.num_cpu_devices`` says now (its client is
+        made with as many as the process's configuration or ``XLA_FLAGS`` asks for, once), as
+        ember's own CPU devices follow that setting."""
+        if self.name != XLA_CPU:
+            return devices
+        return devices[:max(1, int(config.num_cpu_devices))]
 
     def compile(self, closed: ClosedJaxpr, options: CompileOptions) -> Executable:
         return _parts().compile_executable(self, closed, options)

@@ -452,6 +452,9 @@ class Device:
     def __repr__(self) -> str:
         return f"{self.client.platform.capitalize()}Device(id={self.id})"  # (JAX's: CpuDevice(id=0))
 
+    def __str__(self) -> str:
+        return f"{self.client.platform}:{self.id}"  # (JAX's: cpu:0)
+
 
 def _destroy_client(plugin: Plugin, handle: int) -> None:
     plugin.destroy("Client_Destroy", ClientArgs, client=handle)

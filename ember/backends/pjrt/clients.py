@@ -9,7 +9,7 @@ from typing import Any
 from ember.backends import disk_cache
 from ember.backends.pjrt.binding import PLATFORM_OVERRIDES, Client, Executable, PjrtError, compile_options, load_plugin
 from ember.backends.pjrt.discovery import XLA_CPU, find_plugins
-from ember.config import config
+from ember.config import config, xla_device_count
 
 _clients: dict[str, Client] = {}
 _lock = threading.Lock()
@@ -64,7 +64,8 @@ def client_options(name: str) -> dict[str, int]:
         return {"node_id": _run.node_id, "num_nodes": _run.num_nodes} if _run.num_nodes > 1 else {}
     # (asynchronous: an execution returns once dispatched, as JAX's CPU client runs; the plugin's
     # default runs it before returning)
-    return {"cpu_device_count": max(1, int(config.num_cpu_devices)), "asynchronous": True}
+    count = max(1, int(config.num_cpu_devices), xla_device_count() or 1)
+    return {"cpu_device_count": count, "asynchronous": True}
 
 
 def compile_cached(client: Client, text: str, in_types: list | None,

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember import tree_util
-from ember.backends.pjrt.binding import Buffer, Client
+from ember.backends.pjrt.binding import Buffer, Client, Device
 from ember.backends.pjrt.clients import client, compile_cached  # noqa: F401  (client: the backend's)
 from ember.backends.pjrt.lowering import REFUSED, REFUSED_BY_NAME, donation_aliases, lower_module, lower_rules
 from ember.backends.pjrt.spmd import (  # noqa: F401  (the backend reaches them through this module)
@@ -215,6 +215,12 @@ class MeshExecutable(BackendExecutable):
         return self.programs.first().as_text()
 
 
+def _on_devices(mesh: Any) -> bool:
+    """Whether ``mesh`` holds a PJRT plugin's devices (not ember's CPU devices, nor abstract)."""
+    devices = getattr(mesh, "devices", None)
+    return devices is not None and isinstance(next(iter(np.asarray(devices).flat)), Device)
+
+
 def mesh_of(jaxpr: Jaxpr) -> Any:
     """The mesh of the first ``shard_map`` over a device mesh in ``jaxpr`` (sub-programs included)."""
     for eqn in jaxpr.eqns:
@@ -275,6 +281,12 @@ def compile_executable(backend: Any, closed: ClosedJaxpr, options: CompileOption
     mesh = mesh_of(closed.jaxpr)
     if mesh is not None:
         return MeshExecutable(backend, closed, options, mesh)
+    placed = [s if isinstance(s, shd.NamedSharding) and _on_devices(s.mesh) else None
+              for s in closed.jaxpr.facts.get("out_shardings", ())]
+    if any(s is not None for s in placed):  # (outputs constrained over a mesh of these devices)
+        mesh = next(s.mesh for s in placed if s is not None)
+        outs = [s if s is not None and s.mesh == mesh else None for s in placed]
+        return MeshExecutable(backend, closed, options, mesh, None, outs + [None] * (len(closed.out_avals) - len(outs)))
     if any(eqn.primitive.name in HOST_STEPS or _runs_on_host(eqn) for eqn in closed.jaxpr.eqns):
         return SplitExecutable(backend, closed, options)
     return PjrtExecutable(backend, closed, options)
