@@ -258,6 +258,7 @@ def _pmap_over_mesh(fun: Callable, in_tree: Any, in_dims: Sequence[Any], out_axe
     mesh = shd.Mesh(np.array(list(devs), dtype=object), (axis_name,))
     split, whole = shd.PartitionSpec(axis_name), shd.PartitionSpec()
     out_specs: list = []
+    traced: dict[str, Any] = {}  # (what tracing the block found: each output's axis, the output tree)
 
     def block(*flat: Any) -> list:
         flat = [x if d is None else lax.squeeze(x, (0,)) for x, d in zip(flat, in_dims)]
@@ -265,21 +266,20 @@ def _pmap_over_mesh(fun: Callable, in_tree: Any, in_dims: Sequence[Any], out_axe
         out_leaves, out_tree = tree_util.flatten_for_trace(fun(*call_args, **call_kwargs))
         targets = batching._flatten_axes("out_axes", out_tree, out_axes, out_leaves)
         out_specs[:] = [whole if t is None else split for t in targets]
-        block.targets = targets  # type: ignore[attr-defined]
-        block.out_tree = out_tree  # type: ignore[attr-defined]
+        traced.update(targets=targets, out_tree=out_tree)
         return [o if t is None else lax.expand_dims(o, (0,)) for o, t in zip(out_leaves, targets)]
 
     def program(*flat: Any) -> list:
         moved = [x if d is None else _move(x, d, 0) for x, d in zip(flat, in_dims)]
         outs = shard_map(block, mesh=mesh, in_specs=tuple(whole if d is None else split for d in in_dims),
                          out_specs=out_specs, check_vma=False)(*moved)
-        return [o if t is None else _move(o, 0, t % aval(o).ndim) for o, t in zip(outs, block.targets)]  # type: ignore[attr-defined]
+        return [o if t is None else _move(o, 0, t % aval(o).ndim) for o, t in zip(outs, traced["targets"])]
 
     compiled = jit(program)
 
     def run(*flat: Any) -> Any:
         outs = compiled(*flat)  # (traced on the first call: the output structure is known after it)
-        return tree_util.tree_unflatten(block.out_tree, outs)  # type: ignore[attr-defined]
+        return tree_util.tree_unflatten(traced["out_tree"], outs)
     return run
 
 
