@@ -13,7 +13,7 @@ from ember.backends.reference import eval_jaxpr
 from ember.compiler import pipeline
 from ember.core.verify import IRTypeError
 
-NAMES = ["expand", "optimize", "products", "fuse", "plan", "codegen", "compile", "link"]
+NAMES = ["broadcasts", "expand", "optimize", "products", "fuse", "plan", "codegen", "compile", "link"]
 X = np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6)
 
 
@@ -41,16 +41,19 @@ def test_the_stages_are_one_list_in_order_and_each_is_timed():
     assert [s.name for s in cpu.STAGES] == NAMES
     assert {s.name for s in cpu.STAGES if s.switchable} == set(pipeline.BACKEND_STAGES)
     _, report = compiled(f, X)
-    assert list(report.times) == NAMES and all(t >= 0 for t in report.times.values())
+    ran = NAMES[1:]  # (f broadcasts no size-1 dimension: the broadcasts stage has nothing to do, and is not timed)
+    assert list(report.times) == ran and all(t >= 0 for t in report.times.values())
     times = cpu.format_report("f", report).splitlines()[0].split("; ")[1]
-    assert [part.split(" ")[0] for part in times.split(", ")] == NAMES  # "expand 0.1 ms, optimize ..."
+    assert [part.split(" ")[0] for part in times.split(", ")] == ran  # "expand 0.1 ms, optimize ..."
+    _, report = compiled(lambda x: jnp.tanh(x) + x[:1], X)  # (a [1, 6] operand of an add of [4, 6])
+    assert list(report.times) == NAMES
 
 
 def test_every_stage_is_printed_by_ember_dump_ir(monkeypatch, capsys):
     monkeypatch.setenv("EMBER_DUMP_IR", "1")
     program, _ = compiled(f, X)
     err = capsys.readouterr().err
-    for title in ["f: traced (", *(f"f: after {n}" for n in NAMES if n != "optimize"),
+    for title in ["f: traced (", *(f"f: after {n}" for n in NAMES if n not in ("optimize", "broadcasts")),
                   *(f"after {name} (" for name, _ in compiler.PIPELINE)]:  # (optimize: after each pass)
         assert f"--- ember IR {title}" in err, title
     fused = err.split("f: after fuse (1 equations) ---\n")[1].split("--- ember IR")[0]

@@ -156,7 +156,7 @@ def _with_devices(program: str, count: int) -> subprocess.CompletedProcess:
 
 
 def test_the_plugins_device_count_follows_xla_flags_as_jaxs_cpu():
-    out = _with_devices("import ember; print(len(ember.devices()), ember.devices()[-1])", 3)
+    out = _with_devices("import ember; print(len(ember.devices()), repr(ember.devices()[-1]))", 3)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["3", "CpuDevice(id=2)"]
     assert len(ember.devices("xla_cpu")) == ember.config.num_cpu_devices  # (1 here, as JAX's CPU by default)

@@ -33,6 +33,7 @@ from ember.backends.cpu.codegen import can_fuse_in_loop
 from ember.compiler.rewrite import SubprogramRewriter, on_closed, rebuild
 from ember.core.ir import ClosedJaxpr, Eqn, Jaxpr, Var
 from ember.core.primitive import abstract_eval_rules
+from ember.core.traits import ELEMENTWISE
 from ember.lax import control_flow as cf, shapes as sh
 from ember.lax.dot import dot_general_p
 
@@ -96,16 +97,26 @@ def _row_read_matrix(product: Eqn, constants: set[int], readers: dict[int, list[
 
 def _read_matrix_axis_last(product: Eqn, readers: dict[int, list[Eqn | None]]) -> bool:
     """Whether ``W @ V`` (the matrix's axis first) is read only through transposes that put that
-    axis after every other one of size above 1, as ``vmap`` of ``W @ v`` does: the kernels then
-    walk it innermost, and the product read by rows has it last."""
+    axis after every other one of size above 1, as ``vmap`` of ``W @ v`` does (directly, or
+    through elementwise operations of its shape first: ``vmap`` of ``W @ h + U @ x``): the
+    kernels then walk it innermost, and the product read by rows has it last."""
     out = product.outvars[0]
-    uses = readers.get(id(out), [])
+    return _transposed_to_last(out, out.aval.shape, readers, 0)
+
+
+def _transposed_to_last(value: Var, shape: tuple, readers: dict[int, list[Eqn | None]], depth: int) -> bool:
+    uses = readers.get(id(value), [])
     for e in uses:
+        if e is not None and e.primitive in ELEMENTWISE and depth < 8 and len(e.outvars) == 1 and \
+                e.outvars[0].aval.shape == shape:  # (an elementwise operation of the product's shape first)
+            if not _transposed_to_last(e.outvars[0], shape, readers, depth + 1):
+                return False
+            continue
         if e is None or e.primitive is not sh.transpose_p:
             return False
         permutation = e.params["permutation"]
         after = permutation[permutation.index(0) + 1:]
-        if any(out.aval.shape[d] != 1 for d in after):
+        if any(shape[d] != 1 for d in after):
             return False
     return bool(uses)
 
