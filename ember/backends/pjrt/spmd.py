@@ -197,10 +197,16 @@ class TiledSharding(shd.Sharding):
 
 
 # --- sharded arrays ----------------------------------------------------------------------------------------
+def local(devices: Sequence[Any]) -> list:
+    """The devices of ``devices`` that this process drives (all of them in a run of one process)."""
+    here = shd.process_index()
+    return [d for d in devices if d.process_index == here]
+
+
 class ShardedBuffer:
-    """The data of an Array split over devices: ``shards[k]`` is the block of the sharding's
-    ``k``-th device (in ``sharding._device_list()`` order). A ``DeviceBuffer``
-    (``ember.core.array``) whose value is assembled on the host when read."""
+    """The data of an Array split over devices: ``shards[k]`` is the block of the ``k``-th of the
+    sharding's devices that this process drives (in ``sharding._device_list()`` order). A
+    ``DeviceBuffer`` (``ember.core.array``) whose value is assembled on the host when read."""
 
     __slots__ = ("shards", "sharding", "shape", "dtype", "backend", "__weakref__")
 
@@ -219,7 +225,7 @@ class ShardedBuffer:
     def indices(self) -> list[tuple]:
         """Each shard's index into the whole array."""
         found = self.sharding.devices_indices_map(self.shape)
-        return [found[d] for d in self.sharding._device_list()]
+        return [found[d] for d in local(self.sharding._device_list())]
 
     def to_host(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
@@ -250,8 +256,8 @@ class ShardedBuffer:
 def device_blocks(client: Client, value: np.ndarray, sharding: shd.Sharding) -> list[Buffer]:
     """``value``'s blocks on the sharding's devices, each device receiving only its own."""
     indices = sharding.devices_indices_map(value.shape)
-    return [client.buffer_from_host(np.ascontiguousarray(value[indices[d]]), d)  # type: ignore[arg-type]
-            for d in sharding._device_list()]  # (a PJRT mesh's devices are the client's)
+    return [client.buffer_from_host(np.ascontiguousarray(value[indices[d]]), d)
+            for d in local(sharding._device_list())]  # (a PJRT mesh's devices are the client's)
 
 
 def put_sharded(client: Client, value: np.ndarray, sharding: shd.Sharding) -> ShardedBuffer:
@@ -308,7 +314,7 @@ class PartitionedExecutable:
         annotation = MeshAnnotation(mesh, self.in_shardings, out_shardings, self.in_avals, self.out_avals)
         self.text = lower_module(closed, name, sorted(donated), consts_as_parameters=False, mesh=annotation)
         device_ids = tuple(int(d.id) for d in mesh.devices.flat)
-        by_id = {d.id: d for d in client.devices}
+        by_id = {d.id: d for d in client.all_devices}
         missing = [i for i in device_ids if i not in by_id]
         if missing:
             raise ValueError(f"the mesh {mesh} names devices {missing}, which the {client.platform} client does not "
@@ -318,10 +324,10 @@ class PartitionedExecutable:
                                             tuple(s is None for s in out_shardings)))
         with _compile_lock:
             self.executable, self.code = compile_cached(client, self.text, None, options)
-        self.devices = list(mesh.devices.flat)
-        if [d.id for d in self.executable.devices] != list(device_ids):
+        self.devices = local(list(mesh.devices.flat))  # (each process passes its own devices' blocks)
+        if [d.id for d in self.executable.devices] != [d.id for d in self.devices]:
             raise RuntimeError(f"XLA placed the program on devices {[d.id for d in self.executable.devices]}, not "
-                               f"the mesh's {list(device_ids)}")
+                               f"the mesh's {[d.id for d in self.devices]}")
         self.out_shardings = list(out_shardings)
         if any(s is None for s in out_shardings):
             chosen = module_output_shardings(self.executable.optimized_program())
