@@ -208,6 +208,23 @@ def _row_updates(xp, lax, nn):
     return f
 
 
+def _buffer_writes(xp, lax, nn):
+    """A loop writing one element per step into a large carried buffer (``dynamic_update_slice``):
+    in place, each step costs O(1), not a copy of the buffer."""
+    def f(buf):
+        def body(i, b):
+            return lax.dynamic_update_slice(b, xp.reshape(b[i] * 0.5 + 1.0, (1,)), (i + 1,))
+        return lax.fori_loop(0, 10_000, body, buf)
+    return f
+
+
+def _numpy_buffer_writes(buf):
+    buf = buf.copy()
+    for i in range(10_000):
+        buf[i + 1] = buf[i] * np.float32(0.5) + np.float32(1.0)
+    return buf
+
+
 def _numpy_row_updates(a):
     a = a.copy()
     for i in range(1, 1000):
@@ -500,6 +517,8 @@ WORKLOADS = [
     Workload("scan RNN 1000x64, vmap over 8 sequences", _rnn_matvec_batch, _rnn_matvec_batch_inputs),
     Workload("fori_loop matvec 1000x64", _fori_matvec, _matvec_inputs, _numpy_matvec_loop),
     Workload("while_loop matvec 1000x64", _while_matvec, _matvec_inputs, _numpy_matvec_loop),
+    Workload("fori_loop writes into a 1e6 buffer, 1e4 steps", _buffer_writes, _rng_normal(1_000_000),
+             _numpy_buffer_writes),
     Workload("fori_loop row updates 1000x64 (x.at[i].set)", _row_updates, _rng_normal(1000, 64),
              _numpy_row_updates),
     Workload("conv 16x64x64x32 -> 64, 3x3 SAME", _conv_forward,
