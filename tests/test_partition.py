@@ -240,14 +240,7 @@ def test_library_sharding_helpers_leave_leaves_sharded_as_jax_reports():
     ``filter_shard`` and flax's ``with_partitioning`` / ``get_partition_spec``: each leaf's
     ``Array.sharding`` as JAX reports it, with 8 CPU devices on both sides."""
     pytest.importorskip("jax")
-    root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=8", EMBER_NUM_CPU_DEVICES="8")
-    runs = [subprocess.run([sys.executable, "-c", prelude + LIBRARY_SHARDINGS], capture_output=True, text=True,
-                           env=env, timeout=600) for prelude in ("", "import ember\nember.install_as_jax()\n")]
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-3000:]
-    theirs, ours = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    theirs, ours = _under_jax_and_ember(LIBRARY_SHARDINGS, 8)
     assert ours == theirs
 
 
@@ -279,12 +272,19 @@ def test_partitioned_jit_traces_as_jax_does():
     """A jit with in_shardings / out_shardings traces the function once for a signature, as JAX
     (it traced twice with out_shardings: once for the output structure, once to partition)."""
     pytest.importorskip("jax")
+    theirs, ours = _under_jax_and_ember(SHARDED_TRACES, 4)
+    assert ours == theirs
+
+
+def _under_jax_and_ember(program: str, devices: int) -> tuple:
+    """The JSON that ``program`` prints last, run by JAX and by ember under the switch, each in a
+    fresh process with ``devices`` CPU devices."""
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=4", EMBER_NUM_CPU_DEVICES="4")
-    runs = [subprocess.run([sys.executable, "-c", prelude + SHARDED_TRACES], capture_output=True, text=True,
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", EMBER_NUM_CPU_DEVICES=str(devices))
+    runs = [subprocess.run([sys.executable, "-c", prelude + program], capture_output=True, text=True,
                            env=env, timeout=600) for prelude in ("", "import ember\nember.install_as_jax()\n")]
     for run in runs:
         assert run.returncode == 0, run.stderr[-3000:]
     theirs, ours = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
-    assert ours == theirs
+    return theirs, ours

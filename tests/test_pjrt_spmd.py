@@ -89,14 +89,16 @@ def test_a_tiling_no_spec_describes_keeps_its_blocks():
     assert [blocks[d] for d in mesh.devices.flat] == [(slice(0, 2),), (slice(4, 6),), (slice(6, 8),), (slice(2, 4),)]
 
 
-def _run(framework: str) -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+def _eight_devices(**extra: str) -> dict:
+    """A fresh process's environment: 8 CPU devices for XLA's plugin and JAX alike, this checkout's ember."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", **extra)
     env.pop("EMBER_NUM_CPU_DEVICES", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))  # (this ember)
-    if framework == "ember":
-        env["EMBER_PLATFORMS"] = "xla_cpu"
-    else:
-        env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))
+    return env
+
+
+def _run(framework: str) -> dict:
+    env = _eight_devices(**({"EMBER_PLATFORMS": "xla_cpu"} if framework == "ember" else {"JAX_PLATFORMS": "cpu"}))
     out = subprocess.run([sys.executable, os.path.join(HERE, "pjrt_programs", "sharded.py"), framework], env=env,
                          capture_output=True, text=True, timeout=600, cwd=os.path.dirname(HERE))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -188,9 +190,7 @@ print("ok")
 
 
 def test_donation_lowering_context_meshes_and_the_disk_cache_over_8_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", EMBER_PLATFORMS="xla_cpu")
-    env.pop("EMBER_NUM_CPU_DEVICES", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))
+    env = _eight_devices(EMBER_PLATFORMS="xla_cpu")
     out = subprocess.run([sys.executable, "-c", EMBER_SIDE], env=env, capture_output=True, text=True, timeout=600,
                          cwd=os.path.dirname(HERE))
     assert out.returncode == 0 and out.stdout.split() == ["ok"], out.stderr[-3000:]
@@ -211,9 +211,7 @@ NOT_ON_XLA_CPU = {
 
 @pytest.mark.parametrize("module", ["tests/test_parallel.py", "tests/test_partition.py"])
 def test_the_cpu_backends_sharding_tests_pass_on_xla_cpu_with_8_devices(module):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", EMBER_PLATFORMS="xla_cpu")
-    env.pop("EMBER_NUM_CPU_DEVICES", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))
+    env = _eight_devices(EMBER_PLATFORMS="xla_cpu")
     deselect = [f"--deselect={t}" for t in NOT_ON_XLA_CPU if t.startswith(module)]
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", module,
                           *deselect], env=env, capture_output=True, text=True, timeout=900,
